@@ -1,0 +1,102 @@
+//! [`ToolContext`]: everything a call may use besides its arguments.
+
+use std::sync::Arc;
+
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::events::{EventSink, NullSink};
+use crate::ext::{CommandInterceptor, DiagnosticsProvider};
+use crate::hooks::{ApprovalPolicy, Approver, Hooks, NoHooks};
+use crate::session::Session;
+use crate::workspace::Workspace;
+
+/// Signals between the calls of one model turn. The shell uses "another call of this turn
+/// finished" for its S4 rule.
+#[derive(Debug, Clone)]
+pub struct TurnSignals {
+    finished: Arc<watch::Sender<u64>>,
+}
+
+impl Default for TurnSignals {
+    fn default() -> Self {
+        Self { finished: Arc::new(watch::channel(0).0) }
+    }
+}
+
+impl TurnSignals {
+    /// Announce that one call of the turn finished.
+    pub fn call_finished(&self) {
+        self.finished.send_modify(|n| *n += 1);
+    }
+
+    /// How many calls of the turn have finished so far.
+    pub fn finished_count(&self) -> u64 {
+        *self.finished.borrow()
+    }
+
+    /// A receiver that wakes whenever another call finishes.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.finished.subscribe()
+    }
+}
+
+/// What a call gets besides its arguments. Cheap to clone.
+#[derive(Clone)]
+pub struct ToolContext {
+    /// The call's id.
+    pub call_id: String,
+    /// Where files may be touched.
+    pub workspace: Workspace,
+    /// The conversation's shared state.
+    pub session: Arc<Session>,
+    /// Cancelled when the call must stop (new user message, aborted response, K10).
+    pub cancel: CancellationToken,
+    /// Where terminal events and progress go.
+    pub events: Arc<dyn EventSink>,
+    /// Decides whether calls may run (used by dispatch, and by tools that run nested calls).
+    pub approver: Arc<dyn Approver>,
+    /// Runs around every call.
+    pub hooks: Arc<dyn Hooks>,
+    /// Diagnostics after edits (E9), when a language server is wired up.
+    pub diagnostics: Option<Arc<dyn DiagnosticsProvider>>,
+    /// Shell commands that are really other tools (P2).
+    pub interceptor: Option<Arc<dyn CommandInterceptor>>,
+    /// Signals between the calls of the current turn.
+    pub turn: TurnSignals,
+}
+
+impl std::fmt::Debug for ToolContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolContext")
+            .field("call_id", &self.call_id)
+            .field("workspace", &self.workspace.roots())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ToolContext {
+    /// A context over `workspace` with a fresh session, auto-approval, no hooks, no events.
+    pub fn new(workspace: Workspace) -> Self {
+        Self {
+            call_id: String::new(),
+            workspace,
+            session: Arc::new(Session::new()),
+            cancel: CancellationToken::new(),
+            events: Arc::new(NullSink),
+            approver: Arc::new(ApprovalPolicy::auto_approve_all()),
+            hooks: Arc::new(NoHooks),
+            diagnostics: None,
+            interceptor: None,
+            turn: TurnSignals::default(),
+        }
+    }
+
+    /// The same context for another call id, with a child cancellation token.
+    pub fn for_call(&self, call_id: impl Into<String>) -> Self {
+        let mut cx = self.clone();
+        cx.call_id = call_id.into();
+        cx.cancel = self.cancel.child_token();
+        cx
+    }
+}

@@ -1,0 +1,362 @@
+//! [`OutputPreview`]: what the model sees of a long output — its head and its tail with the
+//! dropped middle marked — while the whole stream goes to a spool file (G9, G17–G20).
+//!
+//! Memory is bounded by `head_bytes + tail_bytes` plus one write buffer, whatever the stream
+//! length; every byte is copied a fixed number of times (linear time). The spool is written
+//! synchronously from [`push`](OutputPreview::push), so a slow disk slows the producer
+//! (back-pressure) instead of growing memory (G19). If the spool cannot be created or written,
+//! the preview goes on without it and says so (G18); the next preview tries again.
+
+use std::io::Write as _;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// Limits and spool location of a preview.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PreviewConfig {
+    /// Bytes kept from the start.
+    pub head_bytes: usize,
+    /// Bytes kept from the end.
+    pub tail_bytes: usize,
+    /// Folder for spool files; `None` disables spooling.
+    pub spool_dir: Option<PathBuf>,
+}
+
+impl Default for PreviewConfig {
+    fn default() -> Self {
+        Self { head_bytes: 16 * 1024, tail_bytes: 16 * 1024, spool_dir: Some(default_spool_dir()) }
+    }
+}
+
+impl PreviewConfig {
+    /// A preview keeping `max_bytes` in all, split evenly between head and tail.
+    pub fn with_limit(max_bytes: usize) -> Self {
+        Self { head_bytes: max_bytes / 2, tail_bytes: max_bytes - max_bytes / 2, ..Self::default() }
+    }
+
+    /// Without a spool file.
+    pub fn without_spool(mut self) -> Self {
+        self.spool_dir = None;
+        self
+    }
+
+    /// Spool into `dir`.
+    pub fn spool_in(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.spool_dir = Some(dir.into());
+        self
+    }
+}
+
+/// Where spool files go by default: `$TMPDIR/kodik-output`. The host owns their cleanup; the
+/// paths are handed to the model, so they must outlive the call (G20).
+pub fn default_spool_dir() -> PathBuf {
+    std::env::temp_dir().join("kodik-output")
+}
+
+/// A fixed-capacity ring of the most recent bytes.
+#[derive(Debug)]
+struct Ring {
+    buf: Vec<u8>,
+    start: usize,
+    len: usize,
+}
+
+impl Ring {
+    fn new(cap: usize) -> Self {
+        Self { buf: vec![0; cap], start: 0, len: 0 }
+    }
+
+    fn push(&mut self, mut data: &[u8]) {
+        let cap = self.buf.len();
+        if cap == 0 {
+            return;
+        }
+        if data.len() >= cap {
+            data = &data[data.len() - cap..];
+            self.buf.copy_from_slice(data);
+            self.start = 0;
+            self.len = cap;
+            return;
+        }
+        let mut end = (self.start + self.len) % cap;
+        let first = data.len().min(cap - end);
+        self.buf[end..end + first].copy_from_slice(&data[..first]);
+        self.buf[..data.len() - first].copy_from_slice(&data[first..]);
+        end = (end + data.len()) % cap;
+        let new_len = self.len + data.len();
+        if new_len > cap {
+            self.start = end;
+            self.len = cap;
+        } else {
+            self.len = new_len;
+        }
+    }
+
+    fn to_vec(&self) -> Vec<u8> {
+        let cap = self.buf.len();
+        let mut out = Vec::with_capacity(self.len);
+        let first = self.len.min(cap - self.start);
+        out.extend_from_slice(&self.buf[self.start..self.start + first]);
+        out.extend_from_slice(&self.buf[..self.len - first]);
+        out
+    }
+}
+
+#[derive(Debug)]
+enum Spool {
+    /// Not needed yet: everything so far fits in the head.
+    Pending,
+    Active { file: std::io::BufWriter<std::fs::File>, path: PathBuf },
+    Off,
+    Failed(String),
+}
+
+/// A bounded view of a byte stream, with the full stream spooled to disk.
+#[derive(Debug)]
+pub struct OutputPreview {
+    cfg: PreviewConfig,
+    head: Vec<u8>,
+    tail: Ring,
+    total: u64,
+    lines: u64,
+    ends_with_newline: bool,
+    spool: Spool,
+}
+
+/// What a finished (or paused) preview shows.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PreviewSummary {
+    /// Head, marker and tail, as text (invalid UTF-8 replaced).
+    pub text: String,
+    /// Whether a middle part was dropped.
+    pub truncated: bool,
+    /// Bytes seen in all.
+    pub total_bytes: u64,
+    /// Lines seen in all (a final line without newline counts).
+    pub total_lines: u64,
+    /// Where the complete stream is, when it had to be saved and could be.
+    pub full_output: Option<PathBuf>,
+    /// Why the full stream could not be saved, when it could not (G18).
+    pub spool_error: Option<String>,
+}
+
+impl OutputPreview {
+    /// An empty preview.
+    pub fn new(cfg: PreviewConfig) -> Self {
+        let tail = Ring::new(cfg.tail_bytes);
+        let spool = if cfg.spool_dir.is_some() { Spool::Pending } else { Spool::Off };
+        Self { head: Vec::with_capacity(cfg.head_bytes.min(64 * 1024)), tail, cfg, total: 0, lines: 0, ends_with_newline: true, spool }
+    }
+
+    /// Appends bytes. Never fails: a spool error turns spooling off and is reported later.
+    pub fn push(&mut self, data: &[u8]) {
+        if data.is_empty() {
+            return;
+        }
+        self.total += data.len() as u64;
+        self.lines += memchr::memchr_iter(b'\n', data).count() as u64;
+        self.ends_with_newline = data.last() == Some(&b'\n');
+
+        let room = self.cfg.head_bytes.saturating_sub(self.head.len());
+        let (to_head, rest) = data.split_at(room.min(data.len()));
+        self.head.extend_from_slice(to_head);
+        self.tail.push(rest);
+
+        if matches!(self.spool, Spool::Pending) && self.total > self.cfg.head_bytes as u64 {
+            self.start_spool(rest);
+        } else if let Spool::Active { file, .. } = &mut self.spool
+            && let Err(e) = file.write_all(data)
+        {
+            self.spool = Spool::Failed(format!("writing the full output failed: {e}"));
+        }
+    }
+
+    fn start_spool(&mut self, rest: &[u8]) {
+        let Some(dir) = self.cfg.spool_dir.clone() else {
+            self.spool = Spool::Off;
+            return;
+        };
+        let result = (|| -> std::io::Result<(std::io::BufWriter<std::fs::File>, PathBuf)> {
+            std::fs::create_dir_all(&dir)?;
+            let (file, path) = tempfile::Builder::new()
+                .prefix("output-")
+                .suffix(".log")
+                .tempfile_in(&dir)?
+                .keep()
+                .map_err(|e| e.error)?;
+            let mut w = std::io::BufWriter::with_capacity(64 * 1024, file);
+            w.write_all(&self.head)?;
+            w.write_all(rest)?;
+            Ok((w, path))
+        })();
+        self.spool = match result {
+            Ok((file, path)) => Spool::Active { file, path },
+            Err(e) => Spool::Failed(format!("the full output could not be saved to {}: {e}", dir.display())),
+        };
+    }
+
+    /// Bytes seen so far.
+    pub fn total_bytes(&self) -> u64 {
+        self.total
+    }
+
+    /// Bytes of memory the preview holds for text (head and tail capacity); bounded by the
+    /// configuration whatever was pushed.
+    pub fn memory_bytes(&self) -> usize {
+        self.head.capacity() + self.tail.buf.capacity()
+    }
+
+    /// Flushes the spool so the saved file is complete up to now.
+    pub fn flush(&mut self) {
+        if let Spool::Active { file, .. } = &mut self.spool
+            && let Err(e) = file.flush()
+        {
+            self.spool = Spool::Failed(format!("writing the full output failed: {e}"));
+        }
+    }
+
+    /// The preview as it stands. Can be called repeatedly; more may be pushed afterwards.
+    pub fn summary(&mut self) -> PreviewSummary {
+        self.flush();
+        let kept = self.head.len() as u64 + self.tail.len as u64;
+        let truncated = self.total > kept;
+        let (full_output, spool_error) = match &self.spool {
+            Spool::Active { path, .. } if truncated => (Some(path.clone()), None),
+            Spool::Failed(e) if truncated => (None, Some(e.clone())),
+            _ => (None, None),
+        };
+        let text = if truncated {
+            let head = trim_partial_char_end(&self.head);
+            let tail_bytes = self.tail.to_vec();
+            let tail = skip_partial_char_start(&tail_bytes);
+            let omitted = self.total - head.len() as u64 - tail.len() as u64;
+            let mut marker = format!("\n[… {omitted} bytes omitted from the middle …");
+            match (&full_output, &spool_error) {
+                (Some(p), _) => marker.push_str(&format!(" full output: {}", p.display())),
+                (None, Some(e)) => marker.push_str(&format!(" {e}")),
+                _ => {}
+            }
+            marker.push_str("]\n");
+            let mut t = String::from_utf8_lossy(head).into_owned();
+            t.push_str(&marker);
+            t.push_str(&String::from_utf8_lossy(tail));
+            t
+        } else {
+            let mut all = self.head.clone();
+            all.extend_from_slice(&self.tail.to_vec());
+            String::from_utf8_lossy(&all).into_owned()
+        };
+        let total_lines = self.lines + u64::from(self.total > 0 && !self.ends_with_newline);
+        PreviewSummary { text, truncated, total_bytes: self.total, total_lines, full_output, spool_error }
+    }
+}
+
+fn trim_partial_char_end(b: &[u8]) -> &[u8] {
+    let mut end = b.len();
+    // Walk back over at most 3 continuation bytes to the start of the last character.
+    let mut i = end;
+    while i > 0 && end - i < 4 {
+        i -= 1;
+        let byte = b[i];
+        if byte & 0xC0 != 0x80 {
+            let need = if byte >= 0xF0 { 4 } else if byte >= 0xE0 { 3 } else if byte >= 0xC0 { 2 } else { 1 };
+            if end - i < need {
+                end = i;
+            }
+            break;
+        }
+    }
+    &b[..end]
+}
+
+fn skip_partial_char_start(b: &[u8]) -> &[u8] {
+    let skip = b.iter().take(3).take_while(|x| **x & 0xC0 == 0x80).count();
+    &b[skip..]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn g17_small_output_is_shown_whole() {
+        let mut p = OutputPreview::new(PreviewConfig::with_limit(100).without_spool());
+        p.push(b"hello\nworld");
+        let s = p.summary();
+        assert_eq!(s.text, "hello\nworld");
+        assert!(!s.truncated);
+        assert_eq!(s.total_lines, 2);
+        assert_eq!(s.full_output, None);
+    }
+
+    #[test]
+    fn g17_g20_head_and_tail_are_exact_and_the_middle_is_marked() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut p = OutputPreview::new(PreviewConfig { head_bytes: 10, tail_bytes: 10, spool_dir: Some(dir.path().into()) });
+        let data: Vec<u8> = (0..1000u32).map(|i| b'a' + (i % 26) as u8).collect();
+        for chunk in data.chunks(7) {
+            p.push(chunk);
+        }
+        let s = p.summary();
+        assert!(s.truncated);
+        assert!(s.text.starts_with(std::str::from_utf8(&data[..10]).unwrap()));
+        assert!(s.text.ends_with(std::str::from_utf8(&data[990..]).unwrap()));
+        assert!(s.text.contains("[… 980 bytes omitted from the middle …"), "{}", s.text);
+        let full = s.full_output.expect("spooled");
+        assert!(s.text.contains(&full.display().to_string()));
+        assert_eq!(std::fs::read(&full).unwrap(), data, "the saved output is complete");
+        // A finished preview keeps the same head and tail when asked again (G20).
+        assert_eq!(p.summary().text, s.text);
+    }
+
+    #[test]
+    fn g17_cuts_never_split_a_character() {
+        let mut p = OutputPreview::new(PreviewConfig { head_bytes: 5, tail_bytes: 5, spool_dir: None });
+        p.push("ééééééééééééééé".as_bytes());
+        let s = p.summary();
+        assert!(!s.text.contains('\u{FFFD}'), "{}", s.text);
+        assert!(s.text.starts_with("éé") && s.text.ends_with("éé"));
+    }
+
+    #[test]
+    fn g17_g19_one_gib_keeps_memory_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut p = OutputPreview::new(PreviewConfig::with_limit(32 * 1024).spool_in(dir.path()));
+        let bound = p.memory_bytes();
+        let chunk = vec![b'x'; 1 << 20];
+        for i in 0..1024u32 {
+            let mut c = chunk.clone();
+            c[..4].copy_from_slice(format!("{i:04}").as_bytes());
+            *c.last_mut().unwrap() = b'\n';
+            p.push(&c);
+            assert!(p.memory_bytes() <= bound, "memory grew at chunk {i}");
+        }
+        let s = p.summary();
+        assert_eq!(s.total_bytes, 1 << 30);
+        assert_eq!(s.total_lines, 1024);
+        let full = s.full_output.unwrap();
+        assert_eq!(std::fs::metadata(&full).unwrap().len(), 1 << 30, "the spool holds every byte");
+        std::fs::remove_file(full).unwrap();
+    }
+
+    #[test]
+    fn g18_unwritable_spool_dir_falls_back_to_a_bounded_preview_with_a_note() {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        // A regular file cannot be a folder: creating the spool fails.
+        let bad = file.path().join("sub");
+        let mut p = OutputPreview::new(PreviewConfig { head_bytes: 4, tail_bytes: 4, spool_dir: Some(bad) });
+        p.push(b"0123456789abcdef");
+        let s = p.summary();
+        assert!(s.truncated);
+        assert_eq!(s.full_output, None);
+        assert!(s.spool_error.as_deref().unwrap().contains("could not be saved"));
+        assert!(s.text.contains("could not be saved"));
+        assert!(s.text.starts_with("0123") && s.text.ends_with("cdef"));
+        // The next preview with a working folder saves again.
+        let good = tempfile::tempdir().unwrap();
+        let mut p2 = OutputPreview::new(PreviewConfig { head_bytes: 4, tail_bytes: 4, spool_dir: Some(good.path().into()) });
+        p2.push(b"0123456789abcdef");
+        assert!(p2.summary().full_output.is_some());
+    }
+}

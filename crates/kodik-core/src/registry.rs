@@ -1,0 +1,190 @@
+//! [`ToolRegistry`] holds the tools of a session; [`dispatch`] runs one call through the
+//! fixed sequence every caller shares: lookup → argument check → hooks → approval → run.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use tracing::Instrument as _;
+
+use crate::context::ToolContext;
+use crate::error::ToolError;
+use crate::hooks::{Approval, ApprovalRequest, HookDecision};
+use crate::output::{ToolCall, ToolOutput, ToolStatus};
+use crate::tool::{Tool, ToolSpec};
+
+/// Tools by name.
+#[derive(Clone, Default)]
+pub struct ToolRegistry {
+    tools: BTreeMap<String, Arc<dyn Tool>>,
+}
+
+impl std::fmt::Debug for ToolRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.tools.keys()).finish()
+    }
+}
+
+impl ToolRegistry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a tool, replacing one of the same name.
+    pub fn register(&mut self, tool: impl Tool + 'static) -> &mut Self {
+        self.register_arc(Arc::new(tool))
+    }
+
+    /// Adds a shared tool, replacing one of the same name.
+    pub fn register_arc(&mut self, tool: Arc<dyn Tool>) -> &mut Self {
+        self.tools.insert(tool.spec().name.clone(), tool);
+        self
+    }
+
+    /// Removes a tool by name.
+    pub fn remove(&mut self, name: &str) -> Option<Arc<dyn Tool>> {
+        self.tools.remove(name)
+    }
+
+    /// The tool called `name`.
+    pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
+        self.tools.get(name)
+    }
+
+    /// The tool called `name`, or an error listing the closest names.
+    pub fn lookup(&self, name: &str) -> Result<&Arc<dyn Tool>, ToolError> {
+        self.get(name).ok_or_else(|| ToolError::UnknownTool { name: name.to_string(), suggestions: self.suggest(name) })
+    }
+
+    /// Names sorted.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.tools.keys().map(String::as_str)
+    }
+
+    /// Specs sorted by name.
+    pub fn specs(&self) -> impl Iterator<Item = &ToolSpec> {
+        self.tools.values().map(|t| t.spec())
+    }
+
+    /// Number of tools.
+    pub fn len(&self) -> usize {
+        self.tools.len()
+    }
+
+    /// Whether there are no tools.
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+
+    /// Up to three existing names closest to `name`.
+    pub fn suggest(&self, name: &str) -> Vec<String> {
+        closest(name, self.names(), 3)
+    }
+}
+
+/// Up to `n` candidates closest to `name` (edit distance, with substring matches first).
+pub fn closest<'a>(name: &str, candidates: impl Iterator<Item = &'a str>, n: usize) -> Vec<String> {
+    let lower = name.to_lowercase();
+    let mut scored: Vec<(f64, &str)> = candidates
+        .map(|c| {
+            let cl = c.to_lowercase();
+            let mut score = strsim::jaro_winkler(&lower, &cl);
+            if !lower.is_empty() && (cl.contains(&lower) || lower.contains(&cl)) {
+                score += 0.5;
+            }
+            (score, c)
+        })
+        .filter(|(s, _)| *s >= 0.7)
+        .collect();
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(b.1)));
+    scored.into_iter().take(n).map(|(_, c)| c.to_string()).collect()
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<ToolOutput>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Runs one call: unknown name → error with suggestions; bad arguments → `InvalidInput`
+/// before any approval (S8); a blocking hook or a refused approval → `denied` (G3); then the
+/// tool, racing the context's cancellation (→ `cancelled`). A panic in the tool becomes an
+/// `error` result for this call only. The whole call runs in a `tool.call` span.
+pub async fn dispatch(registry: &ToolRegistry, call: &ToolCall, cx: &ToolContext) -> ToolOutput {
+    let span = tracing::info_span!(
+        "tool.call",
+        name = %call.name,
+        call_id = %call.id,
+        status = tracing::field::Empty,
+        duration_ms = tracing::field::Empty,
+    );
+    let started = Instant::now();
+    let out = dispatch_inner(registry, call, cx).instrument(span.clone()).await;
+    span.record("status", out.status.as_str());
+    span.record("duration_ms", started.elapsed().as_millis() as u64);
+    out
+}
+
+async fn dispatch_inner(registry: &ToolRegistry, call: &ToolCall, cx: &ToolContext) -> ToolOutput {
+    let tool = match registry.lookup(&call.name) {
+        Ok(t) => Arc::clone(t),
+        Err(e) => return e.into_output(),
+    };
+    if let Err(e) = tool.validate(&call.args) {
+        return e.into_output();
+    }
+    if let HookDecision::Block(reason) = cx.hooks.before_call(call).await {
+        let out = ToolError::Denied(format!("blocked by a hook: {reason}")).into_output();
+        cx.hooks.after_call(call, &out).await;
+        return out;
+    }
+    let request = ApprovalRequest {
+        call_id: call.id.clone(),
+        tool: call.name.clone(),
+        effect: tool.spec().effect,
+        args: call.args.clone(),
+        server: None,
+    };
+    let approval = tokio::select! {
+        a = cx.approver.approve(&request) => a,
+        () = cx.cancel.cancelled() => return ToolError::Cancelled.into_output(),
+    };
+    if let Approval::Denied(reason) = approval {
+        let out = ToolError::Denied(reason).into_output();
+        cx.hooks.after_call(call, &out).await;
+        return out;
+    }
+    let mut call_cx = cx.clone();
+    call_cx.call_id = call.id.clone();
+    let args = call.args.clone();
+    let cancel = call_cx.cancel.clone();
+    let mut handle = AbortOnDrop(tokio::spawn(async move { tool.call(args, &call_cx).await }));
+    let out = tokio::select! {
+        joined = &mut handle.0 => join_to_output(joined),
+        () = cancel.cancelled() => ToolError::Cancelled.into_output(),
+    };
+    drop(handle);
+    cx.hooks.after_call(call, &out).await;
+    out
+}
+
+/// Turns a join result into an output: a panic becomes an `error` for this call only.
+fn join_to_output(joined: Result<ToolOutput, tokio::task::JoinError>) -> ToolOutput {
+    match joined {
+        Ok(out) => out,
+        Err(e) if e.is_panic() => {
+            let msg = e.into_panic();
+            let text = msg
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| msg.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            ToolOutput::error(format!("the tool failed internally (panic: {text}); this is a bug in the tool"))
+                .with_meta(serde_json::json!({"error_kind": "panic"}))
+        }
+        Err(_) => ToolOutput::with_status(ToolStatus::Cancelled, "cancelled"),
+    }
+}

@@ -1,0 +1,189 @@
+//! State shared by the tools of one conversation: what was read at which file version
+//! (E2, R4) and the loop guard (G15).
+
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::SystemTime;
+
+use serde::{Deserialize, Serialize};
+
+/// A file's identity at one moment: size, modification time and a hash of its bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct FileVersion {
+    /// Size in bytes.
+    pub len: u64,
+    /// Hash of the content.
+    pub hash: u64,
+}
+
+impl FileVersion {
+    /// The version of these bytes.
+    pub fn of_bytes(bytes: &[u8]) -> Self {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        bytes.hash(&mut h);
+        Self { len: bytes.len() as u64, hash: h.finish() }
+    }
+
+    /// Reads `path` and returns its version.
+    pub fn of_file(path: &Path) -> std::io::Result<Self> {
+        Ok(Self::of_bytes(&std::fs::read(path)?))
+    }
+}
+
+/// What the session knows about one file it read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadRecord {
+    /// The version that was read.
+    pub version: FileVersion,
+    /// Line ranges read at that version (1-based, inclusive); `None` means the whole file.
+    pub ranges: Vec<(usize, usize)>,
+    /// The user message during which it was read.
+    pub message: u64,
+    /// When it was recorded.
+    pub at: SystemTime,
+}
+
+/// What the loop guard says about a repeated call (G15).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoopGuardVerdict {
+    /// First time, or the workspace changed since: run it and show the result.
+    Fresh,
+    /// The same call against the same state as last time: answer with a short hint.
+    Unchanged {
+        /// How many identical repeats in a row (1 on the first repeat).
+        repeats: u32,
+    },
+}
+
+#[derive(Debug, Clone, Copy)]
+struct GuardEntry {
+    fingerprint: u64,
+    repeats: u32,
+}
+
+/// State of one conversation, shared by all its tools.
+#[derive(Debug, Default)]
+pub struct Session {
+    message: AtomicU64,
+    reads: Mutex<HashMap<PathBuf, ReadRecord>>,
+    guard: Mutex<HashMap<String, GuardEntry>>,
+}
+
+impl Session {
+    /// A fresh session.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The current user-message number.
+    pub fn message(&self) -> u64 {
+        self.message.load(Ordering::Relaxed)
+    }
+
+    /// A new user message started: "still current" notes (R4) no longer apply.
+    pub fn next_message(&self) -> u64 {
+        self.message.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// Records that `path` (canonical) was read at `version`. Reads of the same version
+    /// accumulate their ranges; a new version replaces the record.
+    pub fn record_read(&self, path: &Path, version: FileVersion, range: Option<(usize, usize)>) {
+        let mut reads = self.reads.lock().unwrap_or_else(|p| p.into_inner());
+        let message = self.message();
+        let entry = reads.entry(path.to_path_buf()).or_insert_with(|| ReadRecord {
+            version,
+            ranges: Vec::new(),
+            message,
+            at: SystemTime::now(),
+        });
+        if entry.version != version || entry.message != message {
+            *entry = ReadRecord { version, ranges: Vec::new(), message, at: SystemTime::now() };
+        }
+        entry.ranges.push(range.unwrap_or((1, usize::MAX)));
+    }
+
+    /// Records that the session itself wrote `path` at `version`: the model knows the new
+    /// content (it just sent it), so later edits need no re-read (E9).
+    pub fn record_write(&self, path: &Path, version: FileVersion) {
+        let mut reads = self.reads.lock().unwrap_or_else(|p| p.into_inner());
+        reads.insert(
+            path.to_path_buf(),
+            ReadRecord { version, ranges: vec![(1, usize::MAX)], message: self.message(), at: SystemTime::now() },
+        );
+    }
+
+    /// Forgets a file (deleted, or compaction dropped its content).
+    pub fn forget(&self, path: &Path) {
+        self.reads.lock().unwrap_or_else(|p| p.into_inner()).remove(path);
+    }
+
+    /// Forgets every read and every loop-guard entry: after compaction replaced old results
+    /// with a summary, files can be read whole again (G15).
+    pub fn compacted(&self) {
+        self.reads.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        self.guard.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    }
+
+    /// The read record of `path`, if it was read in this session.
+    pub fn last_read(&self, path: &Path) -> Option<ReadRecord> {
+        self.reads.lock().unwrap_or_else(|p| p.into_inner()).get(path).cloned()
+    }
+
+    /// Whether lines `start..=end` of `path` at `version` were already read during the
+    /// current message (R4).
+    pub fn already_read(&self, path: &Path, version: FileVersion, start: usize, end: usize) -> bool {
+        let reads = self.reads.lock().unwrap_or_else(|p| p.into_inner());
+        reads.get(path).is_some_and(|r| {
+            r.version == version && r.message == self.message() && r.ranges.iter().any(|&(s, e)| s <= start && end <= e)
+        })
+    }
+
+    /// The loop guard (G15): `key` identifies the call (tool + canonical arguments),
+    /// `fingerprint` the state of what it looks at (file versions, match set). Returns
+    /// whether to run it afresh or answer "unchanged".
+    pub fn loop_guard(&self, key: &str, fingerprint: u64) -> LoopGuardVerdict {
+        let mut guard = self.guard.lock().unwrap_or_else(|p| p.into_inner());
+        match guard.get_mut(key) {
+            Some(e) if e.fingerprint == fingerprint => {
+                e.repeats += 1;
+                LoopGuardVerdict::Unchanged { repeats: e.repeats }
+            }
+            _ => {
+                guard.insert(key.to_string(), GuardEntry { fingerprint, repeats: 0 });
+                LoopGuardVerdict::Fresh
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn r4_same_lines_same_version_same_message_are_current() {
+        let s = Session::new();
+        let p = Path::new("/w/a.txt");
+        let v = FileVersion::of_bytes(b"one\ntwo\n");
+        s.record_read(p, v, Some((1, 10)));
+        assert!(s.already_read(p, v, 2, 5));
+        assert!(!s.already_read(p, v, 5, 11), "lines beyond what was read");
+        assert!(!s.already_read(p, FileVersion::of_bytes(b"changed"), 2, 5), "changed file");
+        s.next_message();
+        assert!(!s.already_read(p, v, 2, 5), "a new message reads afresh");
+    }
+
+    #[test]
+    fn g15_loop_guard_sees_changes_and_compaction() {
+        let s = Session::new();
+        assert_eq!(s.loop_guard("grep:x", 1), LoopGuardVerdict::Fresh);
+        assert_eq!(s.loop_guard("grep:x", 1), LoopGuardVerdict::Unchanged { repeats: 1 });
+        assert_eq!(s.loop_guard("grep:x", 1), LoopGuardVerdict::Unchanged { repeats: 2 });
+        assert_eq!(s.loop_guard("grep:x", 2), LoopGuardVerdict::Fresh, "workspace changed");
+        s.compacted();
+        assert_eq!(s.loop_guard("grep:x", 2), LoopGuardVerdict::Fresh, "after compaction");
+    }
+}

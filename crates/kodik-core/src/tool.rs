@@ -1,0 +1,173 @@
+//! The [`Tool`] trait, its typed layer [`TypedTool`], and the [`ToolSpec`] a tool advertises.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::context::ToolContext;
+use crate::error::ToolError;
+use crate::output::ToolOutput;
+use crate::workspace::{Resource, Workspace};
+
+/// What a tool may affect. Approval policies, the scheduler's start rule (G4) and the
+/// harness's modes are decided by it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Effect {
+    /// Reads files or state; changes nothing.
+    ReadOnly,
+    /// Creates, changes or deletes files.
+    MutatesFiles,
+    /// Starts or controls processes.
+    Process,
+    /// Talks to the network.
+    Network,
+    /// Drives a browser.
+    Browser,
+    /// Talks to the user or other agents, or keeps conversation state (todo, memory, plan).
+    Conversation,
+}
+
+impl Effect {
+    /// Whether a call of this kind may start while the model's response still streams (G4).
+    pub fn starts_while_streaming(self) -> bool {
+        matches!(self, Self::ReadOnly | Self::Process | Self::Network)
+    }
+}
+
+/// How a tool presents itself to the model and to the scheduler.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    /// The tool's name (never depends on the model, G10).
+    pub name: String,
+    /// What the model reads about the tool.
+    pub description: String,
+    /// JSON Schema of the arguments.
+    pub input_schema: Value,
+    /// What the tool may affect.
+    pub effect: Effect,
+    /// Whether calls may start before the response is complete (G4).
+    pub streaming_start: bool,
+}
+
+impl ToolSpec {
+    /// A spec whose streaming start follows from its effect.
+    pub fn new(name: impl Into<String>, description: impl Into<String>, input_schema: Value, effect: Effect) -> Self {
+        Self {
+            name: name.into(),
+            description: description.into(),
+            input_schema,
+            effect,
+            streaming_start: effect.starts_while_streaming(),
+        }
+    }
+}
+
+/// A tool the model can call.
+///
+/// Most tools implement [`TypedTool`] instead and get this trait for free.
+#[async_trait]
+pub trait Tool: Send + Sync {
+    /// Name, description, schema and effect.
+    fn spec(&self) -> &ToolSpec;
+
+    /// Checks the arguments without running anything; errors here come before approval (S8).
+    fn validate(&self, _args: &Value) -> Result<(), ToolError> {
+        Ok(())
+    }
+
+    /// The resources (files) this call would mutate, for same-resource ordering (G2).
+    fn resources(&self, _args: &Value, _ws: &Workspace) -> Vec<Resource> {
+        Vec::new()
+    }
+
+    /// Runs the call. Never panics on bad input: every failure is a result.
+    async fn call(&self, args: Value, cx: &ToolContext) -> ToolOutput;
+}
+
+/// A tool written against its argument struct.
+///
+/// Arguments are deserialized before anything runs; a failure becomes one
+/// [`ToolError::InvalidInput`] naming the field.
+#[async_trait]
+pub trait TypedTool: Send + Sync {
+    /// The argument struct; its doc comments are the schema descriptions the model reads.
+    type Args: DeserializeOwned + Send + 'static;
+
+    /// Name, description, schema and effect.
+    fn spec(&self) -> &ToolSpec;
+
+    /// The resources this call would mutate (G2).
+    fn resources(&self, _args: &Self::Args, _ws: &Workspace) -> Vec<Resource> {
+        Vec::new()
+    }
+
+    /// Checks beyond the schema (e.g. S8's "command must be a string"), before approval.
+    fn check(&self, _args: &Self::Args) -> Result<(), ToolError> {
+        Ok(())
+    }
+
+    /// Runs the call.
+    async fn run(&self, args: Self::Args, cx: &ToolContext) -> Result<ToolOutput, ToolError>;
+}
+
+/// Deserializes `args` into `A`, naming the offending field on failure.
+pub fn parse_args<A: DeserializeOwned>(tool: &str, args: &Value) -> Result<A, ToolError> {
+    // `null` arguments mean "no arguments" for every provider we speak to.
+    let owned;
+    let args = if args.is_null() {
+        owned = Value::Object(Default::default());
+        &owned
+    } else {
+        args
+    };
+    serde_path_to_error::deserialize::<_, A>(args).map_err(|e| {
+        let path = e.path().to_string();
+        let field = (path != ".").then_some(path);
+        let inner = e.into_inner().to_string();
+        let message = match &field {
+            Some(f) => format!("{f}: {inner}"),
+            None => inner,
+        };
+        ToolError::InvalidInput { tool: tool.to_string(), field, message }
+    })
+}
+
+#[async_trait]
+impl<T: TypedTool> Tool for T {
+    fn spec(&self) -> &ToolSpec {
+        TypedTool::spec(self)
+    }
+
+    fn validate(&self, args: &Value) -> Result<(), ToolError> {
+        let parsed = parse_args::<T::Args>(&TypedTool::spec(self).name, args)?;
+        self.check(&parsed)
+    }
+
+    fn resources(&self, args: &Value, ws: &Workspace) -> Vec<Resource> {
+        match parse_args::<T::Args>(&TypedTool::spec(self).name, args) {
+            Ok(a) => TypedTool::resources(self, &a, ws),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    async fn call(&self, args: Value, cx: &ToolContext) -> ToolOutput {
+        let parsed = match parse_args::<T::Args>(&TypedTool::spec(self).name, &args) {
+            Ok(a) => a,
+            Err(e) => return e.into_output(),
+        };
+        if let Err(e) = self.check(&parsed) {
+            return e.into_output();
+        }
+        match self.run(parsed, cx).await {
+            Ok(out) => out,
+            Err(e) => e.into_output(),
+        }
+    }
+}
+
+/// A shared, type-erased tool.
+pub type DynTool = Arc<dyn Tool>;

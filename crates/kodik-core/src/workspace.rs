@@ -1,0 +1,449 @@
+//! The [`Workspace`]: the folders a session may touch, how paths resolve inside them, and the
+//! one `.kodikignore` check every tool uses (G16).
+
+use std::collections::HashMap;
+use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+use ignore::gitignore::{Gitignore, GitignoreBuilder};
+use serde::{Deserialize, Serialize};
+
+/// The name of the ignore file every tool honours.
+pub const IGNORE_FILE: &str = ".kodikignore";
+
+/// Why a path was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum PathError {
+    /// The path was empty.
+    #[error("the path is empty; give a file path relative to the workspace or absolute")]
+    Empty,
+    /// The path resolves outside every workspace root.
+    #[error("`{path}` is outside the workspace ({roots}); only files inside it can be used")]
+    OutsideWorkspace {
+        /// The path as given.
+        path: String,
+        /// The roots, comma-separated.
+        roots: String,
+    },
+    /// The path is hidden by `.kodikignore`.
+    #[error("`{0}` is excluded by .kodikignore and cannot be accessed")]
+    Ignored(String),
+    /// A Windows-style path that holds a control character, typically `\t` from `C:\tmp` (E10).
+    #[error(
+        "`{0}` looks like a Windows path that contains a control character (a `\\t` or `\\n` escape \
+         turned a backslash into a tab or newline); write the path with forward slashes or escaped backslashes"
+    )]
+    ControlCharacter(String),
+    /// A workspace root does not exist or is not a folder.
+    #[error("workspace root `{path}` is not a usable folder: {reason}")]
+    BadRoot {
+        /// The root as given.
+        path: String,
+        /// Why it is unusable.
+        reason: String,
+    },
+    /// The path resolves to a folder where a file was expected.
+    #[error("`{0}` is a folder; give the path of a file")]
+    IsDirectory(String),
+    /// The path does not exist.
+    #[error("`{0}` does not exist")]
+    NotFound(String),
+}
+
+/// Project settings the tools read.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, rename_all = "snake_case")]
+pub struct Settings {
+    /// `files.encoding`: the encoding to assume where detection is ambiguous (R6, GR3), as a
+    /// WHATWG label such as `windows-1251`. `None` means BOM sniffing, UTF-8, then detection.
+    pub files_encoding: Option<String>,
+}
+
+impl Settings {
+    /// The configured fallback encoding, when its label is known.
+    pub fn encoding(&self) -> Option<&'static encoding_rs::Encoding> {
+        self.files_encoding.as_deref().and_then(|l| encoding_rs::Encoding::for_label(l.as_bytes()))
+    }
+}
+
+/// A canonical key for something a call mutates, so two spellings of one file compare equal (G2).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Resource {
+    /// A file, by its canonical absolute path (symlinks of existing ancestors resolved).
+    File(PathBuf),
+}
+
+#[derive(Debug)]
+struct CachedIgnore {
+    modified: Option<SystemTime>,
+    len: u64,
+    matcher: Option<Arc<Gitignore>>,
+}
+
+/// One or more root folders, the rules for paths inside them, and project settings.
+#[derive(Debug, Clone)]
+pub struct Workspace {
+    roots: Arc<Vec<PathBuf>>,
+    settings: Arc<Settings>,
+    ignores: Arc<Mutex<HashMap<PathBuf, CachedIgnore>>>,
+}
+
+impl Workspace {
+    /// A workspace with one root.
+    pub fn new(root: impl AsRef<Path>) -> Result<Self, PathError> {
+        Self::with_roots([root])
+    }
+
+    /// A workspace with several roots; relative paths resolve against the first.
+    pub fn with_roots<P: AsRef<Path>>(roots: impl IntoIterator<Item = P>) -> Result<Self, PathError> {
+        let mut canon = Vec::new();
+        for r in roots {
+            let r = r.as_ref();
+            let c = std::fs::canonicalize(r)
+                .map_err(|e| PathError::BadRoot { path: r.display().to_string(), reason: e.to_string() })?;
+            if !c.is_dir() {
+                return Err(PathError::BadRoot { path: r.display().to_string(), reason: "not a folder".into() });
+            }
+            canon.push(c);
+        }
+        if canon.is_empty() {
+            return Err(PathError::BadRoot { path: String::new(), reason: "no root given".into() });
+        }
+        Ok(Self { roots: Arc::new(canon), settings: Arc::default(), ignores: Arc::default() })
+    }
+
+    /// Replaces the project settings.
+    pub fn with_settings(mut self, settings: Settings) -> Self {
+        self.settings = Arc::new(settings);
+        self
+    }
+
+    /// The canonical roots.
+    pub fn roots(&self) -> &[PathBuf] {
+        &self.roots
+    }
+
+    /// The first root, against which relative paths resolve.
+    pub fn primary_root(&self) -> &Path {
+        &self.roots[0]
+    }
+
+    /// The project settings.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// Resolves `path` (relative to the first root, or absolute) to a canonical absolute path
+    /// inside the workspace. `.`/`..` are handled, symlinks of existing parts are followed, and
+    /// the result must lie under a root. The path itself need not exist.
+    pub fn resolve(&self, path: impl AsRef<Path>) -> Result<PathBuf, PathError> {
+        let raw = path.as_ref();
+        let shown = raw.display().to_string();
+        if shown.is_empty() {
+            return Err(PathError::Empty);
+        }
+        if looks_windows(&shown) && shown.chars().any(|c| c.is_control()) {
+            return Err(PathError::ControlCharacter(shown.escape_debug().to_string()));
+        }
+        let joined = if raw.is_absolute() { raw.to_path_buf() } else { self.primary_root().join(raw) };
+        let lexical = normalize_lexically(&joined);
+        let canonical = canonicalize_existing_prefix(&lexical);
+        if self.roots.iter().any(|r| canonical.starts_with(r)) {
+            Ok(canonical)
+        } else {
+            Err(PathError::OutsideWorkspace { path: shown, roots: self.roots_list() })
+        }
+    }
+
+    /// [`resolve`](Self::resolve), then refuse paths hidden by `.kodikignore` (G16).
+    /// This is the check every tool that touches a file goes through.
+    pub fn check(&self, path: impl AsRef<Path>) -> Result<PathBuf, PathError> {
+        let resolved = self.resolve(path.as_ref())?;
+        if self.is_ignored(&resolved) {
+            return Err(PathError::Ignored(self.display(&resolved)));
+        }
+        Ok(resolved)
+    }
+
+    /// [`check`](Self::check) for a path that must be an existing file (not a folder).
+    pub fn check_file(&self, path: impl AsRef<Path>) -> Result<PathBuf, PathError> {
+        let resolved = self.check(path)?;
+        match std::fs::metadata(&resolved) {
+            Ok(m) if m.is_dir() => Err(PathError::IsDirectory(self.display(&resolved))),
+            Ok(_) => Ok(resolved),
+            Err(_) => Err(PathError::NotFound(self.display(&resolved))),
+        }
+    }
+
+    /// The canonical resource key of `path` (G2). Paths outside the workspace still get a key.
+    pub fn resource(&self, path: impl AsRef<Path>) -> Resource {
+        let raw = path.as_ref();
+        let joined = if raw.is_absolute() { raw.to_path_buf() } else { self.primary_root().join(raw) };
+        Resource::File(canonicalize_existing_prefix(&normalize_lexically(&joined)))
+    }
+
+    /// Whether an absolute, resolved path is hidden by a `.kodikignore` at a root or in any
+    /// folder between the root and the path. Gitignore semantics: deeper files win, `!` negates,
+    /// and an ignored folder hides everything below it.
+    pub fn is_ignored(&self, resolved: &Path) -> bool {
+        let Some(root) = self.roots.iter().find(|r| resolved.starts_with(r)) else {
+            return false;
+        };
+        let Ok(rel) = resolved.strip_prefix(root) else {
+            return false;
+        };
+        let mut matchers: Vec<Arc<Gitignore>> = Vec::new();
+        let mut dir = root.clone();
+        if let Some(m) = self.ignore_matcher(&dir) {
+            matchers.push(m);
+        }
+        let comps: Vec<_> = rel.components().collect();
+        for (i, comp) in comps.iter().enumerate() {
+            let candidate = dir.join(comp);
+            let is_last = i + 1 == comps.len();
+            let is_dir = if is_last { candidate.is_dir() } else { true };
+            for m in matchers.iter().rev() {
+                let verdict = m.matched(&candidate, is_dir);
+                if verdict.is_ignore() {
+                    return true;
+                }
+                if verdict.is_whitelist() {
+                    break;
+                }
+            }
+            if !is_last {
+                dir = candidate;
+                if let Some(m) = self.ignore_matcher(&dir) {
+                    matchers.push(m);
+                }
+            }
+        }
+        false
+    }
+
+    /// A directory walker over `dir` that honours `.gitignore`, `.ignore` and `.kodikignore`
+    /// (the same rules as [`is_ignored`](Self::is_ignored)). Hidden files are skipped.
+    pub fn walker(&self, dir: &Path) -> ignore::WalkBuilder {
+        let mut b = ignore::WalkBuilder::new(dir);
+        b.add_custom_ignore_filename(IGNORE_FILE).require_git(false);
+        // Rules in `.kodikignore` files above `dir` (up to the root) must still apply.
+        if let Some(root) = self.roots.iter().find(|r| dir.starts_with(r)) {
+            let mut above = dir.parent();
+            while let Some(d) = above {
+                if !d.starts_with(root) {
+                    break;
+                }
+                let f = d.join(IGNORE_FILE);
+                if f.is_file() {
+                    b.add_ignore(f);
+                }
+                above = d.parent();
+            }
+        }
+        b
+    }
+
+    /// `path` shown relative to its root when inside one, else as given.
+    pub fn display(&self, path: &Path) -> String {
+        for r in self.roots.iter() {
+            if let Ok(rel) = path.strip_prefix(r) {
+                let s = rel.display().to_string();
+                return if s.is_empty() { ".".into() } else { s };
+            }
+        }
+        path.display().to_string()
+    }
+
+    fn roots_list(&self) -> String {
+        self.roots.iter().map(|r| r.display().to_string()).collect::<Vec<_>>().join(", ")
+    }
+
+    fn ignore_matcher(&self, dir: &Path) -> Option<Arc<Gitignore>> {
+        let file = dir.join(IGNORE_FILE);
+        let meta = std::fs::metadata(&file).ok();
+        let (modified, len) = match &meta {
+            Some(m) if m.is_file() => (m.modified().ok(), m.len()),
+            _ => (None, 0),
+        };
+        let mut cache = self.ignores.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(c) = cache.get(dir)
+            && c.modified == modified
+            && c.len == len
+        {
+            return c.matcher.clone();
+        }
+        let matcher = if meta.as_ref().is_some_and(|m| m.is_file()) {
+            let mut b = GitignoreBuilder::new(dir);
+            // A malformed line is skipped, as git does; the rest of the file still applies.
+            let _ = b.add(&file);
+            b.build().ok().map(Arc::new)
+        } else {
+            None
+        };
+        cache.insert(dir.to_path_buf(), CachedIgnore { modified, len, matcher: matcher.clone() });
+        matcher
+    }
+}
+
+fn looks_windows(p: &str) -> bool {
+    let b = p.as_bytes();
+    p.contains('\\') || (b.len() >= 2 && b[0].is_ascii_alphabetic() && b[1] == b':')
+}
+
+/// Removes `.` and resolves `..` without touching the file system.
+fn normalize_lexically(p: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+/// Canonicalizes the longest existing ancestor (following symlinks) and appends the rest.
+fn canonicalize_existing_prefix(p: &Path) -> PathBuf {
+    let mut existing = p.to_path_buf();
+    let mut rest: Vec<std::ffi::OsString> = Vec::new();
+    loop {
+        if let Ok(c) = std::fs::canonicalize(&existing) {
+            let mut out = c;
+            for part in rest.iter().rev() {
+                out.push(part);
+            }
+            return out;
+        }
+        match (existing.file_name().map(|n| n.to_os_string()), existing.parent()) {
+            (Some(name), Some(parent)) => {
+                rest.push(name);
+                existing = parent.to_path_buf();
+            }
+            _ => return p.to_path_buf(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ws() -> (tempfile::TempDir, Workspace) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("src/deep")).unwrap();
+        std::fs::write(dir.path().join("a.txt"), "a").unwrap();
+        let w = Workspace::new(dir.path()).unwrap();
+        (dir, w)
+    }
+
+    #[test]
+    fn g16_dotdot_escaping_the_root_is_refused() {
+        let (_d, w) = ws();
+        let err = w.resolve("src/../../etc/passwd").unwrap_err();
+        assert!(matches!(err, PathError::OutsideWorkspace { .. }), "{err}");
+        assert!(err.to_string().contains("outside the workspace"));
+        assert!(w.resolve("src/../a.txt").is_ok());
+    }
+
+    #[test]
+    fn g16_absolute_path_outside_is_refused() {
+        let (_d, w) = ws();
+        assert!(matches!(w.resolve("/etc/hostname"), Err(PathError::OutsideWorkspace { .. })));
+        let inside = w.primary_root().join("a.txt");
+        assert_eq!(w.resolve(&inside).unwrap(), inside);
+    }
+
+    #[test]
+    fn g16_symlink_out_of_the_root_is_refused() {
+        let (d, w) = ws();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("secret"), "s").unwrap();
+        std::os::unix::fs::symlink(outside.path(), d.path().join("link")).unwrap();
+        assert!(matches!(w.resolve("link/secret"), Err(PathError::OutsideWorkspace { .. })));
+        // A file that does not exist yet below the escaping link is refused too.
+        assert!(matches!(w.resolve("link/new/file.txt"), Err(PathError::OutsideWorkspace { .. })));
+    }
+
+    #[test]
+    fn g2_five_spellings_of_one_file_are_one_resource() {
+        let (d, w) = ws();
+        std::os::unix::fs::symlink(d.path().join("a.txt"), d.path().join("alias.txt")).unwrap();
+        let abs = w.primary_root().join("a.txt");
+        let keys = ["a.txt", "./a.txt", "src/../a.txt", abs.to_str().unwrap(), "alias.txt"].map(|p| w.resource(p));
+        assert!(keys.iter().all(|k| *k == keys[0]), "{keys:?}");
+        assert_ne!(w.resource("src/a.txt"), keys[0]);
+    }
+
+    #[test]
+    fn g16_ignored_file_and_nested_negation() {
+        let (d, w) = ws();
+        std::fs::write(d.path().join(".kodikignore"), "*.secret\nbuild/\n").unwrap();
+        std::fs::write(d.path().join("src/.kodikignore"), "!keep.secret\n").unwrap();
+        std::fs::write(d.path().join("x.secret"), "").unwrap();
+        std::fs::write(d.path().join("src/keep.secret"), "").unwrap();
+        std::fs::write(d.path().join("src/other.secret"), "").unwrap();
+        std::fs::create_dir_all(d.path().join("build/out")).unwrap();
+
+        let err = w.check("x.secret").unwrap_err();
+        assert!(matches!(err, PathError::Ignored(_)), "{err}");
+        assert!(err.to_string().contains(".kodikignore"));
+        assert!(w.check("src/keep.secret").is_ok(), "nested negation re-includes");
+        assert!(w.check("src/other.secret").is_err());
+        // Everything below an ignored folder is ignored, existing or not.
+        assert!(w.check("build/out/new.rs").is_err());
+        assert!(w.check("a.txt").is_ok());
+    }
+
+    #[test]
+    fn g16_ignore_file_changes_are_seen() {
+        let (d, w) = ws();
+        assert!(w.check("a.txt").is_ok());
+        std::fs::write(d.path().join(".kodikignore"), "a.txt\n").unwrap();
+        assert!(w.check("a.txt").is_err());
+    }
+
+    #[test]
+    fn g16_walker_hides_ignored_files_including_rules_above_the_start() {
+        let (d, w) = ws();
+        std::fs::write(d.path().join(".kodikignore"), "*.log\n").unwrap();
+        std::fs::write(d.path().join("src/deep/x.log"), "").unwrap();
+        std::fs::write(d.path().join("src/deep/x.rs"), "").unwrap();
+        let start = w.resolve("src").unwrap();
+        let names: Vec<String> = w
+            .walker(&start)
+            .build()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_type().is_some_and(|t| t.is_file()))
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, vec!["x.rs".to_string()]);
+    }
+
+    #[test]
+    fn e10_windows_path_with_tab_gets_a_slash_hint() {
+        let (_d, w) = ws();
+        let err = w.resolve("C:\tmp\\file.txt").unwrap_err();
+        assert!(matches!(err, PathError::ControlCharacter(_)));
+        assert!(err.to_string().contains("forward slashes"));
+    }
+
+    #[test]
+    fn e10_folder_where_file_expected() {
+        let (_d, w) = ws();
+        assert!(matches!(w.check_file("src"), Err(PathError::IsDirectory(_))));
+        assert!(matches!(w.check_file("nope.txt"), Err(PathError::NotFound(_))));
+    }
+
+    #[test]
+    fn second_root_is_usable_by_absolute_path() {
+        let (_d, w1) = ws();
+        let other = tempfile::tempdir().unwrap();
+        std::fs::write(other.path().join("b.txt"), "b").unwrap();
+        let w = Workspace::with_roots([w1.primary_root().to_path_buf(), other.path().to_path_buf()]).unwrap();
+        assert!(w.check_file(other.path().join("b.txt")).is_ok());
+    }
+}
