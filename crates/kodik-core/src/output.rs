@@ -95,10 +95,7 @@ impl Content {
     /// Image content from raw bytes.
     pub fn image(bytes: &[u8], mime_type: impl Into<String>) -> Self {
         use base64::Engine as _;
-        Self::Image {
-            data: base64::engine::general_purpose::STANDARD.encode(bytes),
-            mime_type: mime_type.into(),
-        }
+        Self::Image { data: base64::engine::general_purpose::STANDARD.encode(bytes), mime_type: mime_type.into() }
     }
 }
 

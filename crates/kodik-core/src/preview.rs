@@ -107,7 +107,10 @@ impl Ring {
 enum Spool {
     /// Not needed yet: everything so far fits in the head.
     Pending,
-    Active { file: std::io::BufWriter<std::fs::File>, path: PathBuf },
+    Active {
+        file: std::io::BufWriter<std::fs::File>,
+        path: PathBuf,
+    },
     Off,
     Failed(String),
 }
@@ -146,7 +149,15 @@ impl OutputPreview {
     pub fn new(cfg: PreviewConfig) -> Self {
         let tail = Ring::new(cfg.tail_bytes);
         let spool = if cfg.spool_dir.is_some() { Spool::Pending } else { Spool::Off };
-        Self { head: Vec::with_capacity(cfg.head_bytes.min(64 * 1024)), tail, cfg, total: 0, lines: 0, ends_with_newline: true, spool }
+        Self {
+            head: Vec::with_capacity(cfg.head_bytes.min(64 * 1024)),
+            tail,
+            cfg,
+            total: 0,
+            lines: 0,
+            ends_with_newline: true,
+            spool,
+        }
     }
 
     /// Appends bytes. Never fails: a spool error turns spooling off and is reported later.
@@ -260,7 +271,15 @@ fn trim_partial_char_end(b: &[u8]) -> &[u8] {
         i -= 1;
         let byte = b[i];
         if byte & 0xC0 != 0x80 {
-            let need = if byte >= 0xF0 { 4 } else if byte >= 0xE0 { 3 } else if byte >= 0xC0 { 2 } else { 1 };
+            let need = if byte >= 0xF0 {
+                4
+            } else if byte >= 0xE0 {
+                3
+            } else if byte >= 0xC0 {
+                2
+            } else {
+                1
+            };
             if end - i < need {
                 end = i;
             }
@@ -293,7 +312,8 @@ mod tests {
     #[test]
     fn g17_g20_head_and_tail_are_exact_and_the_middle_is_marked() {
         let dir = tempfile::tempdir().unwrap();
-        let mut p = OutputPreview::new(PreviewConfig { head_bytes: 10, tail_bytes: 10, spool_dir: Some(dir.path().into()) });
+        let mut p =
+            OutputPreview::new(PreviewConfig { head_bytes: 10, tail_bytes: 10, spool_dir: Some(dir.path().into()) });
         let data: Vec<u8> = (0..1000u32).map(|i| b'a' + (i % 26) as u8).collect();
         for chunk in data.chunks(7) {
             p.push(chunk);
@@ -355,7 +375,8 @@ mod tests {
         assert!(s.text.starts_with("0123") && s.text.ends_with("cdef"));
         // The next preview with a working folder saves again.
         let good = tempfile::tempdir().unwrap();
-        let mut p2 = OutputPreview::new(PreviewConfig { head_bytes: 4, tail_bytes: 4, spool_dir: Some(good.path().into()) });
+        let mut p2 =
+            OutputPreview::new(PreviewConfig { head_bytes: 4, tail_bytes: 4, spool_dir: Some(good.path().into()) });
         p2.push(b"0123456789abcdef");
         assert!(p2.summary().full_output.is_some());
     }

@@ -1,0 +1,8 @@
+//! Argument types of the agent tools.
+
+use kodik_core::ToolSpec;
+
+/// The specs of this module's tools.
+pub fn specs() -> Vec<ToolSpec> {
+    Vec::new()
+}
