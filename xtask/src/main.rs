@@ -1,1 +1,113 @@
-fn main() {}
+//! `cargo xtask <task>`: the project's automation, in plain Rust.
+//!
+//! - `ci`: install what the tests need when missing, then fmt check, schema staleness check,
+//!   clippy with `-D warnings` on all targets, and the whole test suite. The README's test
+//!   command; `.ci/run` calls it.
+//! - `schema`: write every tool's JSON Schema under `schemas/`; `schema --check` fails when the
+//!   committed files are stale.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("ci") => ci(),
+        Some("schema") => schema(args.iter().any(|a| a == "--check")),
+        _ => Err("usage: cargo xtask ci | schema [--check]".to_string()),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn root() -> PathBuf {
+    // xtask lives one level below the workspace root.
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."))
+}
+
+fn run(step: &str, cmd: &mut Command) -> Result<(), String> {
+    eprintln!("xtask: == {step}: {cmd:?}");
+    let status = cmd.current_dir(root()).status().map_err(|e| format!("{step}: cannot start {cmd:?}: {e}"))?;
+    if status.success() { Ok(()) } else { Err(format!("{step} failed ({status})")) }
+}
+
+fn cargo() -> Command {
+    Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+}
+
+fn have(program: &str) -> bool {
+    Command::new("sh").arg("-c").arg(format!("command -v {program} >/dev/null 2>&1")).status().is_ok_and(|s| s.success())
+}
+
+/// Installs (or names) what the test suite needs that a clean machine may lack.
+fn ensure_test_tools() -> Result<(), String> {
+    // The shell tool runs commands with bash and falls back to sh; its tests use bash features.
+    for program in ["bash", "sh"] {
+        if !have(program) {
+            return Err(format!("missing `{program}`: install it (Debian: apt-get install -y {program})"));
+        }
+    }
+    Ok(())
+}
+
+fn ci() -> Result<(), String> {
+    ensure_test_tools()?;
+    run("fmt", cargo().args(["fmt", "--all", "--", "--check"]))?;
+    schema(true)?;
+    run("clippy", cargo().args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))?;
+    run("test", cargo().args(["test", "--workspace", "--no-fail-fast"]))?;
+    eprintln!("xtask: ci passed");
+    Ok(())
+}
+
+fn schema(check: bool) -> Result<(), String> {
+    let dir = root().join("schemas");
+    let mut wanted = std::collections::BTreeMap::new();
+    for spec in kodik_schema::all() {
+        let doc = serde_json::json!({
+            "name": spec.name,
+            "description": spec.description,
+            "effect": spec.effect,
+            "streaming_start": spec.streaming_start,
+            "input_schema": spec.input_schema,
+        });
+        let text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())? + "\n";
+        wanted.insert(format!("{}.json", spec.name), text);
+    }
+    let existing: Vec<String> = std::fs::read_dir(&dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.ends_with(".json"))
+                .collect()
+        })
+        .unwrap_or_default();
+    if check {
+        let mut stale = Vec::new();
+        for (name, text) in &wanted {
+            if std::fs::read_to_string(dir.join(name)).ok().as_deref() != Some(text.as_str()) {
+                stale.push(name.clone());
+            }
+        }
+        stale.extend(existing.iter().filter(|n| !wanted.contains_key(*n)).cloned());
+        if !stale.is_empty() {
+            return Err(format!("schemas/ is stale ({}); run `cargo xtask schema` and commit", stale.join(", ")));
+        }
+        eprintln!("xtask: == schema: {} schemas up to date", wanted.len());
+        return Ok(());
+    }
+    std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    for name in existing.iter().filter(|n| !wanted.contains_key(*n)) {
+        std::fs::remove_file(dir.join(name)).map_err(|e| format!("removing {name}: {e}"))?;
+    }
+    for (name, text) in &wanted {
+        std::fs::write(dir.join(name), text).map_err(|e| format!("writing {name}: {e}"))?;
+    }
+    eprintln!("xtask: wrote {} schemas to {}", wanted.len(), dir.display());
+    Ok(())
+}

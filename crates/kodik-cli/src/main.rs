@@ -1,1 +1,232 @@
-fn main() {}
+//! `kodik`: print tool schemas, run one tool call, or run a batch of calls in one session.
+//!
+//! Exit codes: 0 success, 1 a tool reported a non-success status, 2 bad usage.
+
+use std::io::{BufRead as _, Write as _};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use kodik_tools::Toolbox;
+use kodik_tools::core::{Event, EventSink, ToolCall, ToolOutput, ToolStatus};
+use kodik_tools::schema::providers::{self, Format};
+use serde::Serialize;
+use serde_json::Value;
+
+#[derive(Parser)]
+#[command(name = "kodik", version, about = "The Kodik agent tool set: schemas, single calls and batches")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Print the JSON Schemas of the tools (all of them, or the ones named).
+    Schema {
+        /// Provider format.
+        #[arg(long, value_enum, default_value_t = SchemaFormat::Mcp)]
+        format: SchemaFormat,
+        /// Tool names; none means every tool.
+        tools: Vec<String>,
+    },
+    /// Run one tool call and print its result as JSON.
+    Call {
+        /// The workspace root.
+        #[arg(long, default_value = ".")]
+        workspace: PathBuf,
+        /// The tool's name.
+        tool: String,
+        /// The arguments as a JSON object.
+        #[arg(default_value = "{}")]
+        args: String,
+    },
+    /// Read calls as JSON Lines on stdin (`{"id","name","args"}` or an array of them for one
+    /// model turn), run them in one session, and write one JSON line per result in call order.
+    Batch {
+        /// The workspace root.
+        #[arg(long, default_value = ".")]
+        workspace: PathBuf,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum SchemaFormat {
+    Openai,
+    Anthropic,
+    Mcp,
+}
+
+impl From<SchemaFormat> for Format {
+    fn from(f: SchemaFormat) -> Self {
+        match f {
+            SchemaFormat::Openai => Format::OpenAi,
+            SchemaFormat::Anthropic => Format::Anthropic,
+            SchemaFormat::Mcp => Format::Mcp,
+        }
+    }
+}
+
+/// Terminal events and progress go to stderr as JSON lines, so stdout keeps one line per result.
+struct StderrEvents;
+
+impl EventSink for StderrEvents {
+    fn emit(&self, event: Event) {
+        if let Ok(line) = serde_json::to_string(&event) {
+            let _ = writeln!(std::io::stderr().lock(), "{line}");
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    if let Ok(filter) = std::env::var("KODIK_LOG") {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .with_writer(std::io::stderr)
+            .try_init();
+    }
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Schema { format, tools } => schema(format.into(), &tools),
+        Command::Call { workspace, tool, args } => with_runtime(|| call(workspace, tool, args)),
+        Command::Batch { workspace } => with_runtime(|| batch(workspace)),
+    }
+}
+
+fn usage_error(msg: impl std::fmt::Display) -> ExitCode {
+    eprintln!("kodik: {msg}");
+    ExitCode::from(2)
+}
+
+fn with_runtime<F: std::future::Future<Output = ExitCode>>(f: impl FnOnce() -> F) -> ExitCode {
+    match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt.block_on(f()),
+        Err(e) => usage_error(format!("cannot start the async runtime: {e}")),
+    }
+}
+
+fn schema(format: Format, names: &[String]) -> ExitCode {
+    let all = kodik_tools::schema::all();
+    let mut chosen = Vec::new();
+    for name in names {
+        match all.iter().find(|s| &s.name == name) {
+            Some(s) => chosen.push(s.clone()),
+            None => {
+                let close = kodik_tools::core::registry::closest(name, all.iter().map(|s| s.name.as_str()), 3);
+                let hint = if close.is_empty() { String::new() } else { format!("; did you mean: {}?", close.join(", ")) };
+                return usage_error(format!("unknown tool `{name}`{hint}"));
+            }
+        }
+    }
+    if names.is_empty() {
+        chosen = all;
+    }
+    let rendered = providers::render_all(&chosen, format);
+    match serde_json::to_string_pretty(&rendered) {
+        Ok(s) => {
+            println!("{s}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => usage_error(e),
+    }
+}
+
+fn toolbox(workspace: PathBuf) -> Result<Toolbox, ExitCode> {
+    Toolbox::builder()
+        .workspace(workspace)
+        .events(std::sync::Arc::new(StderrEvents))
+        .build()
+        .map_err(usage_error)
+}
+
+async fn call(workspace: PathBuf, tool: String, args: String) -> ExitCode {
+    let args: Value = match serde_json::from_str(&args) {
+        Ok(v) => v,
+        Err(e) => return usage_error(format!("the arguments are not valid JSON: {e}")),
+    };
+    let tb = match toolbox(workspace) {
+        Ok(t) => t,
+        Err(code) => return code,
+    };
+    let out = tb.call(&ToolCall::new("call_1", tool, args)).await;
+    match serde_json::to_string(&out) {
+        Ok(s) => println!("{s}"),
+        Err(e) => return usage_error(e),
+    }
+    match out.status {
+        ToolStatus::Success => ExitCode::SUCCESS,
+        _ if out.meta["error_kind"] == "unknown_tool" => ExitCode::from(2),
+        _ => ExitCode::from(1),
+    }
+}
+
+/// One result line of `kodik batch`.
+#[derive(Serialize)]
+struct ResultLine<'a> {
+    id: &'a str,
+    name: &'a str,
+    #[serde(flatten)]
+    output: &'a ToolOutput,
+}
+
+fn parse_line(line: &str, counter: &mut u64) -> Result<Vec<ToolCall>, String> {
+    let value: Value = serde_json::from_str(line).map_err(|e| format!("not valid JSON: {e}"))?;
+    let items = match value {
+        Value::Array(items) => items,
+        other => vec![other],
+    };
+    items
+        .into_iter()
+        .map(|item| {
+            *counter += 1;
+            let name = item.get("name").and_then(Value::as_str).ok_or("each call needs a string `name`")?;
+            let id = match item.get("id") {
+                Some(Value::String(s)) => s.clone(),
+                Some(Value::Number(n)) => n.to_string(),
+                _ => format!("call_{counter}"),
+            };
+            let args = item.get("args").or_else(|| item.get("arguments")).cloned().unwrap_or(Value::Null);
+            Ok(ToolCall::new(id, name, args))
+        })
+        .collect()
+}
+
+async fn batch(workspace: PathBuf) -> ExitCode {
+    let tb = match toolbox(workspace) {
+        Ok(t) => t,
+        Err(code) => return code,
+    };
+    let stdin = std::io::stdin();
+    let mut stdout = std::io::stdout();
+    let mut counter = 0u64;
+    for (n, line) in stdin.lock().lines().enumerate() {
+        let line = match line {
+            Ok(l) => l,
+            Err(e) => return usage_error(format!("reading stdin: {e}")),
+        };
+        if line.trim().is_empty() {
+            continue;
+        }
+        let written = match parse_line(&line, &mut counter) {
+            Ok(calls) => {
+                let outs = tb.run_turn(&calls).await;
+                let mut buf = String::new();
+                for (c, o) in calls.iter().zip(&outs) {
+                    let rl = ResultLine { id: &c.id, name: &c.name, output: o };
+                    buf.push_str(&serde_json::to_string(&rl).unwrap_or_default());
+                    buf.push('\n');
+                }
+                buf
+            }
+            Err(msg) => {
+                let out = ToolOutput::error(format!("line {}: {msg}", n + 1));
+                let rl = ResultLine { id: "", name: "", output: &out };
+                format!("{}\n", serde_json::to_string(&rl).unwrap_or_default())
+            }
+        };
+        if stdout.write_all(written.as_bytes()).and_then(|()| stdout.flush()).is_err() {
+            return ExitCode::SUCCESS;
+        }
+    }
+    ExitCode::SUCCESS
+}

@@ -53,3 +53,7 @@ pub use workspace::{PathError, Resource, Settings, Workspace};
 
 /// Re-exported so tools and embedders use the same token type.
 pub use tokio_util::sync::CancellationToken;
+
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -1,1 +1,236 @@
-//! placeholder
+//! The Kodik tool set, assembled.
+//!
+//! `kodik-tools` re-exports every tool crate (one cargo feature each) and builds a working
+//! [`Toolbox`]: a registry of the enabled tools plus the context they share (workspace,
+//! session, approval, hooks, events), wired together where crates cooperate — the shell routes
+//! `apply_patch` heredocs to the edit engine (P2).
+//!
+//! | feature | crate | tools |
+//! | --- | --- | --- |
+//! | `edit` | [`kodik_edit`] | edit_file, create_file, delete_file, apply_patch, edit_notebook |
+//! | `search` | [`kodik_search`] | read_file, glob, grep |
+//! | `shell` | [`kodik_shell`] | shell, get_terminal_output, kill_terminal |
+//!
+//! See the crate README for an embedding example.
+
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct WorkspaceReadmeDoctests;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+pub use kodik_core as core;
+#[cfg(feature = "edit")]
+pub use kodik_edit as edit;
+pub use kodik_schema as schema;
+#[cfg(feature = "search")]
+pub use kodik_search as search;
+#[cfg(feature = "shell")]
+pub use kodik_shell as shell;
+
+use kodik_core::{
+    Approver, EventSink, Hooks, PathError, Settings, ToolCall, ToolContext, ToolOutput, ToolRegistry, ToolSpec,
+    Workspace, dispatch,
+};
+
+/// Why a toolbox could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// No workspace root was given.
+    #[error("no workspace root given; call `.workspace(dir)` on the builder")]
+    NoWorkspace,
+    /// A root could not be used.
+    #[error(transparent)]
+    Workspace(#[from] PathError),
+    /// A tool named in `disable`/`only` does not exist.
+    #[error("unknown tool `{0}` in the toolbox configuration")]
+    UnknownTool(String),
+}
+
+/// The enabled tools and the context they share: one conversation's tool set.
+pub struct Toolbox {
+    registry: ToolRegistry,
+    context: ToolContext,
+    #[cfg(feature = "edit")]
+    edit: kodik_edit::EditToolset,
+    #[cfg(feature = "shell")]
+    shell: kodik_shell::ShellToolset,
+}
+
+impl std::fmt::Debug for Toolbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Toolbox").field("tools", &self.registry).field("context", &self.context).finish()
+    }
+}
+
+impl Toolbox {
+    /// Starts configuring a toolbox.
+    pub fn builder() -> ToolboxBuilder {
+        ToolboxBuilder::default()
+    }
+
+    /// The registry of enabled tools.
+    pub fn registry(&self) -> &ToolRegistry {
+        &self.registry
+    }
+
+    /// The shared context (workspace, session, approver, hooks, events).
+    pub fn context(&self) -> &ToolContext {
+        &self.context
+    }
+
+    /// The specs of the enabled tools, sorted by name.
+    pub fn specs(&self) -> Vec<ToolSpec> {
+        self.registry.specs().cloned().collect()
+    }
+
+    /// Runs one call through validation, hooks, approval and the tool.
+    pub async fn call(&self, call: &ToolCall) -> ToolOutput {
+        let cx = self.context.for_call(call.id.clone());
+        let out = dispatch(&self.registry, call, &cx).await;
+        self.context.turn.call_finished();
+        out
+    }
+
+    /// Runs the calls of one model turn and returns their results in call order.
+    pub async fn run_turn(&self, calls: &[ToolCall]) -> Vec<ToolOutput> {
+        let mut outs = Vec::with_capacity(calls.len());
+        for call in calls {
+            outs.push(self.call(call).await);
+        }
+        outs
+    }
+
+    /// The edit engine's checkpoints, for "undo" (E13).
+    #[cfg(feature = "edit")]
+    pub fn checkpoints(&self) -> Arc<kodik_edit::Checkpoints> {
+        self.edit.checkpoints()
+    }
+
+    /// The shell's terminals, for a user stop (S12).
+    #[cfg(feature = "shell")]
+    pub fn shell(&self) -> &kodik_shell::ShellToolset {
+        &self.shell
+    }
+}
+
+/// Configures a [`Toolbox`].
+#[derive(Default)]
+pub struct ToolboxBuilder {
+    roots: Vec<PathBuf>,
+    settings: Settings,
+    approver: Option<Arc<dyn Approver>>,
+    hooks: Option<Arc<dyn Hooks>>,
+    events: Option<Arc<dyn EventSink>>,
+    disabled: Vec<String>,
+}
+
+impl ToolboxBuilder {
+    /// Adds a workspace root (the first one is where relative paths resolve).
+    pub fn workspace(mut self, root: impl Into<PathBuf>) -> Self {
+        self.roots.push(root.into());
+        self
+    }
+
+    /// Project settings such as `files.encoding`.
+    pub fn settings(mut self, settings: Settings) -> Self {
+        self.settings = settings;
+        self
+    }
+
+    /// Who approves calls (default: everything auto-approved).
+    pub fn approver(mut self, approver: Arc<dyn Approver>) -> Self {
+        self.approver = Some(approver);
+        self
+    }
+
+    /// Hooks around every call.
+    pub fn hooks(mut self, hooks: Arc<dyn Hooks>) -> Self {
+        self.hooks = Some(hooks);
+        self
+    }
+
+    /// Where terminal events and progress go.
+    pub fn events(mut self, events: Arc<dyn EventSink>) -> Self {
+        self.events = Some(events);
+        self
+    }
+
+    /// Leaves a tool out.
+    pub fn disable(mut self, tool: impl Into<String>) -> Self {
+        self.disabled.push(tool.into());
+        self
+    }
+
+    /// Builds the toolbox.
+    pub fn build(self) -> Result<Toolbox, BuildError> {
+        if self.roots.is_empty() {
+            return Err(BuildError::NoWorkspace);
+        }
+        let workspace = Workspace::with_roots(&self.roots)?.with_settings(self.settings);
+        let mut context = ToolContext::new(workspace);
+        if let Some(a) = self.approver {
+            context.approver = a;
+        }
+        if let Some(h) = self.hooks {
+            context.hooks = h;
+        }
+        if let Some(e) = self.events {
+            context.events = e;
+        }
+        let mut registry = ToolRegistry::new();
+
+        #[cfg(feature = "search")]
+        kodik_search::SearchToolset::new().register(&mut registry);
+
+        #[cfg(feature = "edit")]
+        let edit = kodik_edit::EditToolset::new();
+        #[cfg(feature = "edit")]
+        {
+            edit.register(&mut registry);
+            context.interceptor = Some(edit.interceptor());
+        }
+
+        #[cfg(feature = "shell")]
+        let shell = kodik_shell::ShellToolset::new();
+        #[cfg(feature = "shell")]
+        shell.register(&mut registry);
+
+        for name in &self.disabled {
+            if registry.remove(name).is_none() {
+                return Err(BuildError::UnknownTool(name.clone()));
+            }
+        }
+        Ok(Toolbox {
+            registry,
+            context,
+            #[cfg(feature = "edit")]
+            edit,
+            #[cfg(feature = "shell")]
+            shell,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn building_without_a_workspace_is_a_clear_error() {
+        let err = Toolbox::builder().build().unwrap_err();
+        assert!(err.to_string().contains(".workspace(dir)"));
+    }
+
+    #[test]
+    fn disabling_an_unknown_tool_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let err = Toolbox::builder().workspace(d.path()).disable("edit_fil").build().unwrap_err();
+        assert!(matches!(err, BuildError::UnknownTool(_)));
+    }
+}

@@ -1,0 +1,119 @@
+//! The `kodik` binary end to end: real processes, real files.
+
+use std::io::Write as _;
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+fn kodik() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_kodik"))
+}
+
+const ALL_TOOLS: [&str; 29] = [
+    "agent_status",
+    "apply_patch",
+    "ask_questions",
+    "browser",
+    "call_tool",
+    "check_understanding",
+    "codebase_search",
+    "codemode",
+    "create_file",
+    "create_lesson",
+    "delete_file",
+    "edit_file",
+    "edit_notebook",
+    "generate_plan",
+    "get_terminal_output",
+    "glob",
+    "grep",
+    "kill_terminal",
+    "lsp",
+    "memory",
+    "read_file",
+    "read_lints",
+    "send_message",
+    "shell",
+    "sub_agent",
+    "todo_write",
+    "tool_search",
+    "web_fetch",
+    "web_search",
+];
+
+#[test]
+fn schema_prints_every_tool_in_each_provider_format() {
+    for (format, schema_key) in [("openai", "parameters"), ("anthropic", "input_schema"), ("mcp", "inputSchema")] {
+        let out = kodik().args(["schema", "--format", format]).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let names: Vec<&str> = v.as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+        assert_eq!(names, ALL_TOOLS, "{format}");
+        for t in v.as_array().unwrap() {
+            assert_eq!(t[schema_key]["type"], "object", "{format} {}", t["name"]);
+        }
+    }
+}
+
+#[test]
+fn schema_of_an_unknown_tool_is_a_usage_error_with_suggestions() {
+    let out = kodik().args(["schema", "edit_fil"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("did you mean: edit_file"));
+}
+
+#[test]
+fn call_exit_codes_follow_the_result() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.txt"), "alpha\nbeta\n").unwrap();
+    let ws = dir.path().to_str().unwrap();
+
+    let ok = kodik().args(["call", "--workspace", ws, "read_file", r#"{"path":"a.txt"}"#]).output().unwrap();
+    assert_eq!(ok.status.code(), Some(0), "{}", String::from_utf8_lossy(&ok.stdout));
+    let v: Value = serde_json::from_slice(&ok.stdout).unwrap();
+    assert_eq!(v["status"], "success");
+    assert!(v["content"][0]["text"].as_str().unwrap().contains("beta"));
+
+    let missing = kodik().args(["call", "--workspace", ws, "read_file", r#"{"path":"nope.txt"}"#]).output().unwrap();
+    assert_eq!(missing.status.code(), Some(1));
+
+    let bad_json = kodik().args(["call", "--workspace", ws, "read_file", "{not json"]).output().unwrap();
+    assert_eq!(bad_json.status.code(), Some(2));
+
+    let unknown = kodik().args(["call", "--workspace", ws, "reed_file", "{}"]).output().unwrap();
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&unknown.stdout).contains("read_file"));
+}
+
+#[test]
+fn batch_runs_lines_in_one_session_and_answers_in_call_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().to_str().unwrap();
+    let input = [
+        r#"{"id":"c1","name":"create_file","args":{"path":"src/a.txt","content":"one\ntwo\n"}}"#,
+        r#"[{"id":"r1","name":"read_file","args":{"path":"src/a.txt"}},{"id":"g1","name":"grep","args":{"pattern":"two"}}]"#,
+        r#"{"id":"e1","name":"edit_file","args":{"path":"src/a.txt","edits":[{"old_string":"two","new_string":"zwei"}]}}"#,
+        "not json at all",
+        r#"{"id":"u1","name":"nonexistent_tool","args":{}}"#,
+    ]
+    .join("\n");
+    let mut child = kodik()
+        .args(["batch", "--workspace", ws])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let lines: Vec<Value> =
+        String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let ids: Vec<&str> = lines.iter().map(|l| l["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["c1", "r1", "g1", "e1", "", "u1"]);
+    let statuses: Vec<&str> = lines.iter().map(|l| l["status"].as_str().unwrap()).collect();
+    assert_eq!(statuses, ["success", "success", "success", "success", "error", "error"], "{lines:#?}");
+    assert!(lines[2]["content"][0]["text"].as_str().unwrap().contains("a.txt"));
+    assert!(lines[4]["content"][0]["text"].as_str().unwrap().contains("line 4"));
+    assert_eq!(std::fs::read_to_string(dir.path().join("src/a.txt")).unwrap(), "one\nzwei\n");
+}
