@@ -46,7 +46,7 @@ pub use ext::{CommandInterceptor, Diagnostic, DiagnosticSeverity, DiagnosticsPro
 pub use hooks::{Approval, ApprovalPolicy, ApprovalRequest, Approver, HookDecision, Hooks, NoHooks};
 pub use output::{Content, ToolCall, ToolOutput, ToolStatus};
 pub use preview::{OutputPreview, PreviewConfig, PreviewSummary};
-pub use registry::{ToolRegistry, dispatch};
+pub use registry::{ToolRegistry, authorize, dispatch, execute};
 pub use session::{FileVersion, LoopGuardVerdict, ReadRecord, Session};
 pub use tool::{Effect, Tool, ToolSpec, TypedTool, parse_args};
 pub use workspace::{PathError, Resource, Settings, Workspace};

@@ -113,33 +113,56 @@ impl Drop for AbortOnDrop {
 /// before any approval (S8); a blocking hook or a refused approval → `denied` (G3); then the
 /// tool, racing the context's cancellation (→ `cancelled`). A panic in the tool becomes an
 /// `error` result for this call only. The whole call runs in a `tool.call` span.
+///
+/// This is [`authorize`] followed by [`execute`]; a scheduler calls the two separately so a
+/// call waiting for approval holds no concurrency slot.
 pub async fn dispatch(registry: &ToolRegistry, call: &ToolCall, cx: &ToolContext) -> ToolOutput {
-    let span = tracing::info_span!(
+    let span = call_span(call);
+    let started = Instant::now();
+    let out = async {
+        match authorize(registry, call, cx).await {
+            Ok(tool) => execute(tool, call, cx).await,
+            Err(out) => out,
+        }
+    }
+    .instrument(span.clone())
+    .await;
+    record_span(&span, &out, started);
+    out
+}
+
+/// The `tool.call` span of a call; `status` and `duration_ms` are recorded when it settles.
+pub fn call_span(call: &ToolCall) -> tracing::Span {
+    tracing::info_span!(
         "tool.call",
         name = %call.name,
         call_id = %call.id,
         status = tracing::field::Empty,
         duration_ms = tracing::field::Empty,
-    );
-    let started = Instant::now();
-    let out = dispatch_inner(registry, call, cx).instrument(span.clone()).await;
-    span.record("status", out.status.as_str());
-    span.record("duration_ms", started.elapsed().as_millis() as u64);
-    out
+    )
 }
 
-async fn dispatch_inner(registry: &ToolRegistry, call: &ToolCall, cx: &ToolContext) -> ToolOutput {
+/// Records a settled call's status and duration on its span.
+pub fn record_span(span: &tracing::Span, out: &ToolOutput, started: Instant) {
+    span.record("status", out.status.as_str());
+    span.record("duration_ms", started.elapsed().as_millis() as u64);
+}
+
+/// The first phase of [`dispatch`]: lookup, argument check, before-hooks and approval.
+/// `Ok` holds the tool to run; `Err` holds the call's final result (error or `denied`), for
+/// which the after-hooks have already run.
+pub async fn authorize(registry: &ToolRegistry, call: &ToolCall, cx: &ToolContext) -> Result<Arc<dyn Tool>, ToolOutput> {
     let tool = match registry.lookup(&call.name) {
         Ok(t) => Arc::clone(t),
-        Err(e) => return e.into_output(),
+        Err(e) => return Err(e.into_output()),
     };
     if let Err(e) = tool.validate(&call.args) {
-        return e.into_output();
+        return Err(e.into_output());
     }
     if let HookDecision::Block(reason) = cx.hooks.before_call(call).await {
         let out = ToolError::Denied(format!("blocked by a hook: {reason}")).into_output();
         cx.hooks.after_call(call, &out).await;
-        return out;
+        return Err(out);
     }
     let request = ApprovalRequest {
         call_id: call.id.clone(),
@@ -150,13 +173,19 @@ async fn dispatch_inner(registry: &ToolRegistry, call: &ToolCall, cx: &ToolConte
     };
     let approval = tokio::select! {
         a = cx.approver.approve(&request) => a,
-        () = cx.cancel.cancelled() => return ToolError::Cancelled.into_output(),
+        () = cx.cancel.cancelled() => return Err(ToolError::Cancelled.into_output()),
     };
     if let Approval::Denied(reason) = approval {
         let out = ToolError::Denied(reason).into_output();
         cx.hooks.after_call(call, &out).await;
-        return out;
+        return Err(out);
     }
+    Ok(tool)
+}
+
+/// The second phase of [`dispatch`]: runs an authorized tool on its own task, racing the
+/// context's cancellation, then runs the after-hooks.
+pub async fn execute(tool: Arc<dyn Tool>, call: &ToolCall, cx: &ToolContext) -> ToolOutput {
     let mut call_cx = cx.clone();
     call_cx.call_id = call.id.clone();
     let args = call.args.clone();
