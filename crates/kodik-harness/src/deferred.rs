@@ -1,0 +1,129 @@
+//! `tool_search` and `call_tool`: deferred tools found and run without changing the tool list (G12).
+
+use async_trait::async_trait;
+use kodik_core::{ToolCall, ToolContext, ToolError, ToolOutput, ToolRegistry, ToolSpec, TypedTool, dispatch};
+use kodik_schema::harness::{CallToolArgs, ToolSearchArgs};
+use serde_json::{Value, json};
+
+/// Ranks `tools` for `query`: exact name first, then name words, then description words.
+/// Returns indices of tools with a positive score, best first.
+pub fn rank_tools(tools: &[ToolSpec], query: &str) -> Vec<usize> {
+    let words: Vec<String> = query
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect();
+    let q = query.trim().to_lowercase();
+    let mut scored: Vec<(u32, usize)> = tools
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let name = t.name.to_lowercase();
+            let desc = t.description.to_lowercase();
+            let mut score = 0;
+            if name == q || name.replace('_', " ") == q {
+                score += 100;
+            }
+            for w in &words {
+                if name.split('_').any(|p| p == w) {
+                    score += 10;
+                } else if name.contains(w.as_str()) {
+                    score += 5;
+                }
+                if desc.split(|c: char| !c.is_alphanumeric()).any(|d| d == w) {
+                    score += 2;
+                }
+            }
+            (score, i)
+        })
+        .filter(|(s, _)| *s > 0)
+        .collect();
+    scored.sort_by(|a, b| b.0.cmp(&a.0).then(tools[a.1].name.cmp(&tools[b.1].name)));
+    scored.into_iter().map(|(_, i)| i).collect()
+}
+
+/// `tool_search`: finds deferred tools and returns their schemas.
+pub struct ToolSearchTool {
+    spec: ToolSpec,
+    deferred: Vec<ToolSpec>,
+}
+
+impl ToolSearchTool {
+    /// Searches `deferred`.
+    pub fn new(deferred: Vec<ToolSpec>) -> Self {
+        Self { spec: kodik_schema::spec::<ToolSearchArgs>(), deferred }
+    }
+}
+
+#[async_trait]
+impl TypedTool for ToolSearchTool {
+    type Args = ToolSearchArgs;
+
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    async fn run(&self, args: ToolSearchArgs, _cx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let limit = args.limit.unwrap_or(5).clamp(1, 20) as usize;
+        let hits = rank_tools(&self.deferred, &args.query);
+        if hits.is_empty() {
+            let names: Vec<&str> = self.deferred.iter().map(|t| t.name.as_str()).collect();
+            return Ok(ToolOutput::text(format!(
+                "No deferred tool matches `{}`. Deferred tools: {}.",
+                args.query,
+                names.join(", ")
+            )));
+        }
+        let found: Vec<Value> = hits
+            .iter()
+            .take(limit)
+            .map(|&i| {
+                let t = &self.deferred[i];
+                json!({"name": t.name, "description": t.description, "input_schema": t.input_schema})
+            })
+            .collect();
+        let text = serde_json::to_string_pretty(&json!({ "tools": found }))
+            .map_err(|e| ToolError::failed(format!("cannot render the result: {e}")))?;
+        Ok(ToolOutput::text(text).with_meta(json!({"found": hits.len().min(limit), "matching": hits.len()})))
+    }
+}
+
+/// `call_tool`: runs a deferred tool by name, through the same checks, hooks and approval as
+/// a direct call.
+pub struct CallToolTool {
+    spec: ToolSpec,
+    deferred: ToolRegistry,
+}
+
+impl CallToolTool {
+    /// Runs tools of `deferred`.
+    pub fn new(deferred: ToolRegistry) -> Self {
+        Self { spec: kodik_schema::spec::<CallToolArgs>(), deferred }
+    }
+}
+
+#[async_trait]
+impl TypedTool for CallToolTool {
+    type Args = CallToolArgs;
+
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn check(&self, args: &CallToolArgs) -> Result<(), ToolError> {
+        let tool = self.deferred.get(&args.name).ok_or_else(|| {
+            ToolError::failed(format!(
+                "`{}` is not a deferred tool of this mode; find one with tool_search (deferred: {})",
+                args.name,
+                self.deferred.names().collect::<Vec<_>>().join(", ")
+            ))
+        })?;
+        // The called tool's own argument check, before any approval (S8).
+        tool.validate(&Value::Object(args.arguments.clone()))
+    }
+
+    async fn run(&self, args: CallToolArgs, cx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let call = ToolCall::new(cx.call_id.clone(), args.name, Value::Object(args.arguments));
+        Ok(dispatch(&self.deferred, &call, cx).await)
+    }
+}

@@ -1,0 +1,322 @@
+//! Runs the tool calls of one model turn.
+//!
+//! A [`Turn`] takes calls as the model's stream completes them ([`Turn::push`]), learns when
+//! the response is complete ([`Turn::finish`]) or broke off ([`Turn::abort`]), and hands back
+//! every result in call order once all have settled ([`Turn::results`]).
+//!
+//! - **Concurrency (G1)**: independent calls run at once, up to a configurable limit.
+//! - **Same resource, model order (G2)**: calls that mutate the same file — compared through
+//!   [`kodik_core::Resource`], so `a.txt`, `./a.txt`, `dir/../a.txt`, the absolute path and a
+//!   symlink are one — run in call order; unrelated calls never wait for them.
+//! - **Approval (G3)**: each call is authorized (hooks, approver) before it takes a slot, so a
+//!   call waiting for the user blocks nothing else.
+//! - **Streaming start (G4)**: calls whose [`ToolSpec::streaming_start`] is set (reads,
+//!   searches, web, shell) start when pushed; the others — and every call pushed after one of
+//!   them — wait for [`Turn::finish`].
+//! - **Results (G5, G7, G8, G9)**: in call order, raw output untouched, over-large text cut to
+//!   head and tail with the full text saved.
+//! - **Abort (G6)**: started calls are cancelled and their results dropped; calls not started
+//!   get `cancelled`. A per-call timeout gives `timed_out`; a panic is an `error` for that call.
+//!
+//! [`ToolSpec::streaming_start`]: kodik_core::ToolSpec::streaming_start
+
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kodik_core::preview::{OutputPreview, PreviewConfig};
+use kodik_core::registry::{call_span, record_span};
+use kodik_core::{
+    Content, Resource, ToolCall, ToolContext, ToolError, ToolOutput, ToolRegistry, TurnSignals, authorize,
+    execute,
+};
+use tokio::sync::Semaphore;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
+
+/// How a scheduler runs calls.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SchedulerConfig {
+    /// Calls running at the same time, at most.
+    pub max_concurrency: usize,
+    /// A call running longer gets `timed_out` (`None`: no limit; tools keep their own limits).
+    pub call_timeout: Option<Duration>,
+    /// Text results longer than this are cut to head and tail, the full text saved (G9).
+    pub max_output_bytes: usize,
+}
+
+impl Default for SchedulerConfig {
+    fn default() -> Self {
+        Self { max_concurrency: 16, call_timeout: None, max_output_bytes: 100_000 }
+    }
+}
+
+/// Runs turns of calls against one registry.
+#[derive(Debug, Clone)]
+pub struct Scheduler {
+    registry: Arc<ToolRegistry>,
+    config: SchedulerConfig,
+}
+
+impl Scheduler {
+    /// A scheduler over `registry` with the default configuration.
+    pub fn new(registry: impl Into<Arc<ToolRegistry>>) -> Self {
+        Self { registry: registry.into(), config: SchedulerConfig::default() }
+    }
+
+    /// Replaces the configuration.
+    pub fn with_config(mut self, config: SchedulerConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// The registry calls are looked up in.
+    pub fn registry(&self) -> &Arc<ToolRegistry> {
+        &self.registry
+    }
+
+    /// Starts a turn. Calls run with clones of `cx`; the turn gets its own cancellation
+    /// (a child of `cx.cancel`) and its own [`TurnSignals`].
+    pub fn turn(&self, cx: &ToolContext) -> Turn {
+        let mut cx = cx.clone();
+        cx.cancel = cx.cancel.child_token();
+        cx.turn = TurnSignals::default();
+        Turn {
+            registry: Arc::clone(&self.registry),
+            config: self.config.clone(),
+            semaphore: Arc::new(Semaphore::new(self.config.max_concurrency.max(1))),
+            complete: CancellationToken::new(),
+            gate_rest: false,
+            last_by_resource: HashMap::new(),
+            calls: Vec::new(),
+            aborted: false,
+            cx,
+        }
+    }
+
+    /// Runs a complete turn: pushes every call, finishes, and returns the results in order.
+    pub async fn run(&self, calls: impl IntoIterator<Item = ToolCall>, cx: &ToolContext) -> Vec<ToolOutput> {
+        let mut turn = self.turn(cx);
+        for call in calls {
+            turn.push(call);
+        }
+        turn.results().await
+    }
+}
+
+/// Cancels the pending tasks of a turn that is dropped before its results are taken.
+struct Pending {
+    handle: JoinHandle<ToolOutput>,
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        self.handle.abort();
+    }
+}
+
+/// The calls of one model turn. See the [crate docs](crate).
+pub struct Turn {
+    registry: Arc<ToolRegistry>,
+    config: SchedulerConfig,
+    cx: ToolContext,
+    semaphore: Arc<Semaphore>,
+    /// Cancelled when the response is complete: releases the calls that wait for it (G4).
+    complete: CancellationToken,
+    /// Set once a call that must wait for completion was pushed: all later calls wait too.
+    gate_rest: bool,
+    /// The completion signal of the last call pushed per resource (G2).
+    last_by_resource: HashMap<Resource, CancellationToken>,
+    calls: Vec<Pending>,
+    aborted: bool,
+}
+
+impl std::fmt::Debug for Turn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Turn").field("calls", &self.calls.len()).field("aborted", &self.aborted).finish()
+    }
+}
+
+impl Turn {
+    /// The signals shared by this turn's calls.
+    pub fn signals(&self) -> &TurnSignals {
+        &self.cx.turn
+    }
+
+    /// Adds a call whose arguments are complete. It starts now when its tool may start while
+    /// the response streams and no earlier call of this turn had to wait; otherwise it starts at
+    /// [`finish`](Self::finish).
+    pub fn push(&mut self, call: ToolCall) {
+        let tool = self.registry.get(&call.name).cloned();
+        let must_wait = self.gate_rest || tool.as_ref().is_some_and(|t| !t.spec().streaming_start);
+        self.gate_rest |= must_wait;
+
+        let resources = tool.as_ref().map(|t| t.resources(&call.args, &self.cx.workspace)).unwrap_or_default();
+        let done = CancellationToken::new();
+        let mut before: Vec<CancellationToken> = Vec::new();
+        for r in resources {
+            if let Some(prev) = self.last_by_resource.insert(r, done.clone()) {
+                before.push(prev);
+            }
+        }
+
+        let cx = self.cx.for_call(call.id.clone());
+        let job = CallJob {
+            registry: Arc::clone(&self.registry),
+            config: self.config.clone(),
+            semaphore: Arc::clone(&self.semaphore),
+            complete: must_wait.then(|| self.complete.clone()),
+            before,
+            done,
+            call,
+            cx,
+        };
+        let span = call_span(&job.call);
+        self.calls.push(Pending { handle: tokio::spawn(job.run(span.clone()).instrument(span)) });
+    }
+
+    /// The response is complete: calls that waited for it may start.
+    pub fn finish(&mut self) {
+        self.complete.cancel();
+    }
+
+    /// The response broke off: started calls are cancelled and their results dropped, calls
+    /// not started will not start (G6). [`results`](Self::results) then gives `cancelled` for
+    /// every call.
+    pub fn abort(&mut self) {
+        self.aborted = true;
+        self.cx.cancel.cancel();
+    }
+
+    /// Every call's result, in call order, once all have settled (G5). Finishes the turn
+    /// first if [`finish`](Self::finish) was not called.
+    pub async fn results(mut self) -> Vec<ToolOutput> {
+        self.finish();
+        let mut outs = Vec::with_capacity(self.calls.len());
+        for pending in std::mem::take(&mut self.calls) {
+            let mut pending = pending;
+            let joined = (&mut pending.handle).await;
+            let out = match joined {
+                _ if self.aborted => cancelled_output("the response broke off; the call's result was dropped"),
+                Ok(out) => out,
+                Err(e) if e.is_panic() => ToolOutput::error("the scheduler task of this call panicked; this is a bug"),
+                Err(_) => cancelled_output("cancelled"),
+            };
+            outs.push(out);
+        }
+        outs
+    }
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        // A turn dropped without taking its results must not leave calls running.
+        if !self.calls.is_empty() {
+            self.cx.cancel.cancel();
+        }
+    }
+}
+
+fn cancelled_output(msg: &str) -> ToolOutput {
+    ToolError::Cancelled.into_output().with_meta(serde_json::json!({"error_kind": "cancelled", "reason": msg}))
+}
+
+struct CallJob {
+    registry: Arc<ToolRegistry>,
+    config: SchedulerConfig,
+    semaphore: Arc<Semaphore>,
+    complete: Option<CancellationToken>,
+    before: Vec<CancellationToken>,
+    done: CancellationToken,
+    call: ToolCall,
+    cx: ToolContext,
+}
+
+impl CallJob {
+    async fn run(self, span: tracing::Span) -> ToolOutput {
+        // Whatever happens below (return, panic, abort), later calls on the same resources
+        // must be released.
+        let _release = self.done.clone().drop_guard();
+        let started = Instant::now();
+        let out = self.run_inner().await;
+        self.cx.turn.call_finished();
+        record_span(&span, &out, started);
+        out
+    }
+
+    async fn run_inner(&self) -> ToolOutput {
+        let cancel = &self.cx.cancel;
+        if let Some(complete) = &self.complete {
+            tokio::select! {
+                () = complete.cancelled() => {}
+                () = cancel.cancelled() => return cancelled_output("the call had not started"),
+            }
+        }
+        let tool = match authorize(&self.registry, &self.call, &self.cx).await {
+            Ok(t) => t,
+            Err(out) => return out,
+        };
+        for prev in &self.before {
+            tokio::select! {
+                () = prev.cancelled() => {}
+                () = cancel.cancelled() => return cancelled_output("the call had not started"),
+            }
+        }
+        let _permit = tokio::select! {
+            p = Arc::clone(&self.semaphore).acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => return cancelled_output("the turn was closed"),
+            },
+            () = cancel.cancelled() => return cancelled_output("the call had not started"),
+        };
+        let out = match self.config.call_timeout {
+            None => execute(tool, &self.call, &self.cx).await,
+            Some(limit) => match tokio::time::timeout(limit, execute(tool, &self.call, &self.cx)).await {
+                Ok(out) => out,
+                Err(_) => {
+                    cancel.cancel();
+                    ToolError::TimedOut(limit.as_millis() as u64).into_output()
+                }
+            },
+        };
+        bound_output(out, self.config.max_output_bytes)
+    }
+}
+
+/// Cuts over-large text content to head and tail, saving the full text (G9). Outputs that
+/// already carry a full-output path were bounded by their tool and are left alone.
+fn bound_output(mut out: ToolOutput, max_bytes: usize) -> ToolOutput {
+    if out.full_output.is_some() {
+        return out;
+    }
+    let text_len: usize =
+        out.content.iter().map(|c| if let Content::Text { text } = c { text.len() } else { 0 }).sum();
+    if text_len <= max_bytes {
+        return out;
+    }
+    let mut preview = OutputPreview::new(PreviewConfig::with_limit(max_bytes));
+    let mut images = Vec::new();
+    for c in std::mem::take(&mut out.content) {
+        match c {
+            Content::Text { text } => preview.push(text.as_bytes()),
+            image => images.push(image),
+        }
+    }
+    let summary = preview.summary();
+    out.content = vec![Content::text(summary.text)];
+    out.content.extend(images);
+    out.full_output = summary.full_output;
+    if out.meta.is_null() {
+        out.meta = serde_json::json!({});
+    }
+    if let Some(m) = out.meta.as_object_mut() {
+        m.insert("truncated".into(), true.into());
+        m.insert("total_bytes".into(), summary.total_bytes.into());
+    }
+    out
+}
