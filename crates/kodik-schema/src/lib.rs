@@ -38,6 +38,10 @@ pub trait ToolArgs: DeserializeOwned + JsonSchema + Send + 'static {
     const EFFECT: Effect;
     /// What the model reads about the tool.
     const DESCRIPTION: &'static str;
+    /// Overrides whether calls may start while the response still streams (G4), which
+    /// otherwise follows from [`Self::EFFECT`]. `codemode` sets it to `false`: a script may
+    /// change files, so no later call of the response may overtake it.
+    const STREAMING_START: Option<bool> = None;
 }
 
 /// The JSON Schema of `A`, with every subschema inlined (providers dislike `$ref`) and
@@ -55,7 +59,11 @@ pub fn input_schema<A: JsonSchema>() -> Value {
 
 /// The spec of the tool whose arguments are `A`.
 pub fn spec<A: ToolArgs>() -> ToolSpec {
-    ToolSpec::new(A::NAME, A::DESCRIPTION, input_schema::<A>(), A::EFFECT)
+    let mut spec = ToolSpec::new(A::NAME, A::DESCRIPTION, input_schema::<A>(), A::EFFECT);
+    if let Some(streaming_start) = A::STREAMING_START {
+        spec.streaming_start = streaming_start;
+    }
+    spec
 }
 
 /// Every built-in tool's spec, sorted by name.
@@ -82,3 +90,97 @@ pub fn all() -> Vec<ToolSpec> {
 pub fn find(name: &str) -> Option<ToolSpec> {
     all().into_iter().find(|s| s.name == name)
 }
+
+/// An [`kodik_core::ToolError::InvalidInput`] for `tool` naming `field`, for the cross-field
+/// checks the schema cannot express (`LspArgs::check`, `BrowserArgs::check`, …).
+pub(crate) fn invalid_input(tool: &str, field: &str, message: impl Into<String>) -> kodik_core::ToolError {
+    kodik_core::ToolError::InvalidInput {
+        tool: tool.to_string(),
+        field: Some(field.to_string()),
+        message: message.into(),
+    }
+}
+
+/// Makes an argument struct's schema smaller and easier for every provider to take. Put it on
+/// the struct: `#[schemars(transform = kodik_schema::compact_schema)]`.
+///
+/// The object's description and each property's description are unwrapped: the line breaks
+/// of the doc comment become spaces (blank lines stay paragraph breaks). Then, for each property:
+/// - `format` (`uint32`, `double`, …) is dropped: it tells the model nothing the range does
+///   not, and some providers refuse formats they do not know.
+/// - an optional field's `anyOf: [T, {"type": "null"}]` or `"type": [T, "null"]` becomes `T`.
+///   The field is optional already by being absent from `required`, and `null` is still
+///   accepted when deserializing; the nested copy of the type's own description goes too.
+/// - an enum of documented unit variants (a `oneOf` of `const` strings) becomes
+///   `{"type": "string", "enum": [...]}`, each value's doc listed in the field's description:
+///   shorter, and Gemini and OpenAI's strict mode do not take `oneOf`.
+pub fn compact_schema(schema: &mut schemars::Schema) {
+    if let Some(Value::String(description)) = schema.get_mut("description") {
+        *description = unwrap_lines(description);
+    }
+    if let Some(Value::Object(properties)) = schema.get_mut("properties") {
+        for property in properties.values_mut() {
+            compact_property(property);
+        }
+    }
+}
+
+/// Joins the lines of each paragraph of a doc comment with spaces.
+fn unwrap_lines(text: &str) -> String {
+    text.split("\n\n").map(|p| p.lines().map(str::trim).collect::<Vec<_>>().join(" ")).collect::<Vec<_>>().join("\n\n")
+}
+
+fn compact_property(property: &mut Value) {
+    let Value::Object(map) = property else { return };
+    // anyOf: [T, null] → T, keeping the field's own keys (description, default) over T's.
+    if let Some(Value::Array(any_of)) = map.get("anyOf")
+        && any_of.len() == 2
+        && let Some(null_at) = any_of.iter().position(|s| s.get("type").and_then(Value::as_str) == Some("null"))
+        && let Some(Value::Object(inner)) = any_of.get(1 - null_at).cloned()
+    {
+        let mut merged = inner;
+        map.remove("anyOf");
+        for (k, v) in std::mem::take(map) {
+            merged.insert(k, v);
+        }
+        *map = merged;
+    }
+    map.remove("format");
+    // "type": [T, "null"] → T.
+    if let Some(Value::Array(types)) = map.get("type") {
+        let non_null: Vec<Value> = types.iter().filter(|t| t.as_str() != Some("null")).cloned().collect();
+        if non_null.len() == 1 && non_null.len() < types.len() {
+            map.insert("type".into(), non_null.into_iter().next().unwrap_or(Value::Null));
+        }
+    }
+    if let Some(Value::String(description)) = map.get_mut("description") {
+        *description = unwrap_lines(description);
+    }
+    // oneOf of documented string constants → enum, docs moved into the description.
+    if let Some(Value::Array(one_of)) = map.get("oneOf") {
+        let variants: Option<Vec<(String, Option<String>)>> = one_of
+            .iter()
+            .map(|v| {
+                let value = v.get("const")?.as_str()?.to_string();
+                Some((value, v.get("description").and_then(Value::as_str).map(str::to_string)))
+            })
+            .collect();
+        if let Some(variants) = variants {
+            let mut description = map.get("description").and_then(Value::as_str).unwrap_or_default().to_string();
+            for (value, doc) in &variants {
+                if let Some(doc) = doc {
+                    description.push_str(&format!("\n- `{value}`: {}", unwrap_lines(doc)));
+                }
+            }
+            map.remove("oneOf");
+            map.insert("type".into(), Value::String("string".into()));
+            map.insert("enum".into(), variants.into_iter().map(|(v, _)| Value::String(v)).collect());
+            map.insert("description".into(), Value::String(description.trim_start().to_string()));
+        }
+    }
+}
+
+/// Lets the README example compile as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
