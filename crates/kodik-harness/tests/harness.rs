@@ -1,0 +1,205 @@
+//! Mode policy, model families, deferred tools, ordering and the repeat guard.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use kodik_core::{
+    Effect, Hooks, ToolCall, ToolContext, ToolError, ToolOutput, ToolRegistry, ToolSpec, ToolStatus, TypedTool,
+    Workspace, dispatch,
+};
+use kodik_harness::{Availability, Harness, Mode, RepeatGuard};
+use serde::Deserialize;
+use serde_json::json;
+
+fn names(specs: &[ToolSpec]) -> Vec<&str> {
+    specs.iter().map(|s| s.name.as_str()).collect()
+}
+
+fn harness() -> Harness {
+    Harness::new(kodik_schema::all())
+}
+
+#[test]
+fn g10_openai_models_get_apply_patch_instead_of_the_three_file_tools() {
+    let h = harness();
+    let gpt = h.plan(Mode::Code, "gpt-5");
+    let claude = h.plan(Mode::Code, "claude-sonnet-4-5");
+    assert!(names(&gpt.tools).contains(&"apply_patch"));
+    for t in ["create_file", "edit_file", "delete_file"] {
+        assert!(!names(&gpt.tools).contains(&t), "{t}");
+        assert!(names(&claude.tools).contains(&t), "{t}");
+    }
+    assert!(!names(&claude.tools).contains(&"apply_patch"));
+    // Switching model mid-conversation swaps them on the next request.
+    assert_ne!(gpt.tools, claude.tools);
+}
+
+#[test]
+fn g10_disabling_apply_patch_gives_openai_models_the_file_tools_back() {
+    let mut h = harness();
+    h.set_enabled(Mode::Code, "apply_patch", false);
+    let plan = h.plan(Mode::Code, "openai/o3");
+    for t in ["create_file", "edit_file", "delete_file"] {
+        assert!(names(&plan.tools).contains(&t), "{t}");
+    }
+    assert_eq!(plan.availability()["apply_patch"], Availability::SwitchedOff);
+}
+
+#[test]
+fn g11_switched_off_tools_disappear_from_schemas_and_guidance_from_the_next_request() {
+    let mut h = harness();
+    let before = h.plan(Mode::Code, "qwen3-coder");
+    assert!(names(&before.tools).contains(&"shell"));
+    assert!(before.guidance.contains("- shell:"));
+    h.set_enabled(Mode::Code, "shell", false);
+    let after = h.plan(Mode::Code, "qwen3-coder");
+    assert!(!names(&after.tools).contains(&"shell"));
+    assert!(!after.guidance.contains("- shell:"));
+    assert!(after.switched_off.contains(&"shell".to_string()));
+    // The earlier request is not rewritten, and other modes are untouched.
+    assert!(names(&before.tools).contains(&"shell"));
+    assert!(names(&h.plan(Mode::Debug, "qwen3-coder").tools).contains(&"shell"));
+}
+
+#[test]
+fn g11_read_only_modes_list_what_they_cannot_offer() {
+    let h = harness();
+    for mode in [Mode::Plan, Mode::Ask, Mode::Educator] {
+        let plan = h.plan(mode, "qwen3-coder");
+        let av = plan.availability();
+        for t in ["edit_file", "create_file", "delete_file", "shell", "edit_notebook"] {
+            assert_eq!(av[t], Availability::NotOffered, "{mode:?} {t}");
+        }
+        assert_eq!(av["read_file"], Availability::Immediate, "{mode:?}");
+        assert!(!plan.guidance.contains("- edit_file:"));
+    }
+    assert_eq!(h.plan(Mode::Plan, "x").availability()["generate_plan"], Availability::Immediate);
+    assert_eq!(h.plan(Mode::Code, "x").availability()["generate_plan"], Availability::NotOffered);
+    assert_eq!(h.plan(Mode::Educator, "x").availability()["create_lesson"], Availability::Immediate);
+}
+
+#[test]
+fn g12_default_deferrals_by_mode_and_model() {
+    let h = harness();
+    let code = h.plan(Mode::Code, "qwen3-coder");
+    let av = code.availability();
+    for t in ["read_file", "glob", "grep", "web_fetch", "web_search", "agent_status", "send_message", "lsp"] {
+        assert_eq!(av[t], Availability::Deferred, "code: {t}");
+    }
+    assert_eq!(av["todo_write"], Availability::Immediate);
+    assert!(names(&code.tools).contains(&"tool_search") && names(&code.tools).contains(&"call_tool"));
+    assert!(code.guidance.contains("deferred: find it with tool_search"));
+
+    let ask = h.plan(Mode::Ask, "qwen3-coder").availability();
+    assert_eq!(ask["read_file"], Availability::Immediate);
+    assert_eq!(ask["lsp"], Availability::Deferred, "lsp is deferred everywhere");
+    for model in ["claude-opus-4", "gpt-5"] {
+        for mode in Mode::ALL {
+            assert_eq!(h.plan(mode, model).availability()["todo_write"], Availability::Deferred, "{mode:?} {model}");
+        }
+    }
+}
+
+#[test]
+fn g13_mcp_tools_come_after_builtins_each_group_sorted_and_only_active_ones_count() {
+    let mut h = harness();
+    let mk = |n: &str| ToolSpec::new(n, "An MCP tool. More text.", json!({"type": "object"}), Effect::Network);
+    h.add_mcp_tool("github", mk("github__list_issues"));
+    h.add_mcp_tool("alpha", mk("alpha__zeta"));
+    h.add_mcp_tool("alpha", mk("alpha__off"));
+    h.set_enabled(Mode::Ask, "alpha__off", false);
+    let plan = h.plan(Mode::Ask, "qwen3-coder");
+    let n = names(&plan.tools);
+    let first_mcp = n.iter().position(|t| t.contains("__")).unwrap();
+    assert!(n[..first_mcp].iter().all(|t| !t.contains("__")));
+    assert_eq!(&n[first_mcp..], ["alpha__zeta", "github__list_issues"], "MCP after built-ins, sorted");
+    let mut builtins = n[..first_mcp].to_vec();
+    builtins.sort();
+    assert_eq!(builtins, n[..first_mcp].to_vec(), "built-ins sorted");
+    assert!(!plan.guidance.contains("alpha__off"));
+    assert!(plan.guidance.contains("github__list_issues [MCP server github]"));
+    // MCP tools are offered even in read-only modes (A8).
+    assert_eq!(plan.availability()["github__list_issues"], Availability::Immediate);
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FindArgs {
+    needle: String,
+}
+
+struct Find(ToolSpec);
+
+#[async_trait]
+impl TypedTool for Find {
+    type Args = FindArgs;
+    fn spec(&self) -> &ToolSpec {
+        &self.0
+    }
+    async fn run(&self, a: FindArgs, _cx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        if a.needle == "fail" {
+            return Err(ToolError::failed("nothing found"));
+        }
+        Ok(ToolOutput::text(format!("found {}", a.needle)))
+    }
+}
+
+fn find_spec() -> ToolSpec {
+    ToolSpec::new(
+        "find_symbol",
+        "Finds a symbol definition in the project index.",
+        json!({"type": "object", "properties": {"needle": {"type": "string"}}, "required": ["needle"]}),
+        Effect::ReadOnly,
+    )
+}
+
+#[tokio::test]
+async fn g12_tool_search_then_call_tool_round_trip_without_changing_the_tool_list() {
+    let mut h = Harness::new([find_spec()]);
+    h.set_deferred(Mode::Code, "find_symbol", true);
+    let plan = h.plan(Mode::Code, "qwen3-coder");
+    assert_eq!(names(&plan.tools), ["call_tool", "tool_search"]);
+    let mut base = ToolRegistry::new();
+    base.register(Find(find_spec()));
+    let reg = plan.registry(&base);
+    let dir = tempfile::tempdir().unwrap();
+    let cx = ToolContext::new(Workspace::new(dir.path()).unwrap());
+
+    let found = dispatch(&reg, &ToolCall::new("1", "tool_search", json!({"query": "symbol definition"})), &cx).await;
+    assert_eq!(found.status, ToolStatus::Success);
+    let v: serde_json::Value = serde_json::from_str(&found.text_content()).unwrap();
+    assert_eq!(v["tools"][0]["name"], "find_symbol");
+    assert_eq!(v["tools"][0]["input_schema"]["required"][0], "needle");
+
+    let args = json!({"name": "find_symbol", "arguments": {"needle": "main"}});
+    let out = dispatch(&reg, &ToolCall::new("2", "call_tool", args), &cx).await;
+    assert_eq!(out.text_content(), "found main");
+
+    let bad = dispatch(&reg, &ToolCall::new("3", "call_tool", json!({"name": "find_symbol", "arguments": {}})), &cx).await;
+    assert_eq!(bad.status, ToolStatus::Error);
+    assert!(bad.text_content().contains("needle"), "{}", bad.text_content());
+
+    let unknown = dispatch(&reg, &ToolCall::new("4", "call_tool", json!({"name": "shell", "arguments": {}})), &cx).await;
+    assert!(unknown.text_content().contains("not a deferred tool"));
+    // The request's tool list stays the same after searching and calling.
+    assert_eq!(h.plan(Mode::Code, "qwen3-coder").tools, plan.tools);
+}
+
+#[tokio::test]
+async fn g15_the_third_identical_fruitless_call_is_blocked_and_corrected_arguments_go_through() {
+    let mut base = ToolRegistry::new();
+    base.register(Find(find_spec()));
+    let dir = tempfile::tempdir().unwrap();
+    let mut cx = ToolContext::new(Workspace::new(dir.path()).unwrap());
+    let guard = Arc::new(RepeatGuard::default());
+    cx.hooks = guard.clone() as Arc<dyn Hooks>;
+    let failing = || ToolCall::new("x", "find_symbol", json!({"needle": "fail"}));
+    assert_eq!(dispatch(&base, &failing(), &cx).await.status, ToolStatus::Error);
+    // A cancelled identical call counts too.
+    guard.after_call(&failing(), &ToolError::Cancelled.into_output()).await;
+    let third = dispatch(&base, &failing(), &cx).await;
+    assert_eq!(third.status, ToolStatus::Denied);
+    assert!(third.text_content().contains("change the arguments"));
+    let corrected = dispatch(&base, &ToolCall::new("y", "find_symbol", json!({"needle": "main"})), &cx).await;
+    assert_eq!(corrected.status, ToolStatus::Success);
+}
