@@ -1,5 +1,7 @@
 //! The `kodik` binary end to end: real processes, real files.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
+
 use std::io::Write as _;
 use std::process::{Command, Stdio};
 

@@ -151,7 +151,11 @@ pub fn record_span(span: &tracing::Span, out: &ToolOutput, started: Instant) {
 /// The first phase of [`dispatch`]: lookup, argument check, before-hooks and approval.
 /// `Ok` holds the tool to run; `Err` holds the call's final result (error or `denied`), for
 /// which the after-hooks have already run.
-pub async fn authorize(registry: &ToolRegistry, call: &ToolCall, cx: &ToolContext) -> Result<Arc<dyn Tool>, ToolOutput> {
+pub async fn authorize(
+    registry: &ToolRegistry,
+    call: &ToolCall,
+    cx: &ToolContext,
+) -> Result<Arc<dyn Tool>, ToolOutput> {
     let tool = match registry.lookup(&call.name) {
         Ok(t) => Arc::clone(t),
         Err(e) => return Err(e.into_output()),

@@ -139,7 +139,7 @@ fn decode_with(enc: &'static Encoding, bytes: &[u8], bom: bool) -> Decoded {
 /// UTF-16 without a BOM: an even length, NULs only at one parity (the high bytes of ASCII
 /// characters), and a clean decode.
 fn utf16_without_bom(bytes: &[u8]) -> Option<&'static Encoding> {
-    if bytes.len() % 2 != 0 {
+    if !bytes.len().is_multiple_of(2) {
         return None;
     }
     let (mut even, mut odd) = (0usize, 0usize);

@@ -1,12 +1,14 @@
 //! The call sequence every caller shares: lookup → argument check → hooks → approval → run.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use async_trait::async_trait;
 use kodik_core::{
-    Approval, ApprovalPolicy, ApprovalRequest, Approver, Effect, HookDecision, Hooks, ToolCall, ToolContext,
-    ToolError, ToolOutput, ToolRegistry, ToolSpec, ToolStatus, TypedTool, Workspace, dispatch,
+    Approval, ApprovalPolicy, ApprovalRequest, Approver, Effect, HookDecision, Hooks, ToolCall, ToolContext, ToolError,
+    ToolOutput, ToolRegistry, ToolSpec, ToolStatus, TypedTool, Workspace, dispatch,
 };
 use serde::Deserialize;
 use serde_json::json;
@@ -46,7 +48,10 @@ fn setup() -> (tempfile::TempDir, ToolRegistry, ToolContext, Arc<AtomicUsize>) {
     let dir = tempfile::tempdir().unwrap();
     let runs = Arc::new(AtomicUsize::new(0));
     let mut reg = ToolRegistry::new();
-    reg.register(Echo { spec: ToolSpec::new("echo", "Echoes.", json!({"type":"object"}), Effect::ReadOnly), runs: runs.clone() });
+    reg.register(Echo {
+        spec: ToolSpec::new("echo", "Echoes.", json!({"type":"object"}), Effect::ReadOnly),
+        runs: runs.clone(),
+    });
     let cx = ToolContext::new(Workspace::new(dir.path()).unwrap());
     (dir, reg, cx, runs)
 }
@@ -146,7 +151,8 @@ async fn a_panicking_tool_becomes_an_error_for_that_call_only() {
 async fn g6_cancellation_stops_a_running_call_at_once() {
     let (_d, reg, cx, _) = setup();
     let cancel = cx.cancel.clone();
-    let task = tokio::spawn(async move { dispatch(&reg, &ToolCall::new("1", "echo", json!({"text": "sleep"})), &cx).await });
+    let task =
+        tokio::spawn(async move { dispatch(&reg, &ToolCall::new("1", "echo", json!({"text": "sleep"})), &cx).await });
     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     cancel.cancel();
     let out = tokio::time::timeout(std::time::Duration::from_secs(5), task).await.unwrap().unwrap();

@@ -8,11 +8,8 @@ use serde_json::{Value, json};
 /// Ranks `tools` for `query`: exact name first, then name words, then description words.
 /// Returns indices of tools with a positive score, best first.
 pub fn rank_tools(tools: &[ToolSpec], query: &str) -> Vec<usize> {
-    let words: Vec<String> = query
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
-        .collect();
+    let words: Vec<String> =
+        query.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect();
     let q = query.trim().to_lowercase();
     let mut scored: Vec<(u32, usize)> = tools
         .iter()

@@ -305,9 +305,8 @@ impl Harness {
         deferred.sort_by(|a, b| a.name.cmp(&b.name));
         switched_off.sort();
         not_offered.sort();
-        guidance_entries.sort_by(|a, b| {
-            (a.0.server.is_some(), &a.0.spec.name).cmp(&(b.0.server.is_some(), &b.0.spec.name))
-        });
+        guidance_entries
+            .sort_by(|a, b| (a.0.server.is_some(), &a.0.spec.name).cmp(&(b.0.server.is_some(), &b.0.spec.name)));
 
         let mut guidance = String::new();
         for (entry, is_deferred) in &guidance_entries {

@@ -1,5 +1,7 @@
 //! Mode policy, model families, deferred tools, ordering and the repeat guard.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
+
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -175,11 +177,13 @@ async fn g12_tool_search_then_call_tool_round_trip_without_changing_the_tool_lis
     let out = dispatch(&reg, &ToolCall::new("2", "call_tool", args), &cx).await;
     assert_eq!(out.text_content(), "found main");
 
-    let bad = dispatch(&reg, &ToolCall::new("3", "call_tool", json!({"name": "find_symbol", "arguments": {}})), &cx).await;
+    let bad =
+        dispatch(&reg, &ToolCall::new("3", "call_tool", json!({"name": "find_symbol", "arguments": {}})), &cx).await;
     assert_eq!(bad.status, ToolStatus::Error);
     assert!(bad.text_content().contains("needle"), "{}", bad.text_content());
 
-    let unknown = dispatch(&reg, &ToolCall::new("4", "call_tool", json!({"name": "shell", "arguments": {}})), &cx).await;
+    let unknown =
+        dispatch(&reg, &ToolCall::new("4", "call_tool", json!({"name": "shell", "arguments": {}})), &cx).await;
     assert!(unknown.text_content().contains("not a deferred tool"));
     // The request's tool list stays the same after searching and calling.
     assert_eq!(h.plan(Mode::Code, "qwen3-coder").tools, plan.tools);

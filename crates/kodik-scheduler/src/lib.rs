@@ -31,8 +31,7 @@ use std::time::{Duration, Instant};
 use kodik_core::preview::{OutputPreview, PreviewConfig};
 use kodik_core::registry::{call_span, record_span};
 use kodik_core::{
-    Content, Resource, ToolCall, ToolContext, ToolError, ToolOutput, ToolRegistry, TurnSignals, authorize,
-    execute,
+    Content, Resource, ToolCall, ToolContext, ToolError, ToolOutput, ToolRegistry, TurnSignals, authorize, execute,
 };
 use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
@@ -294,8 +293,7 @@ fn bound_output(mut out: ToolOutput, max_bytes: usize) -> ToolOutput {
     if out.full_output.is_some() {
         return out;
     }
-    let text_len: usize =
-        out.content.iter().map(|c| if let Content::Text { text } = c { text.len() } else { 0 }).sum();
+    let text_len: usize = out.content.iter().map(|c| if let Content::Text { text } = c { text.len() } else { 0 }).sum();
     if text_len <= max_bytes {
         return out;
     }

@@ -1,5 +1,7 @@
 //! One model turn through the scheduler, with test tools that record what happened when.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
+
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -150,7 +152,10 @@ fn fixture(config: SchedulerConfig, barrier_size: usize) -> Fixture {
             peak: peak.clone(),
         });
     }
-    reg.register(Append { spec: ToolSpec::new("append", "test", json!({"type": "object"}), Effect::MutatesFiles), log: log.clone() });
+    reg.register(Append {
+        spec: ToolSpec::new("append", "test", json!({"type": "object"}), Effect::MutatesFiles),
+        log: log.clone(),
+    });
     let cx = ToolContext::new(Workspace::new(&root).unwrap());
     Fixture { _dir: dir, root, scheduler: Scheduler::new(reg).with_config(config), cx, log, peak }
 }
@@ -286,7 +291,10 @@ async fn g4_streaming_start_reads_start_at_once_mutations_and_everything_after_w
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn g5_results_come_back_in_call_order_whatever_order_calls_finish_in() {
     let f = fixture(SchedulerConfig::default(), 1);
-    let calls = [300, 10, 150, 0].iter().enumerate().map(|(i, ms)| call(&i.to_string(), "read", json!({"tag": format!("t{i}"), "ms": ms})));
+    let calls = [300, 10, 150, 0]
+        .iter()
+        .enumerate()
+        .map(|(i, ms)| call(&i.to_string(), "read", json!({"tag": format!("t{i}"), "ms": ms})));
     let outs = tokio::time::timeout(LIMIT, f.scheduler.run(calls, &f.cx)).await.unwrap();
     let texts: Vec<String> = outs.iter().map(|o| o.text_content()).collect();
     assert_eq!(texts, ["t0", "t1", "t2", "t3"]);
