@@ -1,0 +1,709 @@
+//! The boa_engine 0.22 implementation of [`ScriptEngine`].
+//!
+//! How it stays bounded, since a boa `Context` cannot be interrupted from another thread:
+//! - the script runs on its own thread; top-level code runs through
+//!   `evaluate_async_with_budget`, polled by hand, so the deadline, the abort flag and the
+//!   memory watchdog are checked every few thousand instructions;
+//! - code after an `await` runs inside promise jobs, which this module's own queue runs one at a
+//!   time, checking the same things between jobs; inside one job only `RuntimeLimits` can stop
+//!   a busy loop, so the loop-iteration limit is re-sized before every job to about the time
+//!   left (from a one-off measurement of this machine's loop speed);
+//! - an engine error in a job (boa would leave the promise pending) is caught here and turned
+//!   into TimeoutExceeded / ExecutionFailure, never a hang or a wrong UnsettledPromise;
+//! - between jobs the thread blocks on the host channel (the next tool result, a timer, the
+//!   deadline or an abort), never polling.
+
+use std::cell::{Cell, RefCell};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::path::Path;
+use std::rc::Rc;
+use std::sync::OnceLock;
+use std::sync::mpsc::RecvTimeoutError;
+use std::task::Poll;
+use std::time::{Duration, Instant};
+
+use boa_engine::builtins::promise::{PromiseState, ResolvingFunctions};
+use boa_engine::job::{Job, JobExecutor};
+use boa_engine::object::ObjectInitializer;
+use boa_engine::object::builtins::{JsArray, JsFunction, JsPromise};
+use boa_engine::vm::SourcePath;
+use boa_engine::{
+    Context, EngineError, JsError, JsNativeError, JsObject, JsResult, JsString, JsValue, NativeFunction,
+    RuntimeLimitError, Script, Source, js_string,
+};
+use kodik_core::Event;
+use serde_json::{Value, json};
+
+use super::{
+    CallResult, Limits, STORE_TOTAL_MAX, STORE_VALUE_MAX, ScriptEngine, ScriptJob, ScriptSide, ToHost, ToScript,
+    abort_error, memory_exceeded,
+};
+use crate::catalog::{Catalog, first_sentence};
+use crate::error::{ErrorKind, ScriptError};
+
+/// The path the model's code is compiled under; stack frames with it are the model's lines.
+const SCRIPT_PATH: &str = "script.js";
+const PRELUDE: &str = include_str!("../prelude.js");
+/// VM "cycles" between checks of the deadline and the watchdog in top-level code.
+const BUDGET: u32 = 10_000;
+/// How often the memory watchdog samples the process.
+const MEMORY_EVERY: Duration = Duration::from_millis(5);
+
+/// The boa engine.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct BoaEngine;
+
+impl ScriptEngine for BoaEngine {
+    fn run(&self, job: ScriptJob) -> Result<Option<String>, ScriptError> {
+        let ScriptJob { code, line_offset, catalog, limits, bridge } = job;
+        let ScriptSide { to_host, from_host, abort, collected, store, events, call_id } = bridge;
+        let queue = Rc::new(Queue::default());
+        let mut ctx = Context::builder()
+            .job_executor(Rc::clone(&queue))
+            .build()
+            .map_err(|e| ScriptError::new(ErrorKind::ExecutionFailure, format!("the engine did not start: {e}")))?;
+        let host = Rc::new(Host {
+            catalog,
+            limits,
+            line_offset,
+            to_host,
+            abort,
+            collected,
+            store,
+            events,
+            call_id,
+            seq: Cell::new(0),
+            calls: Cell::new(0),
+            pending: RefCell::new(HashMap::new()),
+            sleepers: RefCell::new(HashMap::new()),
+            timers: RefCell::new(BinaryHeap::new()),
+            fatal: RefCell::new(None),
+            last_memory_check: Cell::new(Instant::now()),
+        });
+        ctx.insert_data(Rc::clone(&host));
+        let result = run_script(&code, &mut ctx, &queue, &host, &from_host);
+        // Drop engine objects held outside the heap while the context still exists.
+        host.pending.borrow_mut().clear();
+        host.sleepers.borrow_mut().clear();
+        queue.jobs.borrow_mut().clear();
+        ctx.remove_data::<Rc<Host>>();
+        result
+    }
+}
+
+/// The script thread's state, reachable from native functions through the context.
+struct Host {
+    catalog: std::sync::Arc<Catalog>,
+    limits: Limits,
+    line_offset: u32,
+    to_host: tokio::sync::mpsc::UnboundedSender<ToHost>,
+    abort: std::sync::Arc<super::AbortFlag>,
+    collected: std::sync::Arc<std::sync::Mutex<super::Collected>>,
+    store: std::sync::Arc<std::sync::Mutex<super::Store>>,
+    events: std::sync::Arc<dyn kodik_core::EventSink>,
+    call_id: String,
+    seq: Cell<u64>,
+    calls: Cell<usize>,
+    /// Tool calls in flight: seq → (tool name, resolvers).
+    pending: RefCell<HashMap<u64, (String, ResolvingFunctions)>>,
+    /// `sleep()` promises: seq → resolvers.
+    sleepers: RefCell<HashMap<u64, ResolvingFunctions>>,
+    timers: RefCell<BinaryHeap<Reverse<(Instant, u64)>>>,
+    /// An error that ends the script at the next check (the call limit).
+    fatal: RefCell<Option<ScriptError>>,
+    last_memory_check: Cell<Instant>,
+}
+
+impl Host {
+    fn next_seq(&self) -> u64 {
+        let s = self.seq.get() + 1;
+        self.seq.set(s);
+        s
+    }
+
+    /// Whether the script must stop now, and why.
+    fn check(&self) -> Result<(), ScriptError> {
+        if let Some(e) = self.fatal.borrow_mut().take() {
+            return Err(e);
+        }
+        if let Some(kind) = self.abort.get() {
+            return Err(self.abort_error(kind));
+        }
+        let now = Instant::now();
+        if now >= self.limits.deadline {
+            return Err(self.abort_error(ErrorKind::TimeoutExceeded));
+        }
+        if self.limits.memory.is_some() && now.duration_since(self.last_memory_check.get()) >= MEMORY_EVERY {
+            self.last_memory_check.set(now);
+            if memory_exceeded(self.limits.memory) {
+                self.abort.set(ErrorKind::MemoryLimitExceeded);
+                return Err(self.abort_error(ErrorKind::MemoryLimitExceeded));
+            }
+        }
+        Ok(())
+    }
+
+    fn abort_error(&self, kind: ErrorKind) -> ScriptError {
+        abort_error(kind, self.limits.timeout_secs, self.limits.memory_mb)
+    }
+
+    fn user_line(&self, engine_line: u32) -> u32 {
+        // Line 1 of the compiled text is the async wrapper.
+        engine_line.saturating_sub(1).max(1) + self.line_offset
+    }
+}
+
+/// Promise jobs only: scripts get no timers or host async jobs from boa (K3).
+#[derive(Default)]
+struct Queue {
+    jobs: RefCell<VecDeque<Job>>,
+}
+
+impl Queue {
+    fn pop(&self) -> Option<Job> {
+        self.jobs.borrow_mut().pop_front()
+    }
+}
+
+impl JobExecutor for Queue {
+    fn enqueue_job(self: Rc<Self>, job: Job, _context: &mut Context) {
+        if matches!(job, Job::PromiseJob(_) | Job::GenericJob(_)) {
+            self.jobs.borrow_mut().push_back(job);
+        }
+    }
+
+    fn run_jobs(self: Rc<Self>, context: &mut Context) -> JsResult<()> {
+        while let Some(job) = self.pop() {
+            run_job(job, context)?;
+        }
+        Ok(())
+    }
+}
+
+fn run_job(job: Job, ctx: &mut Context) -> JsResult<()> {
+    match job {
+        Job::PromiseJob(j) => j.call(ctx).map(drop),
+        Job::GenericJob(j) => j.call(ctx).map(drop),
+        _ => Ok(()),
+    }
+}
+
+/// Loop iterations per second of an empty loop on this machine, measured once.
+fn loop_rate() -> f64 {
+    static RATE: OnceLock<f64> = OnceLock::new();
+    *RATE.get_or_init(|| {
+        const N: u64 = 100_000;
+        let mut best = f64::MAX;
+        for _ in 0..3 {
+            let mut ctx = Context::default();
+            ctx.runtime_limits_mut().set_loop_iteration_limit(N);
+            let started = Instant::now();
+            let _ = ctx.eval(Source::from_bytes("while (true) {}"));
+            best = best.min(started.elapsed().as_secs_f64());
+        }
+        N as f64 / best.max(1e-6)
+    })
+}
+
+/// Sizes the loop-iteration backstop to the time left (with some slack: it is measured on the
+/// fastest possible loop, so real loops reach it later, never sooner).
+fn size_loop_limit(ctx: &mut Context, deadline: Instant) {
+    let left = deadline.saturating_duration_since(Instant::now()).as_secs_f64();
+    let n = (loop_rate() * left * 1.5).max(10_000.0);
+    ctx.runtime_limits_mut().set_loop_iteration_limit(n as u64);
+}
+
+fn run_script(
+    code: &str,
+    ctx: &mut Context,
+    queue: &Rc<Queue>,
+    host: &Rc<Host>,
+    from_host: &std::sync::mpsc::Receiver<ToScript>,
+) -> Result<Option<String>, ScriptError> {
+    let fmt = install_prelude(ctx, &host.catalog)?;
+    let wrapped = format!("(async () => {{\n{code}\n}})()");
+    let source = Source::from_bytes(wrapped.as_bytes()).with_path(Path::new(SCRIPT_PATH));
+    let script = Script::parse(source, None, ctx).map_err(|e| parse_error(&e, host))?;
+    host.check()?;
+    size_loop_limit(ctx, host.limits.deadline);
+
+    let top = {
+        let mut fut = std::pin::pin!(script.evaluate_async_with_budget(ctx, BUDGET));
+        let mut task_cx = std::task::Context::from_waker(std::task::Waker::noop());
+        loop {
+            match fut.as_mut().poll(&mut task_cx) {
+                Poll::Ready(r) => break r,
+                Poll::Pending => host.check()?,
+            }
+        }
+    };
+    let top = top.map_err(|e| js_error(e, ctx, host))?;
+    let Some(promise) = top.as_promise() else {
+        return Err(ScriptError::new(ErrorKind::ExecutionFailure, "the script did not produce a promise"));
+    };
+
+    loop {
+        while let Some(job) = queue.pop() {
+            host.check()?;
+            size_loop_limit(ctx, host.limits.deadline);
+            if let Err(e) = run_job(job, ctx) {
+                return Err(js_error(e, ctx, host));
+            }
+        }
+        host.check()?;
+        match promise.state() {
+            PromiseState::Fulfilled(v) => return format_value(&v, &fmt, ctx, host),
+            PromiseState::Rejected(e) => return Err(classify(&e, ctx, host)),
+            PromiseState::Pending => {}
+        }
+        let next_timer = host.timers.borrow().peek().map(|Reverse((at, _))| *at);
+        if host.pending.borrow().is_empty() && next_timer.is_none() {
+            return Err(ScriptError::new(
+                ErrorKind::UnsettledPromise,
+                "the script is waiting for a promise that nothing will ever settle (no tool call or sleep is \
+                 pending). Make sure every promise you await is resolved, and `return` the result.",
+            ));
+        }
+        let wake_at = next_timer.map_or(host.limits.deadline, |t| t.min(host.limits.deadline));
+        match from_host.recv_timeout(wake_at.saturating_duration_since(Instant::now())) {
+            Ok(ToScript::CallDone { seq, result }) => settle_call(seq, result, ctx, host)?,
+            Ok(ToScript::Wake) | Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return Err(host.abort_error(ErrorKind::Cancelled)),
+        }
+        fire_timers(ctx, host)?;
+    }
+}
+
+fn fire_timers(ctx: &mut Context, host: &Host) -> Result<(), ScriptError> {
+    let now = Instant::now();
+    loop {
+        let due = {
+            let mut timers = host.timers.borrow_mut();
+            match timers.peek() {
+                Some(Reverse((at, seq))) if *at <= now => {
+                    let seq = *seq;
+                    timers.pop();
+                    Some(seq)
+                }
+                _ => None,
+            }
+        };
+        let Some(seq) = due else { return Ok(()) };
+        let resolvers = host.sleepers.borrow_mut().remove(&seq);
+        if let Some(r) = resolvers {
+            r.resolve.call(&JsValue::undefined(), &[], ctx).map_err(|e| js_error(e, ctx, host))?;
+        }
+    }
+}
+
+fn settle_call(seq: u64, result: CallResult, ctx: &mut Context, host: &Host) -> Result<(), ScriptError> {
+    let Some((name, resolvers)) = host.pending.borrow_mut().remove(&seq) else { return Ok(()) };
+    let obj = if result.ok {
+        json!({"ok": true, "text": result.text})
+    } else {
+        let message = format!("tool `{name}` failed ({}): {}", result.status, first_sentence(&result.text, 2000));
+        json!({"ok": false, "output": result.text, "status": result.status, "message": message})
+    };
+    let value = JsValue::from_json(&obj, ctx).map_err(|e| js_error(e, ctx, host))?;
+    resolvers.resolve.call(&JsValue::undefined(), &[value], ctx).map_err(|e| js_error(e, ctx, host))?;
+    Ok(())
+}
+
+fn install_prelude(ctx: &mut Context, catalog: &Catalog) -> Result<JsFunction, ScriptError> {
+    let fail = |e: JsError| ScriptError::new(ErrorKind::ExecutionFailure, format!("the script prelude failed: {e}"));
+    let natives = ObjectInitializer::new(ctx)
+        .function(NativeFunction::from_fn_ptr(native_call), js_string!("call"), 2)
+        .function(NativeFunction::from_fn_ptr(native_text), js_string!("text"), 1)
+        .function(NativeFunction::from_fn_ptr(native_log), js_string!("log"), 2)
+        .function(NativeFunction::from_fn_ptr(native_search), js_string!("search"), 2)
+        .function(NativeFunction::from_fn_ptr(native_describe), js_string!("describe"), 1)
+        .function(NativeFunction::from_fn_ptr(native_all), js_string!("all"), 0)
+        .function(NativeFunction::from_fn_ptr(native_store), js_string!("store"), 2)
+        .function(NativeFunction::from_fn_ptr(native_load), js_string!("load"), 1)
+        .function(NativeFunction::from_fn_ptr(native_sleep), js_string!("sleep"), 1)
+        .function(NativeFunction::from_fn_ptr(native_lines), js_string!("lines"), 1)
+        .function(NativeFunction::from_fn_ptr(native_grep), js_string!("grep"), 3)
+        .build();
+    let list: Vec<Value> = catalog
+        .entries
+        .values()
+        .map(|e| {
+            let tool = e.name.split_once("__").map(|(_, t)| t).unwrap_or(&e.name);
+            json!({"name": e.name, "namespace": e.namespace, "tool": tool})
+        })
+        .collect();
+    let list = JsValue::from_json(&Value::Array(list), ctx).map_err(fail)?;
+    let source = Source::from_bytes(PRELUDE.as_bytes()).with_path(Path::new("kodik-prelude.js"));
+    let factory = ctx.eval(source).map_err(fail)?;
+    let factory = factory
+        .as_callable()
+        .ok_or_else(|| ScriptError::new(ErrorKind::ExecutionFailure, "the script prelude is not a function"))?;
+    let fmt = factory.call(&JsValue::undefined(), &[natives.into(), list], ctx).map_err(fail)?;
+    fmt.as_callable()
+        .and_then(|f| JsFunction::from_object(f.clone()))
+        .ok_or_else(|| ScriptError::new(ErrorKind::ExecutionFailure, "the script prelude returned no formatter"))
+}
+
+// ---- native functions (reachable only through the prelude) ----
+
+fn host_of(ctx: &Context) -> JsResult<Rc<Host>> {
+    ctx.get_data::<Rc<Host>>().cloned().ok_or_else(|| JsNativeError::error().with_message("no host").into())
+}
+
+fn arg_string(args: &[JsValue], i: usize, ctx: &mut Context) -> JsResult<String> {
+    match args.get(i) {
+        Some(v) if !v.is_undefined() => Ok(v.to_string(ctx)?.to_std_string_escaped()),
+        _ => Ok(String::new()),
+    }
+}
+
+fn json_value(v: &Value, ctx: &mut Context) -> JsResult<JsValue> {
+    JsValue::from_json(v, ctx)
+}
+
+fn js_str(s: &str) -> JsValue {
+    JsValue::from(JsString::from(s))
+}
+
+/// Where in the model's code the running native was called from.
+fn call_site(ctx: &Context, host: &Host) -> (Option<u32>, Option<u32>) {
+    for frame in ctx.stack_trace() {
+        let loc = frame.position();
+        if let SourcePath::Path(p) = &loc.path
+            && p.as_ref() == Path::new(SCRIPT_PATH)
+            && let Some(pos) = loc.position
+        {
+            return (Some(host.user_line(pos.line_number())), Some(pos.column_number()));
+        }
+    }
+    (None, None)
+}
+
+fn native_call(_this: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
+    let host = host_of(ctx)?;
+    let name = arg_string(args, 0, ctx)?;
+    let (line, column) = call_site(ctx, &host);
+    let refuse = |kind: ErrorKind, message: String, ctx: &mut Context| {
+        json_value(&json!({"error": kind.as_str(), "message": message, "line": line, "column": column}), ctx)
+    };
+    if name == crate::TOOL_NAME {
+        let msg = "`codemode` cannot be called from a script; write the steps in this script instead".to_string();
+        return refuse(ErrorKind::UnknownTool, msg, ctx);
+    }
+    let Some(entry) = host.catalog.find(&name) else {
+        let msg = if host.catalog.model_only.iter().any(|m| m == &name) {
+            format!("`{name}` is model-only: call it directly as a tool, not from a script")
+        } else {
+            let s = host.catalog.suggest(&name);
+            let hint = if s.is_empty() { String::new() } else { format!("; did you mean: {}?", s.join(", ")) };
+            format!("no tool `{name}` can be called from a script{hint} Use searchTools(\"keyword\") to find tools.")
+        };
+        return refuse(ErrorKind::UnknownTool, msg, ctx);
+    };
+    let call_args = match args.get(1) {
+        None => json!({}),
+        Some(v) if v.is_undefined() || v.is_null() => json!({}),
+        Some(v) => match v.to_json(ctx)? {
+            Some(j @ Value::Object(_)) => j,
+            _ => {
+                let msg = format!(
+                    "{}() takes one object argument, e.g. {}({{...}})",
+                    entry.path, entry.path
+                );
+                return refuse(ErrorKind::InvalidToolInput, msg, ctx);
+            }
+        },
+    };
+    if let Err(e) = entry.tool.validate(&call_args) {
+        let msg = format!("{e} — the tool did not run. Signature: {}", entry.full_signature());
+        return refuse(ErrorKind::InvalidToolInput, msg, ctx);
+    }
+    let made = host.calls.get() + 1;
+    host.calls.set(made);
+    if made > host.limits.max_tool_calls {
+        let msg = format!(
+            "the script tried to make more than {} tool calls; the limit stops it. Batch the work into fewer \
+             calls, or split it across scripts.",
+            host.limits.max_tool_calls
+        );
+        *host.fatal.borrow_mut() = Some(ScriptError::new(ErrorKind::ToolCallLimitExceeded, msg.clone()).at(line, column));
+        return refuse(ErrorKind::ToolCallLimitExceeded, msg, ctx);
+    }
+    let seq = host.next_seq();
+    let (promise, resolvers) = JsPromise::new_pending(ctx);
+    host.pending.borrow_mut().insert(seq, (entry.name.clone(), resolvers));
+    // A closed channel means the host has given up; the next check ends the script.
+    let _ = host.to_host.send(ToHost::Call { seq, name: entry.name.clone(), args: call_args });
+    let out = json_value(&json!({"line": line, "column": column}), ctx)?;
+    if let Some(obj) = out.as_object() {
+        obj.set(js_string!("promise"), JsValue::from(promise), false, ctx)?;
+    }
+    Ok(out)
+}
+
+fn native_text(_this: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
+    let host = host_of(ctx)?;
+    let s = arg_string(args, 0, ctx)?;
+    host.collected.lock().unwrap_or_else(|p| p.into_inner()).text.push(s);
+    Ok(JsValue::undefined())
+}
+
+fn native_log(_this: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
+    let host = host_of(ctx)?;
+    let level = arg_string(args, 0, ctx)?;
+    let message = arg_string(args, 1, ctx)?;
+    let line = if level == "log" || level == "info" { message.clone() } else { format!("[{level}] {message}") };
+    host.collected.lock().unwrap_or_else(|p| p.into_inner()).logs.push(line);
+    host.events.emit(Event::Log { call_id: host.call_id.clone(), level, message });
+    Ok(JsValue::undefined())
+}
+
+fn native_search(_this: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
+    let host = host_of(ctx)?;
+    let query = arg_string(args, 0, ctx)?;
+    let opts: Value = serde_json::from_str(&arg_string(args, 1, ctx)?).unwrap_or(Value::Null);
+    let limit = opts.get("limit").and_then(Value::as_u64).map_or(10, |l| l.clamp(1, 200) as usize);
+    let namespace = opts.get("namespace").and_then(Value::as_str);
+    let found: Vec<Value> = host
+        .catalog
+        .search(&query, limit, namespace)
+        .into_iter()
+        .map(|e| {
+            json!({
+                "name": e.name,
+                "path": e.path,
+                "signature": e.full_signature(),
+                "description": e.summary(),
+            })
+        })
+        .collect();
+    Ok(js_str(&Value::Array(found).to_string()))
+}
+
+fn native_describe(_this: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
+    let host = host_of(ctx)?;
+    let name = arg_string(args, 0, ctx)?;
+    let v = match host.catalog.find(&name) {
+        Some(e) => json!({"text": e.describe()}),
+        None => {
+            let s = host.catalog.suggest(&name);
+            let hint = if s.is_empty() { String::new() } else { format!("; did you mean: {}?", s.join(", ")) };
+            json!({"error": "UnknownTool", "message": format!("no tool `{name}` can be called from a script{hint}")})
+        }
+    };
+    json_value(&v, ctx)
+}
+
+fn native_all(_this: &JsValue, _args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
+    let host = host_of(ctx)?;
+    let all: Vec<Value> = host
+        .catalog
+        .entries
+        .values()
+        .map(|e| json!({"name": e.name, "path": e.path, "description": e.summary()}))
+        .collect();
+    Ok(js_str(&Value::Array(all).to_string()))
+}
+
+fn native_store(_this: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
+    let host = host_of(ctx)?;
+    let key = arg_string(args, 0, ctx)?;
+    let value = match args.get(1) {
+        Some(v) if !v.is_undefined() => Some(v.to_string(ctx)?.to_std_string_escaped()),
+        _ => None,
+    };
+    let mut store = host.store.lock().unwrap_or_else(|p| p.into_inner());
+    let old = store.values.get(&key).map_or(0, |v| v.len() + key.len());
+    match value {
+        None => {
+            store.values.remove(&key);
+            store.bytes -= old;
+        }
+        Some(v) => {
+            let new = v.len() + key.len();
+            if v.len() > STORE_VALUE_MAX || store.bytes - old + new > STORE_TOTAL_MAX {
+                return Err(JsNativeError::range()
+                    .with_message(format!(
+                        "store(): value too large ({} bytes; at most {STORE_VALUE_MAX} per value and \
+                         {STORE_TOTAL_MAX} in all). Store less, or delete keys with store(key, undefined).",
+                        v.len()
+                    ))
+                    .into());
+            }
+            store.bytes = store.bytes - old + new;
+            store.values.insert(key, v);
+        }
+    }
+    Ok(JsValue::undefined())
+}
+
+fn native_load(_this: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
+    let host = host_of(ctx)?;
+    let key = arg_string(args, 0, ctx)?;
+    let store = host.store.lock().unwrap_or_else(|p| p.into_inner());
+    Ok(store.values.get(&key).map_or(JsValue::undefined(), |v| js_str(v)))
+}
+
+fn native_sleep(_this: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
+    let host = host_of(ctx)?;
+    let ms = args.first().map_or(Ok(0.0), |v| v.to_number(ctx))?;
+    let ms = if ms.is_finite() { ms.clamp(0.0, 86_400_000.0) } else { 0.0 };
+    let seq = host.next_seq();
+    let (promise, resolvers) = JsPromise::new_pending(ctx);
+    host.sleepers.borrow_mut().insert(seq, resolvers);
+    host.timers.borrow_mut().push(Reverse((Instant::now() + Duration::from_secs_f64(ms / 1000.0), seq)));
+    Ok(promise.into())
+}
+
+fn native_lines(_this: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
+    let s = arg_string(args, 0, ctx)?;
+    let items: Vec<JsValue> = split_lines(&s).map(js_str).collect();
+    Ok(JsArray::from_iter(items, ctx).into())
+}
+
+fn native_grep(_this: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
+    let s = arg_string(args, 0, ctx)?;
+    let needle = arg_string(args, 1, ctx)?;
+    let ignore_case = args.get(2).is_some_and(JsValue::to_boolean);
+    let lower_needle = needle.to_lowercase();
+    let items: Vec<JsValue> = split_lines(&s)
+        .filter(|l| if ignore_case { l.to_lowercase().contains(&lower_needle) } else { l.contains(&needle) })
+        .map(js_str)
+        .collect();
+    Ok(JsArray::from_iter(items, ctx).into())
+}
+
+fn split_lines(s: &str) -> impl Iterator<Item = &str> {
+    let body = s.strip_suffix('\n').unwrap_or(s);
+    let empty = s.is_empty();
+    body.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l)).filter(move |_| !empty)
+}
+
+// ---- results and errors ----
+
+fn format_value(v: &JsValue, fmt: &JsFunction, ctx: &mut Context, host: &Host) -> Result<Option<String>, ScriptError> {
+    if v.is_undefined() {
+        return Ok(None);
+    }
+    if let Some(s) = v.as_string() {
+        return Ok(Some(s.to_std_string_escaped()));
+    }
+    let s = fmt.call(&JsValue::undefined(), std::slice::from_ref(v), ctx).map_err(|e| js_error(e, ctx, host))?;
+    Ok(Some(s.to_string(ctx).map_err(|e| js_error(e, ctx, host))?.to_std_string_escaped()))
+}
+
+/// An error from the engine itself: engine errors (runtime limits) by kind, JavaScript errors
+/// through [`classify`].
+fn js_error(err: JsError, ctx: &mut Context, host: &Host) -> ScriptError {
+    if let Some(engine) = err.as_engine() {
+        return match engine {
+            EngineError::RuntimeLimit(RuntimeLimitError::LoopIteration) => {
+                let mut e = host.abort_error(ErrorKind::TimeoutExceeded);
+                e.message = format!("a loop kept the CPU busy until the time limit. {}", e.message);
+                e
+            }
+            EngineError::RuntimeLimit(RuntimeLimitError::Recursion | RuntimeLimitError::StackSize) => {
+                ScriptError::new(
+                    ErrorKind::ExecutionFailure,
+                    "stack overflow: the maximum call depth was exceeded (unbounded recursion?)",
+                )
+            }
+            other => ScriptError::new(ErrorKind::ExecutionFailure, format!("engine error: {other}")),
+        };
+    }
+    match err.into_opaque(ctx) {
+        Ok(v) => classify(&v, ctx, host),
+        Err(e) => ScriptError::new(ErrorKind::ExecutionFailure, e.to_string()),
+    }
+}
+
+fn get_prop(obj: &JsObject, key: &str, ctx: &mut Context) -> Option<JsValue> {
+    obj.get(JsString::from(key), ctx).ok().filter(|v| !v.is_undefined() && !v.is_null())
+}
+
+fn get_string(obj: &JsObject, key: &str, ctx: &mut Context) -> Option<String> {
+    get_prop(obj, key, ctx).and_then(|v| v.to_string(ctx).ok()).map(|s| s.to_std_string_escaped())
+}
+
+fn get_u32(obj: &JsObject, key: &str, ctx: &mut Context) -> Option<u32> {
+    get_prop(obj, key, ctx).and_then(|v| v.as_number()).filter(|n| *n >= 1.0).map(|n| n as u32)
+}
+
+/// A value the script threw (or its promise rejected with), as a typed error.
+fn classify(v: &JsValue, ctx: &mut Context, host: &Host) -> ScriptError {
+    if let Some(s) = v.as_string() {
+        let s = s.to_std_string_escaped();
+        return ScriptError::new(ErrorKind::ExecutionFailure, format!("uncaught exception (a thrown string): {s}"));
+    }
+    let Some(obj) = v.as_object() else {
+        let shown = v.to_string(ctx).map(|s| s.to_std_string_escaped()).unwrap_or_default();
+        return ScriptError::new(ErrorKind::ExecutionFailure, format!("uncaught exception: {shown}"));
+    };
+    let name = get_string(&obj, "name", ctx);
+    let message = get_string(&obj, "message", ctx);
+    if name.is_none() && message.is_none() {
+        let shown = v.to_json(ctx).ok().flatten().map(|j| j.to_string()).unwrap_or_else(|| "[object]".into());
+        return ScriptError::new(ErrorKind::ExecutionFailure, format!("uncaught exception: {shown}"));
+    }
+    let name = name.unwrap_or_else(|| "Error".into());
+    let message = message.unwrap_or_default();
+    let kind = ErrorKind::from_js_name(&name).unwrap_or(ErrorKind::ExecutionFailure);
+    let (mut line, mut column) = (get_u32(&obj, "line", ctx), get_u32(&obj, "column", ctx));
+    if line.is_none()
+        && let Some(stack) = get_string(&obj, "stack", ctx)
+        && let Some((l, c)) = stack_position(&stack)
+    {
+        line = Some(host.user_line(l));
+        column = Some(c);
+    }
+    let message = match kind {
+        ErrorKind::ExecutionFailure => format!("uncaught {name}: {message}"),
+        ErrorKind::ToolFailure => format!("{message} (uncaught ToolError; catch it with try/catch to handle it)"),
+        _ => message,
+    };
+    ScriptError::new(kind, message).at(line, column)
+}
+
+/// The first `script.js:L:C` in a stack string.
+fn stack_position(stack: &str) -> Option<(u32, u32)> {
+    let needle = format!("{SCRIPT_PATH}:");
+    let at = stack.find(&needle)? + needle.len();
+    let rest = &stack[at..];
+    let mut parts = rest.split(|c: char| !c.is_ascii_digit()).filter(|p| !p.is_empty());
+    let line = parts.next()?.parse().ok()?;
+    let col = parts.next()?.parse().ok()?;
+    Some((line, col))
+}
+
+/// A parse error with its position moved to the model's lines ("… at line L, col C").
+fn parse_error(err: &JsError, host: &Host) -> ScriptError {
+    let text = err.as_native().map_or_else(|| err.to_string(), |n| n.message().to_string());
+    let text = text.trim().trim_start_matches("SyntaxError:").trim().to_string();
+    let Some(at) = text.rfind(" at line ") else {
+        return ScriptError::new(ErrorKind::ParseError, text);
+    };
+    let (head, tail) = text.split_at(at);
+    let nums: Vec<u32> = tail.split(|c: char| !c.is_ascii_digit()).filter_map(|p| p.parse().ok()).collect();
+    let line = nums.first().map(|l| host.user_line(*l));
+    let column = nums.get(1).copied();
+    ScriptError::new(ErrorKind::ParseError, head.trim().to_string()).at(line, column)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn k9_stack_positions_are_found() {
+        assert_eq!(stack_position("    at f (script.js:4:11)\n    at <main> (script.js:7:1)"), Some((4, 11)));
+        assert_eq!(stack_position("at kodik-prelude.js:1:2"), None);
+    }
+
+    #[test]
+    fn k4_lines_split_like_a_model_expects() {
+        assert_eq!(split_lines("a\r\nb\n").collect::<Vec<_>>(), vec!["a", "b"]);
+        assert_eq!(split_lines("").count(), 0);
+        assert_eq!(split_lines("a\n\nb").collect::<Vec<_>>(), vec!["a", "", "b"]);
+    }
+}

@@ -1,0 +1,102 @@
+// The script's standard library (K1, K2, K4). `N` holds the host's native functions; it is
+// captured here and never reachable from the model's code. Returns the value formatter the host
+// uses for the script's result.
+(function (N, catalog) {
+  "use strict";
+  const g = globalThis;
+  const mkError = (kind, message, extra) => {
+    const e = new Error(message);
+    e.name = kind;
+    if (extra) {
+      for (const k of Object.keys(extra)) {
+        if (extra[k] !== undefined) e[k] = extra[k];
+      }
+    }
+    return e;
+  };
+  const fmt = (v) => {
+    if (typeof v === "string") return v;
+    if (v === undefined) return "undefined";
+    if (typeof v === "function") return "[function]";
+    if (typeof v === "bigint") return v.toString();
+    if (v instanceof Error) return (v.name || "Error") + ": " + v.message;
+    try {
+      const s = JSON.stringify(v, null, 2);
+      return s === undefined ? String(v) : s;
+    } catch (e) {
+      return String(v);
+    }
+  };
+  const invoke = (name, args) => {
+    const r = N.call(String(name), args);
+    if (r.error) {
+      return Promise.reject(mkError(r.error, r.message, { tool: String(name), line: r.line, column: r.column }));
+    }
+    return r.promise.then((res) => {
+      if (res.ok) return res.text;
+      throw mkError("ToolError", res.message, {
+        tool: String(name),
+        output: res.output,
+        status: res.status,
+        line: r.line,
+        column: r.column,
+      });
+    });
+  };
+  const namespace = (obj, prefix) =>
+    new Proxy(obj, {
+      get(t, p) {
+        if (typeof p !== "string") return undefined;
+        if (Object.prototype.hasOwnProperty.call(t, p)) return t[p];
+        if (p === "then" || p === "toJSON") return undefined;
+        // Unknown names still become a call, so the model gets UnknownTool with suggestions.
+        return (args) => invoke(prefix + p, args);
+      },
+    });
+  const base = {};
+  for (const t of catalog) {
+    const fn = (args) => invoke(t.name, args);
+    if (t.namespace) {
+      if (!Object.prototype.hasOwnProperty.call(base, t.namespace) || typeof base[t.namespace] !== "object") {
+        base[t.namespace] = namespace({}, t.namespace + "__");
+      }
+      base[t.namespace][t.tool] = fn;
+    } else if (!Object.prototype.hasOwnProperty.call(base, t.name)) {
+      base[t.name] = fn;
+    }
+  }
+  const define = (name, value) =>
+    Object.defineProperty(g, name, { value, writable: false, enumerable: false, configurable: false });
+  define("tools", namespace(base, ""));
+  define("call", (name, args) => invoke(name, args));
+  define("text", (...values) => {
+    N.text(values.map(fmt).join(" "));
+  });
+  const log = (level) => (...values) => {
+    N.log(level, values.map(fmt).join(" "));
+  };
+  define(
+    "console",
+    Object.freeze({ log: log("log"), info: log("info"), warn: log("warn"), error: log("error"), debug: log("debug") }),
+  );
+  define("searchTools", (query, opts) => JSON.parse(N.search(String(query ?? ""), JSON.stringify(opts ?? {}))));
+  define("describeTool", (name) => {
+    const r = N.describe(String(name));
+    if (r.error) throw mkError(r.error, r.message, { tool: String(name) });
+    return r.text;
+  });
+  define("ALL_TOOLS", Object.freeze(JSON.parse(N.all())));
+  define("store", (key, value) => {
+    const r = N.store(String(key), value === undefined ? undefined : JSON.stringify(value));
+    if (r && r.error) throw mkError(r.error, r.message);
+  });
+  define("load", (key) => {
+    const s = N.load(String(key));
+    return s === undefined ? undefined : JSON.parse(s);
+  });
+  define("sleep", (ms) => N.sleep(Number(ms) || 0));
+  // Fast native helpers: splitting and filtering large strings in JavaScript is quadratic in boa.
+  define("lines", (s) => N.lines(String(s)));
+  define("grep", (s, needle, opts) => N.grep(String(s), String(needle), !!(opts && opts.ignoreCase)));
+  return fmt;
+})

@@ -1,0 +1,333 @@
+//! The host side of one script run: starts the script thread, runs its tool calls through
+//! [`kodik_core::dispatch`] (hooks and approval included, K5) under the concurrency cap, and
+//! enforces the deadline, cancellation (K10) and the memory watchdog even when the script thread
+//! cannot answer.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use kodik_core::{Content, Event, ToolCall, ToolContext, ToolError, ToolOutput, ToolRegistry, ToolStatus, dispatch};
+use serde::Serialize;
+use serde_json::Value;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+use crate::catalog::Catalog;
+use crate::config::CodeModeConfig;
+use crate::engine::boa::BoaEngine;
+use crate::engine::{
+    AbortFlag, CallResult, Collected, Limits, ScriptEngine, ScriptJob, ScriptSide, Store, ToHost, ToScript,
+    abort_error, memory_exceeded, rss_bytes,
+};
+use crate::error::{ErrorKind, ScriptError};
+
+/// How long the host waits for the script thread to report after asking it to stop.
+const STOP_GRACE: Duration = Duration::from_millis(300);
+/// How long the host waits for cancelled calls to report their final status.
+const CALL_DRAIN: Duration = Duration::from_millis(1000);
+/// Stack of the script thread: deep native recursion must hit boa's limit, never the guard page.
+const SCRIPT_STACK: usize = 64 * 1024 * 1024;
+
+/// What every run shares.
+pub(crate) struct Setup {
+    pub catalog: Arc<Catalog>,
+    pub registry: ToolRegistry,
+    pub config: CodeModeConfig,
+    pub store: Arc<Mutex<Store>>,
+}
+
+/// One nested call as the result metadata lists it (K11).
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct CallRecord {
+    pub id: String,
+    pub name: String,
+    pub arguments: Value,
+    pub status: String,
+    pub duration_ms: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// What a finished run hands to the renderer.
+pub(crate) struct Finished {
+    pub outcome: Result<Option<String>, ScriptError>,
+    pub calls: Vec<CallRecord>,
+    pub collected: Collected,
+    pub wall: Duration,
+}
+
+/// Asks the script thread to stop and cancels nested calls when the run ends or is dropped.
+struct StopOnDrop {
+    abort: Arc<AbortFlag>,
+    wake: std::sync::mpsc::Sender<ToScript>,
+    cancel: CancellationToken,
+}
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.abort.set(ErrorKind::Cancelled);
+        let _ = self.wake.send(ToScript::Wake);
+        self.cancel.cancel();
+    }
+}
+
+/// Strips a Markdown code fence around the code; returns the code and how many lines were
+/// removed before it.
+pub(crate) fn strip_fence(code: &str) -> (&str, u32) {
+    let trimmed = code.trim();
+    let Some(rest) = trimmed.strip_prefix("```") else { return (code, 0) };
+    let Some(nl) = rest.find('\n') else { return (code, 0) };
+    let body = &rest[nl + 1..];
+    let body = body.trim_end().strip_suffix("```").unwrap_or(body);
+    let leading = code[..code.len() - code.trim_start().len()].matches('\n').count() as u32;
+    (body, leading + 1)
+}
+
+/// Runs `code` and collects everything the renderer needs.
+pub(crate) async fn run(code: &str, setup: &Setup, cx: &ToolContext) -> Finished {
+    let started = Instant::now();
+    let cfg = &setup.config;
+    let (code, line_offset) = strip_fence(code);
+    let deadline = started + cfg.timeout_duration();
+    let memory = cfg.memory_limit_bytes().and_then(|limit| rss_bytes().map(|base| (base, limit)));
+    let limits = Limits {
+        deadline,
+        max_tool_calls: cfg.max_tool_calls,
+        memory,
+        timeout_secs: cfg.timeout,
+        memory_mb: cfg.memory_limit_mb,
+    };
+    let abort_err = |kind| abort_error(kind, cfg.timeout, cfg.memory_limit_mb);
+
+    let (to_host_tx, mut to_host) = tokio::sync::mpsc::unbounded_channel::<ToHost>();
+    let (to_script, from_host) = std::sync::mpsc::channel::<ToScript>();
+    let abort = Arc::new(AbortFlag::default());
+    let collected = Arc::new(Mutex::new(Collected::default()));
+    let script_cancel = cx.cancel.child_token();
+    let _stop = StopOnDrop { abort: Arc::clone(&abort), wake: to_script.clone(), cancel: script_cancel.clone() };
+
+    let job = ScriptJob {
+        code: code.to_string(),
+        line_offset,
+        catalog: Arc::clone(&setup.catalog),
+        limits,
+        bridge: ScriptSide {
+            to_host: to_host_tx,
+            from_host,
+            abort: Arc::clone(&abort),
+            collected: Arc::clone(&collected),
+            store: Arc::clone(&setup.store),
+            events: Arc::clone(&cx.events),
+            call_id: cx.call_id.clone(),
+        },
+    };
+    let (done_tx, mut done_rx) = tokio::sync::oneshot::channel();
+    let spawned = std::thread::Builder::new().name("kodik-codemode".into()).stack_size(SCRIPT_STACK).spawn(move || {
+        let _ = done_tx.send(BoaEngine.run(job));
+    });
+    let mut calls: Vec<CallRecord> = Vec::new();
+    let finish = |outcome, calls, collected: &Arc<Mutex<Collected>>| Finished {
+        outcome,
+        calls,
+        collected: std::mem::take(&mut *collected.lock().unwrap_or_else(|p| p.into_inner())),
+        wall: started.elapsed(),
+    };
+    if let Err(e) = spawned {
+        let err = ScriptError::new(ErrorKind::ExecutionFailure, format!("could not start the script thread: {e}"));
+        return finish(Err(err), calls, &collected);
+    }
+
+    let mut script_cx = cx.clone();
+    script_cx.cancel = script_cancel.clone();
+    let semaphore = Arc::new(Semaphore::new(cfg.max_concurrency.max(1)));
+    let (call_done_tx, mut call_done) = tokio::sync::mpsc::unbounded_channel::<(u64, ToolOutput, Duration)>();
+    let mut index: HashMap<u64, usize> = HashMap::new();
+    let mut in_flight = 0usize;
+    let sleep = tokio::time::sleep_until(tokio::time::Instant::from_std(deadline));
+    tokio::pin!(sleep);
+    let mut memory_tick = tokio::time::interval(Duration::from_millis(20));
+
+    let mut abort_kind = None;
+    let mut outcome = loop {
+        tokio::select! {
+            biased;
+            r = &mut done_rx => {
+                break r.unwrap_or_else(|_| Err(ScriptError::new(
+                    ErrorKind::ExecutionFailure,
+                    "the script engine stopped unexpectedly (internal error)",
+                )));
+            }
+            () = cx.cancel.cancelled() => abort_kind = Some(ErrorKind::Cancelled),
+            () = &mut sleep => abort_kind = Some(ErrorKind::TimeoutExceeded),
+            _ = memory_tick.tick(), if memory.is_some() => {
+                if memory_exceeded(memory) {
+                    abort_kind = Some(ErrorKind::MemoryLimitExceeded);
+                }
+            }
+            Some((seq, out, took)) = call_done.recv() => {
+                in_flight -= 1;
+                let result = finish_call(seq, &out, took, &index, &mut calls, cx);
+                let _ = to_script.send(ToScript::CallDone { seq, result });
+            }
+            Some(ToHost::Call { seq, name, args }) = to_host.recv() => {
+                in_flight += 1;
+                let id = format!("{}.{}", cx.call_id, seq);
+                cx.events.emit(Event::Progress {
+                    call_id: cx.call_id.clone(),
+                    message: format!("▸ {name} {}", short_json(&args, 200)),
+                });
+                index.insert(seq, calls.len());
+                calls.push(CallRecord {
+                    id: id.clone(),
+                    name: name.clone(),
+                    arguments: args.clone(),
+                    status: "running".into(),
+                    duration_ms: 0.0,
+                    error: None,
+                });
+                let registry = setup.registry.clone();
+                let ccx = script_cx.for_call(id.clone());
+                let semaphore = Arc::clone(&semaphore);
+                let tx = call_done_tx.clone();
+                tokio::spawn(async move {
+                    let permit = tokio::select! {
+                        p = semaphore.acquire_owned() => p.ok(),
+                        () = ccx.cancel.cancelled() => None,
+                    };
+                    let t0 = Instant::now();
+                    let out = match permit {
+                        Some(_) => dispatch(&registry, &ToolCall::new(id, name, args), &ccx).await,
+                        None => ToolError::Cancelled.into_output(),
+                    };
+                    drop(permit);
+                    let _ = tx.send((seq, out, t0.elapsed()));
+                });
+            }
+        }
+        if let Some(kind) = abort_kind {
+            abort.set(kind);
+            let _ = to_script.send(ToScript::Wake);
+            script_cancel.cancel();
+            // The thread usually answers at once; if it is stuck in a busy job, the boa runtime
+            // limits stop it later and its answer is dropped.
+            let reported = tokio::time::timeout(STOP_GRACE, &mut done_rx).await;
+            break match reported {
+                Ok(Ok(Err(e))) if e.kind == kind => Err(e),
+                _ => Err(abort_err(kind)),
+            };
+        }
+    };
+
+    // Calls the script did not wait for, or that an abort cut short, are cancelled (K10) and
+    // report their final status.
+    script_cancel.cancel();
+    let drain_until = tokio::time::Instant::now() + CALL_DRAIN;
+    while in_flight > 0 {
+        match tokio::time::timeout_at(drain_until, call_done.recv()).await {
+            Ok(Some((seq, out, took))) => {
+                in_flight -= 1;
+                finish_call(seq, &out, took, &index, &mut calls, cx);
+            }
+            _ => break,
+        }
+    }
+    for c in calls.iter_mut().filter(|c| c.status == "running") {
+        c.status = ToolStatus::Cancelled.as_str().into();
+    }
+    if let Err(e) = &mut outcome
+        && e.kind == ErrorKind::ToolCallLimitExceeded
+        && e.line.is_none()
+    {
+        e.message.push_str(" (limit reached)");
+    }
+    finish(outcome, calls, &collected)
+}
+
+/// Records a settled call, emits its end event, and says what the script sees of it.
+fn finish_call(
+    seq: u64,
+    out: &ToolOutput,
+    took: Duration,
+    index: &HashMap<u64, usize>,
+    calls: &mut [CallRecord],
+    cx: &ToolContext,
+) -> CallResult {
+    let text = script_text(out);
+    let ok = out.status == ToolStatus::Success;
+    let duration_ms = took.as_secs_f64() * 1000.0;
+    let mut name = String::new();
+    if let Some(rec) = index.get(&seq).and_then(|i| calls.get_mut(*i)) {
+        rec.status = out.status.as_str().into();
+        rec.duration_ms = (duration_ms * 1000.0).round() / 1000.0;
+        rec.error = (!ok).then(|| crate::catalog::first_sentence(&text, 300));
+        name = rec.name.clone();
+    }
+    let message = if ok {
+        format!("✓ {name} ({})", human_duration(took))
+    } else {
+        format!("✗ {name} ({}, {}): {}", out.status, human_duration(took), crate::catalog::first_sentence(&text, 200))
+    };
+    cx.events.emit(Event::Progress { call_id: cx.call_id.clone(), message });
+    CallResult { ok, text, status: out.status.as_str().into() }
+}
+
+/// A call's output as a script sees it: its text; structured metadata as JSON when there is no
+/// text; a placeholder for images, which scripts cannot look at.
+fn script_text(out: &ToolOutput) -> String {
+    let text = out.text_content();
+    if !text.is_empty() {
+        return text;
+    }
+    let images: Vec<&str> = out
+        .content
+        .iter()
+        .filter_map(|c| match c {
+            Content::Image { mime_type, .. } => Some(mime_type.as_str()),
+            Content::Text { .. } => None,
+        })
+        .collect();
+    if !images.is_empty() {
+        return format!(
+            "[{} image(s) ({}) not shown to scripts: call the tool directly to see them]",
+            images.len(),
+            images.join(", ")
+        );
+    }
+    if out.meta.is_null() { String::new() } else { out.meta.to_string() }
+}
+
+fn short_json(v: &Value, max: usize) -> String {
+    let s = v.to_string();
+    if s.len() <= max {
+        return s;
+    }
+    let mut cut = max;
+    while !s.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}…", &s[..cut])
+}
+
+/// `45µs`, `210ms`, `1.2s`.
+pub(crate) fn human_duration(d: Duration) -> String {
+    if d < Duration::from_millis(1) {
+        format!("{}µs", d.as_micros())
+    } else if d < Duration::from_secs(1) {
+        format!("{}ms", d.as_millis())
+    } else {
+        format!("{:.1}s", d.as_secs_f64())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn k1_fences_are_stripped_and_counted() {
+        assert_eq!(strip_fence("```js\nreturn 1\n```"), ("return 1\n", 1));
+        assert_eq!(strip_fence("\n```javascript\nreturn 2\n```\n"), ("return 2\n", 2));
+        assert_eq!(strip_fence("return 3"), ("return 3", 0));
+    }
+}

@@ -1,0 +1,87 @@
+//! [`CodeModeTool`]: the `codemode` tool (K1).
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use kodik_core::{ToolContext, ToolError, ToolOutput, ToolRegistry, ToolSpec, TypedTool};
+use kodik_schema::ToolArgs as _;
+use kodik_schema::codemode::CodemodeArgs;
+
+use crate::catalog::Catalog;
+use crate::config::CodeModeConfig;
+use crate::run::{Setup, run};
+
+/// The `codemode` tool: runs a JavaScript program that calls the tools of `tools` (K1–K12).
+///
+/// Nested calls go through [`kodik_core::dispatch`] with the caller's hooks, approver, events
+/// and a child cancellation token, so they are approved, hooked and cancelled like direct calls
+/// (K5, K10). `store()` values live as long as this value.
+pub struct CodeModeTool {
+    spec: ToolSpec,
+    setup: Setup,
+}
+
+impl std::fmt::Debug for CodeModeTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CodeModeTool").field("config", &self.setup.config).finish_non_exhaustive()
+    }
+}
+
+impl CodeModeTool {
+    /// A tool over `tools`, the registry scripts may call (without `codemode`; if present it is
+    /// left out anyway). Exposure rules in `config` decide which tools are callable and listed.
+    pub fn new(config: CodeModeConfig, tools: ToolRegistry) -> Self {
+        let catalog = Catalog::build(&tools, &config);
+        let mut spec = kodik_schema::spec::<CodemodeArgs>();
+        // Like the schema crate's spec: a script may mutate files, so it never starts while
+        // the response still streams (G4).
+        spec.streaming_start = false;
+        spec.description = describe(&config, &catalog);
+        Self { spec, setup: Setup { catalog: Arc::new(catalog), registry: tools, config, store: Arc::default() } }
+    }
+
+    /// The tool description: what scripts are, the limits in force, and the catalog of tools
+    /// within `catalog-budget` bytes (K7).
+    pub fn description(&self) -> &str {
+        &self.spec.description
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &CodeModeConfig {
+        &self.setup.config
+    }
+
+    /// Runs `code` as a `codemode` call would.
+    pub async fn run_code(&self, code: &str, cx: &ToolContext) -> ToolOutput {
+        let done = run(code, &self.setup, cx).await;
+        crate::output::render(done, self.setup.config.max_output_bytes)
+    }
+}
+
+fn describe(cfg: &CodeModeConfig, catalog: &Catalog) -> String {
+    let base = CodemodeArgs::DESCRIPTION;
+    let base = base.split(" Limits:").next().unwrap_or(base);
+    format!(
+        "{base} Extra helpers: lines(text) and grep(text, needle, {{ignoreCase}}) split and filter large text fast \
+         (prefer them to split('\\n') and global regex matches on big outputs). Limits: {} s, {} tool calls, {} in \
+         parallel, {} output bytes.\n\nTools scripts can call:\n{}",
+        cfg.timeout,
+        cfg.max_tool_calls,
+        cfg.max_concurrency,
+        cfg.max_output_bytes,
+        catalog.render(cfg.catalog_budget)
+    )
+}
+
+#[async_trait]
+impl TypedTool for CodeModeTool {
+    type Args = CodemodeArgs;
+
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    async fn run(&self, args: CodemodeArgs, cx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        Ok(self.run_code(&args.code, cx).await)
+    }
+}
