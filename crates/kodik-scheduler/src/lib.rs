@@ -98,6 +98,15 @@ impl Scheduler {
         }
     }
 
+    /// A turn that never ends, for hosts whose calls arrive one at a time and may overlap
+    /// (an MCP client's concurrent requests): every call starts at once, concurrency and
+    /// same-resource order (G2) apply across all calls of the stream.
+    pub fn stream(&self, cx: &ToolContext) -> CallStream {
+        let mut turn = self.turn(cx);
+        turn.finish();
+        CallStream { cancel: turn.cx.cancel.clone(), turn: std::sync::Mutex::new(turn) }
+    }
+
     /// Runs a complete turn: pushes every call, finishes, and returns the results in order.
     pub async fn run(&self, calls: impl IntoIterator<Item = ToolCall>, cx: &ToolContext) -> Vec<ToolOutput> {
         let mut turn = self.turn(cx);
@@ -151,10 +160,17 @@ impl Turn {
     /// the response streams and no earlier call of this turn had to wait; otherwise it starts at
     /// [`finish`](Self::finish).
     pub fn push(&mut self, call: ToolCall) {
+        let (handle, _cancel) = self.spawn(call);
+        self.calls.push(Pending { handle });
+    }
+
+    fn spawn(&mut self, call: ToolCall) -> (JoinHandle<ToolOutput>, CancellationToken) {
         let tool = self.registry.get(&call.name).cloned();
         let must_wait = self.gate_rest || tool.as_ref().is_some_and(|t| !t.spec().streaming_start);
         self.gate_rest |= must_wait;
 
+        // Calls that settled no longer order anything.
+        self.last_by_resource.retain(|_, done| !done.is_cancelled());
         let resources = tool.as_ref().map(|t| t.resources(&call.args, &self.cx.workspace)).unwrap_or_default();
         let done = CancellationToken::new();
         let mut before: Vec<CancellationToken> = Vec::new();
@@ -165,6 +181,7 @@ impl Turn {
         }
 
         let cx = self.cx.for_call(call.id.clone());
+        let cancel = cx.cancel.clone();
         let job = CallJob {
             registry: Arc::clone(&self.registry),
             config: self.config.clone(),
@@ -176,7 +193,7 @@ impl Turn {
             cx,
         };
         let span = call_span(&job.call);
-        self.calls.push(Pending { handle: tokio::spawn(job.run(span.clone()).instrument(span)) });
+        (tokio::spawn(job.run(span.clone()).instrument(span)), cancel)
     }
 
     /// The response is complete: calls that waited for it may start.
@@ -218,6 +235,55 @@ impl Drop for Turn {
         if !self.calls.is_empty() {
             self.cx.cancel.cancel();
         }
+    }
+}
+
+/// Calls that arrive one at a time and share one turn's ordering rules; see [`Scheduler::stream`].
+pub struct CallStream {
+    turn: std::sync::Mutex<Turn>,
+    cancel: CancellationToken,
+}
+
+impl std::fmt::Debug for CallStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallStream").finish_non_exhaustive()
+    }
+}
+
+/// Cancels a stream call whose caller went away.
+struct CancelOnDrop(Option<CancellationToken>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some(t) = self.0.take() {
+            t.cancel();
+        }
+    }
+}
+
+impl CallStream {
+    /// Runs one call. Dropping the returned future cancels the call.
+    pub async fn call(&self, call: ToolCall) -> ToolOutput {
+        let (handle, cancel) = self.turn.lock().unwrap_or_else(|p| p.into_inner()).spawn(call);
+        let mut guard = CancelOnDrop(Some(cancel));
+        let out = match handle.await {
+            Ok(out) => out,
+            Err(e) if e.is_panic() => ToolOutput::error("the scheduler task of this call panicked; this is a bug"),
+            Err(_) => cancelled_output("cancelled"),
+        };
+        guard.0 = None;
+        out
+    }
+
+    /// Cancels every call of the stream.
+    pub fn cancel_all(&self) {
+        self.cancel.cancel();
+    }
+}
+
+impl Drop for CallStream {
+    fn drop(&mut self) {
+        self.cancel.cancel();
     }
 }
 
