@@ -1,0 +1,579 @@
+//! S6: commands that would wait for a human are refused before they start, from one table of
+//! rules an embedder can extend; a password or passphrase prompt that shows up at run time is
+//! caught from the output.
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::words::{self, SimpleCommand};
+
+/// A rule's own test: gets the program's arguments, program first; `true` means interactive.
+pub type CustomTrigger = Arc<dyn Fn(&[String]) -> bool + Send + Sync>;
+
+/// When a rule's program counts as interactive.
+#[derive(Clone)]
+pub enum Trigger {
+    /// Always, unless one of these flags is given (`--version`, `top -b`, …).
+    Always {
+        /// Flags that make the program run without a human.
+        unless: Vec<String>,
+    },
+    /// A REPL or client: interactive unless it is given a script.
+    Repl {
+        /// Flags that pass a script or a single command (`-c`, `-e`, `--command`, …).
+        script_flags: Vec<String>,
+        /// Flags that force the interactive prompt even with a script (`-i`).
+        interactive_flags: Vec<String>,
+        /// How many operands make it a script run (`python x.py` → 1, `sqlite3 db 'sql'` → 2);
+        /// `None` when operands never do (`psql dbname` is still a prompt).
+        operands_for_script: Option<usize>,
+    },
+    /// Only with one of these flags (`docker run -it`).
+    WithFlags(Vec<String>),
+    /// `ssh host` with no remote command.
+    SshWithoutCommand,
+    /// A program that asks for a password unless run by root or given one of these flags.
+    PasswordUnless(Vec<String>),
+    /// Anything else: gets the program's arguments (program first).
+    Custom(CustomTrigger),
+}
+
+impl fmt::Debug for Trigger {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Always { unless } => f.debug_struct("Always").field("unless", unless).finish(),
+            Self::Repl { script_flags, interactive_flags, operands_for_script } => f
+                .debug_struct("Repl")
+                .field("script_flags", script_flags)
+                .field("interactive_flags", interactive_flags)
+                .field("operands_for_script", operands_for_script)
+                .finish(),
+            Self::WithFlags(v) => f.debug_tuple("WithFlags").field(v).finish(),
+            Self::SshWithoutCommand => f.write_str("SshWithoutCommand"),
+            Self::PasswordUnless(v) => f.debug_tuple("PasswordUnless").field(v).finish(),
+            Self::Custom(_) => f.write_str("Custom(..)"),
+        }
+    }
+}
+
+/// One row of the table: which programs, when, and what to tell the model.
+#[derive(Debug, Clone)]
+pub struct InteractiveRule {
+    /// Program names (basename; a version suffix such as `python3.12` matches `python`).
+    pub programs: Vec<String>,
+    /// When the program is interactive.
+    pub trigger: Trigger,
+    /// What it is, for the message: "a Python REPL", "an editor".
+    pub what: String,
+    /// A non-interactive alternative, for the message (may be empty).
+    pub advice: String,
+    /// Fine when its output goes into a pipe (`man git | cat`).
+    pub ok_when_piped: bool,
+}
+
+impl InteractiveRule {
+    /// A rule for `programs` with `trigger`.
+    pub fn new(programs: &[&str], trigger: Trigger, what: &str, advice: &str) -> Self {
+        Self {
+            programs: programs.iter().map(|p| p.to_string()).collect(),
+            trigger,
+            what: what.into(),
+            advice: advice.into(),
+            ok_when_piped: false,
+        }
+    }
+
+    /// Allow the program when its output is piped on.
+    pub fn ok_when_piped(mut self) -> Self {
+        self.ok_when_piped = true;
+        self
+    }
+
+    fn matches_program(&self, program: &str) -> bool {
+        let base = program.rsplit('/').next().unwrap_or(program);
+        let unversioned = base.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
+        self.programs.iter().any(|p| p == base || (!unversioned.is_empty() && p == unversioned))
+    }
+
+    fn triggers(&self, args: &[String], is_root: bool) -> bool {
+        let rest = args.get(1..).unwrap_or(&[]);
+        match &self.trigger {
+            Trigger::Always { unless } => !has_flag(rest, unless),
+            Trigger::Repl { script_flags, interactive_flags, operands_for_script } => {
+                if has_flag(rest, interactive_flags) {
+                    return true;
+                }
+                if has_flag(rest, script_flags) {
+                    return false;
+                }
+                let operands = rest.iter().filter(|a| !a.starts_with('-') || *a == "-").count();
+                operands_for_script.is_none_or(|n| operands < n)
+            }
+            Trigger::WithFlags(flags) => has_flag(rest, flags),
+            Trigger::SshWithoutCommand => ssh_operands(rest) < 2,
+            Trigger::PasswordUnless(flags) => !is_root && !has_flag(rest, flags),
+            Trigger::Custom(f) => f(args),
+        }
+    }
+}
+
+/// Whether any argument is one of `flags`: exactly, as `--flag=value`, or a short flag with
+/// its value attached (`-cprint(1)`).
+fn has_flag(args: &[String], flags: &[String]) -> bool {
+    args.iter().take_while(|a| *a != "--").any(|a| {
+        flags.iter().any(|f| {
+            a == f
+                || (f.starts_with("--") && a.starts_with(f.as_str()) && a.as_bytes().get(f.len()) == Some(&b'='))
+                || (f.len() == 2
+                    && f.starts_with('-')
+                    && !f.starts_with("--")
+                    && a.starts_with(f.as_str())
+                    && !a.starts_with("--"))
+        })
+    })
+}
+
+/// ssh's operands: the host, then the remote command's words.
+fn ssh_operands(args: &[String]) -> usize {
+    const WITH_VALUE: &[u8] = b"BbcDEeFIiJLlmOoPpQRSWw";
+    let mut n = 0;
+    let mut i = 0;
+    while i < args.len() {
+        let a = &args[i];
+        if n == 0 && a.starts_with('-') && a.len() >= 2 {
+            let last = a.as_bytes()[a.len() - 1];
+            if a.len() == 2 && WITH_VALUE.contains(&last) {
+                i += 1;
+            }
+        } else {
+            n += 1;
+        }
+        i += 1;
+    }
+    n
+}
+
+/// Why a command was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// The program that would wait for a human.
+    pub program: String,
+    /// What it is.
+    pub what: String,
+    /// A non-interactive alternative, when known.
+    pub advice: String,
+}
+
+impl Refusal {
+    /// The message the model reads.
+    pub fn message(&self) -> String {
+        let mut m = format!(
+            "Refused: `{}` is {}, which needs an interactive terminal; commands here run without one (no TTY, \
+             stdin closed) and would hang or fail.",
+            self.program, self.what
+        );
+        if !self.advice.is_empty() {
+            m.push(' ');
+            m.push_str(&self.advice);
+        }
+        m.push_str(" If it really has to run interactively, ask the user to run it in their own terminal.");
+        m
+    }
+}
+
+/// The table of interactive-command rules (S6).
+#[derive(Debug, Clone)]
+pub struct InteractiveRules {
+    rules: Vec<InteractiveRule>,
+}
+
+impl Default for InteractiveRules {
+    fn default() -> Self {
+        Self::standard()
+    }
+}
+
+fn v(items: &[&str]) -> Vec<String> {
+    items.iter().map(|s| s.to_string()).collect()
+}
+
+/// Programs that run another command given as their arguments.
+const WRAPPERS: &[&str] = &["env", "nohup", "nice", "time", "exec", "command", "builtin", "stdbuf", "timeout", "sudo"];
+
+impl InteractiveRules {
+    /// No rules at all.
+    pub fn empty() -> Self {
+        Self { rules: Vec::new() }
+    }
+
+    /// The built-in table: REPLs, database clients, editors, pagers, monitors, remote shells,
+    /// password prompts and TTY-only container flags.
+    pub fn standard() -> Self {
+        use Trigger::*;
+        let help = ["--version", "--help", "-h", "-V"];
+        let help_and = |extra: &[&str]| v(&[&help[..], extra].concat());
+        let repl = |script: &[&str], interactive: &[&str], n: Option<usize>| Repl {
+            script_flags: v(script),
+            interactive_flags: v(interactive),
+            operands_for_script: n,
+        };
+        let rules = vec![
+            InteractiveRule::new(
+                &["python", "pypy", "ipython"],
+                repl(&["-c", "-m", "--version", "-V", "--help", "-h"], &["-i"], Some(1)),
+                "a Python REPL",
+                "Pass a script file or use `python -c '…'`.",
+            ),
+            InteractiveRule::new(
+                &["node", "nodejs", "bun", "deno"],
+                repl(
+                    &["-e", "--eval", "-p", "--print", "-v", "--version", "-h", "--help", "-c", "--check", "--test"],
+                    &["-i", "--interactive"],
+                    Some(1),
+                ),
+                "a JavaScript REPL",
+                "Pass a script file or use `node -e '…'`.",
+            ),
+            InteractiveRule::new(
+                &["irb", "pry", "ghci", "ts-node", "scala", "sbcl", "lua", "R", "julia"],
+                repl(&["-e", "--eval", "-f", "--file", "--version", "--help", "-h"], &["-i"], Some(1)),
+                "a REPL",
+                "Pass a script file or an expression to evaluate.",
+            ),
+            InteractiveRule::new(
+                &["psql"],
+                repl(
+                    &["-c", "--command", "-f", "--file", "-l", "--list", "-V", "--version", "-?", "--help"],
+                    &[],
+                    None,
+                ),
+                "the PostgreSQL shell",
+                "Use `psql -c 'SQL'` or `psql -f file.sql`.",
+            ),
+            InteractiveRule::new(
+                &["mysql", "mariadb"],
+                repl(&["-e", "--execute", "-V", "--version", "-?", "--help"], &[], None),
+                "the MySQL shell",
+                "Use `mysql -e 'SQL'`.",
+            ),
+            InteractiveRule::new(
+                &["sqlite3"],
+                repl(&["-cmd", "-version", "-help", "--version", "--help"], &["-interactive"], Some(2)),
+                "the SQLite shell",
+                "Give the SQL as an argument: `sqlite3 db.sqlite 'SELECT …'`.",
+            ),
+            InteractiveRule::new(
+                &["mongo", "mongosh"],
+                repl(&["--eval", "-f", "--file", "--version", "--help", "-h"], &[], None),
+                "the MongoDB shell",
+                "Use `--eval '…'`.",
+            ),
+            InteractiveRule::new(
+                &["redis-cli"],
+                repl(&["--version", "-v", "--help"], &[], Some(1)),
+                "the Redis shell",
+                "Give the Redis command as arguments.",
+            ),
+            InteractiveRule::new(
+                &["gdb", "lldb"],
+                Always { unless: help_and(&["-batch", "--batch"]) },
+                "a debugger",
+                "Use batch mode (`gdb -batch -ex …`).",
+            ),
+            InteractiveRule::new(
+                &["vim", "vi", "nvim", "view", "nano", "pico", "emacs", "micro", "joe", "hx", "helix", "kak", "mcedit"],
+                Always { unless: help_and(&["-es", "-Es", "--headless", "--batch", "-batch", "--script"]) },
+                "a text editor",
+                "Change files with the file tools, or non-interactively with sed/awk.",
+            ),
+            InteractiveRule::new(
+                &["less", "more", "most"],
+                Always { unless: help_and(&[]) },
+                "a pager",
+                "Drop the pager; use `cat`, `head` or `tail` instead.",
+            ),
+            InteractiveRule::new(
+                &["man", "info"],
+                Always { unless: help_and(&["-P", "--pager", "-f", "-k", "-w", "--where", "--path"]) },
+                "a manual viewer that opens a pager",
+                "Use `man NAME | cat` or `NAME --help`.",
+            )
+            .ok_when_piped(),
+            InteractiveRule::new(
+                &["top", "iotop"],
+                Always { unless: help_and(&["-b", "--batch", "-n"]) },
+                "a full-screen monitor",
+                "Use batch mode (`top -b -n 1`) or `ps`.",
+            ),
+            InteractiveRule::new(
+                &[
+                    "htop", "btop", "atop", "glances", "nmon", "watch", "tig", "lazygit", "ranger", "mc", "nnn",
+                    "vifm", "tmux", "screen", "whiptail", "dialog",
+                ],
+                Always { unless: help_and(&[]) },
+                "a full-screen terminal program",
+                "Run a one-shot, non-interactive command instead.",
+            ),
+            InteractiveRule::new(
+                &["ssh"],
+                SshWithoutCommand,
+                "a remote login shell",
+                "Give the remote command after the host: `ssh host 'command'` (key-based auth only).",
+            ),
+            InteractiveRule::new(
+                &["telnet", "mosh", "ftp", "nc", "ncat", "minicom"],
+                Always { unless: help_and(&["-z", "-l", "-w"]) },
+                "an interactive network client",
+                "",
+            ),
+            InteractiveRule::new(
+                &["sftp"],
+                Always { unless: help_and(&["-b"]) },
+                "an interactive file-transfer shell",
+                "Use `sftp -b batchfile` or scp.",
+            ),
+            InteractiveRule::new(
+                &["sudo"],
+                PasswordUnless(v(&[
+                    "-n",
+                    "--non-interactive",
+                    "-S",
+                    "--stdin",
+                    "-V",
+                    "--version",
+                    "-h",
+                    "--help",
+                    "-k",
+                    "-K",
+                ])),
+                "a command that asks for a password",
+                "Use `sudo -n` if no password is needed.",
+            ),
+            InteractiveRule::new(
+                &["su", "doas", "pkexec"],
+                PasswordUnless(v(&help)),
+                "a command that asks for a password",
+                "",
+            ),
+            InteractiveRule::new(
+                &["passwd", "ssh-add", "gpg-agent", "kinit", "login"],
+                Always { unless: help_and(&["-S", "--status", "-l", "-L"]) },
+                "a command that asks for a password or passphrase",
+                "",
+            ),
+            InteractiveRule::new(
+                &["docker", "podman", "kubectl", "nerdctl"],
+                WithFlags(v(&["-t", "-it", "-ti", "--tty"])),
+                "a container command that asks for a TTY (-t)",
+                "Drop `-t`/`-it`; output is captured without a terminal.",
+            ),
+        ];
+        Self { rules }
+    }
+
+    /// Adds a rule; it is consulted with the built-in ones.
+    pub fn push(&mut self, rule: InteractiveRule) -> &mut Self {
+        self.rules.push(rule);
+        self
+    }
+
+    /// With one more rule.
+    pub fn with(mut self, rule: InteractiveRule) -> Self {
+        self.rules.push(rule);
+        self
+    }
+
+    /// Removes every rule naming `program`.
+    pub fn remove(&mut self, program: &str) -> &mut Self {
+        self.rules.retain(|r| !r.programs.iter().any(|p| p == program));
+        self
+    }
+
+    /// The rules.
+    pub fn rules(&self) -> &[InteractiveRule] {
+        &self.rules
+    }
+
+    /// Checks every simple command of `command_line`; `Some` names the first one that would
+    /// wait for a human.
+    pub fn check(&self, command_line: &str) -> Option<Refusal> {
+        let is_root = rustix::process::geteuid().is_root();
+        self.check_as(command_line, is_root, 0)
+    }
+
+    fn check_as(&self, command_line: &str, is_root: bool, depth: u8) -> Option<Refusal> {
+        words::parse(command_line).iter().find_map(|c| self.check_simple(c, is_root, depth))
+    }
+
+    fn check_simple(&self, cmd: &SimpleCommand, is_root: bool, depth: u8) -> Option<Refusal> {
+        let mut args = cmd.args();
+        loop {
+            let program = args.first()?.clone();
+            // Control keywords run the command after them.
+            if matches!(
+                program.as_str(),
+                "if" | "then" | "else" | "elif" | "do" | "while" | "until" | "!" | "{" | "time"
+            ) {
+                args.remove(0);
+                continue;
+            }
+            if let Some(rule) = self.rules.iter().find(|r| r.matches_program(&program))
+                && !(rule.ok_when_piped && cmd.piped_out)
+                && rule.triggers(&args, is_root)
+            {
+                return Some(Refusal { program, what: rule.what.clone(), advice: rule.advice.clone() });
+            }
+            // `bash -c '…'` runs a command line of its own.
+            let base = program.rsplit('/').next().unwrap_or(&program);
+            if matches!(base, "bash" | "sh" | "zsh" | "dash" | "ksh")
+                && depth < 3
+                && let Some(pos) = args.iter().position(|a| a == "-c" || a == "-lc" || a == "-ic")
+                && let Some(inner) = args.get(pos + 1)
+            {
+                return self.check_as(inner, is_root, depth + 1);
+            }
+            if !WRAPPERS.contains(&base) {
+                return None;
+            }
+            args = unwrap_wrapper(base, &args[1..]);
+        }
+    }
+}
+
+/// The command a wrapper (`env X=1 cmd`, `timeout 5 cmd`, `sudo -u x cmd`) runs.
+fn unwrap_wrapper(wrapper: &str, rest: &[String]) -> Vec<String> {
+    let takes_value: &[&str] = match wrapper {
+        "env" => &["-u", "--unset", "-C", "--chdir", "-S", "--split-string"],
+        "nice" => &["-n", "--adjustment"],
+        "timeout" => &["-s", "--signal", "-k", "--kill-after"],
+        "sudo" => &["-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U", "-T", "--user", "--group", "--host"],
+        "stdbuf" => &["-i", "-o", "-e"],
+        _ => &[],
+    };
+    let mut i = 0;
+    while i < rest.len() {
+        let a = &rest[i];
+        if a == "--" {
+            i += 1;
+            break;
+        }
+        if a.starts_with('-') && a.len() > 1 {
+            if takes_value.contains(&a.as_str()) {
+                i += 1;
+            }
+            i += 1;
+            continue;
+        }
+        if wrapper == "env" && a.contains('=') {
+            i += 1;
+            continue;
+        }
+        break;
+    }
+    // `timeout 5 cmd`: the duration comes first.
+    if wrapper == "timeout" && i < rest.len() {
+        i += 1;
+    }
+    rest.get(i..).unwrap_or(&[]).to_vec()
+}
+
+/// Words in the last line of output that mean a program waits for a secret.
+pub const DEFAULT_PROMPT_MARKERS: &[&str] = &[
+    "password",
+    "passphrase",
+    "passcode",
+    "pin for",
+    "verification code",
+    "one-time code",
+    "authentication code",
+    "are you sure you want to continue connecting",
+];
+
+/// Whether the unfinished last line of output looks like a prompt for a secret: it holds one
+/// of `markers` (case-insensitive) and ends like a question (`:` or `?`, maybe a space).
+pub fn looks_like_prompt(last_line: &str, markers: &[String]) -> bool {
+    let t = last_line.trim_end();
+    if t.is_empty() || t.len() > 300 || !(t.ends_with(':') || t.ends_with('?') || t.ends_with(": ")) {
+        return false;
+    }
+    let lower = t.to_lowercase();
+    markers.iter().any(|m| lower.contains(m.as_str()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(line: &str) -> Option<String> {
+        InteractiveRules::standard().check_as(line, false, 0).map(|r| r.program)
+    }
+
+    #[test]
+    fn s6_repls_without_a_script_are_refused() {
+        assert_eq!(refused("python").as_deref(), Some("python"));
+        assert_eq!(refused("python3.12 -u").as_deref(), Some("python3.12"));
+        assert_eq!(refused("cd x && node").as_deref(), Some("node"));
+        assert_eq!(refused("psql mydb").as_deref(), Some("psql"));
+        assert_eq!(refused("mysql -u root").as_deref(), Some("mysql"));
+        assert_eq!(refused("python -i x.py").as_deref(), Some("python"));
+        assert_eq!(refused("python x.py"), None);
+        assert_eq!(refused("python3 -c 'print(1)'"), None);
+        assert_eq!(refused("python -m pytest -q"), None);
+        assert_eq!(refused("node -e 'console.log(1)'"), None);
+        assert_eq!(refused("psql -c 'select 1' mydb"), None);
+        assert_eq!(refused("mysql -e 'select 1'"), None);
+        assert_eq!(refused("sqlite3 db.sqlite"), Some("sqlite3".into()));
+        assert_eq!(refused("sqlite3 db.sqlite 'select 1'"), None);
+    }
+
+    #[test]
+    fn s6_editors_pagers_monitors_are_refused() {
+        for line in ["vim a.txt", "git log | less", "top", "htop", "nano x", "emacs x", "man ls", "FOO=1 vi x"] {
+            assert!(refused(line).is_some(), "{line}");
+        }
+        for line in ["top -b -n 1", "man ls | cat", "vim --version", "emacs --batch -l x.el", "lessc a.less"] {
+            assert_eq!(refused(line), None, "{line}");
+        }
+    }
+
+    #[test]
+    fn s6_ssh_sudo_and_wrappers() {
+        assert_eq!(refused("ssh example.org").as_deref(), Some("ssh"));
+        assert_eq!(refused("ssh -p 2222 -i key user@host").as_deref(), Some("ssh"));
+        assert_eq!(refused("ssh -p 2222 host uptime"), None);
+        assert_eq!(refused("sudo apt-get install x").as_deref(), Some("sudo"));
+        assert_eq!(refused("sudo -n true"), None);
+        assert!(InteractiveRules::standard().check_as("sudo apt-get install -y x", true, 0).is_none(), "root");
+        assert_eq!(refused("timeout 5 vim x").as_deref(), Some("vim"));
+        assert_eq!(refused("env -u X FOO=1 python").as_deref(), Some("python"));
+        assert_eq!(refused("bash -c 'less x'").as_deref(), Some("less"));
+        assert_eq!(refused("docker run -it ubuntu bash").as_deref(), Some("docker"));
+        assert_eq!(refused("docker run --rm ubuntu echo hi"), None);
+        assert_eq!(refused("echo vim python less"), None);
+    }
+
+    #[test]
+    fn s6_the_table_is_extensible() {
+        let rules = InteractiveRules::standard().with(InteractiveRule::new(
+            &["mytui"],
+            Trigger::Custom(Arc::new(|args: &[String]| !args.iter().any(|a| a == "--plain"))),
+            "a TUI",
+            "Use --plain.",
+        ));
+        let r = rules.check_as("mytui", false, 0).unwrap();
+        assert!(
+            r.message().contains("a TUI") && r.message().contains("--plain") && r.message().contains("ask the user")
+        );
+        assert!(rules.check_as("mytui --plain", false, 0).is_none());
+    }
+
+    #[test]
+    fn s6_password_prompts_are_recognised() {
+        let m: Vec<String> = DEFAULT_PROMPT_MARKERS.iter().map(|s| s.to_string()).collect();
+        assert!(looks_like_prompt("[sudo] password for root: ", &m));
+        assert!(looks_like_prompt("Enter passphrase for key '/root/.ssh/id_ed25519': ", &m));
+        assert!(looks_like_prompt("Password:", &m));
+        assert!(!looks_like_prompt("password updated successfully", &m));
+        assert!(!looks_like_prompt("Compiling…", &m));
+    }
+}

@@ -1,0 +1,519 @@
+//! The terminal table: one [`Terminal`] per started command, shared by the three tools, with
+//! its output, its lifecycle and who has been told about its end (S3, S5, S7, S9, S12, G21).
+
+use std::collections::{HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+
+use kodik_core::{Event, EventSink, OutputPreview, PreviewConfig, PreviewSummary, TerminalEvent, ToolStatus};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use crate::ansi::AnsiStripper;
+use crate::config::ShellConfig;
+use crate::error::ShellError;
+use crate::interactive::looks_like_prompt;
+use crate::process::{self, Exit};
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Who stopped a command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StopKind {
+    /// `kill_terminal`: the model asked, so no event announces it (S12).
+    Model,
+    /// The host's user: announced once in the next result (S12).
+    User,
+    /// The shell tool itself, because the command sat at a password prompt (S6).
+    Prompt,
+}
+
+struct Output {
+    /// Everything, spooled (what the shell result and `full_output` show).
+    total: OutputPreview,
+    /// Only what the model has not seen yet (get_terminal_output, terminal events).
+    unread: OutputPreview,
+    last_output: Instant,
+    /// The unfinished last line, when it looks like a prompt for a secret.
+    prompt: Option<String>,
+}
+
+/// State only the reader thread touches; kept apart so stripping never holds the output lock.
+struct ReaderState {
+    stripper: AnsiStripper,
+    last_line: Vec<u8>,
+}
+
+const LAST_LINE_MAX: usize = 256;
+
+#[derive(Default)]
+struct Lifecycle {
+    exit: Option<(Exit, Instant)>,
+    stop: Option<StopKind>,
+    /// A `shell` call is waiting for this command in the foreground.
+    attached: bool,
+    /// The command's end has been delivered (in a result, an event, or a kill result).
+    reported: bool,
+    reader_done: bool,
+}
+
+/// One started command.
+pub(crate) struct Terminal {
+    pub id: String,
+    pub command: String,
+    pub started: Instant,
+    pgid: OnceLock<i32>,
+    unread_cfg: PreviewConfig,
+    out: Mutex<Output>,
+    reader: Mutex<ReaderState>,
+    life: Mutex<Lifecycle>,
+    done: watch::Sender<bool>,
+    events: Arc<dyn EventSink>,
+    announcements: Arc<Mutex<Vec<TerminalEvent>>>,
+    prompt_markers: Arc<Vec<String>>,
+}
+
+/// What the model is shown of the output, plus the facts about all of it.
+pub(crate) struct Shown {
+    pub text: String,
+    pub total: PreviewSummary,
+}
+
+impl Terminal {
+    pub fn pgid(&self) -> Option<i32> {
+        self.pgid.get().copied()
+    }
+
+    pub fn is_running(&self) -> bool {
+        lock(&self.life).exit.is_none()
+    }
+
+    pub fn subscribe_done(&self) -> watch::Receiver<bool> {
+        self.done.subscribe()
+    }
+
+    pub fn set_attached(&self, attached: bool) {
+        lock(&self.life).attached = attached;
+        if !attached {
+            self.deliver_if_detached();
+        }
+    }
+
+    /// Marks the end as delivered; returns whether it had been delivered already.
+    pub fn mark_reported(&self) -> bool {
+        std::mem::replace(&mut lock(&self.life).reported, true)
+    }
+
+    /// Records who stops the command, unless it already ended. Returns whether it was running.
+    pub fn set_stop(&self, kind: StopKind) -> bool {
+        let mut l = lock(&self.life);
+        if l.exit.is_some() {
+            return false;
+        }
+        l.stop.get_or_insert(kind);
+        true
+    }
+
+    pub fn stop_kind(&self) -> Option<StopKind> {
+        lock(&self.life).stop
+    }
+
+    pub fn reader_done(&self) -> bool {
+        lock(&self.life).reader_done
+    }
+
+    pub fn finished_at(&self) -> Option<Instant> {
+        lock(&self.life).exit.map(|(_, at)| at)
+    }
+
+    pub fn duration(&self) -> Duration {
+        match lock(&self.life).exit {
+            Some((_, at)) => at.duration_since(self.started),
+            None => self.started.elapsed(),
+        }
+    }
+
+    /// The unfinished last line, when it is a prompt for a secret and nothing came after it
+    /// for `silence`.
+    pub fn waiting_prompt(&self, silence: Duration) -> Option<String> {
+        let o = lock(&self.out);
+        o.prompt.clone().filter(|_| o.last_output.elapsed() >= silence)
+    }
+
+    /// The status the command's end maps to; `None` while it runs (S11).
+    pub fn status(&self) -> Option<ToolStatus> {
+        let l = lock(&self.life);
+        let (exit, _) = l.exit?;
+        Some(match (l.stop, exit) {
+            (Some(StopKind::Model | StopKind::User), _) => ToolStatus::Stopped,
+            (Some(StopKind::Prompt), _) => ToolStatus::Error,
+            (None, Exit::Code(0)) => ToolStatus::Success,
+            (None, _) => ToolStatus::Error,
+        })
+    }
+
+    fn exit(&self) -> Option<Exit> {
+        lock(&self.life).exit.map(|(e, _)| e)
+    }
+
+    /// Everything so far (head and tail), which also counts as read.
+    pub fn show_all(&self) -> Shown {
+        let mut o = lock(&self.out);
+        o.unread = OutputPreview::new(self.unread_cfg.clone());
+        let total = o.total.summary();
+        Shown { text: total.text.clone(), total }
+    }
+
+    /// Only what was not shown before; it counts as read now (S5, G15).
+    pub fn take_unread(&self) -> Shown {
+        let mut o = lock(&self.out);
+        let unread = std::mem::replace(&mut o.unread, OutputPreview::new(self.unread_cfg.clone())).summary();
+        let total = o.total.summary();
+        let mut text = unread.text;
+        if unread.truncated
+            && let Some(p) = &total.full_output
+        {
+            text.push_str(&format!("\n[full output: {}]", p.display()));
+        }
+        Shown { text, total }
+    }
+
+    /// One line saying where the command stands.
+    pub fn state_line(&self) -> String {
+        let secs = self.duration().as_secs_f64();
+        let stop = self.stop_kind();
+        match (self.exit(), stop) {
+            (None, _) => format!("[terminal {} · still running · {secs:.1} s]", self.id),
+            (Some(_), Some(StopKind::Model)) => {
+                format!("[terminal {} · stopped by kill_terminal after {secs:.1} s]", self.id)
+            }
+            (Some(_), Some(StopKind::User)) => {
+                format!("[terminal {} · stopped by the user after {secs:.1} s]", self.id)
+            }
+            (Some(Exit::Code(c)), _) => format!("[exit code {c} · {secs:.1} s]"),
+            (Some(Exit::Signal(s)), _) => format!("[killed by signal {s} ({}) · {secs:.1} s]", signal_name(s)),
+        }
+    }
+
+    /// The lifecycle fields every shell tool returns (S7).
+    pub fn lifecycle(&self, total: &PreviewSummary) -> Value {
+        let exit = self.exit();
+        json!({
+            "terminal_id": self.id,
+            "command": self.command,
+            "running": exit.is_none(),
+            "status": self.status().map_or("running", ToolStatus::as_str),
+            "exit_code": match exit { Some(Exit::Code(c)) => Some(c), _ => None },
+            "signal": match exit { Some(Exit::Signal(s)) => Some(s), _ => None },
+            "duration_ms": self.duration().as_millis() as u64,
+            "output_bytes": total.total_bytes,
+            "output_lines": total.total_lines,
+            "truncated": total.truncated,
+            "full_output": total.full_output,
+        })
+    }
+
+    /// The terminal event for the command's end, carrying only unread output (S5).
+    pub fn event(&self) -> TerminalEvent {
+        let shown = self.take_unread();
+        let exit_code = match self.exit() {
+            Some(Exit::Code(c)) => Some(c),
+            _ => None,
+        };
+        TerminalEvent {
+            terminal_id: self.id.clone(),
+            command: self.command.clone(),
+            exit_code,
+            status: self.status().unwrap_or(ToolStatus::Success),
+            duration_ms: self.duration().as_millis() as u64,
+            unread_output: shown.text,
+            full_output: shown.total.full_output,
+        }
+    }
+
+    /// After the end: nobody waits in the foreground and nobody was told yet → tell them.
+    fn deliver_if_detached(&self) {
+        let stop = {
+            let mut l = lock(&self.life);
+            if l.exit.is_none() || l.attached || l.reported {
+                return;
+            }
+            l.reported = true;
+            l.stop
+        };
+        match stop {
+            Some(StopKind::Model | StopKind::Prompt) => {}
+            Some(StopKind::User) => {
+                let ev = self.event();
+                lock(&self.announcements).push(ev);
+            }
+            None => self.events.emit(Event::Terminal(self.event())),
+        }
+    }
+}
+
+impl process::Sink for Terminal {
+    fn output(&self, chunk: &[u8]) {
+        let (stripped, prompt) = {
+            let mut r = lock(&self.reader);
+            let stripped = r.stripper.strip(chunk);
+            let prompt = track_last_line(&mut r.last_line, &stripped, &self.prompt_markers);
+            (stripped, prompt)
+        };
+        let mut o = lock(&self.out);
+        o.total.push(&stripped);
+        o.unread.push(&stripped);
+        o.last_output = Instant::now();
+        o.prompt = prompt;
+    }
+
+    fn exited(&self, exit: Exit, reader_done: bool) {
+        {
+            let mut l = lock(&self.life);
+            l.exit = Some((exit, Instant::now()));
+            l.reader_done |= reader_done;
+        }
+        self.done.send_replace(true);
+        self.deliver_if_detached();
+    }
+
+    fn reader_finished(&self) {
+        lock(&self.life).reader_done = true;
+    }
+}
+
+/// Keeps the unfinished last line (bounded) and says whether it is a prompt for a secret.
+fn track_last_line(last: &mut Vec<u8>, chunk: &[u8], markers: &[String]) -> Option<String> {
+    match memchr::memrchr(b'\n', chunk) {
+        Some(nl) => {
+            last.clear();
+            let rest = &chunk[nl + 1..];
+            last.extend_from_slice(&rest[rest.len().saturating_sub(LAST_LINE_MAX + 1)..]);
+        }
+        None => {
+            last.extend_from_slice(&chunk[chunk.len().saturating_sub(LAST_LINE_MAX + 1)..]);
+            if last.len() > LAST_LINE_MAX {
+                let cut = last.len() - LAST_LINE_MAX - 1;
+                last.drain(..cut);
+            }
+        }
+    }
+    // A line longer than the bound is output, not a prompt.
+    if last.is_empty() || last.len() > LAST_LINE_MAX {
+        return None;
+    }
+    let end = last.iter().rev().find(|b| !b.is_ascii_whitespace()).copied();
+    if !matches!(end, Some(b':') | Some(b'?')) {
+        return None;
+    }
+    let line = String::from_utf8_lossy(last);
+    looks_like_prompt(&line, markers).then(|| line.trim().to_string())
+}
+
+fn signal_name(s: i32) -> &'static str {
+    match s {
+        1 => "SIGHUP",
+        2 => "SIGINT",
+        6 => "SIGABRT",
+        9 => "SIGKILL",
+        11 => "SIGSEGV",
+        13 => "SIGPIPE",
+        15 => "SIGTERM",
+        _ => "signal",
+    }
+}
+
+/// All terminals of one toolset. Dropping it kills every process group it still has.
+pub(crate) struct Table {
+    pub cfg: ShellConfig,
+    pub shell: PathBuf,
+    next: AtomicU64,
+    inner: Mutex<Inner>,
+    announcements: Arc<Mutex<Vec<TerminalEvent>>>,
+    prompt_markers: Arc<Vec<String>>,
+}
+
+#[derive(Default)]
+struct Inner {
+    live: HashMap<String, Arc<Terminal>>,
+    /// Recently freed ids and why, so a late lookup gets a useful answer.
+    freed: VecDeque<(String, String)>,
+}
+
+const FREED_MEMORY: usize = 256;
+
+impl Table {
+    pub fn new(cfg: ShellConfig) -> Self {
+        let shell = cfg.shell.clone().unwrap_or_else(process::find_shell);
+        let prompt_markers = Arc::new(cfg.prompt_markers.iter().map(|m| m.to_lowercase()).collect());
+        Self {
+            cfg,
+            shell,
+            next: AtomicU64::new(1),
+            inner: Mutex::default(),
+            announcements: Arc::default(),
+            prompt_markers,
+        }
+    }
+
+    /// Starts `command` in `workdir`; its end is reported to `events` unless a result carries it.
+    pub async fn start(
+        &self,
+        command: &str,
+        workdir: &Path,
+        events: Arc<dyn EventSink>,
+    ) -> Result<Arc<Terminal>, ShellError> {
+        self.sweep();
+        let id = format!("term-{}", self.next.fetch_add(1, Ordering::Relaxed));
+        let unread_cfg = self.cfg.preview.clone().without_spool();
+        let term = Arc::new(Terminal {
+            id: id.clone(),
+            command: command.to_string(),
+            started: Instant::now(),
+            pgid: OnceLock::new(),
+            out: Mutex::new(Output {
+                total: OutputPreview::new(self.cfg.preview.clone()),
+                unread: OutputPreview::new(unread_cfg.clone()),
+                last_output: Instant::now(),
+                prompt: None,
+            }),
+            unread_cfg,
+            reader: Mutex::new(ReaderState { stripper: AnsiStripper::new(), last_line: Vec::new() }),
+            life: Mutex::new(Lifecycle { attached: true, ..Lifecycle::default() }),
+            done: watch::channel(false).0,
+            events,
+            announcements: Arc::clone(&self.announcements),
+            prompt_markers: Arc::clone(&self.prompt_markers),
+        });
+        {
+            let mut inner = lock(&self.inner);
+            let running: Vec<String> =
+                inner.live.values().filter(|t| t.is_running()).map(|t| format!("{} `{}`", t.id, t.command)).collect();
+            if running.len() >= self.cfg.max_running {
+                return Err(ShellError::TooManyRunning {
+                    running: running.len(),
+                    max: self.cfg.max_running,
+                    list: running.join(", "),
+                });
+            }
+            inner.live.insert(id.clone(), Arc::clone(&term));
+        }
+        let spec = process::Spec { shell: &self.shell, command, workdir, env: &self.cfg.env };
+        match process::spawn(spec, Arc::clone(&term) as Arc<dyn process::Sink>).await {
+            Ok(pid) => {
+                let _ = term.pgid.set(pid);
+                Ok(term)
+            }
+            Err(e) => {
+                lock(&self.inner).live.remove(&id);
+                Err(ShellError::Spawn { shell: self.shell.display().to_string(), source: e })
+            }
+        }
+    }
+
+    /// The terminal called `id`, or an error that says what happened to it.
+    pub fn get(&self, id: &str) -> Result<Arc<Terminal>, ShellError> {
+        self.sweep();
+        let inner = lock(&self.inner);
+        if let Some(t) = inner.live.get(id) {
+            return Ok(Arc::clone(t));
+        }
+        if let Some((_, why)) = inner.freed.iter().rev().find(|(f, _)| f == id) {
+            return Err(ShellError::Freed { id: id.to_string(), why: why.clone() });
+        }
+        let mut known: Vec<&String> = inner.live.keys().collect();
+        known.sort();
+        let known = if known.is_empty() {
+            "there are no terminals now".to_string()
+        } else {
+            format!("known terminals: {}", known.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", "))
+        };
+        Err(ShellError::UnknownTerminal { id: id.to_string(), known })
+    }
+
+    /// Frees a terminal (G21), killing whatever of its process group still holds the output pipe.
+    pub fn free(&self, id: &str, why: &str) {
+        let removed = {
+            let mut inner = lock(&self.inner);
+            let t = inner.live.remove(id);
+            if t.is_some() {
+                inner.freed.push_back((id.to_string(), why.to_string()));
+                while inner.freed.len() > FREED_MEMORY {
+                    inner.freed.pop_front();
+                }
+            }
+            t
+        };
+        if let Some(t) = removed {
+            reap_leftovers(&t);
+        }
+    }
+
+    /// Frees finished terminals older than `keep_finished`, and the oldest beyond `max_finished`.
+    fn sweep(&self) {
+        let now = Instant::now();
+        let mut finished: Vec<(Instant, String)> = lock(&self.inner)
+            .live
+            .values()
+            .filter(|t| !lock(&t.life).attached)
+            .filter_map(|t| t.finished_at().map(|at| (at, t.id.clone())))
+            .collect();
+        finished.sort();
+        let excess = finished.len().saturating_sub(self.cfg.max_finished);
+        for (i, (at, id)) in finished.iter().enumerate() {
+            if i < excess || now.duration_since(*at) >= self.cfg.keep_finished {
+                self.free(
+                    id,
+                    "it finished and was freed after its keep time; its end was reported as a terminal event",
+                );
+            }
+        }
+    }
+
+    /// Stops a running command on the user's behalf (S12).
+    pub fn user_stop(&self, id: &str) -> bool {
+        let Some(t) = lock(&self.inner).live.get(id).cloned() else {
+            return false;
+        };
+        if !t.set_stop(StopKind::User) {
+            return false;
+        }
+        let (Some(pgid), grace) = (t.pgid(), self.cfg.kill_grace) else {
+            return false;
+        };
+        let spawned = std::thread::Builder::new()
+            .name("kodik-shell-stop".into())
+            .spawn(move || process::terminate_group_blocking(pgid, grace));
+        if spawned.is_err() {
+            let _ = process::kill_group(pgid, rustix::process::Signal::KILL);
+        }
+        true
+    }
+
+    /// User stops not announced yet; each is handed out once (S12).
+    pub fn take_announcements(&self) -> Vec<TerminalEvent> {
+        std::mem::take(&mut *lock(&self.announcements))
+    }
+}
+
+/// Kills processes of a finished command's group that still hold its output pipe open.
+fn reap_leftovers(t: &Terminal) {
+    if let Some(pgid) = t.pgid()
+        && (t.is_running() || !t.reader_done())
+    {
+        let _ = process::kill_group(pgid, rustix::process::Signal::KILL);
+    }
+}
+
+impl Drop for Table {
+    fn drop(&mut self) {
+        let inner = lock(&self.inner);
+        for t in inner.live.values() {
+            reap_leftovers(t);
+        }
+    }
+}

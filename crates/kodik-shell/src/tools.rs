@@ -1,0 +1,394 @@
+//! The three tools: [`ShellTool`], [`GetTerminalOutputTool`], [`KillTerminalTool`].
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use kodik_core::{Content, Event, ToolContext, ToolError, ToolOutput, ToolSpec, ToolStatus, TypedTool, Workspace};
+use kodik_schema::shell::{GetTerminalOutputArgs, KillTerminalArgs, ShellArgs};
+use serde_json::json;
+use tokio::time::Instant;
+
+use crate::error::ShellError;
+use crate::process;
+use crate::terminal::{Shown, StopKind, Table, Terminal};
+use crate::words;
+
+/// `shell`: runs one command line (S1–S6, S8, S9, S13).
+pub struct ShellTool {
+    table: Arc<Table>,
+    spec: ToolSpec,
+}
+
+/// `get_terminal_output`: new output and state of a background command (S7, G15).
+pub struct GetTerminalOutputTool {
+    table: Arc<Table>,
+    spec: ToolSpec,
+}
+
+/// `kill_terminal`: stops a command's whole process group (S10, S11).
+pub struct KillTerminalTool {
+    table: Arc<Table>,
+    spec: ToolSpec,
+}
+
+impl ShellTool {
+    pub(crate) fn new(table: Arc<Table>) -> Self {
+        Self { table, spec: kodik_schema::spec::<ShellArgs>() }
+    }
+}
+
+impl GetTerminalOutputTool {
+    pub(crate) fn new(table: Arc<Table>) -> Self {
+        Self { table, spec: kodik_schema::spec::<GetTerminalOutputArgs>() }
+    }
+}
+
+impl KillTerminalTool {
+    pub(crate) fn new(table: Arc<Table>) -> Self {
+        Self { table, spec: kodik_schema::spec::<KillTerminalArgs>() }
+    }
+}
+
+/// Emits pending user-stop announcements through this call's sink and returns their text,
+/// so each is announced exactly once, in the next result (S12).
+fn announce(table: &Table, cx: &ToolContext) -> Vec<String> {
+    table
+        .take_announcements()
+        .into_iter()
+        .map(|ev| {
+            let line = format!(
+                "[terminal event: the user stopped `{}` ({}) after {:.1} s]",
+                ev.command,
+                ev.terminal_id,
+                ev.duration_ms as f64 / 1000.0
+            );
+            cx.events.emit(Event::Terminal(ev));
+            line
+        })
+        .collect()
+}
+
+/// Puts announcement lines in front of a result, whatever its status.
+fn with_notes(result: Result<ToolOutput, ToolError>, notes: Vec<String>) -> ToolOutput {
+    let mut out = match result {
+        Ok(o) => o,
+        Err(e) => e.into_output(),
+    };
+    if !notes.is_empty() {
+        out.content.insert(0, Content::text(notes.join("\n")));
+        if let Some(m) = out.meta.as_object_mut() {
+            m.insert("announced_stops".into(), json!(notes.len()));
+        }
+    }
+    out
+}
+
+fn shell_error(e: ShellError) -> ToolOutput {
+    let kind = e.kind();
+    ToolOutput::error(e.to_string()).with_meta(json!({ "error_kind": kind }))
+}
+
+/// A result showing `shown` with the state line and the lifecycle fields (S7).
+fn lifecycle_output(
+    term: &Terminal,
+    status: ToolStatus,
+    shown: Shown,
+    empty: &str,
+    note: Option<String>,
+) -> ToolOutput {
+    let mut text = if shown.text.is_empty() { empty.to_string() } else { shown.text };
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text.push_str(&term.state_line());
+    if let Some(n) = note {
+        text.push('\n');
+        text.push_str(&n);
+    }
+    let meta = term.lifecycle(&shown.total);
+    ToolOutput::with_status(status, text).with_meta(meta).with_full_output(shown.total.full_output)
+}
+
+/// Sets and clears the terminal's "a shell call waits for it" mark; a dropped (cancelled)
+/// call leaves it detached, so its end goes out as a terminal event (S3, S9).
+struct Attachment<'a>(&'a Terminal);
+
+impl Drop for Attachment<'_> {
+    fn drop(&mut self) {
+        self.0.set_attached(false);
+    }
+}
+
+enum Waited {
+    Finished,
+    Background(&'static str),
+    Prompt(String),
+}
+
+#[async_trait]
+impl TypedTool for ShellTool {
+    type Args = ShellArgs;
+
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn check(&self, args: &ShellArgs) -> Result<(), ToolError> {
+        if args.command.trim().is_empty() {
+            return Err(ToolError::InvalidInput {
+                tool: self.spec.name.clone(),
+                field: Some("command".into()),
+                message: "`command` is empty; give the command line to run".into(),
+            });
+        }
+        Ok(())
+    }
+
+    async fn run(&self, args: ShellArgs, cx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let notes = announce(&self.table, cx);
+        let out = self.run_inner(args, cx).await;
+        Ok(with_notes(out, notes))
+    }
+}
+
+impl ShellTool {
+    async fn run_inner(&self, args: ShellArgs, cx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let cfg = &self.table.cfg;
+        let workdir = match args.workdir.as_deref().map(str::trim).filter(|w| !w.is_empty()) {
+            Some(w) => cx.workspace.check(w)?,
+            None => cx.workspace.primary_root().to_path_buf(),
+        };
+        if !workdir.is_dir() {
+            return Ok(shell_error(ShellError::BadWorkdir(cx.workspace.display(&workdir))));
+        }
+        // P2: a command that is really another tool (an apply_patch heredoc) runs no process.
+        if let Some(interceptor) = &cx.interceptor
+            && let Some(out) = interceptor.intercept(&args.command, &workdir, cx).await
+        {
+            return Ok(out);
+        }
+        if let Some(refusal) = cfg.rules.check(&args.command) {
+            let program = refusal.program.clone();
+            return Ok(shell_error(ShellError::Interactive(refusal)).with_meta(json!({
+                "error_kind": "interactive",
+                "program": program,
+            })));
+        }
+        if cfg.check_ignored_paths
+            && let Some(p) = ignored_path(&args.command, &workdir, &cx.workspace)
+        {
+            return Ok(shell_error(ShellError::IgnoredPath(p)));
+        }
+        let term = match self.table.start(&args.command, &workdir, Arc::clone(&cx.events)).await {
+            Ok(t) => t,
+            Err(e) => return Ok(shell_error(e)),
+        };
+        let attachment = Attachment(&term);
+        let waited = self.wait(&term, &args, cx).await;
+        let out = match waited {
+            Waited::Finished => {
+                term.mark_reported();
+                let status = term.status().unwrap_or(ToolStatus::Error);
+                let out = lifecycle_output(&term, status, term.show_all(), "(no output)", None);
+                // Everything was just shown; nothing is left to read later.
+                self.table.free(&term.id, "it finished in the foreground and its output was in the shell result");
+                out
+            }
+            Waited::Background(why) => {
+                let note = format!(
+                    "[{why}: the command was NOT stopped and keeps running in the background as terminal `{id}`. \
+                     Its exit code and any further output will arrive by themselves as a terminal event — do not \
+                     poll for it. get_terminal_output {{\"terminal_id\": \"{id}\"}} shows progress; kill_terminal \
+                     stops it.]",
+                    id = term.id
+                );
+                lifecycle_output(&term, ToolStatus::Success, term.show_all(), "(no output yet)", Some(note))
+            }
+            Waited::Prompt(prompt) => {
+                if let Some(pgid) = term.pgid() {
+                    process::terminate_group(pgid, cfg.kill_grace).await;
+                }
+                let mut done = term.subscribe_done();
+                let _ = tokio::time::timeout(Duration::from_secs(2), done.wait_for(|d| *d)).await;
+                term.mark_reported();
+                let note = format!(
+                    "Stopped: the command is waiting for a secret (`{prompt}`), which cannot be typed here. Ask the \
+                     user to run it in their own terminal, or use a non-interactive way (SSH keys, a token, `sudo -n`)."
+                );
+                let out = lifecycle_output(&term, ToolStatus::Error, term.show_all(), "(no output)", Some(note));
+                self.table.free(&term.id, "it was stopped at a password prompt");
+                out
+            }
+        };
+        drop(attachment);
+        let mut out = out;
+        if let Some(m) = out.meta.as_object_mut() {
+            m.insert("timeout_ms".into(), json!(args.timeout_ms()));
+        }
+        Ok(out)
+    }
+
+    /// Waits for the end, the timeout (S2, S3), the S4 batch rule, a cancellation, or a
+    /// password prompt (S6), whichever comes first.
+    async fn wait(&self, term: &Terminal, args: &ShellArgs, cx: &ToolContext) -> Waited {
+        let cfg = &self.table.cfg;
+        let started = Instant::now();
+        let deadline = started + Duration::from_millis(args.timeout_ms());
+        let mut done = term.subscribe_done();
+        let mut turn = cx.turn.subscribe();
+        let batch_rule = args.default_timeout();
+        let mut batch_at = (batch_rule && cx.turn.finished_count() > 0).then(|| started + cfg.batch_grace);
+        let mut turn_open = true;
+        let mut tick = tokio::time::interval(Duration::from_millis(100));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let batch_deadline = batch_at.unwrap_or(deadline);
+            tokio::select! {
+                biased;
+                r = done.wait_for(|d| *d) => {
+                    if r.is_ok() {
+                        return Waited::Finished;
+                    }
+                }
+                () = cx.cancel.cancelled() => return Waited::Background("the wait was interrupted by a new user message"),
+                () = tokio::time::sleep_until(deadline) => {
+                    return Waited::Background(if batch_rule { "still running after the default 5 s wait" } else { "still running after the timeout" });
+                }
+                () = tokio::time::sleep_until(batch_deadline), if batch_at.is_some() => {
+                    return Waited::Background("still running 1 s after another call of this turn finished");
+                }
+                r = turn.changed(), if batch_rule && batch_at.is_none() && turn_open => match r {
+                    Ok(()) => batch_at = Some(Instant::now() + cfg.batch_grace),
+                    Err(_) => turn_open = false,
+                },
+                _ = tick.tick() => {
+                    if let Some(p) = term.waiting_prompt(cfg.prompt_silence) {
+                        term.set_stop(StopKind::Prompt);
+                        return Waited::Prompt(p);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The first word of `command` that resolves to a `.kodikignore`d path (G16; best effort:
+/// expansions, globs and paths built at run time are not seen).
+fn ignored_path(command: &str, workdir: &Path, ws: &Workspace) -> Option<String> {
+    // Relative paths after a `cd` resolve against the folder it changed to.
+    let mut dir = workdir.to_path_buf();
+    for cmd in words::parse(command) {
+        let next_dir = match cmd.words.as_slice() {
+            [cd, target] if cd.text == "cd" && !target.dynamic => Some(dir.join(&target.text)),
+            _ => None,
+        };
+        for w in cmd.words.iter().chain(cmd.redirects.iter()) {
+            if w.dynamic || w.text.contains("://") {
+                continue;
+            }
+            let text = if w.text.starts_with('-') {
+                match w.text.split_once('=') {
+                    Some((_, v)) => v,
+                    None => continue,
+                }
+            } else {
+                w.text.as_str()
+            };
+            if text.is_empty() {
+                continue;
+            }
+            let candidate: PathBuf = if Path::new(text).is_absolute() { text.into() } else { dir.join(text) };
+            if !text.contains('/') && std::fs::symlink_metadata(&candidate).is_err() {
+                continue;
+            }
+            if let Ok(resolved) = ws.resolve(&candidate)
+                && ws.is_ignored(&resolved)
+            {
+                return Some(text.to_string());
+            }
+        }
+        if let Some(d) = next_dir {
+            dir = d;
+        }
+    }
+    None
+}
+
+#[async_trait]
+impl TypedTool for GetTerminalOutputTool {
+    type Args = GetTerminalOutputArgs;
+
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    async fn run(&self, args: GetTerminalOutputArgs, cx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let notes = announce(&self.table, cx);
+        let out = match self.table.get(args.terminal_id.trim()) {
+            Err(e) => shell_error(e),
+            Ok(term) => {
+                let shown = term.take_unread();
+                let (status, note) = match term.status() {
+                    None => {
+                        let note = term.waiting_prompt(self.table.cfg.prompt_silence).map(|p| {
+                            format!(
+                                "[it seems to wait for a secret (`{p}`) that cannot be typed here; stop it with \
+                                 kill_terminal and ask the user to run it themselves]"
+                            )
+                        });
+                        (ToolStatus::Success, note)
+                    }
+                    Some(status) => {
+                        // Its end is delivered now, so no terminal event repeats it (G15).
+                        term.mark_reported();
+                        (status, None)
+                    }
+                };
+                lifecycle_output(&term, status, shown, "(no new output since the last check)", note)
+            }
+        };
+        Ok(with_notes(Ok(out), notes))
+    }
+}
+
+#[async_trait]
+impl TypedTool for KillTerminalTool {
+    type Args = KillTerminalArgs;
+
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    async fn run(&self, args: KillTerminalArgs, cx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let notes = announce(&self.table, cx);
+        let id = args.terminal_id.trim();
+        let out = match self.table.get(id) {
+            Err(e) => shell_error(e),
+            Ok(term) => {
+                let grace = self.table.cfg.kill_grace;
+                let stopped_now = term.set_stop(StopKind::Model);
+                if stopped_now && let Some(pgid) = term.pgid() {
+                    process::terminate_group(pgid, grace).await;
+                    let mut done = term.subscribe_done();
+                    let _ = tokio::time::timeout(Duration::from_secs(2), done.wait_for(|d| *d)).await;
+                }
+                term.mark_reported();
+                let shown = term.take_unread();
+                let (status, note) = if stopped_now {
+                    (ToolStatus::Stopped, None)
+                } else {
+                    (
+                        term.status().unwrap_or(ToolStatus::Stopped),
+                        Some("[it had already finished before kill_terminal; nothing was stopped]".to_string()),
+                    )
+                };
+                let out = lifecycle_output(&term, status, shown, "(no new output)", note);
+                self.table.free(&term.id, "it was stopped with kill_terminal");
+                out
+            }
+        };
+        Ok(with_notes(Ok(out), notes))
+    }
+}

@@ -1,0 +1,512 @@
+//! Behaviour of shell, get_terminal_output and kill_terminal with real child processes.
+//! Every wait is bounded, so no test can hang.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use kodik_core::events::CollectingSink;
+use kodik_core::{
+    CommandInterceptor, Event, PreviewConfig, TerminalEvent, Tool, ToolCall, ToolContext, ToolOutput, ToolRegistry,
+    ToolStatus, Workspace, dispatch,
+};
+use kodik_shell::ShellToolset;
+use serde_json::{Value, json};
+
+struct Env {
+    dir: tempfile::TempDir,
+    toolset: ShellToolset,
+    registry: ToolRegistry,
+    cx: ToolContext,
+    sink: Arc<CollectingSink>,
+}
+
+fn env_with(f: impl FnOnce(ShellToolset) -> ShellToolset) -> Env {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("sub")).unwrap();
+    let spool = dir.path().join(".spool");
+    let toolset =
+        f(ShellToolset::new().kill_grace(Duration::from_millis(300)).preview(PreviewConfig::default().spool_in(spool)));
+    let mut registry = ToolRegistry::new();
+    toolset.register(&mut registry);
+    let sink = Arc::new(CollectingSink::default());
+    let mut cx = ToolContext::new(Workspace::new(dir.path()).unwrap());
+    cx.events = sink.clone();
+    Env { dir, toolset, registry, cx, sink }
+}
+
+fn env() -> Env {
+    env_with(|t| t)
+}
+
+impl Env {
+    async fn call(&self, tool: &str, args: Value) -> ToolOutput {
+        let call = ToolCall::new("c1", tool, args);
+        tokio::time::timeout(Duration::from_secs(90), dispatch(&self.registry, &call, &self.cx))
+            .await
+            .expect("the call settled in time")
+    }
+
+    async fn shell(&self, command: &str) -> ToolOutput {
+        self.call("shell", json!({ "command": command })).await
+    }
+
+    /// Runs `command` and lets it go to the background after ~1 s through the S4 rule.
+    async fn background(&self, command: &str) -> (String, ToolOutput) {
+        self.cx.turn.call_finished();
+        let out = self.shell(command).await;
+        assert_eq!(out.meta["running"], true, "{}", out.text_content());
+        (out.meta["terminal_id"].as_str().unwrap().to_string(), out)
+    }
+
+    /// Terminal events collected within `within`, once at least `n` arrived.
+    async fn events(&self, n: usize, within: Duration) -> Vec<TerminalEvent> {
+        let deadline = Instant::now() + within;
+        let mut got = Vec::new();
+        loop {
+            for e in self.sink.take() {
+                if let Event::Terminal(t) = e {
+                    got.push(t);
+                }
+            }
+            if got.len() >= n || Instant::now() > deadline {
+                return got;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// Whether `pid` is gone (dead processes may linger as zombies when init does not reap).
+fn process_gone(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => {
+            let state = stat.rsplit_once(')').map(|(_, r)| r.trim_start().chars().next());
+            matches!(state, Some(Some('Z') | Some('X')))
+        }
+    }
+}
+
+async fn wait_gone(pid: i32, within: Duration) -> bool {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if process_gone(pid) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    process_gone(pid)
+}
+
+fn grandchild_pid(text: &str) -> i32 {
+    let at = text.find("gc=").expect("grandchild pid printed");
+    text[at + 3..].split_whitespace().next().unwrap().parse().unwrap()
+}
+
+/// A command whose grandchild ignores SIGTERM (and so does its `sleep`, which inherits that).
+const STUBBORN: &str = "bash -c 'trap \"\" TERM; sleep 300' & echo \"gc=$!\"; wait";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s1_stdout_and_stderr_merge_in_arrival_order() {
+    let e = env();
+    let out = e.shell("echo a; echo b >&2; echo c; echo d >&2; printf e; printf f >&2").await;
+    assert_eq!(out.status, ToolStatus::Success);
+    assert!(out.text_content().starts_with("a\nb\nc\nd\nef\n"), "{}", out.text_content());
+    assert_eq!(out.meta["exit_code"], 0);
+    assert_eq!(out.meta["running"], false);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s1_ansi_escapes_are_stripped_and_the_real_exit_code_returned() {
+    let e = env();
+    let out = e.shell("printf '\\033[1;31mred\\033[0m \\033]0;title\\007plain\\n'; exit 7").await;
+    assert_eq!(out.status, ToolStatus::Error);
+    assert_eq!(out.meta["exit_code"], 7);
+    let text = out.text_content();
+    assert!(text.starts_with("red plain\n"), "{text:?}");
+    assert!(!text.contains('\u{1b}'));
+    assert!(text.contains("[exit code 7"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s1_s13_no_terminal_and_a_hardened_environment() {
+    let e = env();
+    let out = e
+        .shell("echo \"$TERM $HISTFILE $GIT_TERMINAL_PROMPT $PAGER $NO_COLOR\"; [ -t 0 ] || echo no-tty; read x; echo read=$?; tty")
+        .await;
+    let text = out.text_content();
+    assert!(text.contains("dumb /dev/null 0 cat 1"), "{text}");
+    assert!(text.contains("no-tty") && text.contains("read=1"), "stdin is closed: {text}");
+    assert!(text.contains("not a tty"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s2_timeouts_are_clamped_not_rejected() {
+    let e = env();
+    let t = Instant::now();
+    let out = e.call("shell", json!({"command": "sleep 1.5; echo done", "timeout": 10})).await;
+    assert_eq!(out.status, ToolStatus::Success, "{}", out.text_content());
+    assert!(out.text_content().contains("done"), "10 ms counts as 5000 ms, so the command finished");
+    assert!(t.elapsed() >= Duration::from_millis(1400));
+    assert_eq!(out.meta["timeout_ms"], 5000);
+    let out = e.call("shell", json!({"command": "true", "timeout": 3_600_000})).await;
+    assert_eq!(out.status, ToolStatus::Success);
+    assert_eq!(out.meta["timeout_ms"], 60000);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_s5_a_timeout_backgrounds_and_the_end_arrives_as_a_terminal_event() {
+    let e = env();
+    let t = Instant::now();
+    let out = e.shell("echo first; sleep 6.5; echo second; exit 4").await;
+    let waited = t.elapsed();
+    assert!(waited >= Duration::from_millis(4900) && waited < Duration::from_millis(6400), "{waited:?}");
+    assert_eq!(out.status, ToolStatus::Success);
+    assert_eq!(out.meta["running"], true);
+    let id = out.meta["terminal_id"].as_str().unwrap().to_string();
+    let text = out.text_content();
+    assert!(text.contains("first") && text.contains("terminal event") && text.contains(&id), "{text}");
+    assert!(text.contains("NOT stopped"), "{text}");
+
+    let events = e.events(1, Duration::from_secs(10)).await;
+    assert_eq!(events.len(), 1, "exactly one terminal event");
+    let ev = &events[0];
+    assert_eq!(ev.terminal_id, id);
+    assert_eq!(ev.exit_code, Some(4));
+    assert_eq!(ev.status, ToolStatus::Error);
+    assert!(ev.duration_ms >= 6000, "{}", ev.duration_ms);
+    assert!(ev.unread_output.contains("second"), "{:?}", ev.unread_output);
+    assert!(!ev.unread_output.contains("first"), "only unread output: {:?}", ev.unread_output);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s5_g15_get_terminal_output_returns_only_new_output_then_completion() {
+    let e = env();
+    let (id, out) = e.background("echo one; sleep 2; echo two; sleep 1.5; echo three").await;
+    assert!(out.text_content().contains("one"));
+
+    let first = e.call("get_terminal_output", json!({"terminal_id": id})).await;
+    assert_eq!(first.meta["running"], true);
+    assert!(!first.text_content().contains("one"), "already seen: {}", first.text_content());
+
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut seen = String::new();
+    while !seen.contains("two") && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        seen.push_str(&e.call("get_terminal_output", json!({"terminal_id": id})).await.text_content());
+    }
+    assert!(seen.contains("two") && !seen.contains("one"), "{seen}");
+    let again = e.call("get_terminal_output", json!({"terminal_id": id})).await;
+    assert!(again.text_content().contains("no new output"), "{}", again.text_content());
+    assert!(!again.text_content().contains("two"));
+
+    // Completion comes either as the event or in a check, and a repeated empty check still reports it.
+    let events = e.events(1, Duration::from_secs(5)).await;
+    let done = e.call("get_terminal_output", json!({"terminal_id": id})).await;
+    let done2 = e.call("get_terminal_output", json!({"terminal_id": id})).await;
+    let all: String = events.iter().map(|ev| ev.unread_output.clone()).collect::<String>() + &done.text_content();
+    assert_eq!(all.matches("three").count(), 1, "the end's output is delivered once: {all}");
+    for d in [&done, &done2] {
+        assert_eq!(d.meta["running"], false);
+        assert_eq!(d.meta["exit_code"], 0);
+        assert_eq!(d.status, ToolStatus::Success);
+        assert!(d.text_content().contains("[exit code 0"), "{}", d.text_content());
+    }
+    for key in [
+        "running",
+        "terminal_id",
+        "exit_code",
+        "status",
+        "duration_ms",
+        "output_bytes",
+        "output_lines",
+        "truncated",
+        "full_output",
+    ] {
+        assert!(done.meta.get(key).is_some(), "S7 field {key} in {}", done.meta);
+        assert!(out.meta.get(key).is_some(), "S7 field {key} in {}", out.meta);
+    }
+    assert_eq!(done.meta["output_lines"], 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s10_s11_kill_terminal_stops_the_group_including_a_stubborn_grandchild() {
+    let e = env();
+    let (id, out) = e.background(STUBBORN).await;
+    let gc = grandchild_pid(&out.text_content());
+    assert!(!process_gone(gc));
+    let t = Instant::now();
+    let killed = e.call("kill_terminal", json!({"terminal_id": id})).await;
+    assert_eq!(killed.status, ToolStatus::Stopped, "{}", killed.text_content());
+    assert_eq!(killed.meta["status"], "stopped");
+    assert_eq!(killed.meta["running"], false);
+    assert!(t.elapsed() < Duration::from_secs(4));
+    assert!(wait_gone(gc, Duration::from_secs(3)).await, "grandchild {gc} survived");
+    // kill_terminal is not announced (S12), and the terminal is freed.
+    assert!(e.events(1, Duration::from_millis(500)).await.is_empty());
+    let after = e.call("get_terminal_output", json!({"terminal_id": id})).await;
+    assert_eq!(after.status, ToolStatus::Error);
+    assert!(after.text_content().contains("kill_terminal"), "{}", after.text_content());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s11_exit_130_by_itself_is_an_error_not_stopped() {
+    let e = env();
+    let out = e.shell("echo bye; exit 130").await;
+    assert_eq!(out.status, ToolStatus::Error);
+    assert_eq!(out.meta["status"], "error");
+    assert_eq!(out.meta["exit_code"], 130);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s12_a_user_stop_is_stopped_and_announced_once_in_the_next_result() {
+    let e = env();
+    let (id, _) = e.background("echo started; sleep 30").await;
+    assert!(e.toolset.user_stop(&id));
+    assert!(!e.toolset.user_stop("term-999"));
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(e.events(1, Duration::from_millis(100)).await.is_empty(), "not emitted before the next result");
+
+    let next = e.shell("echo next").await;
+    let text = next.text_content();
+    assert!(text.contains("the user stopped `echo started; sleep 30`"), "{text}");
+    let events = e.events(1, Duration::from_secs(1)).await;
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0].status, ToolStatus::Stopped);
+    assert_eq!(events[0].terminal_id, id);
+
+    let later = e.shell("echo later").await;
+    assert!(!later.text_content().contains("user stopped"), "announced once");
+    let state = e.call("get_terminal_output", json!({"terminal_id": id})).await;
+    assert_eq!(state.status, ToolStatus::Stopped);
+    assert_eq!(state.meta["status"], "stopped");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s6_interactive_commands_fail_at_once_and_say_to_ask_the_user() {
+    let e = env();
+    for cmd in ["vim notes.txt", "python3", "ssh example.org", "git log | less", "psql mydb", "top"] {
+        let t = Instant::now();
+        let out = e.shell(cmd).await;
+        assert_eq!(out.status, ToolStatus::Error, "{cmd}");
+        assert_eq!(out.meta["error_kind"], "interactive", "{cmd}");
+        assert!(out.text_content().contains("ask the user"), "{cmd}: {}", out.text_content());
+        assert!(t.elapsed() < Duration::from_secs(1), "{cmd}");
+    }
+    let ok = e.shell("python3 -c 'print(6*7)'").await;
+    assert!(ok.text_content().contains("42"), "{}", ok.text_content());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s6_a_password_prompt_at_run_time_stops_the_command() {
+    let e = env();
+    let t = Instant::now();
+    let out = e.shell("echo connecting; printf 'Password: '; sleep 30").await;
+    assert!(t.elapsed() < Duration::from_secs(4), "{:?}", t.elapsed());
+    assert_eq!(out.status, ToolStatus::Error);
+    let text = out.text_content();
+    assert!(text.contains("connecting") && text.contains("Password:") && text.contains("Ask the user"), "{text}");
+    assert_eq!(out.meta["running"], false);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s8_aliases_work_and_other_parameters_are_rejected_before_approval() {
+    let e = env();
+    let root = e.cx.workspace.primary_root().to_path_buf();
+    for args in [
+        json!({"command": "pwd", "cwd": "sub"}),
+        json!({"command": "pwd", "working_directory": "sub", "timeout_ms": 6000}),
+        json!({"command": "pwd", "workdir": root.join("sub"), "run_in_background": true, "description": "where"}),
+        json!({"command": "pwd", "workdir": "sub", "is_background": true, "requires_approval": false}),
+    ] {
+        let out = e.call("shell", args.clone()).await;
+        assert_eq!(out.status, ToolStatus::Success, "{args}: {}", out.text_content());
+        assert!(out.text_content().starts_with(&format!("{}\n", root.join("sub").display())), "{args}");
+    }
+    let (shell, _, _) = e.toolset.tools();
+    for (args, needle) in [
+        (json!({"command": ["git", "status"]}), "not a list of arguments"),
+        (json!({"command": "ls", "mode": "background"}), "mode"),
+        (json!({"command": "   "}), "empty"),
+        (json!({"cmd": "ls"}), "cmd"),
+    ] {
+        let err = Tool::validate(&shell, &args).unwrap_err().to_string();
+        assert!(err.contains(needle), "{args}: {err}");
+        let out = e.call("shell", args).await;
+        assert_eq!(out.meta["error_kind"], "invalid_input");
+    }
+    let outside = e.call("shell", json!({"command": "pwd", "workdir": "/"})).await;
+    assert!(outside.text_content().contains("outside the workspace"), "{}", outside.text_content());
+    let missing = e.call("shell", json!({"command": "pwd", "workdir": "nope"})).await;
+    assert!(missing.text_content().contains("not an existing folder"), "{}", missing.text_content());
+}
+
+struct PatchInterceptor;
+
+#[async_trait]
+impl CommandInterceptor for PatchInterceptor {
+    async fn intercept(&self, command: &str, workdir: &Path, _cx: &ToolContext) -> Option<ToolOutput> {
+        command
+            .trim_start()
+            .starts_with("apply_patch")
+            .then(|| ToolOutput::text(format!("patched in {}", workdir.display())))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn p2_an_apply_patch_heredoc_goes_to_the_interceptor_and_starts_no_process() {
+    let mut e = env();
+    e.cx.interceptor = Some(Arc::new(PatchInterceptor));
+    let marker = e.dir.path().join("ran");
+    let cmd = format!(
+        "apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: a.txt\n+hi\n*** End Patch\nEOF\ntouch {}",
+        marker.display()
+    );
+    let out = e.shell(&cmd).await;
+    assert_eq!(out.text_content(), format!("patched in {}", e.cx.workspace.primary_root().display()));
+    assert!(!marker.exists(), "no process ran");
+    let normal = e.shell("echo plain").await;
+    assert!(normal.text_content().starts_with("plain\n"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn g16_a_command_naming_an_ignored_path_is_refused() {
+    let e = env();
+    let root = e.dir.path();
+    std::fs::write(root.join(".kodikignore"), "secret.env\nprivate/\n").unwrap();
+    std::fs::write(root.join("secret.env"), "TOKEN=1").unwrap();
+    std::fs::write(root.join("ok.txt"), "fine").unwrap();
+    for cmd in [
+        "cat secret.env",
+        "cat ./sub/../secret.env",
+        "grep -r x private/keys",
+        "echo x > secret.env",
+        "cd sub && cat ../secret.env",
+        "cd private",
+    ] {
+        let out = e.shell(cmd).await;
+        assert_eq!(out.status, ToolStatus::Error, "{cmd}: {}", out.text_content());
+        assert!(out.text_content().contains(".kodikignore"), "{cmd}");
+    }
+    assert_eq!(std::fs::read_to_string(root.join("secret.env")).unwrap(), "TOKEN=1");
+    let ok = e.shell("cat ok.txt").await;
+    assert!(ok.text_content().starts_with("fine"), "{}", ok.text_content());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn g17_g19_one_gib_of_output_keeps_memory_bounded() {
+    let e = env();
+    let t = Instant::now();
+    let out = e.call("shell", json!({"command": "head -c 1G /dev/zero | tr '\\0' x", "timeout": 60000})).await;
+    assert_eq!(out.status, ToolStatus::Success, "{}", out.meta);
+    assert_eq!(out.meta["output_bytes"], 1u64 << 30);
+    assert_eq!(out.meta["truncated"], true);
+    let text = out.text_content();
+    assert!(text.len() < 64 * 1024, "the preview is bounded: {} bytes", text.len());
+    assert!(text.contains("bytes omitted from the middle"));
+    let full = PathBuf::from(out.meta["full_output"].as_str().unwrap());
+    assert_eq!(std::fs::metadata(&full).unwrap().len(), 1 << 30, "the spool holds every byte");
+    std::fs::remove_file(&full).unwrap();
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let hwm_kib: u64 = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    assert!(hwm_kib < 256 * 1024, "peak RSS of the test process {hwm_kib} KiB");
+    eprintln!("1 GiB captured in {:?}, test process peak RSS {} MiB", t.elapsed(), hwm_kib / 1024);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s4_a_default_timeout_command_goes_to_the_background_1s_after_another_call_finished() {
+    let e = env();
+    let turn = e.cx.turn.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        turn.call_finished();
+    });
+    let t = Instant::now();
+    let out = e.shell("sleep 4; echo late").await;
+    let waited = t.elapsed();
+    assert!(waited >= Duration::from_millis(1400) && waited < Duration::from_millis(3000), "{waited:?}");
+    assert_eq!(out.meta["running"], true);
+    assert!(out.text_content().contains("another call of this turn finished"), "{}", out.text_content());
+
+    // An explicit timeout is not cut short by the batch rule.
+    let out = e.call("shell", json!({"command": "sleep 2; echo kept", "timeout": 8000})).await;
+    assert_eq!(out.meta["running"], false);
+    assert!(out.text_content().contains("kept"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s4_a_new_user_message_ends_the_wait_without_killing_the_command() {
+    let e = env();
+    let marker = e.dir.path().join("survived");
+    let (shell, _, _) = e.toolset.tools();
+    let cx = e.cx.for_call("c9");
+    let cancel = cx.cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        cancel.cancel();
+    });
+    let t = Instant::now();
+    let args = json!({"command": format!("sleep 1.5; echo done > {}", marker.display()), "timeout": 30000});
+    let out = tokio::time::timeout(Duration::from_secs(10), Tool::call(&shell, args, &cx)).await.unwrap();
+    assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+    assert_eq!(out.meta["running"], true);
+    assert!(out.text_content().contains("new user message"), "{}", out.text_content());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !marker.exists() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(marker.exists(), "the command was not killed");
+    let events = e.events(1, Duration::from_secs(2)).await;
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0].exit_code, Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn g21_dropping_the_toolset_ends_every_process_group_it_started() {
+    let e = env();
+    let (_, out) = e.background(STUBBORN).await;
+    let gc = grandchild_pid(&out.text_content());
+    assert!(!process_gone(gc));
+    let Env { toolset, registry, dir, .. } = e;
+    drop(registry);
+    drop(toolset);
+    assert!(wait_gone(gc, Duration::from_secs(3)).await, "grandchild {gc} outlived the toolset");
+    drop(dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn g21_too_many_running_commands_get_a_clear_error() {
+    let e = env_with(|t| t.max_running(1));
+    let (id, _) = e.background("sleep 20").await;
+    let out = e.shell("echo second").await;
+    assert_eq!(out.status, ToolStatus::Error);
+    let text = out.text_content();
+    assert!(text.contains("too many commands") && text.contains(&id) && text.contains("kill_terminal"), "{text}");
+    e.call("kill_terminal", json!({"terminal_id": id})).await;
+    let out = e.shell("echo third").await;
+    assert_eq!(out.status, ToolStatus::Success, "{}", out.text_content());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s9_s10_concurrent_commands_each_get_only_their_own_output() {
+    let e = env();
+    let (server, _) = e.background("echo server-up; sleep 20").await;
+    let (a, b) = tokio::join!(e.shell("sleep 0.3; echo alpha"), e.shell("echo beta; exit 2"));
+    assert!(a.text_content().starts_with("alpha\n") && !a.text_content().contains("beta"));
+    assert!(b.text_content().starts_with("beta\n") && !b.text_content().contains("alpha"));
+    assert_eq!((a.meta["exit_code"].clone(), b.meta["exit_code"].clone()), (json!(0), json!(2)));
+    let still = e.call("get_terminal_output", json!({"terminal_id": server})).await;
+    assert_eq!(still.meta["running"], true, "the background server kept running meanwhile");
+    let unknown = e.call("get_terminal_output", json!({"terminal_id": "term-nope"})).await;
+    assert!(unknown.text_content().contains(&server), "{}", unknown.text_content());
+    e.call("kill_terminal", json!({"terminal_id": server})).await;
+}
