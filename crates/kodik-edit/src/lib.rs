@@ -1,1 +1,165 @@
-//! placeholder
+//! The kodik edit engine: the tools that change files, and the checkpoints that undo them.
+//!
+//! | tool | type | SPEC |
+//! | --- | --- | --- |
+//! | `edit_file` | [`EditFileTool`] | E1–E13 |
+//! | `create_file` | [`CreateFileTool`] | C1 |
+//! | `delete_file` | [`DeleteFileTool`] | D1 |
+//! | `apply_patch` | [`ApplyPatchTool`] (+ [`PatchInterceptor`] for shell heredocs) | P1–P5 |
+//! | `edit_notebook` | [`EditNotebookTool`] | N1 |
+//!
+//! [`EditToolset`] builds all five around one shared [`Checkpoints`] (E13) and registers them.
+//! The pure engines are public too, for embedders and fuzzing: [`matcher::replace_unique`]
+//! (the cascade), [`edit_file::apply_edits`], [`apply_patch::parse_patch`] and
+//! [`apply_patch::apply_hunks`].
+//!
+//! Guarantees every tool keeps: a failure never changes a byte (writes are planned fully in
+//! memory, then written atomically); encoding, BOM, line endings, a missing final newline and
+//! permissions survive; every path goes through [`kodik_core::Workspace::check`] (confinement,
+//! `.kodikignore`, E10's Windows-path hint).
+
+pub mod apply_patch;
+pub mod checkpoints;
+mod create_delete;
+pub mod diff;
+pub mod edit_file;
+mod files;
+pub mod matcher;
+pub mod notebook;
+
+use std::sync::Arc;
+
+pub use apply_patch::{ApplyPatchTool, PatchInterceptor, parse_invocation};
+pub use checkpoints::{Checkpoints, UndoReport};
+pub use create_delete::{CreateFileTool, DeleteFileTool};
+pub use edit_file::EditFileTool;
+pub use notebook::EditNotebookTool;
+
+use kodik_core::{CommandInterceptor, PathError, ToolError, ToolRegistry};
+
+/// A kind of file operation the host may switch off (P4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FileOp {
+    /// Creating a file that does not exist.
+    Create,
+    /// Changing an existing file.
+    Change,
+    /// Deleting a file.
+    Delete,
+}
+
+/// Which file operations are allowed (P4). A patch is checked as a whole: a move needs all
+/// three.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileOps {
+    /// Creating files.
+    pub create: bool,
+    /// Changing existing files.
+    pub change: bool,
+    /// Deleting files.
+    pub delete: bool,
+}
+
+impl Default for FileOps {
+    fn default() -> Self {
+        Self { create: true, change: true, delete: true }
+    }
+}
+
+impl FileOps {
+    fn allows(&self, op: FileOp) -> bool {
+        match op {
+            FileOp::Create => self.create,
+            FileOp::Change => self.change,
+            FileOp::Delete => self.delete,
+        }
+    }
+
+    /// `Denied` naming the first of `needed` that is switched off.
+    pub(crate) fn require(&self, needed: &[FileOp], tool: &str) -> Result<(), ToolError> {
+        match needed.iter().find(|op| !self.allows(**op)) {
+            None => Ok(()),
+            Some(op) => {
+                let what = match op {
+                    FileOp::Create => "creating files",
+                    FileOp::Change => "changing files",
+                    FileOp::Delete => "deleting files",
+                };
+                Err(ToolError::Denied(format!(
+                    "{tool}: {what} is switched off in this session{}",
+                    if needed.len() > 1 { " (a move needs creating, changing and deleting files)" } else { "" }
+                )))
+            }
+        }
+    }
+}
+
+/// What the edit tools of one toolset share.
+#[derive(Debug, Default)]
+pub(crate) struct Shared {
+    pub(crate) checkpoints: Arc<Checkpoints>,
+    pub(crate) ops: FileOps,
+}
+
+/// A path error, with a hint for the tool that fits when the file does not exist.
+pub(crate) fn path_error(e: PathError, tool_for_missing: &str) -> ToolError {
+    match e {
+        PathError::NotFound(p) if tool_for_missing == "create_file" => {
+            ToolError::failed(format!("`{p}` does not exist; to make a new file use create_file"))
+        }
+        other => ToolError::Path(other),
+    }
+}
+
+/// The five edit tools around one [`Checkpoints`].
+#[derive(Clone)]
+pub struct EditToolset {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for EditToolset {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EditToolset").field("ops", &self.shared.ops).finish_non_exhaustive()
+    }
+}
+
+impl Default for EditToolset {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl EditToolset {
+    /// A toolset with every file operation allowed and empty checkpoints.
+    pub fn new() -> Self {
+        Self::with_file_ops(FileOps::default())
+    }
+
+    /// A toolset that allows only `ops` (P4).
+    pub fn with_file_ops(ops: FileOps) -> Self {
+        Self { shared: Arc::new(Shared { checkpoints: Arc::new(Checkpoints::new()), ops }) }
+    }
+
+    /// Registers `edit_file`, `create_file`, `delete_file`, `apply_patch` and `edit_notebook`.
+    pub fn register(&self, registry: &mut ToolRegistry) {
+        registry.register(EditFileTool::new(Arc::clone(&self.shared)));
+        registry.register(CreateFileTool::new(Arc::clone(&self.shared)));
+        registry.register(DeleteFileTool::new(Arc::clone(&self.shared)));
+        registry.register(ApplyPatchTool::new(Arc::clone(&self.shared)));
+        registry.register(EditNotebookTool::new(Arc::clone(&self.shared)));
+    }
+
+    /// The checkpoints every tool of this set records into (E13).
+    pub fn checkpoints(&self) -> Arc<Checkpoints> {
+        Arc::clone(&self.shared.checkpoints)
+    }
+
+    /// The shell interceptor that routes `apply_patch` heredocs here (P2).
+    pub fn interceptor(&self) -> Arc<dyn CommandInterceptor> {
+        Arc::new(PatchInterceptor::new(Arc::clone(&self.shared)))
+    }
+}
+
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

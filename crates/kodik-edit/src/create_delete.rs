@@ -1,0 +1,131 @@
+//! `create_file` (C1) and `delete_file` (D1).
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use kodik_core::{FileVersion, Resource, ToolContext, ToolError, ToolOutput, ToolSpec, TypedTool, Workspace};
+use kodik_schema::edit::{CreateFileArgs, DeleteFileArgs};
+use serde_json::json;
+
+use crate::checkpoints::Prior;
+use crate::{FileOp, Shared, files};
+
+/// The `create_file` tool.
+pub struct CreateFileTool {
+    spec: ToolSpec,
+    shared: Arc<Shared>,
+}
+
+impl CreateFileTool {
+    pub(crate) fn new(shared: Arc<Shared>) -> Self {
+        Self { spec: kodik_schema::spec::<CreateFileArgs>(), shared }
+    }
+}
+
+fn create_blocking(
+    args: &CreateFileArgs,
+    ws: &Workspace,
+    session: &kodik_core::Session,
+    shared: &Shared,
+) -> Result<ToolOutput, ToolError> {
+    shared.ops.require(&[FileOp::Create], "create_file")?;
+    let path = ws.check(&args.path)?;
+    let shown = ws.display(&path);
+    match std::fs::symlink_metadata(&path) {
+        Ok(m) if m.is_dir() => {
+            return Err(ToolError::failed(format!("`{shown}` is a folder; give the path of the new file inside it")));
+        }
+        Ok(_) => {
+            return Err(ToolError::failed(format!(
+                "`{shown}` already exists and create_file never overwrites; change it with edit_file instead \
+                 (read it first)"
+            )));
+        }
+        Err(_) => {}
+    }
+    if let Some(parent) = path.parent()
+        && parent.is_file()
+    {
+        return Err(ToolError::failed(format!(
+            "cannot create `{shown}`: `{}` is a file, not a folder",
+            ws.display(parent)
+        )));
+    }
+    let prior = Prior::capture(&path).map_err(|e| ToolError::io("checking", &shown, e))?;
+    let bytes = args.content.as_bytes();
+    files::write_recorded(&path, &shown, bytes, prior, session.message(), &shared.checkpoints)?;
+    session.record_write(&path, FileVersion::of_bytes(bytes));
+    let lines = if args.content.is_empty() { 0 } else { args.content.lines().count() };
+    Ok(ToolOutput::text(format!("Created `{shown}` ({lines} lines, {} bytes).", bytes.len()))
+        .with_meta(json!({"path": shown, "operation": "create", "bytes": bytes.len(), "lines": lines})))
+}
+
+#[async_trait]
+impl TypedTool for CreateFileTool {
+    type Args = CreateFileArgs;
+
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn resources(&self, args: &CreateFileArgs, ws: &Workspace) -> Vec<Resource> {
+        vec![ws.resource(&args.path)]
+    }
+
+    async fn run(&self, args: CreateFileArgs, cx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let (ws, session, shared) = (cx.workspace.clone(), Arc::clone(&cx.session), Arc::clone(&self.shared));
+        let out = tokio::task::spawn_blocking(move || create_blocking(&args, &ws, &session, &shared))
+            .await
+            .map_err(|e| ToolError::failed(format!("the create task failed: {e}")))??;
+        Ok(out)
+    }
+}
+
+/// The `delete_file` tool.
+pub struct DeleteFileTool {
+    spec: ToolSpec,
+    shared: Arc<Shared>,
+}
+
+impl DeleteFileTool {
+    pub(crate) fn new(shared: Arc<Shared>) -> Self {
+        Self { spec: kodik_schema::spec::<DeleteFileArgs>(), shared }
+    }
+}
+
+fn delete_blocking(
+    args: &DeleteFileArgs,
+    ws: &Workspace,
+    session: &kodik_core::Session,
+    shared: &Shared,
+) -> Result<ToolOutput, ToolError> {
+    shared.ops.require(&[FileOp::Delete], "delete_file")?;
+    let path = ws.check_file(&args.path).map_err(|e| crate::path_error(e, "delete_file"))?;
+    let shown = ws.display(&path);
+    let prior = Prior::capture(&path).map_err(|e| ToolError::io("reading", &shown, e))?;
+    std::fs::remove_file(&path).map_err(|e| ToolError::io("deleting", &shown, e))?;
+    shared.checkpoints.record(session.message(), &path, prior);
+    session.forget(&path);
+    Ok(ToolOutput::text(format!("Deleted `{shown}`.")).with_meta(json!({"path": shown, "operation": "delete"})))
+}
+
+#[async_trait]
+impl TypedTool for DeleteFileTool {
+    type Args = DeleteFileArgs;
+
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn resources(&self, args: &DeleteFileArgs, ws: &Workspace) -> Vec<Resource> {
+        vec![ws.resource(&args.path)]
+    }
+
+    async fn run(&self, args: DeleteFileArgs, cx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let (ws, session, shared) = (cx.workspace.clone(), Arc::clone(&cx.session), Arc::clone(&self.shared));
+        let out = tokio::task::spawn_blocking(move || delete_blocking(&args, &ws, &session, &shared))
+            .await
+            .map_err(|e| ToolError::failed(format!("the delete task failed: {e}")))??;
+        Ok(out)
+    }
+}

@@ -1,0 +1,180 @@
+//! Loading and saving text files the way every edit tool must: decoded by their own
+//! encoding, written back atomically in the same encoding, BOM and line endings (E12), with a
+//! checkpoint of what was there before (E13).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use kodik_core::text::{TextFormat, decode, encode};
+use kodik_core::{Diagnostic, DiagnosticSeverity, FileVersion, ToolContext, ToolError, Workspace};
+
+use crate::checkpoints::{Checkpoints, Prior};
+
+/// A text file as read from disk.
+#[derive(Debug, Clone)]
+pub(crate) struct Loaded {
+    /// The bytes on disk.
+    pub(crate) bytes: Vec<u8>,
+    /// The decoded text, line endings untouched.
+    pub(crate) text: String,
+    /// How it is stored.
+    pub(crate) format: TextFormat,
+}
+
+/// Reads and decodes `path`, refusing binary files and text that would not survive a round
+/// trip through its detected encoding.
+pub(crate) fn load(path: &Path, shown: &str, ws: &Workspace) -> Result<Loaded, ToolError> {
+    let bytes = std::fs::read(path).map_err(|e| ToolError::io("reading", shown, e))?;
+    decode_bytes(bytes, shown, ws)
+}
+
+/// [`load`] for bytes already in memory.
+pub(crate) fn decode_bytes(bytes: Vec<u8>, shown: &str, ws: &Workspace) -> Result<Loaded, ToolError> {
+    let decoded = decode(&bytes, ws.settings().encoding()).map_err(|_| {
+        ToolError::failed(format!("`{shown}` is a binary file (it contains NUL bytes); only text files can be edited"))
+    })?;
+    if decoded.lossy {
+        return Err(ToolError::failed(format!(
+            "`{shown}` is not valid {} text, so writing it back would corrupt it; set the project's \
+             `files.encoding` to the file's real encoding, or leave this file alone",
+            decoded.format.encoding.name()
+        )));
+    }
+    Ok(Loaded { bytes, text: decoded.text, format: decoded.format })
+}
+
+/// Encodes `text` in `format`, refusing characters the encoding cannot store (encoding_rs
+/// would silently turn them into HTML entities).
+pub(crate) fn encode_checked(text: &str, format: &TextFormat, shown: &str) -> Result<Vec<u8>, ToolError> {
+    let enc = format.encoding;
+    if enc != encoding_rs::UTF_8 && enc != encoding_rs::UTF_16LE && enc != encoding_rs::UTF_16BE {
+        let (_, _, unmappable) = enc.encode(text);
+        if unmappable {
+            let bad: String = text
+                .chars()
+                .filter(|c| {
+                    let mut b = [0u8; 4];
+                    enc.encode(c.encode_utf8(&mut b)).2
+                })
+                .take(5)
+                .collect();
+            return Err(ToolError::failed(format!(
+                "`{shown}` is stored as {} and cannot hold these characters of the new text: {bad:?}; \
+                 the file was not changed — use characters the encoding has",
+                enc.name()
+            )));
+        }
+    }
+    Ok(encode(text, format))
+}
+
+/// Writes `bytes` to `path` atomically and records `prior` as a checkpoint of `turn`.
+pub(crate) fn write_recorded(
+    path: &Path,
+    shown: &str,
+    bytes: &[u8],
+    prior: Prior,
+    turn: u64,
+    checkpoints: &Checkpoints,
+) -> Result<(), ToolError> {
+    kodik_core::fs::write_atomic(path, bytes, true).map_err(|e| ToolError::io("writing", shown, e))?;
+    checkpoints.record(turn, path, prior);
+    Ok(())
+}
+
+/// The checks every mutating tool makes against a file the session read: it must have been
+/// read (E2) and must not have changed on disk since.
+pub(crate) fn check_read(
+    cx_session: &kodik_core::Session,
+    path: &Path,
+    shown: &str,
+    bytes: &[u8],
+) -> Result<(), ToolError> {
+    let Some(record) = cx_session.last_read(path) else {
+        return Err(ToolError::failed(format!(
+            "`{shown}` has not been read in this session; read it with read_file first, then retry this edit \
+             with old_string copied from what you read"
+        )));
+    };
+    if record.version != FileVersion::of_bytes(bytes) {
+        return Err(ToolError::failed(format!(
+            "`{shown}` changed on disk since you last read it (by the user, a formatter or another process); \
+             re-read it first with read_file and build the edit from its current content — the file was not changed"
+        )));
+    }
+    Ok(())
+}
+
+/// Errors (at most 20) a diagnostics provider reports for the file as written (E9). No
+/// provider, or one that does not handle the file, means no waiting at all.
+pub(crate) async fn diagnostics(cx: &ToolContext, path: &Path, text: &str) -> Vec<Diagnostic> {
+    let Some(provider) = cx.diagnostics.as_ref().map(Arc::clone) else { return Vec::new() };
+    if !provider.handles(path) {
+        return Vec::new();
+    }
+    let all = tokio::select! {
+        d = provider.diagnostics(path, text) => d,
+        () = cx.cancel.cancelled() => return Vec::new(),
+    };
+    all.into_iter().filter(|d| d.severity == DiagnosticSeverity::Error && !disproved(d, path)).take(20).collect()
+}
+
+/// "Cannot find module './x'" for a relative module that exists on disk is the editor's
+/// stale view, not a real error (E9).
+fn disproved(d: &Diagnostic, path: &Path) -> bool {
+    let msg = &d.message;
+    let Some(rest) = msg.strip_prefix("Cannot find module '").or_else(|| msg.strip_prefix("Cannot find module \""))
+    else {
+        return false;
+    };
+    let Some(end) = rest.find(['\'', '"']) else { return false };
+    let module = &rest[..end];
+    if !module.starts_with('.') {
+        return false;
+    }
+    let Some(dir) = path.parent() else { return false };
+    let base = dir.join(module);
+    let exts = ["", ".ts", ".tsx", ".js", ".jsx", ".mjs", ".cjs", ".d.ts", ".json"];
+    exts.iter().any(|e| {
+        let mut p = base.clone().into_os_string();
+        p.push(e);
+        Path::new(&p).is_file()
+    }) || ["index.ts", "index.js", "index.tsx"].iter().any(|i| base.join(i).is_file())
+}
+
+/// The diagnostics as lines for the result text.
+pub(crate) fn diagnostics_text(diags: &[Diagnostic]) -> String {
+    if diags.is_empty() {
+        return String::new();
+    }
+    let mut s = format!("\nErrors in the written file ({}):", diags.len());
+    for d in diags {
+        s.push_str(&format!("\n  {}:{} {}", d.line, d.column, d.message));
+        if let Some(src) = &d.source {
+            s.push_str(&format!(" [{src}]"));
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn e9_missing_relative_module_that_exists_is_dropped() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("util.ts"), "export const a = 1;").unwrap();
+        let file = d.path().join("main.ts");
+        let diag = |m: &str| Diagnostic {
+            line: 1,
+            column: 1,
+            severity: DiagnosticSeverity::Error,
+            message: m.into(),
+            source: None,
+        };
+        assert!(disproved(&diag("Cannot find module './util' or its corresponding type declarations."), &file));
+        assert!(!disproved(&diag("Cannot find module './missing'."), &file));
+        assert!(!disproved(&diag("Cannot find module 'react'."), &file));
+    }
+}
