@@ -24,9 +24,13 @@ pub struct WorkspaceReadmeDoctests;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+#[cfg(feature = "codemode")]
+pub use kodik_codemode as codemode;
 pub use kodik_core as core;
 #[cfg(feature = "edit")]
 pub use kodik_edit as edit;
+pub use kodik_harness as harness;
+pub use kodik_scheduler as scheduler;
 pub use kodik_schema as schema;
 #[cfg(feature = "search")]
 pub use kodik_search as search;
@@ -35,8 +39,10 @@ pub use kodik_shell as shell;
 
 use kodik_core::{
     Approver, EventSink, Hooks, PathError, Settings, ToolCall, ToolContext, ToolOutput, ToolRegistry, ToolSpec,
-    Workspace, dispatch,
+    Workspace,
 };
+use kodik_harness::{Harness, Mode, RequestPlan};
+use kodik_scheduler::{Scheduler, SchedulerConfig};
 
 /// Why a toolbox could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -47,15 +53,17 @@ pub enum BuildError {
     /// A root could not be used.
     #[error(transparent)]
     Workspace(#[from] PathError),
-    /// A tool named in `disable`/`only` does not exist.
+    /// A tool named in `disable` does not exist.
     #[error("unknown tool `{0}` in the toolbox configuration")]
     UnknownTool(String),
 }
 
 /// The enabled tools and the context they share: one conversation's tool set.
 pub struct Toolbox {
-    registry: ToolRegistry,
+    registry: Arc<ToolRegistry>,
     context: ToolContext,
+    scheduler: Scheduler,
+    harness: Harness,
     #[cfg(feature = "edit")]
     edit: kodik_edit::EditToolset,
     #[cfg(feature = "shell")]
@@ -75,7 +83,7 @@ impl Toolbox {
     }
 
     /// The registry of enabled tools.
-    pub fn registry(&self) -> &ToolRegistry {
+    pub fn registry(&self) -> &Arc<ToolRegistry> {
         &self.registry
     }
 
@@ -84,26 +92,47 @@ impl Toolbox {
         &self.context
     }
 
-    /// The specs of the enabled tools, sorted by name.
+    /// The scheduler that runs turns over [`registry`](Self::registry).
+    pub fn scheduler(&self) -> &Scheduler {
+        &self.scheduler
+    }
+
+    /// The mode policy over the enabled tools (switches and deferrals can be changed on a clone
+    /// with [`Toolbox::set_harness`]).
+    pub fn harness(&self) -> &Harness {
+        &self.harness
+    }
+
+    /// Replaces the mode policy; applies from the next request.
+    pub fn set_harness(&mut self, harness: Harness) {
+        self.harness = harness;
+    }
+
+    /// What one request offers in `mode` for `model` (G10–G13).
+    pub fn plan(&self, mode: Mode, model: &str) -> RequestPlan {
+        self.harness.plan(mode, model)
+    }
+
+    /// The registry of exactly what `plan` offers, `tool_search`/`call_tool` included.
+    pub fn registry_for(&self, plan: &RequestPlan) -> ToolRegistry {
+        plan.registry(&self.registry)
+    }
+
+    /// The specs of every enabled tool, sorted by name.
     pub fn specs(&self) -> Vec<ToolSpec> {
         self.registry.specs().cloned().collect()
     }
 
     /// Runs one call through validation, hooks, approval and the tool.
     pub async fn call(&self, call: &ToolCall) -> ToolOutput {
-        let cx = self.context.for_call(call.id.clone());
-        let out = dispatch(&self.registry, call, &cx).await;
-        self.context.turn.call_finished();
-        out
+        let mut out = self.scheduler.run([call.clone()], &self.context).await;
+        out.pop().unwrap_or_else(|| ToolOutput::error("the scheduler returned no result"))
     }
 
-    /// Runs the calls of one model turn and returns their results in call order.
+    /// Runs the calls of one model turn concurrently under the scheduler's rules and returns
+    /// their results in call order.
     pub async fn run_turn(&self, calls: &[ToolCall]) -> Vec<ToolOutput> {
-        let mut outs = Vec::with_capacity(calls.len());
-        for call in calls {
-            outs.push(self.call(call).await);
-        }
-        outs
+        self.scheduler.run(calls.iter().cloned(), &self.context).await
     }
 
     /// The edit engine's checkpoints, for "undo" (E13).
@@ -128,6 +157,9 @@ pub struct ToolboxBuilder {
     hooks: Option<Arc<dyn Hooks>>,
     events: Option<Arc<dyn EventSink>>,
     disabled: Vec<String>,
+    scheduler: SchedulerConfig,
+    #[cfg(feature = "codemode")]
+    codemode: Option<kodik_codemode::CodeModeConfig>,
 }
 
 impl ToolboxBuilder {
@@ -149,7 +181,7 @@ impl ToolboxBuilder {
         self
     }
 
-    /// Hooks around every call.
+    /// Hooks around every call (code mode's nested calls included).
     pub fn hooks(mut self, hooks: Arc<dyn Hooks>) -> Self {
         self.hooks = Some(hooks);
         self
@@ -164,6 +196,19 @@ impl ToolboxBuilder {
     /// Leaves a tool out.
     pub fn disable(mut self, tool: impl Into<String>) -> Self {
         self.disabled.push(tool.into());
+        self
+    }
+
+    /// Concurrency, per-call timeout and result size limits of the scheduler.
+    pub fn scheduler(mut self, config: SchedulerConfig) -> Self {
+        self.scheduler = config;
+        self
+    }
+
+    /// Code mode's configuration (K12); `enabled: false` leaves `codemode` out.
+    #[cfg(feature = "codemode")]
+    pub fn codemode(mut self, config: kodik_codemode::CodeModeConfig) -> Self {
+        self.codemode = Some(config);
         self
     }
 
@@ -193,6 +238,7 @@ impl ToolboxBuilder {
         #[cfg(feature = "edit")]
         {
             edit.register(&mut registry);
+            // The shell hands `apply_patch <<'EOF'` heredocs to the edit engine (P2).
             context.interceptor = Some(edit.interceptor());
         }
 
@@ -202,13 +248,30 @@ impl ToolboxBuilder {
         shell.register(&mut registry);
 
         for name in &self.disabled {
-            if registry.remove(name).is_none() {
+            if name != "codemode" && registry.remove(name).is_none() {
                 return Err(BuildError::UnknownTool(name.clone()));
             }
         }
+
+        // Code mode calls the other tools, so it is built last, over everything else (K5:
+        // it cannot call itself).
+        #[cfg(feature = "codemode")]
+        {
+            let config = self.codemode.unwrap_or_default();
+            if config.enabled && !self.disabled.iter().any(|d| d == "codemode") {
+                let tool = kodik_codemode::CodeModeTool::new(config, registry.clone());
+                registry.register(tool);
+            }
+        }
+
+        let harness = Harness::new(registry.specs().cloned());
+        let registry = Arc::new(registry);
+        let scheduler = Scheduler::new(Arc::clone(&registry)).with_config(self.scheduler);
         Ok(Toolbox {
             registry,
             context,
+            scheduler,
+            harness,
             #[cfg(feature = "edit")]
             edit,
             #[cfg(feature = "shell")]
