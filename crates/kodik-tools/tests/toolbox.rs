@@ -1,0 +1,112 @@
+//! The assembled tool set: crates working together through the facade.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
+
+use kodik_tools::Toolbox;
+use kodik_tools::core::{ToolCall, ToolOutput, ToolStatus};
+use serde_json::{Value, json};
+
+fn call(id: &str, name: &str, args: Value) -> ToolCall {
+    ToolCall::new(id, name, args)
+}
+
+async fn one(tb: &Toolbox, name: &str, args: Value) -> ToolOutput {
+    tb.call(&call("c", name, args)).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn p2_p3_an_apply_patch_heredoc_in_the_shell_goes_through_the_edit_engine_and_can_be_undone() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.txt"), "old line\nkeep\n").unwrap();
+    let tb = Toolbox::builder().workspace(dir.path()).build().unwrap();
+    let cmd = "apply_patch <<'EOF'\n*** Begin Patch\n*** Update File: a.txt\n@@\n-old line\n+new line\n keep\n*** Add File: b.txt\n+born\n*** End Patch\nEOF";
+    let out = one(&tb, "shell", json!({"command": cmd})).await;
+    assert_eq!(out.status, ToolStatus::Success, "{}", out.text_content());
+    assert_eq!(std::fs::read_to_string(dir.path().join("a.txt")).unwrap(), "new line\nkeep\n");
+    assert_eq!(std::fs::read_to_string(dir.path().join("b.txt")).unwrap(), "born\n");
+    let report = tb.checkpoints().undo_all();
+    assert!(report.is_complete(), "{report:?}");
+    assert_eq!(std::fs::read_to_string(dir.path().join("a.txt")).unwrap(), "old line\nkeep\n");
+    assert!(!dir.path().join("b.txt").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn g2_e5_edits_to_one_file_through_five_spellings_in_one_turn_apply_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    std::fs::create_dir(root.join("dir")).unwrap();
+    std::fs::write(root.join("a.txt"), "v0\n").unwrap();
+    std::os::unix::fs::symlink(root.join("a.txt"), root.join("link.txt")).unwrap();
+    let tb = Toolbox::builder().workspace(&root).build().unwrap();
+    assert!(one(&tb, "read_file", json!({"path": "a.txt"})).await.is_success());
+    let abs = root.join("a.txt").display().to_string();
+    let spellings = ["a.txt", "./a.txt", "dir/../a.txt", abs.as_str(), "link.txt"];
+    let calls: Vec<ToolCall> = spellings
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let edits = json!([{"old_string": format!("v{i}"), "new_string": format!("v{}", i + 1)}]);
+            call(&format!("e{i}"), "edit_file", json!({"path": p, "edits": edits}))
+        })
+        .collect();
+    let outs = tb.run_turn(&calls).await;
+    for o in &outs {
+        assert_eq!(o.status, ToolStatus::Success, "{}", o.text_content());
+    }
+    assert_eq!(std::fs::read_to_string(root.join("a.txt")).unwrap(), "v5\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn g16_an_ignored_file_is_out_of_reach_of_every_tool() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join(".kodikignore"), "secret.env\n").unwrap();
+    std::fs::write(dir.path().join("secret.env"), "TOKEN=hunter2\n").unwrap();
+    std::fs::write(dir.path().join("open.txt"), "TOKEN=public\n").unwrap();
+    let tb = Toolbox::builder().workspace(dir.path()).build().unwrap();
+
+    for (name, args) in [
+        ("read_file", json!({"path": "secret.env"})),
+        ("edit_file", json!({"path": "secret.env", "edits": [{"old_string": "TOKEN", "new_string": "X"}]})),
+        ("delete_file", json!({"path": "secret.env"})),
+        ("create_file", json!({"path": "secret.env", "content": "x"})),
+        ("shell", json!({"command": "cat secret.env"})),
+    ] {
+        let out = one(&tb, name, args).await;
+        assert_ne!(out.status, ToolStatus::Success, "{name}: {}", out.text_content());
+        assert!(!out.text_content().contains("hunter2"), "{name}");
+        assert!(out.text_content().contains(".kodikignore"), "{name}: {}", out.text_content());
+    }
+    let grep = one(&tb, "grep", json!({"pattern": "TOKEN"})).await;
+    assert!(grep.text_content().contains("open.txt"), "{}", grep.text_content());
+    assert!(!grep.text_content().contains("hunter2") && !grep.text_content().contains("secret.env"));
+    let glob = one(&tb, "glob", json!({"pattern": "*"})).await;
+    assert!(!glob.text_content().contains("secret.env"), "{}", glob.text_content());
+    assert_eq!(std::fs::read_to_string(dir.path().join("secret.env")).unwrap(), "TOKEN=hunter2\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn k1_codemode_calls_the_assembled_tools() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("notes.txt"), "alpha\nbeta\n").unwrap();
+    let tb = Toolbox::builder().workspace(dir.path()).build().unwrap();
+    let code = "const r = await tools.grep({pattern: 'beta'}); return r.includes('notes.txt') ? 'found' : r;";
+    let out = one(&tb, "codemode", json!({"code": code})).await;
+    assert_eq!(out.status, ToolStatus::Success, "{}", out.text_content());
+    assert!(out.text_content().contains("found"), "{}", out.text_content());
+}
+
+#[test]
+fn every_enabled_tool_comes_from_kodik_schema_so_advertised_schemas_match() {
+    let dir = tempfile::tempdir().unwrap();
+    let tb = Toolbox::builder().workspace(dir.path()).build().unwrap();
+    let all = kodik_tools::schema::all();
+    for spec in tb.specs() {
+        let published =
+            all.iter().find(|s| s.name == spec.name).unwrap_or_else(|| panic!("{} not in kodik-schema", spec.name));
+        assert_eq!(published.input_schema, spec.input_schema, "{}", spec.name);
+    }
+    let names: Vec<String> = tb.specs().into_iter().map(|s| s.name).collect();
+    for t in ["read_file", "grep", "glob", "edit_file", "apply_patch", "shell", "kill_terminal", "codemode"] {
+        assert!(names.iter().any(|n| n == t), "{t} missing from {names:?}");
+    }
+}
