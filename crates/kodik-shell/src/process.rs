@@ -55,7 +55,11 @@ pub(crate) trait Sink: Send + Sync + 'static {
 /// How long to keep draining the pipe after the leader exited: a background grandchild may
 /// hold the write end open forever, so completion does not wait for end of file.
 const DRAIN_GRACE: Duration = Duration::from_millis(150);
-const READ_BUF: usize = 256 * 1024;
+const READ_BUF: usize = 1024 * 1024;
+/// Reads shorter than this are followed by [`COALESCE_PAUSE`].
+const COALESCE_BELOW: usize = 256 * 1024;
+/// Short enough to be invisible to a person, long enough for a fast writer to fill the pipe.
+const COALESCE_PAUSE: Duration = Duration::from_micros(500);
 
 /// Starts `spec` in its own session and process group with stdin from /dev/null and stdout
 /// and stderr on one pipe. Returns the pid (which is also the process group id).
@@ -131,7 +135,14 @@ fn read_all(mut reader: std::io::PipeReader, sink: &dyn Sink) {
     loop {
         match reader.read(&mut buf) {
             Ok(0) => return,
-            Ok(n) => sink.output(&buf[..n]),
+            Ok(n) => {
+                sink.output(&buf[..n]);
+                // A fast writer fills the pipe in small writes; letting them pile up for a moment
+                // turns thousands of tiny reads into a few big ones (and wakes the writer less).
+                if n < COALESCE_BELOW {
+                    std::thread::sleep(COALESCE_PAUSE);
+                }
+            }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(_) => return,
         }

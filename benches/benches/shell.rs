@@ -1,0 +1,50 @@
+//! kodik-shell's per-command overhead: `true` through the `shell` tool (spawn, pipe, reader and
+//! waiter threads, preview, result) against `std::process::Command` running the same shell
+//! with captured output, in the same run. Target: runner ≤ 1.3× the plain `sh -c true`.
+//! The runner prefers bash, which alone starts about twice as slowly as dash's `sh`, so the
+//! bench also shows the runner pinned to `/bin/sh` and the `bash -c true` baseline.
+//! The 1 GiB capture comparison (wall time and peak RSS) is `benches/compare_shell.sh`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::process::{Command, Stdio};
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use kodik_core::{ToolCall, ToolContext, ToolRegistry, Workspace, dispatch};
+use kodik_shell::ShellToolset;
+
+fn registry(toolset: &ShellToolset) -> ToolRegistry {
+    let mut r = ToolRegistry::new();
+    toolset.register(&mut r);
+    r
+}
+
+fn plain(shell: &str) {
+    let out = Command::new(shell).args(["-c", "true"]).stdin(Stdio::null()).output().unwrap();
+    assert!(out.status.success());
+}
+
+fn bench(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cx = ToolContext::new(Workspace::new(dir.path()).unwrap());
+    let bash = ShellToolset::new();
+    let sh = ShellToolset::new().shell("/bin/sh");
+    let (bash_reg, sh_reg) = (registry(&bash), registry(&sh));
+    let call = ToolCall::new("1", "shell", serde_json::json!({"command": "true"}));
+    let run = |reg: &ToolRegistry| {
+        let out = rt.block_on(dispatch(reg, &call, &cx));
+        assert_eq!(out.meta["exit_code"], 0, "{}", out.text_content());
+    };
+
+    let mut g = c.benchmark_group("shell_true");
+    g.sample_size(60);
+    g.bench_function("baseline_std_command_sh_c_true", |b| b.iter(|| plain("sh")));
+    g.bench_function("runner_true", |b| b.iter(|| run(&bash_reg)));
+    g.bench_function("runner_true_with_sh", |b| b.iter(|| run(&sh_reg)));
+    g.bench_function("baseline_std_command_bash_c_true", |b| b.iter(|| plain("bash")));
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
