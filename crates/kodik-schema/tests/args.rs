@@ -337,7 +337,12 @@ fn s8_unknown_fields_are_refused_by_every_own_struct() {
         json!({"questions": [{"question": "q", "options": [{"label": "a", "value": 1}]}]}),
         "value",
     );
+    assert_unknown_refused::<AskQuestionsArgs>(json!({"questions": [{"question": "q", "header": "h"}]}), "header");
     assert_unknown_refused::<CheckUnderstandingArgs>(json!({"topic": "t", "questions": [], "level": 2}), "level");
+    assert_unknown_refused::<CheckUnderstandingArgs>(
+        json!({"topic": "t", "questions": [{"question": "q", "answer": 1}]}),
+        "answer",
+    );
     assert_unknown_refused::<CreateLessonArgs>(json!({"title": "t", "html": "h", "open": true}), "open");
     assert_unknown_refused::<GeneratePlanArgs>(
         json!({"title": "t", "summary": "s", "steps": [{"title": "a", "owner": "me"}]}),
@@ -364,6 +369,20 @@ fn s8_wrong_types_and_values_name_the_field() {
     assert_eq!(field, None, "a missing required field is reported at the top");
     let (_, message) = invalid(parse_err::<WebFetchArgs>(json!({})));
     assert!(message.contains("url"), "{message}");
+}
+
+#[test]
+fn s8_an_explicit_null_for_an_optional_field_means_absent() {
+    // The schemas list optional fields with their plain type (see `compact_schema`); a model
+    // that still sends `null` gets the same as leaving the field out.
+    let a: BrowserArgs = parse(json!({"action": "reload", "url": null, "target": null, "timeout": null}));
+    assert_eq!(a, BrowserArgs::new(BrowserAction::Reload));
+    a.check().unwrap();
+    let l: LspArgs = parse(json!({"operation": "document_symbols", "path": "a.ts", "line": null, "query": null}));
+    assert_eq!(l.line, None);
+    l.check().unwrap();
+    let s: AgentStatusArgs = parse(json!({"agent_id": null, "scope": null}));
+    assert_eq!(s, AgentStatusArgs::default());
 }
 
 // --- cross-field checks -----------------------------------------------------------------------

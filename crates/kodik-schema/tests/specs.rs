@@ -357,3 +357,37 @@ fn g12_call_tool_arguments_are_an_object() {
     let search = kodik_schema::spec::<harness::ToolSearchArgs>();
     assert_eq!(search.input_schema["required"], serde_json::json!(["query"]));
 }
+
+/// Every description in `schema` (property and nested), with its path.
+fn descriptions<'a>(schema: &'a Value, path: &str, out: &mut Vec<(String, &'a str)>) {
+    match schema {
+        Value::Object(map) => {
+            for (k, v) in map {
+                if k == "description"
+                    && let Some(d) = v.as_str()
+                {
+                    out.push((path.to_string(), d));
+                }
+                descriptions(v, &format!("{path}.{k}"), out);
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|v| descriptions(v, path, out)),
+        _ => {}
+    }
+}
+
+#[test]
+fn own_descriptions_read_as_prose_without_doc_comment_line_breaks() {
+    for spec in own_specs() {
+        let mut all = Vec::new();
+        descriptions(&spec.input_schema, &spec.name, &mut all);
+        assert!(!all.is_empty());
+        for (path, d) in all {
+            // Line breaks only start an enum value's entry ("\n- `value`: …").
+            for (i, _) in d.match_indices('\n') {
+                assert!(d[i..].starts_with("\n- `"), "{path}: stray line break in {d:?}");
+            }
+            assert!(!d.contains("  "), "{path}: double space in {d:?}");
+        }
+    }
+}
