@@ -1,0 +1,114 @@
+//! Kodik specs and outputs in MCP's shapes.
+
+use std::sync::Arc;
+
+use kodik_core::{Content, Effect, ToolOutput, ToolSpec, ToolStatus};
+use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool, ToolAnnotations};
+use serde_json::{Value, json};
+
+/// The MCP `Tool` for a Kodik spec: name, description, input schema and annotations
+/// (`readOnlyHint` for read-only tools, `destructiveHint` for tools that change files).
+pub fn mcp_tool(spec: &ToolSpec) -> Tool {
+    let schema: JsonObject = match &spec.input_schema {
+        Value::Object(map) => map.clone(),
+        // MCP requires an object schema; a tool without one takes an empty object.
+        _ => json!({"type": "object"}).as_object().cloned().unwrap_or_default(),
+    };
+    let annotations = ToolAnnotations::new()
+        .read_only(spec.effect == Effect::ReadOnly)
+        .destructive(spec.effect == Effect::MutatesFiles)
+        .open_world(matches!(spec.effect, Effect::Network | Effect::Browser));
+    Tool::new(spec.name.clone(), spec.description.clone(), Arc::new(schema)).with_annotations(annotations)
+}
+
+/// The MCP result for a Kodik output: text and image blocks in order, `isError` unless the
+/// status is `success`, and `structuredContent = {"status", "meta", "full_output"}`.
+pub fn call_result(out: ToolOutput) -> CallToolResult {
+    let ToolOutput { status, content, meta, full_output } = out;
+    let blocks = content
+        .into_iter()
+        .map(|c| match c {
+            Content::Text { text } => ContentBlock::text(text),
+            Content::Image { data, mime_type } => ContentBlock::image(data, mime_type),
+        })
+        .collect();
+    let mut result =
+        if status == ToolStatus::Success { CallToolResult::success(blocks) } else { CallToolResult::error(blocks) };
+    result.structured_content = Some(json!({
+        "status": status,
+        "meta": meta,
+        "full_output": full_output,
+    }));
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+
+    fn wire(out: ToolOutput) -> Value {
+        serde_json::to_value(call_result(out)).unwrap()
+    }
+
+    #[test]
+    fn g8_success_keeps_raw_text_and_images_in_order_with_structured_status() {
+        let raw = "<a href=\"x\">&amp;</a>\n";
+        let out = ToolOutput {
+            status: ToolStatus::Success,
+            content: vec![Content::text(raw), Content::image(&[137, 80, 78, 71], "image/png")],
+            meta: json!({"lines": 1}),
+            full_output: None,
+        };
+        let v = wire(out);
+        assert_eq!(v["isError"], false);
+        assert_eq!(v["content"][0], json!({"type": "text", "text": raw}));
+        assert_eq!(v["content"][1]["type"], "image");
+        assert_eq!(v["content"][1]["data"], "iVBORw==");
+        assert_eq!(v["content"][1]["mimeType"], "image/png");
+        assert_eq!(v["structuredContent"], json!({"status": "success", "meta": {"lines": 1}, "full_output": null}));
+    }
+
+    #[test]
+    fn g8_every_status_but_success_is_an_error_result() {
+        for status in [
+            ToolStatus::Error,
+            ToolStatus::Denied,
+            ToolStatus::Skipped,
+            ToolStatus::Cancelled,
+            ToolStatus::TimedOut,
+            ToolStatus::Stopped,
+        ] {
+            let out = ToolOutput::with_status(status, "why")
+                .with_meta(json!({"exit_code": 2}))
+                .with_full_output(Some(PathBuf::from("/tmp/full.log")));
+            let v = wire(out);
+            assert_eq!(v["isError"], true, "{status}");
+            assert_eq!(v["content"][0]["text"], "why");
+            assert_eq!(v["structuredContent"]["status"], status.as_str());
+            assert_eq!(v["structuredContent"]["meta"]["exit_code"], 2);
+            assert_eq!(v["structuredContent"]["full_output"], "/tmp/full.log");
+        }
+    }
+
+    #[test]
+    fn g13_tool_keeps_name_description_schema_and_effect_hints() {
+        let schema = json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]});
+        let read = mcp_tool(&ToolSpec::new("read_file", "Reads a file.", schema.clone(), Effect::ReadOnly));
+        let v = serde_json::to_value(&read).unwrap();
+        assert_eq!(v["name"], "read_file");
+        assert_eq!(v["description"], "Reads a file.");
+        assert_eq!(v["inputSchema"], schema);
+        assert_eq!(v["annotations"]["readOnlyHint"], true);
+        assert_eq!(v["annotations"]["destructiveHint"], false);
+
+        let edit = mcp_tool(&ToolSpec::new("edit_file", "Edits.", schema, Effect::MutatesFiles));
+        let v = serde_json::to_value(&edit).unwrap();
+        assert_eq!(v["annotations"]["readOnlyHint"], false);
+        assert_eq!(v["annotations"]["destructiveHint"], true);
+
+        let odd = mcp_tool(&ToolSpec::new("x", "X.", Value::Null, Effect::Process));
+        assert_eq!(serde_json::to_value(&odd).unwrap()["inputSchema"], json!({"type": "object"}));
+    }
+}

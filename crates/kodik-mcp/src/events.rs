@@ -1,0 +1,135 @@
+//! Kodik events as MCP logging notifications.
+//!
+//! Tools emit [`Event`]s synchronously and must never block, while sending to the client is
+//! async and only possible once it is connected. [`McpEvents`] queues events in a bounded
+//! channel; when the session is up a task drains it into `notifications/message` (logger
+//! `kodik`, `data` = the event's JSON), honouring the client's `logging/setLevel`.
+
+// MCP logging is deprecated by SEP-2577 in rmcp, but it is still the channel every client
+// shows; progress notifications need a per-request token the terminal events do not have.
+#![allow(deprecated)]
+
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use kodik_core::{Event, EventSink, ToolStatus};
+use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam};
+use rmcp::{Peer, RoleServer};
+use tokio::sync::mpsc;
+
+/// Events waiting for the client beyond this are dropped (and counted) rather than blocking a tool.
+const QUEUE: usize = 1024;
+
+/// The logger name on every notification.
+pub const LOGGER: &str = "kodik";
+
+/// An [`EventSink`] that forwards every event to the connected MCP client, and to an inner sink.
+pub struct McpEvents {
+    inner: Arc<dyn EventSink>,
+    tx: mpsc::Sender<Event>,
+    rx: Mutex<Option<mpsc::Receiver<Event>>>,
+    min_level: Arc<AtomicU8>,
+    dropped: AtomicU64,
+}
+
+impl std::fmt::Debug for McpEvents {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpEvents").field("dropped", &self.dropped.load(Ordering::Relaxed)).finish_non_exhaustive()
+    }
+}
+
+impl McpEvents {
+    /// A sink that also hands every event to `inner` (pass [`kodik_core::NullSink`] for none).
+    pub fn new(inner: Arc<dyn EventSink>) -> Self {
+        let (tx, rx) = mpsc::channel(QUEUE);
+        Self {
+            inner,
+            tx,
+            rx: Mutex::new(Some(rx)),
+            min_level: Arc::new(AtomicU8::new(rank(LoggingLevel::Debug))),
+            dropped: AtomicU64::new(0),
+        }
+    }
+
+    /// Starts forwarding to `peer`. Only the first call has an effect: one session per sink.
+    /// Must be called inside a Tokio runtime.
+    pub fn attach(&self, peer: Peer<RoleServer>) {
+        let Some(mut rx) = self.rx.lock().unwrap_or_else(|p| p.into_inner()).take() else {
+            return;
+        };
+        let min_level = Arc::clone(&self.min_level);
+        tokio::spawn(async move {
+            while let Some(event) = rx.recv().await {
+                let level = level_of(&event);
+                if rank(level) < min_level.load(Ordering::Relaxed) {
+                    continue;
+                }
+                let data = match serde_json::to_value(&event) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot serialize a kodik event");
+                        continue;
+                    }
+                };
+                let param = LoggingMessageNotificationParam::new(level, data).with_logger(LOGGER);
+                if let Err(e) = peer.notify_logging_message(param).await {
+                    // The client went away; nothing further can be delivered.
+                    tracing::debug!(error = %e, "stopped forwarding events to the MCP client");
+                    break;
+                }
+            }
+        });
+    }
+
+    /// Notifications below `level` are not sent (the client's `logging/setLevel`).
+    pub fn set_level(&self, level: LoggingLevel) {
+        self.min_level.store(rank(level), Ordering::Relaxed);
+    }
+
+    /// Events dropped because the client could not keep up.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+}
+
+impl EventSink for McpEvents {
+    fn emit(&self, event: Event) {
+        self.inner.emit(event.clone());
+        if self.tx.try_send(event).is_err() {
+            let n = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
+            tracing::warn!(dropped = n, "MCP client is not reading notifications; dropped an event");
+        }
+    }
+}
+
+/// The MCP level a Kodik event is logged at.
+pub fn level_of(event: &Event) -> LoggingLevel {
+    match event {
+        Event::Terminal(t) => match t.status {
+            ToolStatus::Success => LoggingLevel::Info,
+            ToolStatus::Stopped | ToolStatus::Cancelled => LoggingLevel::Notice,
+            _ => LoggingLevel::Warning,
+        },
+        Event::Progress { .. } => LoggingLevel::Info,
+        Event::Log { level, .. } => match level.to_ascii_lowercase().as_str() {
+            "debug" | "trace" => LoggingLevel::Debug,
+            "warn" | "warning" => LoggingLevel::Warning,
+            "error" => LoggingLevel::Error,
+            _ => LoggingLevel::Info,
+        },
+    }
+}
+
+/// RFC 5424 severity order (LoggingLevel has no `Ord`).
+fn rank(level: LoggingLevel) -> u8 {
+    match level {
+        LoggingLevel::Debug => 0,
+        LoggingLevel::Info => 1,
+        LoggingLevel::Notice => 2,
+        LoggingLevel::Warning => 3,
+        LoggingLevel::Error => 4,
+        LoggingLevel::Critical => 5,
+        LoggingLevel::Alert => 6,
+        LoggingLevel::Emergency => 7,
+    }
+}

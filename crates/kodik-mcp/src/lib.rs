@@ -1,0 +1,50 @@
+//! Serves a Kodik tool set to any MCP client (Claude Desktop, IDEs, the official SDKs) over
+//! stdio, on [rmcp](https://docs.rs/rmcp).
+//!
+//! - `tools/list` returns the given [`ToolSpec`](kodik_core::ToolSpec)s in the order given
+//!   (the harness's G13 order), with `readOnlyHint`/`destructiveHint` annotations from their
+//!   [`Effect`](kodik_core::Effect).
+//! - `tools/call` runs through one [`kodik_scheduler::CallStream`] per MCP session: the
+//!   client's overlapping requests are one ongoing turn's calls, so they run concurrently and
+//!   mutations of one file keep their order (G1, G2). A request the client cancels cancels its
+//!   call (G6).
+//! - Results become MCP content (text and image blocks, raw text untouched: G8), with
+//!   `isError` for every status but `success` and `structuredContent =
+//!   {"status", "meta", "full_output"}` ([`call_result`]). An unknown tool or invalid arguments
+//!   come back as an `isError` result the model can act on, never as a protocol error.
+//! - Terminal events and progress ([`kodik_core::Event`]) go to the client as
+//!   `notifications/message` with logger `kodik` and the event's JSON as `data`, once the
+//!   client is connected ([`events`]).
+//!
+//! ```no_run
+//! # async fn run(scheduler: kodik_scheduler::Scheduler, cx: kodik_core::ToolContext,
+//! #              tools: Vec<kodik_core::ToolSpec>) -> Result<(), kodik_mcp::McpError> {
+//! kodik_mcp::McpServer::new(scheduler, cx, tools).serve_stdio().await
+//! # }
+//! ```
+
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
+mod convert;
+pub mod events;
+mod server;
+
+pub use convert::{call_result, mcp_tool};
+pub use events::McpEvents;
+pub use server::McpServer;
+
+/// The rmcp version this crate speaks, re-exported for embedders that pass their own transport.
+pub use rmcp;
+
+/// Why serving stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum McpError {
+    /// The MCP handshake with the client failed (closed early, bad `initialize`, …).
+    #[error("the MCP client did not complete the handshake: {0}")]
+    Initialize(#[from] rmcp::service::ServerInitializeError),
+    /// The task serving the connection panicked or was aborted.
+    #[error("the MCP service task failed: {0}")]
+    Service(#[from] tokio::task::JoinError),
+}

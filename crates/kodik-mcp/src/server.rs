@@ -1,0 +1,163 @@
+//! The MCP server handler: tools/list, tools/call, logging/setLevel.
+
+// MCP logging (capability, setLevel) is deprecated by SEP-2577 in rmcp; clients still use it.
+#![allow(deprecated)]
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use kodik_core::{ToolCall, ToolContext, ToolError, ToolSpec};
+use kodik_scheduler::{CallStream, Scheduler};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult, PaginatedRequestParams,
+    ServerCapabilities, ServerConfig, SetLevelRequestParams, Tool,
+};
+use rmcp::service::{NotificationContext, RequestContext, RunningService};
+use rmcp::transport::IntoTransport;
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use serde_json::Value;
+
+use crate::McpError;
+use crate::convert::{call_result, mcp_tool};
+use crate::events::McpEvents;
+
+/// An MCP server over a fixed tool list, running calls through one scheduler stream.
+pub struct McpServer {
+    stream: Arc<CallStream>,
+    tools: Arc<Vec<Tool>>,
+    offered: Arc<HashSet<String>>,
+    events: Arc<McpEvents>,
+    next_id: Arc<AtomicU64>,
+    instructions: Option<String>,
+}
+
+impl std::fmt::Debug for McpServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpServer").field("tools", &self.tools.len()).finish_non_exhaustive()
+    }
+}
+
+impl McpServer {
+    /// A server offering `tools` (in this order) whose calls run on `scheduler` with `cx`.
+    ///
+    /// Calls to a name not in `tools` are refused even if the scheduler's registry has it, so a
+    /// mode's policy cannot be bypassed. Events the calls emit go to `cx.events` and also to
+    /// the MCP client as logging notifications.
+    pub fn new(scheduler: Scheduler, mut cx: ToolContext, tools: Vec<ToolSpec>) -> Self {
+        let events = Arc::new(McpEvents::new(Arc::clone(&cx.events)));
+        cx.events = events.clone();
+        let offered = tools.iter().map(|t| t.name.clone()).collect();
+        Self {
+            stream: Arc::new(scheduler.stream(&cx)),
+            tools: Arc::new(tools.iter().map(mcp_tool).collect()),
+            offered: Arc::new(offered),
+            events,
+            next_id: Arc::new(AtomicU64::new(1)),
+            instructions: None,
+        }
+    }
+
+    /// Text the client may add to its model's system prompt (the harness's tool guidance).
+    pub fn with_instructions(mut self, instructions: impl Into<String>) -> Self {
+        let text = instructions.into();
+        self.instructions = (!text.trim().is_empty()).then_some(text);
+        self
+    }
+
+    /// Serves one client over this process's stdin/stdout until it disconnects.
+    pub async fn serve_stdio(self) -> Result<(), McpError> {
+        self.serve(rmcp::transport::stdio()).await
+    }
+
+    /// Serves one client over `transport` (any rmcp transport, e.g. a `tokio::io::duplex`
+    /// half or a `(reader, writer)` pair) until it disconnects.
+    pub async fn serve<T, E, A>(self, transport: T) -> Result<(), McpError>
+    where
+        T: IntoTransport<RoleServer, E, A>,
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        let running = self.start(transport).await?;
+        running.waiting().await?;
+        Ok(())
+    }
+
+    /// Completes the handshake over `transport` and returns the running service (its peer,
+    /// `waiting()`, `cancel()`), for hosts that need to stop the server themselves.
+    pub async fn start<T, E, A>(self, transport: T) -> Result<RunningService<RoleServer, Self>, McpError>
+    where
+        T: IntoTransport<RoleServer, E, A>,
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        let events = Arc::clone(&self.events);
+        let running = ServiceExt::serve(self, transport).await?;
+        events.attach(running.peer().clone());
+        Ok(running)
+    }
+
+    fn refuse_unknown(&self, name: &str) -> ToolError {
+        let suggestions = kodik_core::registry::closest(name, self.offered.iter().map(String::as_str), 3);
+        ToolError::UnknownTool { name: name.to_owned(), suggestions }
+    }
+}
+
+impl ServerHandler for McpServer {
+    fn get_info(&self) -> ServerConfig {
+        let caps = ServerCapabilities::builder().enable_logging().enable_tools().build();
+        let config = ServerConfig::new(caps).with_server_info(Implementation::new("kodik", env!("CARGO_PKG_VERSION")));
+        match &self.instructions {
+            Some(text) => config.with_instructions(text.clone()),
+            None => config,
+        }
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.tools.as_ref().clone()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let name = request.name.into_owned();
+        if !self.offered.contains(&name) {
+            return Ok(call_result(self.refuse_unknown(&name).into_output()).into());
+        }
+        let args = request.arguments.map(Value::Object).unwrap_or_else(|| Value::Object(Default::default()));
+        let id = format!("mcp_{}", self.next_id.fetch_add(1, Ordering::Relaxed));
+        let call = ToolCall::new(id, name, args);
+        // rmcp only cancels the token when the client sends notifications/cancelled; dropping
+        // the call future is what cancels the call in the scheduler (G6).
+        let out = tokio::select! {
+            out = self.stream.call(call) => out,
+            () = context.ct.cancelled() => ToolError::Cancelled.into_output(),
+        };
+        Ok(call_result(out).into())
+    }
+
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.events.set_level(request.level);
+        Ok(())
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        self.events.attach(context.peer);
+    }
+}
+
+impl Drop for McpServer {
+    fn drop(&mut self) {
+        // The session is over: stop whatever its calls still run (the stream is shared only
+        // with in-flight handler futures, which rmcp drops with the service).
+        self.stream.cancel_all();
+    }
+}

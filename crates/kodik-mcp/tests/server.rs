@@ -1,0 +1,324 @@
+//! The MCP server in process, against rmcp's own client over an in-memory duplex pipe.
+#![allow(deprecated)] // MCP logging is deprecated by SEP-2577 in rmcp but still what clients show.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use kodik_core::events::TerminalEvent;
+use kodik_core::{
+    Effect, Event, Resource, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry, ToolSpec, ToolStatus, Workspace,
+};
+use kodik_mcp::McpServer;
+use kodik_scheduler::Scheduler;
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, LoggingMessageNotificationParam,
+};
+use rmcp::service::{NotificationContext, PeerRequestOptions, RunningService};
+use rmcp::{ClientHandler, RoleClient, ServiceExt as _};
+use serde_json::{Value, json};
+use tokio::sync::{Barrier, mpsc};
+
+const LIMIT: Duration = Duration::from_secs(10);
+
+fn spec(name: &str, effect: Effect) -> ToolSpec {
+    ToolSpec::new(
+        name,
+        format!("Test tool {name}."),
+        json!({"type": "object", "properties": {"text": {"type": "string"}, "path": {"type": "string"}}}),
+        effect,
+    )
+}
+
+/// Two calls must be inside it at once to get through: proves they run concurrently.
+struct Pair {
+    spec: ToolSpec,
+    barrier: Arc<Barrier>,
+}
+
+#[async_trait]
+impl Tool for Pair {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+    async fn call(&self, _args: Value, _cx: &ToolContext) -> ToolOutput {
+        self.barrier.wait().await;
+        ToolOutput::text("met")
+    }
+}
+
+/// Echoes `text`; requires it.
+struct Echo(ToolSpec);
+
+#[async_trait]
+impl Tool for Echo {
+    fn spec(&self) -> &ToolSpec {
+        &self.0
+    }
+    fn validate(&self, args: &Value) -> Result<(), ToolError> {
+        match args.get("text") {
+            Some(Value::String(_)) => Ok(()),
+            _ => Err(ToolError::InvalidInput {
+                tool: "echo".into(),
+                field: Some("text".into()),
+                message: "`text` (a string) is required".into(),
+            }),
+        }
+    }
+    async fn call(&self, args: Value, _cx: &ToolContext) -> ToolOutput {
+        ToolOutput::text(args["text"].as_str().unwrap_or_default()).with_meta(json!({"echoed": true}))
+    }
+}
+
+/// Appends `text` to a log after an optional hold; mutates the file named by `path` (G2).
+struct Append {
+    spec: ToolSpec,
+    log: Arc<Mutex<Vec<String>>>,
+    started: mpsc::UnboundedSender<String>,
+    release: Arc<tokio::sync::Notify>,
+}
+
+#[async_trait]
+impl Tool for Append {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+    fn resources(&self, args: &Value, ws: &Workspace) -> Vec<Resource> {
+        vec![ws.resource(args["path"].as_str().unwrap_or("x"))]
+    }
+    async fn call(&self, args: Value, _cx: &ToolContext) -> ToolOutput {
+        let text = args["text"].as_str().unwrap_or_default().to_owned();
+        let _ = self.started.send(text.clone());
+        if text == "hold" {
+            self.release.notified().await;
+        }
+        self.log.lock().unwrap().push(text.clone());
+        ToolOutput::text(text)
+    }
+}
+
+/// Runs until cancelled and records when it stops.
+struct WaitCancel {
+    spec: ToolSpec,
+    cancelled: Arc<AtomicBool>,
+    started: Arc<tokio::sync::Notify>,
+}
+
+#[async_trait]
+impl Tool for WaitCancel {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+    async fn call(&self, _args: Value, cx: &ToolContext) -> ToolOutput {
+        // The scheduler may stop the call by dropping it rather than waiting for it to notice.
+        struct SetOnDrop(Arc<AtomicBool>);
+        impl Drop for SetOnDrop {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::SeqCst);
+            }
+        }
+        let _guard = SetOnDrop(Arc::clone(&self.cancelled));
+        self.started.notify_one();
+        cx.cancel.cancelled().await;
+        ToolError::Cancelled.into_output()
+    }
+}
+
+/// Emits a terminal event like a background shell command settling.
+struct Emit(ToolSpec);
+
+#[async_trait]
+impl Tool for Emit {
+    fn spec(&self) -> &ToolSpec {
+        &self.0
+    }
+    async fn call(&self, _args: Value, cx: &ToolContext) -> ToolOutput {
+        cx.events.emit(Event::Terminal(TerminalEvent {
+            terminal_id: "t1".into(),
+            command: "sleep 6; echo done".into(),
+            exit_code: Some(0),
+            status: ToolStatus::Success,
+            duration_ms: 6000,
+            unread_output: "done\n".into(),
+            full_output: None,
+        }));
+        ToolOutput::text("emitted")
+    }
+}
+
+/// A client that hands every logging notification to a channel.
+struct LogClient(mpsc::UnboundedSender<LoggingMessageNotificationParam>);
+
+impl ClientHandler for LogClient {
+    async fn on_logging_message(&self, params: LoggingMessageNotificationParam, _cx: NotificationContext<RoleClient>) {
+        let _ = self.0.send(params);
+    }
+}
+
+struct Fixture {
+    client: RunningService<RoleClient, LogClient>,
+    logs: mpsc::UnboundedReceiver<LoggingMessageNotificationParam>,
+    append_log: Arc<Mutex<Vec<String>>>,
+    append_started: mpsc::UnboundedReceiver<String>,
+    release: Arc<tokio::sync::Notify>,
+    cancelled: Arc<AtomicBool>,
+    wait_started: Arc<tokio::sync::Notify>,
+    _dir: tempfile::TempDir,
+}
+
+/// The offered list, deliberately not sorted: the server must keep the given order.
+const OFFERED: [&str; 6] = ["pair", "echo", "append", "wait_cancel", "emit", "append_other"];
+
+async fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let (started_tx, started_rx) = mpsc::unbounded_channel();
+    let append_log = Arc::new(Mutex::new(Vec::new()));
+    let release = Arc::new(tokio::sync::Notify::new());
+    let cancelled = Arc::new(AtomicBool::new(false));
+    let wait_started = Arc::new(tokio::sync::Notify::new());
+    let mut registry = ToolRegistry::new();
+    registry.register(Pair { spec: spec("pair", Effect::ReadOnly), barrier: Arc::new(Barrier::new(2)) });
+    registry.register(Echo(spec("echo", Effect::ReadOnly)));
+    for name in ["append", "append_other"] {
+        registry.register(Append {
+            spec: spec(name, Effect::MutatesFiles),
+            log: Arc::clone(&append_log),
+            started: started_tx.clone(),
+            release: Arc::clone(&release),
+        });
+    }
+    registry.register(WaitCancel {
+        spec: spec("wait_cancel", Effect::Process),
+        cancelled: Arc::clone(&cancelled),
+        started: Arc::clone(&wait_started),
+    });
+    registry.register(Emit(spec("emit", Effect::Process)));
+    // In the registry but not offered: must be refused.
+    registry.register(Echo(spec("hidden", Effect::MutatesFiles)));
+    let tools: Vec<ToolSpec> = OFFERED.iter().map(|n| registry.get(n).map(|t| t.spec().clone()).unwrap()).collect();
+
+    let cx = ToolContext::new(Workspace::new(dir.path()).unwrap());
+    let server = McpServer::new(Scheduler::new(Arc::new(registry)), cx, tools).with_instructions("Use the tools.");
+    let (server_io, client_io) = tokio::io::duplex(1 << 16);
+    tokio::spawn(async move {
+        let _ = server.serve(server_io).await;
+    });
+    let (log_tx, logs) = mpsc::unbounded_channel();
+    let client = tokio::time::timeout(LIMIT, LogClient(log_tx).serve(client_io)).await.unwrap().unwrap();
+    Fixture { client, logs, append_log, append_started: started_rx, release, cancelled, wait_started, _dir: dir }
+}
+
+fn params(name: &str, args: Value) -> CallToolRequestParams {
+    CallToolRequestParams::new(name.to_owned()).with_arguments(args.as_object().cloned().unwrap())
+}
+
+async fn call(f: &Fixture, name: &str, args: Value) -> CallToolResult {
+    tokio::time::timeout(LIMIT, f.client.peer().call_tool(params(name, args))).await.unwrap().unwrap()
+}
+
+fn text(r: &CallToolResult) -> String {
+    serde_json::to_value(r).unwrap()["content"][0]["text"].as_str().unwrap_or_default().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn g13_tools_list_keeps_the_given_order_with_schemas_and_instructions() {
+    let f = fixture().await;
+    let tools = tokio::time::timeout(LIMIT, f.client.peer().list_all_tools()).await.unwrap().unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    assert_eq!(names, OFFERED);
+    assert_eq!(tools[1].input_schema["properties"]["text"]["type"], "string");
+    assert_eq!(tools[2].annotations.as_ref().unwrap().destructive_hint, Some(true));
+    let info = f.client.peer().peer_info().unwrap();
+    assert_eq!(info.instructions.as_deref(), Some("Use the tools."));
+    assert!(info.capabilities.tools.is_some() && info.capabilities.logging.is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn g1_overlapping_requests_run_concurrently() {
+    let f = fixture().await;
+    // Each `pair` call only returns once the other is running too.
+    let (a, b) = tokio::join!(call(&f, "pair", json!({})), call(&f, "pair", json!({})));
+    assert_eq!((text(&a), text(&b)), ("met".to_owned(), "met".to_owned()));
+    assert_eq!(a.is_error, Some(false));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn g2_mutations_of_one_file_wait_for_the_earlier_request_while_others_proceed() {
+    let mut f = fixture().await;
+    let peer = f.client.peer().clone();
+    let first = tokio::spawn({
+        let peer = peer.clone();
+        async move { peer.call_tool(params("append", json!({"path": "a.txt", "text": "hold"}))).await }
+    });
+    assert_eq!(tokio::time::timeout(LIMIT, f.append_started.recv()).await.unwrap().unwrap(), "hold");
+    // Same file through another spelling: must wait for `hold`.
+    let second = tokio::spawn({
+        let peer = peer.clone();
+        async move { peer.call_tool(params("append", json!({"path": "./sub/../a.txt", "text": "after"}))).await }
+    });
+    // Another file: runs although `hold` is still running.
+    let other = call(&f, "append_other", json!({"path": "b.txt", "text": "other"})).await;
+    assert_eq!(text(&other), "other");
+    assert_eq!(*f.append_log.lock().unwrap(), ["other"]);
+    f.release.notify_one();
+    let first = tokio::time::timeout(LIMIT, first).await.unwrap().unwrap().unwrap();
+    let second = tokio::time::timeout(LIMIT, second).await.unwrap().unwrap().unwrap();
+    assert_eq!((text(&first), text(&second)), ("hold".to_owned(), "after".to_owned()));
+    assert_eq!(*f.append_log.lock().unwrap(), ["other", "hold", "after"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn g8_unknown_hidden_and_invalid_calls_are_error_results_the_model_can_read() {
+    let f = fixture().await;
+    let ok = call(&f, "echo", json!({"text": "<b>raw</b>"})).await;
+    assert_eq!(ok.is_error, Some(false));
+    assert_eq!(text(&ok), "<b>raw</b>");
+    assert_eq!(
+        ok.structured_content,
+        Some(json!({"status": "success", "meta": {"echoed": true}, "full_output": null}))
+    );
+
+    let unknown = call(&f, "ecko", json!({})).await;
+    assert_eq!(unknown.is_error, Some(true));
+    assert!(text(&unknown).contains("unknown tool `ecko`") && text(&unknown).contains("echo"), "{}", text(&unknown));
+    assert_eq!(unknown.structured_content.as_ref().unwrap()["meta"]["error_kind"], "unknown_tool");
+
+    let hidden = call(&f, "hidden", json!({"text": "x"})).await;
+    assert_eq!(hidden.is_error, Some(true));
+    assert!(text(&hidden).contains("unknown tool `hidden`"), "{}", text(&hidden));
+
+    let invalid = call(&f, "echo", json!({"txt": "x"})).await;
+    assert_eq!(invalid.is_error, Some(true));
+    assert!(text(&invalid).contains("`text` (a string) is required"), "{}", text(&invalid));
+    assert_eq!(invalid.structured_content.as_ref().unwrap()["status"], "error");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn g6_a_request_the_client_cancels_cancels_its_call() {
+    let f = fixture().await;
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(params("wait_cancel", json!({}))));
+    let handle = f.client.peer().send_cancellable_request(request, PeerRequestOptions::no_options()).await.unwrap();
+    tokio::time::timeout(LIMIT, f.wait_started.notified()).await.unwrap();
+    handle.cancel(Some("user stopped it".into())).await.unwrap();
+    tokio::time::timeout(LIMIT, async {
+        while !f.cancelled.load(Ordering::SeqCst) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .unwrap();
+    // The session keeps working after a cancelled call.
+    assert_eq!(text(&call(&f, "echo", json!({"text": "still here"})).await), "still here");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_terminal_events_reach_the_client_as_logging_notifications() {
+    let mut f = fixture().await;
+    assert_eq!(text(&call(&f, "emit", json!({})).await), "emitted");
+    let msg = tokio::time::timeout(LIMIT, f.logs.recv()).await.unwrap().unwrap();
+    assert_eq!(msg.logger.as_deref(), Some("kodik"));
+    assert_eq!(msg.data["event"], "terminal");
+    assert_eq!(msg.data["unread_output"], "done\n");
+    assert_eq!(msg.data["exit_code"], 0);
+}
