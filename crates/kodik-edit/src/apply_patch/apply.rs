@@ -13,7 +13,7 @@ use super::parse::{Hunk, HunkLine, Patch, PatchOp};
 use crate::checkpoints::Prior;
 use crate::diff::{self, DiffText};
 use crate::matcher::{
-    Budget, FuzzyVerdict, Level, LineIndex, Reindent, Stage, find_line_seq, fuzzy_search, nearest_hint,
+    Budget, FuzzyVerdict, Level, LineIndex, Reindent, Stage, find_line_seq, fuzzy_search, line_key, nearest_hint,
 };
 use crate::{FileOp, Shared, files};
 
@@ -275,7 +275,18 @@ fn locate(
     let h = hashes(lines, text, Level::Whitespace, cache).to_vec();
     let fuzzy = fuzzy_search(lines, text, &h, &old, range, &mut budget);
     match fuzzy.verdict() {
-        FuzzyVerdict::Unique(w) => Ok((w.start, Stage::Fuzzy)),
+        // Drift is forgiven in context lines only: removed lines must be in the file.
+        FuzzyVerdict::Unique(w)
+            if hunk.lines.iter().filter(|l| !matches!(l, HunkLine::Add(_))).enumerate().all(|(j, l)| match l {
+                HunkLine::Remove(s) => {
+                    line_key(lines.line(text, w.start + j), Level::Whitespace) == line_key(s, Level::Whitespace)
+                }
+                _ => true,
+            }) =>
+        {
+            Ok((w.start, Stage::Fuzzy))
+        }
+        FuzzyVerdict::Unique(w) => Err(not_found_text(lines, text, &old, from, Some(w), &budget)),
         FuzzyVerdict::Ambiguous(starts) => Err(format!(
             "its lines are only approximately in the file, at several places ({}); re-read the file and give \
              exact context lines",

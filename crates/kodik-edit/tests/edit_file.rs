@@ -1,0 +1,329 @@
+//! SPEC E1–E12 through the real `edit_file` tool: tempdir workspace, dispatch, session.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use async_trait::async_trait;
+use common::Env;
+use kodik_core::{Diagnostic, DiagnosticSeverity, DiagnosticsProvider, ToolStatus};
+
+#[tokio::test]
+async fn e1_unique_match_is_replaced_and_empty_new_string_deletes() {
+    let env = Env::new();
+    env.write("a.txt", "alpha\nbeta\ngamma\n");
+    env.read("a.txt");
+    let out = env.edit("a.txt", &[("beta\n", "")]).await;
+    assert!(out.is_success(), "{}", out.text_content());
+    assert_eq!(env.text("a.txt"), "alpha\ngamma\n");
+}
+
+#[tokio::test]
+async fn e1_identical_new_string_and_ambiguous_old_string_are_refused() {
+    let env = Env::new();
+    env.write("a.txt", "x = 1\ny = 2\nx = 1\n");
+    env.read("a.txt");
+    let out = env.edit("a.txt", &[("y = 2", "y = 2")]).await;
+    assert_eq!(out.status, ToolStatus::Error);
+    assert!(out.text_content().contains("identical"), "{}", out.text_content());
+    let out = env.edit("a.txt", &[("x = 1", "x = 3")]).await;
+    assert!(out.text_content().contains("lines 1, 3"), "{}", out.text_content());
+    assert!(out.text_content().contains("surrounding lines"));
+    assert_eq!(env.text("a.txt"), "x = 1\ny = 2\nx = 1\n");
+}
+
+#[tokio::test]
+async fn e2_edit_of_a_file_never_read_is_refused() {
+    let env = Env::new();
+    env.write("a.txt", "hello\n");
+    let out = env.edit("a.txt", &[("hello", "bye")]).await;
+    assert_eq!(out.status, ToolStatus::Error);
+    assert!(out.text_content().contains("read it with read_file first"), "{}", out.text_content());
+    assert_eq!(env.text("a.txt"), "hello\n");
+}
+
+#[tokio::test]
+async fn e2_file_changed_on_disk_since_read_asks_for_a_re_read() {
+    let env = Env::new();
+    env.write("a.txt", "hello\n");
+    env.read("a.txt");
+    env.write("a.txt", "hello\nadded by the user\n");
+    let out = env.edit("a.txt", &[("hello", "bye")]).await;
+    assert_eq!(out.status, ToolStatus::Error);
+    assert!(out.text_content().contains("changed on disk since you last read it"), "{}", out.text_content());
+    assert!(out.text_content().contains("re-read"));
+    assert_eq!(env.text("a.txt"), "hello\nadded by the user\n");
+}
+
+#[tokio::test]
+async fn e2_e9_follow_up_edit_after_own_write_needs_no_re_read() {
+    let env = Env::new();
+    env.write("a.txt", "one\n");
+    env.read("a.txt");
+    assert!(env.edit("a.txt", &[("one", "two")]).await.is_success());
+    let out = env.edit("a.txt", &[("two", "three")]).await;
+    assert!(out.is_success(), "{}", out.text_content());
+    assert!(out.text_content().contains("no need to read it again"));
+    assert_eq!(env.text("a.txt"), "three\n");
+}
+
+#[tokio::test]
+async fn e3_edits_apply_in_order_each_on_the_previous_result() {
+    let env = Env::new();
+    env.write("a.rs", "fn a() {}\n");
+    env.read("a.rs");
+    let out = env.edit("a.rs", &[("fn a() {}", "fn a() {}\nfn b() {}"), ("fn b() {}", "fn b() { a() }")]).await;
+    assert!(out.is_success(), "{}", out.text_content());
+    assert_eq!(env.text("a.rs"), "fn a() {}\nfn b() { a() }\n");
+}
+
+#[tokio::test]
+async fn e4_failed_edit_leaves_file_byte_for_byte_and_names_its_position() {
+    let env = Env::new();
+    let original = b"keep\r\nthis \xe2\x80\x94 text\r\n".to_vec();
+    env.write("a.txt", &original);
+    env.read("a.txt");
+    let out = env.edit("a.txt", &[("keep", "changed"), ("no such text anywhere", "x"), ("text", "y")]).await;
+    assert_eq!(out.status, ToolStatus::Error);
+    let msg = out.text_content();
+    assert!(msg.contains("edit 2 of 3 failed"), "{msg}");
+    assert!(msg.contains("No edit of this call was applied"), "{msg}");
+    assert_eq!(env.bytes("a.txt"), original);
+    assert!(env.tools.checkpoints().is_empty(), "a failed edit records no checkpoint");
+}
+
+#[tokio::test]
+async fn e5_g2_separate_calls_apply_in_order_and_aliases_share_one_resource() {
+    let env = Env::new();
+    env.write("src/a.txt", "v1\n");
+    env.read("src/a.txt");
+    assert!(env.edit("src/a.txt", &[("v1", "v2")]).await.is_success());
+    assert!(env.edit("./src/../src/a.txt", &[("v2", "v3")]).await.is_success());
+    assert_eq!(env.text("src/a.txt"), "v3\n");
+    let tool = env.registry.get("edit_file").unwrap();
+    let ws = &env.cx.workspace;
+    let args = |p: &str| serde_json::json!({"path": p, "edits": [{"old_string": "a", "new_string": "b"}]});
+    let abs = env.path("src/a.txt");
+    let keys: Vec<_> = ["src/a.txt", "./src/a.txt", "src/../src/a.txt", abs.to_str().unwrap()]
+        .iter()
+        .map(|p| tool.resources(&args(p), ws))
+        .collect();
+    assert!(keys.iter().all(|k| k == &keys[0] && k.len() == 1), "{keys:?}");
+    assert_ne!(tool.resources(&args("src/b.txt"), ws), keys[0]);
+}
+
+#[tokio::test]
+async fn e6_result_carries_exact_unified_diff_and_stage_meta() {
+    let env = Env::new();
+    env.write("a.txt", "1\n2\n3\n4\n5\n6\n7\n8\n");
+    env.read("a.txt");
+    let out = env.edit("a.txt", &[("4\n", "four\n")]).await;
+    let text = out.text_content();
+    assert!(text.contains("--- a/a.txt\n+++ b/a.txt\n@@ -1,7 +1,7 @@\n 1\n 2\n 3\n-4\n+four\n 5\n 6\n 7\n"), "{text}");
+    assert_eq!(out.meta["stage"], "exact");
+    assert_eq!(out.meta["added"], 1);
+}
+
+#[tokio::test]
+async fn e6_whole_file_replacement_diff_is_complete() {
+    let env = Env::new();
+    let old: String = (0..30_000).map(|i| format!("old {i}\n")).collect();
+    let new: String = (0..30_000).map(|i| format!("new {i}\n")).collect();
+    env.write("big.txt", &old);
+    env.read("big.txt");
+    let out = env.edit("big.txt", &[(&old, &new)]).await;
+    assert!(out.is_success(), "{}", &out.text_content()[..300]);
+    assert_eq!(env.text("big.txt"), new);
+    assert_eq!(out.meta["added"], 30_000);
+    assert_eq!(out.meta["removed"], 30_000);
+    let full = std::fs::read_to_string(out.full_output.as_ref().expect("a cut diff is saved in full")).unwrap();
+    assert!(full.contains("-old 29999\n") && full.contains("+new 0\n"));
+}
+
+#[tokio::test]
+async fn e7_typographic_quotes_dashes_and_nbsp_match_and_file_typography_is_kept() {
+    let env = Env::new();
+    env.write("doc.md", "He said “don’t” — twice.\u{00A0}End\n");
+    env.read("doc.md");
+    let out = env.edit("doc.md", &[("He said \"don't\" - twice. End", "He said \"don't\" - three times. End")]).await;
+    assert!(out.is_success(), "{}", out.text_content());
+    assert_eq!(env.text("doc.md"), "He said “don’t” — three times.\u{00A0}End\n");
+    assert_eq!(out.meta["stage"], "typography");
+}
+
+#[tokio::test]
+async fn e8_indentation_drift_is_recovered_and_stage_reported() {
+    let env = Env::new();
+    env.write("a.py", "class A:\n    def f(self):\n        return 1\n");
+    env.read("a.py");
+    let out = env.edit("a.py", &[("def f(self):\n    return 1", "def f(self):\n    return 2")]).await;
+    assert!(out.is_success(), "{}", out.text_content());
+    assert_eq!(env.text("a.py"), "class A:\n    def f(self):\n        return 2\n");
+    assert_eq!(out.meta["stage"], "whitespace");
+    assert!(out.text_content().contains("ignoring indentation"));
+}
+
+#[tokio::test]
+async fn e8_ambiguous_lenient_match_leaves_file_untouched_and_asks_for_more_context() {
+    let env = Env::new();
+    let text = "if a:\n    x = 1\n    y = 2\nif b:\n        x = 1\n        y = 2\n";
+    env.write("a.py", text);
+    env.read("a.py");
+    let out = env.edit("a.py", &[("x = 1\ny = 2", "x = 0")]).await;
+    assert_eq!(out.status, ToolStatus::Error);
+    assert!(out.text_content().contains("lines 2, 5"), "{}", out.text_content());
+    assert_eq!(env.text("a.py"), text);
+}
+
+struct FakeLsp {
+    calls: AtomicUsize,
+    handles: bool,
+}
+
+#[async_trait]
+impl DiagnosticsProvider for FakeLsp {
+    fn handles(&self, path: &Path) -> bool {
+        self.handles && path.extension().is_some_and(|e| e == "ts")
+    }
+    async fn diagnostics(&self, _path: &Path, text: &str) -> Vec<Diagnostic> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        assert!(text.contains("let y"), "diagnostics see the written version");
+        let mut d: Vec<Diagnostic> = (1..=30)
+            .map(|i| Diagnostic {
+                line: i,
+                column: 1,
+                severity: DiagnosticSeverity::Error,
+                message: format!("error number {i}"),
+                source: Some("tsc".into()),
+            })
+            .collect();
+        d.push(Diagnostic {
+            line: 1,
+            column: 1,
+            severity: DiagnosticSeverity::Warning,
+            message: "a warning".into(),
+            source: None,
+        });
+        d
+    }
+}
+
+#[tokio::test]
+async fn e9_errors_of_the_written_file_at_most_20_and_no_warnings() {
+    let mut env = Env::new();
+    let lsp = Arc::new(FakeLsp { calls: AtomicUsize::new(0), handles: true });
+    env.cx.diagnostics = Some(lsp.clone());
+    env.write("a.ts", "let x = 1;\n");
+    env.read("a.ts");
+    let out = env.edit("a.ts", &[("let x", "let y")]).await;
+    let text = out.text_content();
+    assert!(text.contains("Errors in the written file (20)"), "{text}");
+    assert!(text.contains("error number 20") && !text.contains("error number 21"));
+    assert!(!text.contains("a warning"));
+    assert_eq!(lsp.calls.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn e9_file_without_provider_activity_is_not_waited_for() {
+    let mut env = Env::new();
+    let lsp = Arc::new(FakeLsp { calls: AtomicUsize::new(0), handles: false });
+    env.cx.diagnostics = Some(lsp.clone());
+    env.write("a.ts", "let x = 1;\n");
+    env.read("a.ts");
+    let out = env.edit("a.ts", &[("let x", "let y")]).await;
+    assert!(out.is_success());
+    assert_eq!(lsp.calls.load(Ordering::SeqCst), 0, "a provider that does not handle the file is never asked");
+    assert!(!out.text_content().contains("Errors in the written file"));
+}
+
+#[tokio::test]
+async fn e10_folder_path_and_windows_tab_path_are_clear_errors_and_tabs_in_content_survive() {
+    let env = Env::new();
+    std::fs::create_dir_all(env.path("src")).unwrap();
+    let out = env.edit("src", &[("a", "b")]).await;
+    assert!(out.text_content().contains("is a folder"), "{}", out.text_content());
+    let out = env.edit("C:\tmp\\file.txt", &[("a", "b")]).await;
+    assert!(out.text_content().contains("forward slashes"), "{}", out.text_content());
+    env.write("t.txt", "a\tb\n");
+    env.read("t.txt");
+    assert!(env.edit("t.txt", &[("a\tb", "a\t\tb\nc\td")]).await.is_success());
+    assert_eq!(env.text("t.txt"), "a\t\tb\nc\td\n");
+    let out = env.edit("missing.txt", &[("a", "b")]).await;
+    assert!(out.text_content().contains("create_file"), "{}", out.text_content());
+}
+
+#[tokio::test]
+async fn e11_no_match_explains_nearest_candidate_and_advises_re_read() {
+    let env = Env::new();
+    env.write("a.rs", "fn main() {\n    let total = items.len();\n    println!(\"{total}\");\n}\n");
+    env.read("a.rs");
+    let out =
+        env.edit("a.rs", &[("fn main() {\n    let total = items.count();\n    println!(\"{total}\");\n}", "x")]).await;
+    let msg = out.text_content();
+    assert!(msg.contains("nearest candidate is lines 1-4"), "{msg}");
+    assert!(msg.contains("items.len()") && msg.contains("items.count()"), "{msg}");
+    assert!(msg.contains("Read the file again"), "{msg}");
+}
+
+#[tokio::test]
+async fn e12_encoding_bom_line_endings_final_newline_and_permissions_survive() {
+    let env = Env::new();
+    // Windows-1251 with CRLF and no final newline, executable.
+    let (cp1251, _, _) = encoding_rs::WINDOWS_1251.encode("// Привет, мир! Комментарий\r\nlet a = 1;\r\nlet b = 2;");
+    env.write("ru.js", &cp1251);
+    std::fs::set_permissions(env.path("ru.js"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    env.read("ru.js");
+    let out = env.edit("ru.js", &[("let a = 1;\nlet b = 2;", "let a = 10;\n// Пока\nlet b = 20;")]).await;
+    assert!(out.is_success(), "{}", out.text_content());
+    let (expected, _, _) =
+        encoding_rs::WINDOWS_1251.encode("// Привет, мир! Комментарий\r\nlet a = 10;\r\n// Пока\r\nlet b = 20;");
+    assert_eq!(env.bytes("ru.js"), expected.to_vec());
+    assert_eq!(std::fs::metadata(env.path("ru.js")).unwrap().permissions().mode() & 0o777, 0o755);
+
+    // UTF-16 LE with BOM.
+    let fmt = kodik_core::text::TextFormat {
+        encoding: encoding_rs::UTF_16LE,
+        bom: true,
+        line_ending: kodik_core::text::LineEnding::Lf,
+    };
+    env.write("u16.txt", kodik_core::text::encode("über\nstraße\n", &fmt));
+    env.read("u16.txt");
+    assert!(env.edit("u16.txt", &[("straße", "Straße")]).await.is_success());
+    assert_eq!(env.bytes("u16.txt"), kodik_core::text::encode("über\nStraße\n", &fmt));
+
+    // UTF-8 BOM, mixed endings: untouched lines keep theirs, new lines follow their neighbours.
+    env.write("mixed.txt", b"\xEF\xBB\xBFa\r\nb\nc\r\n");
+    env.read("mixed.txt");
+    assert!(env.edit("mixed.txt", &[("b", "b\nb2")]).await.is_success());
+    assert_eq!(env.bytes("mixed.txt"), b"\xEF\xBB\xBFa\r\nb\nb2\nc\r\n");
+}
+
+#[tokio::test]
+async fn e12_character_the_encoding_cannot_store_is_refused_without_writing() {
+    let env = Env::new();
+    let (cp1251, _, _) = encoding_rs::WINDOWS_1251.encode("привет мир, это тест кодировки\n");
+    env.write("ru.txt", &cp1251);
+    env.read("ru.txt");
+    let out = env.edit("ru.txt", &[("тест", "test ✅")]).await;
+    assert_eq!(out.status, ToolStatus::Error);
+    assert!(out.text_content().contains("cannot hold"), "{}", out.text_content());
+    assert_eq!(env.bytes("ru.txt"), cp1251.to_vec());
+}
+
+#[tokio::test]
+async fn g16_ignored_file_cannot_be_edited_and_binary_is_refused() {
+    let env = Env::new();
+    env.write(".kodikignore", "secret/\n");
+    env.write("secret/key.txt", "k\n");
+    let out = env.edit("secret/key.txt", &[("k", "x")]).await;
+    assert!(out.text_content().contains(".kodikignore"), "{}", out.text_content());
+    assert_eq!(env.text("secret/key.txt"), "k\n");
+    env.write("bin.dat", b"\x7fELF\x00\x01\x02");
+    env.read("bin.dat");
+    let out = env.edit("bin.dat", &[("ELF", "x")]).await;
+    assert!(out.text_content().contains("binary"), "{}", out.text_content());
+}
