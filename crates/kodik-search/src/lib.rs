@@ -1,1 +1,107 @@
-//! placeholder
+//! `read_file`, `glob` and `grep` for kodik-tools, on ripgrep's own engine.
+//!
+//! | module | tool | SPEC |
+//! | --- | --- | --- |
+//! | [`read`] | [`ReadFileTool`]: numbered lines, 16 KB per call, ranges, encodings, images | R1–R6 |
+//! | [`glob`] | [`GlobTool`]: files by pattern, newest first | GL1 |
+//! | [`grep`] | [`GrepTool`]: regex search with ripgrep's options | GR1–GR5 |
+//!
+//! Every path goes through [`kodik_core::Workspace`] (confinement and `.kodikignore`, G16), every
+//! walk through [`Workspace::walker`](kodik_core::Workspace::walker) (`.gitignore`, `.ignore`,
+//! `.kodikignore`), and every repeated identical call through the session's loop guard (G15):
+//! an unchanged repeat gets a one-line "unchanged" result instead of the same output again.
+//! All three tools are [`Effect::ReadOnly`](kodik_core::Effect::ReadOnly) and do their file work
+//! in `tokio::task::spawn_blocking`.
+//!
+//! ```no_run
+//! # async fn demo() {
+//! use kodik_core::{ToolContext, ToolRegistry, Workspace};
+//! let mut registry = ToolRegistry::new();
+//! kodik_search::SearchToolset::new().register(&mut registry);
+//! let cx = ToolContext::new(Workspace::new(".").unwrap());
+//! let grep = registry.get("grep").unwrap();
+//! let out = grep.call(serde_json::json!({"pattern": "fn main", "output_mode": "content"}), &cx).await;
+//! println!("{}", out.text_content());
+//! # }
+//! ```
+
+mod config;
+mod error;
+pub mod glob;
+pub mod grep;
+mod guard;
+mod image;
+pub mod read;
+mod util;
+
+pub use config::SearchConfig;
+pub use error::SearchError;
+pub use glob::GlobTool;
+pub use grep::GrepTool;
+pub use read::ReadFileTool;
+
+use kodik_core::ToolRegistry;
+
+/// The three search tools with one shared configuration; what the `kodik-tools` facade registers.
+#[derive(Debug, Clone, Default)]
+pub struct SearchToolset {
+    config: SearchConfig,
+}
+
+impl SearchToolset {
+    /// The tools with default limits (see [`SearchConfig`]).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The tools with the given limits.
+    pub fn with_config(config: SearchConfig) -> Self {
+        Self { config }
+    }
+
+    /// The model's context window in tokens; the read size limit (R3) is derived from it.
+    pub fn context_window_tokens(mut self, tokens: usize) -> Self {
+        self.config.context_window_tokens = tokens;
+        self
+    }
+
+    /// An explicit size limit for reading a text file whole (R3), overriding the derived one.
+    pub fn max_file_bytes(mut self, bytes: u64) -> Self {
+        self.config.max_file_bytes = Some(bytes);
+        self
+    }
+
+    /// How many files `glob` lists before it only counts the rest.
+    pub fn glob_limit(mut self, limit: usize) -> Self {
+        self.config.glob_limit = limit;
+        self
+    }
+
+    /// How many entries `grep` shows when the call gives no `head_limit`.
+    pub fn grep_head_limit(mut self, limit: usize) -> Self {
+        self.config.grep_head_limit = limit;
+        self
+    }
+
+    /// Worker threads for walks (0: ripgrep's default, one per core up to 12).
+    pub fn threads(mut self, threads: usize) -> Self {
+        self.config.threads = threads;
+        self
+    }
+
+    /// The configuration in use.
+    pub fn config(&self) -> &SearchConfig {
+        &self.config
+    }
+
+    /// Registers `read_file`, `glob` and `grep`.
+    pub fn register(&self, registry: &mut ToolRegistry) {
+        registry.register(ReadFileTool::new(self.config.clone()));
+        registry.register(GlobTool::new(self.config.clone()));
+        registry.register(GrepTool::new(self.config.clone()));
+    }
+}
+
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

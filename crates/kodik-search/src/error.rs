@@ -1,0 +1,108 @@
+//! [`SearchError`]: everything the three tools can refuse, worded for the model.
+
+use kodik_core::{PathError, ToolError};
+
+/// Why a search tool call failed. Each message says what to do instead.
+#[derive(Debug, thiserror::Error)]
+pub enum SearchError {
+    /// A path was refused (outside the workspace, `.kodikignore`, missing, …).
+    #[error(transparent)]
+    Path(#[from] PathError),
+    /// `read_file` was given a folder.
+    #[error("`{0}` is a folder, not a file; use `glob` (e.g. pattern `{0}/**/*`) to list its files")]
+    IsFolder(String),
+    /// `glob` or `grep` was given something that is neither file nor folder.
+    #[error("`{0}` is not a regular file or folder")]
+    NotSearchable(String),
+    /// `glob` was given a file where it needs a folder.
+    #[error("`{0}` is a file; `glob` searches a folder — give the folder as `path`")]
+    GlobOnFile(String),
+    /// A binary file where text was expected.
+    #[error("`{0}` is a binary file (it contains NUL bytes), not text or a supported image; it cannot be read")]
+    Binary(String),
+    /// An image over the size limit.
+    #[error("`{path}` is {size} bytes; images are read up to {limit} bytes")]
+    ImageTooLarge {
+        /// The image.
+        path: String,
+        /// Its size.
+        size: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// A file with an image extension that is not a valid image.
+    #[error("`{path}` has an image extension but is not a valid PNG, JPEG, GIF or WebP image: {reason}")]
+    InvalidImage {
+        /// The file.
+        path: String,
+        /// What the decoder said.
+        reason: String,
+    },
+    /// A valid image that could not be re-encoded after downscaling.
+    #[error("`{path}`: the downscaled image could not be encoded: {reason}")]
+    ImageEncode {
+        /// The file.
+        path: String,
+        /// What the encoder said.
+        reason: String,
+    },
+    /// A bad entry in `ranges`.
+    #[error("ranges[{index}]: {reason}")]
+    BadRange {
+        /// Which range (0-based).
+        index: usize,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The regex did not compile.
+    #[error("invalid regex `{pattern}`: {message}\nFix the pattern (Rust regex syntax, as ripgrep), or set `fixed_strings: true` to search for the text literally.")]
+    BadRegex {
+        /// The pattern.
+        pattern: String,
+        /// The regex engine's message, with the position.
+        message: String,
+    },
+    /// A glob (in `glob`, or grep's `glob`/`exclude`) did not compile.
+    #[error("invalid glob `{glob}`: {reason}")]
+    BadGlob {
+        /// The glob.
+        glob: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// Unknown file type for grep's `type`.
+    #[error("unknown file type `{name}` (ripgrep's type table); {hint}")]
+    UnknownType {
+        /// The name given.
+        name: String,
+        /// Close names or examples.
+        hint: String,
+    },
+    /// An I/O error.
+    #[error("{action} `{path}`: {source}")]
+    Io {
+        /// What was being done.
+        action: &'static str,
+        /// The path.
+        path: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The call was cancelled.
+    #[error("cancelled")]
+    Cancelled,
+    /// A bug: a worker thread failed.
+    #[error("internal error in the search tool: {0}")]
+    Internal(String),
+}
+
+impl From<SearchError> for ToolError {
+    fn from(e: SearchError) -> Self {
+        match e {
+            SearchError::Path(p) => ToolError::Path(p),
+            SearchError::Io { action, path, source } => ToolError::Io { action, path, source },
+            SearchError::Cancelled => ToolError::Cancelled,
+            other => ToolError::Failed(other.to_string()),
+        }
+    }
+}

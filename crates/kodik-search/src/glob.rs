@@ -1,0 +1,201 @@
+//! `glob` (GL1): files whose path matches a pattern, newest first.
+//!
+//! Pattern rules (the same as grep's `glob` filter, GR5): a pattern without `/` matches file
+//! names at any depth (`*.rs` is `**/*.rs`); a pattern with `/` is matched against the path
+//! relative to the search folder; `*` never crosses a `/`, `**` does.
+//!
+//! Hidden files policy: files and folders whose names start with `.` are skipped (as ripgrep
+//! and fd do), unless the pattern itself names such a component (`.github/**/*.yml`,
+//! `**/.env*`); then hidden entries are walked too, except `.git` folders. `.gitignore`,
+//! `.ignore` and `.kodikignore` always apply.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use globset::{GlobBuilder, GlobMatcher};
+use ignore::WalkState;
+use kodik_core::{CancellationToken, PathError, Session, ToolContext, ToolError, ToolOutput, ToolSpec, TypedTool, Workspace};
+use kodik_schema::search::GlobArgs;
+use serde_json::json;
+
+use crate::config::SearchConfig;
+use crate::error::SearchError;
+use crate::guard;
+use crate::util::{hash_of, names_hidden, run_blocking, stamp};
+
+/// The `glob` tool.
+#[derive(Debug, Clone)]
+pub struct GlobTool {
+    spec: ToolSpec,
+    config: Arc<SearchConfig>,
+}
+
+impl GlobTool {
+    /// The tool with the given limits.
+    pub fn new(config: SearchConfig) -> Self {
+        Self { spec: kodik_schema::spec::<GlobArgs>(), config: Arc::new(config) }
+    }
+}
+
+impl Default for GlobTool {
+    fn default() -> Self {
+        Self::new(SearchConfig::default())
+    }
+}
+
+#[async_trait]
+impl TypedTool for GlobTool {
+    type Args = GlobArgs;
+
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    async fn run(&self, args: GlobArgs, cx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let ws = cx.workspace.clone();
+        let session = cx.session.clone();
+        let config = self.config.clone();
+        let cancel = cx.cancel.clone();
+        Ok(run_blocking(&cx.cancel, move || glob(&ws, &session, &config, &args, &cancel)).await?)
+    }
+}
+
+/// The folder a search starts in: the given path (checked) or the workspace root.
+pub(crate) fn search_base(ws: &Workspace, path: Option<&str>) -> Result<(PathBuf, std::fs::Metadata), SearchError> {
+    let base = match path {
+        Some(p) if !p.trim().is_empty() => ws.check(p.trim())?,
+        _ => ws.primary_root().to_path_buf(),
+    };
+    match std::fs::metadata(&base) {
+        Ok(m) => Ok((base, m)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(PathError::NotFound(ws.display(&base)).into()),
+        Err(source) => Err(SearchError::Io { action: "reading", path: ws.display(&base), source }),
+    }
+}
+
+/// Compiles a glob with GR5 semantics relative to `base`.
+pub(crate) fn compile(pattern: &str, base: &Path) -> Result<(String, GlobMatcher), SearchError> {
+    let mut p = pattern.trim();
+    let base_s = base.to_string_lossy();
+    if let Some(rest) = p.strip_prefix(base_s.as_ref()) {
+        p = rest;
+    }
+    while let Some(rest) = p.strip_prefix("./") {
+        p = rest;
+    }
+    let p = p.trim_start_matches('/');
+    if p.is_empty() {
+        return Err(SearchError::BadGlob { glob: pattern.to_string(), reason: "the pattern is empty".into() });
+    }
+    let full = if p.contains('/') { p.to_string() } else { format!("**/{p}") };
+    let glob = GlobBuilder::new(&full)
+        .literal_separator(true)
+        .build()
+        .map_err(|e| SearchError::BadGlob { glob: pattern.to_string(), reason: e.kind().to_string() })?;
+    Ok((p.to_string(), glob.compile_matcher()))
+}
+
+struct Found {
+    path: PathBuf,
+    mtime: u128,
+    len: u64,
+}
+
+/// Per-thread results, handed to the shared list when the walker thread drops its visitor.
+struct Local {
+    found: Vec<Found>,
+    shared: Arc<Mutex<Vec<Found>>>,
+}
+
+impl Drop for Local {
+    fn drop(&mut self) {
+        let mut shared = self.shared.lock().unwrap_or_else(|p| p.into_inner());
+        shared.append(&mut self.found);
+    }
+}
+
+fn glob(
+    ws: &Workspace,
+    session: &Session,
+    config: &SearchConfig,
+    args: &GlobArgs,
+    cancel: &CancellationToken,
+) -> Result<ToolOutput, SearchError> {
+    let (base, meta) = search_base(ws, args.path.as_deref())?;
+    if meta.is_file() {
+        return Err(SearchError::GlobOnFile(ws.display(&base)));
+    }
+    if !meta.is_dir() {
+        return Err(SearchError::NotSearchable(ws.display(&base)));
+    }
+    let (pattern, matcher) = compile(&args.pattern, &base)?;
+    let hidden = names_hidden(&pattern);
+
+    let mut wb = ws.walker(&base);
+    wb.hidden(!hidden).threads(config.threads);
+    if hidden {
+        wb.filter_entry(|e| e.file_name() != ".git");
+    }
+    let shared: Arc<Mutex<Vec<Found>>> = Arc::default();
+    wb.build_parallel().run(|| {
+        let mut local = Local { found: Vec::new(), shared: shared.clone() };
+        let matcher = matcher.clone();
+        let base = base.clone();
+        let cancel = cancel.clone();
+        Box::new(move |entry| {
+            if cancel.is_cancelled() {
+                return WalkState::Quit;
+            }
+            let Ok(entry) = entry else { return WalkState::Continue };
+            if !entry.file_type().is_some_and(|t| t.is_file()) {
+                return WalkState::Continue;
+            }
+            let rel = entry.path().strip_prefix(&base).unwrap_or(entry.path());
+            if matcher.is_match(rel) {
+                let (mtime, len) = stamp(entry.metadata().ok().as_ref());
+                local.found.push(Found { path: entry.into_path(), mtime, len });
+            }
+            WalkState::Continue
+        })
+    });
+    if cancel.is_cancelled() {
+        return Err(SearchError::Cancelled);
+    }
+    let mut found = std::mem::take(&mut *shared.lock().unwrap_or_else(|p| p.into_inner()));
+    found.sort_unstable_by(|a, b| b.mtime.cmp(&a.mtime).then_with(|| a.path.cmp(&b.path)));
+
+    let fingerprint = hash_of(&found.iter().map(|f| (&f.path, f.mtime, f.len)).collect::<Vec<_>>());
+    let key = format!("glob\0{}\0{}", base.display(), pattern);
+    let base_shown = ws.display(&base);
+    let what = format!("{} files match `{pattern}` in `{base_shown}`, none changed", found.len());
+    if let Some(out) = guard::check(session, &key, fingerprint, &what) {
+        return Ok(out);
+    }
+
+    let total = found.len();
+    if total == 0 {
+        return Ok(ToolOutput::text(format!(
+            "No files match `{pattern}` in `{base_shown}` (ignored files{} are skipped).",
+            if hidden { "" } else { " and hidden files" }
+        ))
+        .with_meta(json!({ "total": 0, "shown": 0, "truncated": false })));
+    }
+    let limit = config.glob_limit.max(1);
+    let mut text = String::new();
+    for f in found.iter().take(limit) {
+        text.push_str(&ws.display(&f.path));
+        text.push('\n');
+    }
+    let shown = total.min(limit);
+    if total > limit {
+        text.push_str(&format!(
+            "[{total} files match; showing the {limit} most recently modified. {} more not shown: narrow the \
+             pattern or the path.]",
+            total - limit
+        ));
+    } else {
+        text.pop();
+    }
+    Ok(ToolOutput::text(text).with_meta(json!({ "total": total, "shown": shown, "truncated": total > limit })))
+}

@@ -1,0 +1,120 @@
+//! Behaviour tests of kodik-search's `glob` (SPEC IDs in the test names).
+
+mod common;
+
+use common::{Env, set_mtime};
+use kodik_core::Settings;
+use kodik_search::SearchToolset;
+use serde_json::json;
+
+#[tokio::test]
+async fn gl1_newest_first_by_modification_time() {
+    let env = Env::new();
+    for (name, secs) in [("src/old.ts", 1_000), ("src/new.ts", 3_000), ("mid.ts", 2_000), ("x.rs", 4_000)] {
+        env.write(name, "x");
+        set_mtime(&env.root().join(name), secs);
+    }
+    let t = env.ok("glob", json!({"pattern": "**/*.ts"})).await;
+    assert_eq!(t, "src/new.ts\nmid.ts\nsrc/old.ts");
+    // Without `/` the pattern matches at any depth, like `**/*.ts`.
+    env.cx.session.compacted();
+    let t = env.ok("glob", json!({"pattern": "*.ts"})).await;
+    assert_eq!(t, "src/new.ts\nmid.ts\nsrc/old.ts");
+}
+
+#[tokio::test]
+async fn gl1_pattern_with_slash_is_relative_to_the_folder() {
+    let env = Env::new();
+    for name in ["src/a.rs", "src/sub/b.rs", "lib/src/c.rs"] {
+        env.write(name, "x");
+    }
+    let t = env.ok("glob", json!({"pattern": "src/*.rs"})).await;
+    assert_eq!(t, "src/a.rs");
+    let t = env.ok("glob", json!({"pattern": "src/**/*.rs"})).await;
+    let mut got: Vec<&str> = t.lines().collect();
+    got.sort();
+    assert_eq!(got, ["src/a.rs", "src/sub/b.rs"]);
+    let t = env.ok("glob", json!({"pattern": "src/*.rs", "path": "lib"})).await;
+    assert_eq!(t, "lib/src/c.rs");
+    let t = env.ok("glob", json!({"pattern": "*.{rs,toml}", "path": "./src/sub"})).await;
+    assert_eq!(t, "src/sub/b.rs");
+}
+
+#[tokio::test]
+async fn gl1_cap_reports_the_count_of_the_rest() {
+    let env = Env::with(SearchToolset::new().glob_limit(3), Settings::default());
+    for i in 0..10u64 {
+        let name = format!("f{i}.txt");
+        env.write(&name, "x");
+        set_mtime(&env.root().join(&name), 1_000 + i);
+    }
+    let out = env.call("glob", json!({"pattern": "*.txt"})).await;
+    let t = out.text_content();
+    assert!(t.starts_with("f9.txt\nf8.txt\nf7.txt\n"), "{t}");
+    assert!(t.contains("10 files match") && t.contains("7 more not shown"), "{t}");
+    assert_eq!(out.meta["total"], 10);
+}
+
+#[tokio::test]
+async fn gl1_g16_ignore_files_and_hidden_policy() {
+    let env = Env::new();
+    env.write("keep.rs", "x");
+    env.write("gen/out.rs", "x");
+    env.write("vendor/v.rs", "x");
+    env.write("secret/s.rs", "x");
+    env.write(".hidden/h.rs", "x");
+    env.write(".github/workflows/ci.yml", "x");
+    env.write(".gitignore", "gen/\n");
+    env.write(".ignore", "vendor/\n");
+    env.write(".kodikignore", "secret/\n");
+    let t = env.ok("glob", json!({"pattern": "**/*.rs"})).await;
+    assert_eq!(t, "keep.rs");
+    // Hidden entries are walked when the pattern names one.
+    let t = env.ok("glob", json!({"pattern": ".github/**/*.yml"})).await;
+    assert_eq!(t, ".github/workflows/ci.yml");
+    let t = env.ok("glob", json!({"pattern": ".hidden/*.rs"})).await;
+    assert_eq!(t, ".hidden/h.rs");
+    let t = env.ok("glob", json!({"pattern": "**/.gitignore"})).await;
+    assert_eq!(t, ".gitignore");
+    // A .kodikignore'd folder cannot be searched at all.
+    let e = env.err("glob", json!({"pattern": "*.rs", "path": "secret"})).await;
+    assert!(e.contains(".kodikignore"), "{e}");
+}
+
+#[tokio::test]
+async fn gl1_errors_and_empty_results() {
+    let env = Env::new();
+    env.write("a.txt", "x");
+    let e = env.err("glob", json!({"pattern": "*.rs", "path": "a.txt"})).await;
+    assert!(e.contains("is a file"), "{e}");
+    let e = env.err("glob", json!({"pattern": "*.rs", "path": "missing"})).await;
+    assert!(e.contains("does not exist"), "{e}");
+    let e = env.err("glob", json!({"pattern": "src/[a-"})).await;
+    assert!(e.contains("invalid glob"), "{e}");
+    let t = env.ok("glob", json!({"pattern": "*.rs"})).await;
+    assert!(t.starts_with("No files match `*.rs`"), "{t}");
+}
+
+#[tokio::test]
+async fn g15_repeated_glob_unchanged_then_fresh_on_new_or_changed_file() {
+    let env = Env::new();
+    env.write("a.ts", "x");
+    let args = json!({"pattern": "*.ts"});
+    assert_eq!(env.ok("glob", args.clone()).await, "a.ts");
+    let out = env.call("glob", args.clone()).await;
+    assert_eq!(out.meta["unchanged"], true, "{}", out.text_content());
+    let out = env.call("glob", args.clone()).await;
+    assert_eq!(out.meta["repeats"], 2);
+    // A file that does not match does not count.
+    env.write("b.rs", "x");
+    assert_eq!(env.call("glob", args.clone()).await.meta["unchanged"], true);
+    // A newly matching file does.
+    env.write("b.ts", "x");
+    set_mtime(&env.root().join("b.ts"), 10);
+    let t = env.ok("glob", args.clone()).await;
+    assert_eq!(t, "a.ts\nb.ts");
+    // So does a change to a matched file.
+    set_mtime(&env.root().join("b.ts"), 99_999_999_999);
+    let t = env.ok("glob", args.clone()).await;
+    assert_eq!(t, "b.ts\na.ts");
+}

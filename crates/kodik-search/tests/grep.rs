@@ -1,0 +1,293 @@
+//! Behaviour tests of kodik-search's `grep` (SPEC IDs in the test names).
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::Env;
+use kodik_core::{Settings, ToolStatus};
+use kodik_search::SearchToolset;
+use serde_json::json;
+
+fn tree() -> Env {
+    let env = Env::new();
+    env.write("src/main.rs", "fn main() {\n    let Foo = 1;\n    foo_bar();\n}\n");
+    env.write("src/lib.rs", "pub fn foo() {}\n\npub fn bar() {}\n");
+    env.write("src/ui/app.ts", "const foo = 1;\n");
+    env.write("app.ts", "let foo = 2;\n");
+    env.write("lib/src/deep.ts", "foo();\n");
+    env.write("README.md", "# Foo\nfoo here\n");
+    env
+}
+
+#[tokio::test]
+async fn gr1_content_mode_has_path_and_line_numbers_sorted_by_path() {
+    let env = tree();
+    let t = env.ok("grep", json!({"pattern": "foo", "output_mode": "content"})).await;
+    assert_eq!(
+        t,
+        "Found 6 matching lines in 6 files\n\
+         README.md:2:foo here\n\
+         app.ts:1:let foo = 2;\n\
+         lib/src/deep.ts:1:foo();\n\
+         src/lib.rs:1:pub fn foo() {}\n\
+         src/main.rs:3:    foo_bar();\n\
+         src/ui/app.ts:1:const foo = 1;"
+    );
+}
+
+#[tokio::test]
+async fn gr1_default_mode_lists_files_and_count_mode_counts() {
+    let env = tree();
+    let t = env.ok("grep", json!({"pattern": "fn ", "path": "src"})).await;
+    assert_eq!(t, "Found 2 files\nsrc/lib.rs\nsrc/main.rs");
+    let t = env.ok("grep", json!({"pattern": "fn ", "output_mode": "count"})).await;
+    assert_eq!(t, "Found 3 matching lines in 2 files\nsrc/lib.rs:2\nsrc/main.rs:1");
+}
+
+#[tokio::test]
+async fn gr1_case_smart_case_fixed_strings_and_word() {
+    let env = tree();
+    let n = |t: &str| t.lines().skip(1).count();
+    let t = env.ok("grep", json!({"pattern": "FOO", "output_mode": "content", "case_insensitive": true})).await;
+    assert_eq!(n(&t), 8, "{t}");
+    // Smart case: lower-case pattern ignores case, an upper-case letter makes it exact.
+    let t = env.ok("grep", json!({"pattern": "foo", "output_mode": "content", "smart_case": true})).await;
+    assert_eq!(n(&t), 8, "{t}");
+    let t = env.ok("grep", json!({"pattern": "Foo", "output_mode": "content", "smart_case": true})).await;
+    assert_eq!(n(&t), 2, "{t}");
+    let t = env.ok("grep", json!({"pattern": "foo()", "fixed_strings": true, "output_mode": "content"})).await;
+    assert_eq!(t, "Found 1 matching line in 1 file\nlib/src/deep.ts:1:foo();");
+    let t = env.ok("grep", json!({"pattern": "foo", "word": true, "path": "src", "output_mode": "content"})).await;
+    assert!(!t.contains("foo_bar"), "{t}");
+    assert!(t.contains("src/lib.rs:1:"), "{t}");
+}
+
+#[tokio::test]
+async fn gr1_multiline_context_and_max_count() {
+    let env = Env::new();
+    env.write("a.txt", "one\ntwo\nthree\nfour\nfive\nsix\nseven\n");
+    let t = env.ok("grep", json!({"pattern": "two\\nthree", "multiline": true, "output_mode": "content"})).await;
+    assert_eq!(t, "Found 1 matching line in 1 file\na.txt:2:two\na.txt:3:three");
+    let t = env.ok("grep", json!({"pattern": "four", "context": 1, "output_mode": "content"})).await;
+    assert_eq!(t, "Found 1 matching line in 1 file\na.txt-3-three\na.txt:4:four\na.txt-5-five");
+    let t = env
+        .ok("grep", json!({"pattern": "^(two|six)$", "context_before": 1, "context_after": 0, "output_mode": "content"}))
+        .await;
+    assert_eq!(t, "Found 2 matching lines in 1 file\na.txt-1-one\na.txt:2:two\n--\na.txt-5-five\na.txt:6:six");
+    let t = env.ok("grep", json!({"pattern": "e", "max_count": 2, "output_mode": "content"})).await;
+    assert_eq!(t, "Found 2 matching lines in 1 file\na.txt:1:one\na.txt:3:three");
+}
+
+#[tokio::test]
+async fn gr1_head_limit_and_offset_page_through_results() {
+    let env = Env::new();
+    for i in 0..30 {
+        env.write(&format!("f{i:02}.txt"), "hit\n");
+    }
+    let out = env.call("grep", json!({"pattern": "hit", "head_limit": 10})).await;
+    let t = out.text_content();
+    assert!(t.starts_with("Found 30 files\nf00.txt\n"), "{t}");
+    assert!(t.contains("f09.txt\n[Showing entries 1–10 of 30. Next page: offset 10.]"), "{t}");
+    assert_eq!(out.meta["truncated"], true);
+    let t = env.ok("grep", json!({"pattern": "hit", "head_limit": 10, "offset": 25})).await;
+    assert!(t.contains("f25.txt\n") && t.contains("f29.txt\n[Showing entries 26–30 of 30.]"), "{t}");
+    assert!(!t.contains("f24.txt"));
+    let t = env.ok("grep", json!({"pattern": "hit", "offset": 99})).await;
+    assert!(t.contains("past the end"), "{t}");
+}
+
+#[tokio::test]
+async fn gr1_file_type_from_ripgreps_table() {
+    let env = tree();
+    let t = env.ok("grep", json!({"pattern": "foo", "type": "rust"})).await;
+    assert_eq!(t, "Found 2 files\nsrc/lib.rs\nsrc/main.rs");
+    let t = env.ok("grep", json!({"pattern": "foo", "type": "ts,md"})).await;
+    assert_eq!(t, "Found 4 files\nREADME.md\napp.ts\nlib/src/deep.ts\nsrc/ui/app.ts");
+    let e = env.err("grep", json!({"pattern": "foo", "type": "rustt"})).await;
+    assert!(e.contains("unknown file type `rustt`") && e.contains("rust"), "{e}");
+}
+
+#[tokio::test]
+async fn gr2_bad_regex_is_a_clear_error_with_position_and_nothing_is_kept() {
+    let env = tree();
+    for _ in 0..3 {
+        let out = env.call("grep", json!({"pattern": "foo(bar"})).await;
+        assert_eq!(out.status, ToolStatus::Error);
+        let e = out.text_content();
+        assert!(e.contains("invalid regex `foo(bar`") && e.contains("unclosed group"), "{e}");
+        assert!(e.contains('^') && e.contains("fixed_strings"), "{e}");
+        assert_ne!(out.meta["unchanged"], true, "a failed call is not remembered");
+    }
+}
+
+#[tokio::test]
+async fn gr2_cancellation_stops_the_walk_at_once() {
+    let env = Env::new();
+    let line = "abcdefghij".repeat(10);
+    let body: String = (0..2000).map(|_| format!("{line}\n")).collect();
+    for i in 0..400 {
+        env.write(&format!("d{}/f{i}.txt", i % 20), &body);
+    }
+    let cx = env.cx.for_call("c1");
+    let tool = env.reg.get("grep").unwrap().clone();
+    let cancel = cx.cancel.clone();
+    let task = tokio::spawn(async move {
+        tool.call(json!({"pattern": "(a|b)+c.*j$", "output_mode": "content", "head_limit": 0}), &cx).await
+    });
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let t0 = Instant::now();
+    cancel.cancel();
+    let out = task.await.unwrap();
+    assert_eq!(out.status, ToolStatus::Cancelled, "{}", out.text_content());
+    assert!(t0.elapsed() < Duration::from_millis(500), "{:?}", t0.elapsed());
+}
+
+#[tokio::test]
+async fn gr3_single_file_detects_its_encoding_windows_1251_utf8_utf16() {
+    let env = Env::new();
+    let text = "// Комментарий на русском языке\nфункция возвращает значение\n";
+    let (cp1251, _, _) = encoding_rs::WINDOWS_1251.encode(text);
+    env.write("win1251.txt", &cp1251);
+    env.write("utf8.txt", text);
+    let mut utf16le: Vec<u8> = vec![0xFF, 0xFE];
+    utf16le.extend(text.encode_utf16().flat_map(|u| u.to_le_bytes()));
+    env.write("utf16le.txt", &utf16le);
+    let utf16be_nobom: Vec<u8> = text.encode_utf16().flat_map(|u| u.to_be_bytes()).collect();
+    env.write("utf16be.txt", &utf16be_nobom);
+    for f in ["win1251.txt", "utf8.txt", "utf16le.txt", "utf16be.txt"] {
+        let t = env.ok("grep", json!({"pattern": "возвращает", "path": f, "output_mode": "content"})).await;
+        assert_eq!(t, format!("Found 1 matching line in 1 file\n{f}:2:функция возвращает значение"), "{f}");
+    }
+}
+
+#[tokio::test]
+async fn gr3_folder_search_uses_files_encoding_default_bom_sniffing_and_utf8() {
+    let text = "привет мир\n";
+    let (cp1251, _, _) = encoding_rs::WINDOWS_1251.encode(text);
+    let mut utf16le: Vec<u8> = vec![0xFF, 0xFE];
+    utf16le.extend(text.encode_utf16().flat_map(|u| u.to_le_bytes()));
+    let setup = |env: &Env| {
+        env.write("a/win.txt", &cp1251);
+        env.write("a/utf8.txt", text);
+        env.write("a/utf16.txt", &utf16le);
+    };
+    let env = Env::new();
+    setup(&env);
+    let t = env.ok("grep", json!({"pattern": "мир"})).await;
+    assert_eq!(t, "Found 2 files\na/utf16.txt\na/utf8.txt", "default: BOM sniffing + UTF-8");
+    let env = Env::with(SearchToolset::new(), Settings { files_encoding: Some("windows-1251".into()) });
+    setup(&env);
+    let t = env.ok("grep", json!({"pattern": "мир"})).await;
+    assert_eq!(t, "Found 2 files\na/utf16.txt\na/win.txt", "files.encoding = windows-1251");
+}
+
+#[tokio::test]
+async fn gr4_empty_lines_have_path_and_line_number() {
+    let env = Env::new();
+    env.write("a.txt", "one\n\nthree\n\n");
+    env.write("b.txt", "x\r\n\r\ny\r\n");
+    let t = env.ok("grep", json!({"pattern": "^$", "output_mode": "content"})).await;
+    assert_eq!(t, "Found 3 matching lines in 2 files\na.txt:2:\na.txt:4:\nb.txt:2:");
+    let t = env.ok("grep", json!({"pattern": "^$", "output_mode": "count"})).await;
+    assert_eq!(t, "Found 3 matching lines in 2 files\na.txt:2\nb.txt:1");
+}
+
+#[tokio::test]
+async fn gr5_glob_without_slash_matches_any_depth_with_slash_is_anchored() {
+    let env = tree();
+    let t = env.ok("grep", json!({"pattern": "foo", "glob": "*.ts"})).await;
+    assert_eq!(t, "Found 3 files\napp.ts\nlib/src/deep.ts\nsrc/ui/app.ts");
+    let t = env.ok("grep", json!({"pattern": "foo", "glob": "src/*.rs"})).await;
+    assert_eq!(t, "Found 2 files\nsrc/lib.rs\nsrc/main.rs");
+    // Anchored at the search folder: `src/*.ts` is not `lib/src/deep.ts` nor `src/ui/app.ts`.
+    let out = env.call("grep", json!({"pattern": "foo", "glob": "src/*.ts"})).await;
+    assert!(out.text_content().starts_with("No matches"), "{}", out.text_content());
+    // ... and relative to `path` when one is given.
+    let t = env.ok("grep", json!({"pattern": "foo", "path": "lib", "glob": "src/*.ts"})).await;
+    assert_eq!(t, "Found 1 file\nlib/src/deep.ts");
+    // exclude follows the same rules.
+    let t = env.ok("grep", json!({"pattern": "foo", "glob": "*.ts", "exclude": "ui"})).await;
+    assert_eq!(t, "Found 2 files\napp.ts\nlib/src/deep.ts");
+    let t = env.ok("grep", json!({"pattern": "foo", "exclude": ["src/**", "*.md"]})).await;
+    assert_eq!(t, "Found 2 files\napp.ts\nlib/src/deep.ts");
+    let e = env.err("grep", json!({"pattern": "foo", "glob": "src/[a-"})).await;
+    assert!(e.contains("invalid glob"), "{e}");
+}
+
+#[tokio::test]
+async fn g16_kodikignore_hides_hits_and_globs_cannot_bring_them_back() {
+    let env = tree();
+    env.write(".kodikignore", "*.md\n");
+    env.write("src/.kodikignore", "ui/\n");
+    env.write("keys.secret", "foo secret\n");
+    env.write(".gitignore", "*.secret\n");
+    let t = env.ok("grep", json!({"pattern": "foo"})).await;
+    assert_eq!(t, "Found 4 files\napp.ts\nlib/src/deep.ts\nsrc/lib.rs\nsrc/main.rs");
+    let out = env.call("grep", json!({"pattern": "foo", "glob": ["*.md", "*.secret", "ui/*"]})).await;
+    assert!(out.text_content().starts_with("No matches"), "{}", out.text_content());
+    let t = env.ok("grep", json!({"pattern": "foo", "path": "src"})).await;
+    assert_eq!(t, "Found 2 files\nsrc/lib.rs\nsrc/main.rs", "rules of a .kodikignore in the searched folder");
+    let e = env.err("grep", json!({"pattern": "foo", "path": "README.md"})).await;
+    assert!(e.contains(".kodikignore"), "{e}");
+}
+
+#[tokio::test]
+async fn gr1_hidden_and_binary_files_are_skipped_unless_a_glob_names_hidden() {
+    let env = Env::new();
+    env.write(".github/ci.yml", "foo: 1\n");
+    env.write("bin.dat", b"foo\x00\x01\x02");
+    env.write("a.txt", "foo\n");
+    let t = env.ok("grep", json!({"pattern": "foo"})).await;
+    assert_eq!(t, "Found 1 file\na.txt");
+    let t = env.ok("grep", json!({"pattern": "foo", "glob": ".github/*.yml"})).await;
+    assert_eq!(t, "Found 1 file\n.github/ci.yml");
+}
+
+#[tokio::test]
+async fn gr1_results_are_in_a_stable_order_across_runs() {
+    let env = Env::new();
+    for i in 0..200 {
+        env.write(&format!("d{}/f{i}.txt", i % 7), format!("needle {i}\n"));
+    }
+    let first = env.ok("grep", json!({"pattern": "needle", "output_mode": "content", "head_limit": 0})).await;
+    let mut sorted: Vec<&str> = first.lines().skip(1).collect();
+    let shown = sorted.clone();
+    sorted.sort_by_key(|l| l.split(':').next().unwrap().to_string());
+    assert_eq!(shown, sorted);
+    for i in 0..5 {
+        env.cx.session.compacted();
+        let again = env.ok("grep", json!({"pattern": "needle", "output_mode": "content", "head_limit": 0})).await;
+        assert_eq!(again, first, "run {i}");
+    }
+}
+
+#[tokio::test]
+async fn g15_repeated_grep_unchanged_then_fresh_on_change_or_new_match() {
+    let env = tree();
+    let args = json!({"pattern": "foo", "output_mode": "content"});
+    let first = env.ok("grep", args.clone()).await;
+    let out = env.call("grep", args.clone()).await;
+    assert_eq!(out.meta["unchanged"], true, "{}", out.text_content());
+    assert!(out.text_content().contains("Unchanged since your last identical call"));
+    // A file that does not match changing does not matter.
+    env.write("src/lib.rs", "pub fn foo() {}\n\npub fn bar() {}\n");
+    // A newly matching file → fresh.
+    env.write("new.txt", "foo\n");
+    let t = env.ok("grep", args.clone()).await;
+    assert!(t.contains("new.txt:1:foo") && t != first, "{t}");
+    assert_eq!(env.call("grep", args.clone()).await.meta["unchanged"], true);
+    // A matched file changed → fresh.
+    env.write("new.txt", "foo changed\n");
+    let t = env.ok("grep", args.clone()).await;
+    assert!(t.contains("new.txt:1:foo changed"), "{t}");
+}
+
+#[tokio::test]
+async fn gr1_long_lines_are_cut_in_content_mode() {
+    let env = Env::new();
+    env.write("min.js", format!("{}needle{}\n", "a".repeat(300), "b".repeat(5000)));
+    let t = env.ok("grep", json!({"pattern": "needle", "output_mode": "content"})).await;
+    assert!(t.len() < 1000, "{}", t.len());
+    assert!(t.contains("more characters]"), "{t}");
+}
