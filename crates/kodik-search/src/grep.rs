@@ -12,6 +12,7 @@
 //! - Nothing outlives the call: matcher, searchers and results are dropped when it returns,
 //!   fails or is cancelled (GR2).
 
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -129,11 +130,9 @@ impl Sink for Collect<'_> {
             OutputMode::FilesWithMatches => Ok(false),
             OutputMode::Count => Ok(true),
             OutputMode::Content => {
-                let mut n = m.line_number().unwrap_or(0);
-                for line in m.lines() {
+                for (n, line) in (m.line_number().unwrap_or(0)..).zip(m.lines()) {
                     let e = self.line(n, true, line);
                     self.entries.push(e);
-                    n += 1;
                 }
                 Ok(true)
             }
@@ -161,10 +160,12 @@ fn build_matcher(args: &GrepArgs) -> Result<RegexMatcher, SearchError> {
         .word(args.word.unwrap_or(false))
         .multi_line(true)
         .dot_matches_new_line(multiline)
-        // `$` also matches before `\r\n`, so `^$` finds empty lines in CRLF files too.
+        // `$` also matches before `\r\n`, so `^$` finds empty lines in CRLF files too. This also
+        // makes `\r\n` the line terminator, which the searcher is told as well.
         .crlf(true);
-    if !multiline {
-        b.line_terminator(Some(b'\n'));
+    if multiline {
+        // A multi-line pattern may match line terminators (`a\nb`).
+        b.line_terminator(None);
     }
     b.build(&args.pattern).map_err(|e| SearchError::BadRegex { pattern: args.pattern.clone(), message: e.to_string() })
 }
@@ -387,23 +388,18 @@ fn format_result(
     }
     let context = matches!(mode, OutputMode::Content)
         && args.context_before.or(args.context_after).or(args.context).unwrap_or(0) > 0;
-    let mut entries: Vec<String> = Vec::new();
+    // Entries are listed as cheap references and only the shown page is formatted: a search
+    // with a million hits costs one pass, not a million strings.
+    let shown_paths: Vec<String> = files.iter().map(|f| ws.display(&f.path)).collect();
+    let mut entries: Vec<(usize, Option<&Entry>)> = Vec::new();
     for (i, f) in files.iter().enumerate() {
-        let shown = ws.display(&f.path);
         match mode {
-            OutputMode::FilesWithMatches => entries.push(shown),
-            OutputMode::Count => entries.push(format!("{shown}:{}", f.matches)),
+            OutputMode::FilesWithMatches | OutputMode::Count => entries.push((i, None)),
             OutputMode::Content => {
                 if context && i > 0 {
-                    entries.push("--".into());
+                    entries.push((i, Some(&Entry::Break)));
                 }
-                for e in &f.entries {
-                    entries.push(match e {
-                        Entry::Line { number, is_match: true, text } => format!("{shown}:{number}:{text}"),
-                        Entry::Line { number, is_match: false, text } => format!("{shown}-{number}-{text}"),
-                        Entry::Break => "--".into(),
-                    });
-                }
+                entries.extend(f.entries.iter().map(|e| (i, Some(e))));
             }
         }
     }
@@ -428,9 +424,19 @@ fn format_result(
     if offset >= total {
         text.push_str(&format!("[offset {offset} is past the end: there are {total} entries; use a smaller offset.]"));
     } else {
-        for e in &entries[offset..end] {
-            text.push_str(e);
-            text.push('\n');
+        for &(i, e) in &entries[offset..end] {
+            let shown = &shown_paths[i];
+            let _ = match (mode, e) {
+                (OutputMode::Count, _) => writeln!(text, "{shown}:{}", files[i].matches),
+                (_, None) => writeln!(text, "{shown}"),
+                (_, Some(Entry::Break)) => writeln!(text, "--"),
+                (_, Some(Entry::Line { number, is_match: true, text: line })) => {
+                    writeln!(text, "{shown}:{number}:{line}")
+                }
+                (_, Some(Entry::Line { number, is_match: false, text: line })) => {
+                    writeln!(text, "{shown}-{number}-{line}")
+                }
+            };
         }
         if offset > 0 || end < total {
             text.push_str(&format!("[Showing entries {}–{end} of {total}.", offset + 1));

@@ -1,5 +1,6 @@
 //! Behaviour tests of kodik-search's `grep` (SPEC IDs in the test names).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (common.md)
 mod common;
 
 use std::time::{Duration, Instant};
@@ -56,7 +57,7 @@ async fn gr1_case_smart_case_fixed_strings_and_word() {
     assert_eq!(n(&t), 8, "{t}");
     let t = env.ok("grep", json!({"pattern": "Foo", "output_mode": "content", "smart_case": true})).await;
     assert_eq!(n(&t), 2, "{t}");
-    let t = env.ok("grep", json!({"pattern": "foo()", "fixed_strings": true, "output_mode": "content"})).await;
+    let t = env.ok("grep", json!({"pattern": "foo();", "fixed_strings": true, "output_mode": "content"})).await;
     assert_eq!(t, "Found 1 matching line in 1 file\nlib/src/deep.ts:1:foo();");
     let t = env.ok("grep", json!({"pattern": "foo", "word": true, "path": "src", "output_mode": "content"})).await;
     assert!(!t.contains("foo_bar"), "{t}");

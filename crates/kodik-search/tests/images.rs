@@ -1,5 +1,6 @@
 //! Behaviour tests of kodik-search's `images` (SPEC IDs in the test names).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (common.md)
 mod common;
 
 use base64::Engine as _;

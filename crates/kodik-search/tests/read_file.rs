@@ -1,5 +1,6 @@
 //! Behaviour tests of kodik-search's `read_file` (SPEC IDs in the test names).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (common.md)
 mod common;
 
 use common::Env;
@@ -110,8 +111,8 @@ async fn r2_cut_inside_one_long_line_and_continue_by_column() {
         assert!(out.text_content().len() <= 16 * 1024);
         let body = out.text_content();
         let first = body.lines().next().unwrap();
-        if first.starts_with("1→") {
-            pieces.push_str(&first["1→".len()..]);
+        if let Some(piece) = first.strip_prefix("1→") {
+            pieces.push_str(piece);
         }
         if out.meta["truncated"] == false {
             assert!(body.contains("2→second"), "{body}");

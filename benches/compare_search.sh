@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Compares kodik-search's grep and glob with ripgrep (`rg`) and fd (`fdfind`) on a large real
+# tree, checking first that every tool finds exactly the same hits / files.
+#
+#   bash benches/compare_search.sh [TREE]
+#
+# TREE defaults to a copy of ~/.cargo/registry/src (the crate sources cargo unpacked: a few
+# hundred MB of real Rust, C, Markdown, JSON, … in ~17k files). The copy is made under $TMPDIR
+# and `git init`-ed, so that all three tools apply the same `.gitignore` rules (rg and fd 8.6
+# honour `.gitignore` only inside a git repository; kodik always does) and so that cargo
+# unpacking more crates meanwhile cannot change the file set between runs.
+#
+# Needs: cargo, and Debian's `ripgrep fd-find hyperfine` (apt-get install -y ripgrep fd-find hyperfine).
+# kodik is timed through crates/kodik-search/examples/search_bench.rs: one real tool call
+# (workspace, parallel walk, search, sort, format) per process, like `kodik call` would make.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+for tool in rg fdfind hyperfine; do
+    command -v "$tool" >/dev/null || { echo "missing $tool: apt-get install -y ripgrep fd-find hyperfine" >&2; exit 1; }
+done
+
+SRC=${1:-}
+if [[ -z "$SRC" ]]; then
+    SRC=$(mktemp -d "${TMPDIR:-/tmp}/kodik-bench-tree.XXXXXX")
+    trap 'rm -rf "$SRC"' EXIT
+    cp -r "$HOME/.cargo/registry/src/." "$SRC/"
+    git -C "$SRC" init -q
+fi
+echo "tree: $SRC ($(du -sh "$SRC" | cut -f1), $(find "$SRC" -type f -not -path '*/.git/*' | wc -l) files)"
+
+cargo build --release -q -p kodik-search --example search_bench
+BIN=$PWD/target/release/examples/search_bench
+RUNS=${RUNS:-10}
+OUT=$(mktemp -d)
+status=0
+
+ratio() { # mean of command 1 / mean of command 2 in a hyperfine JSON export
+    python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["results"]; print(f"{r[0][\"mean\"]*1000:.1f} ms vs {r[1][\"mean\"]*1000:.1f} ms: ratio {r[0][\"mean\"]/r[1][\"mean\"]:.2f}")' "$1"
+}
+
+grep_case() { # name, pattern, extra rg flags, extra kodik flags
+    local name=$1 pat=$2 rgflags=$3 kflags=$4
+    local ours theirs
+    ours=$("$BIN" grep "$SRC" "$pat" $kflags)
+    theirs=$(rg $rgflags --count --no-filename "$pat" "$SRC" | awk '{s+=$1} END {print s+0}')
+    echo "grep $name /$pat/: kodik $ours matching lines, rg $theirs"
+    if [[ "$ours" != "$theirs" ]]; then echo "  MISMATCH" >&2; status=1; fi
+    hyperfine -N --warmup 2 --runs "$RUNS" --output=pipe --export-json "$OUT/$name.json" \
+        "$BIN grep $SRC '$pat' $kflags" "rg $rgflags -n '$pat' $SRC" >/dev/null
+    echo "  $(ratio "$OUT/$name.json") (target ≤ 1.10)"
+}
+
+grep_case literal "fn main" "-F" "--fixed"
+grep_case few-hits 'unsafe\s+impl\s+\w*Send\w*\s+for' "" ""
+grep_case many-hits '\w+\(' "" ""
+
+"$BIN" glob "$SRC" '**/*.rs' --list | sort >"$OUT/kodik.files"
+(cd "$SRC" && fdfind -t f -g '*.rs' | sed 's|^\./||' | sort) >"$OUT/fd.files"
+echo "glob **/*.rs: kodik $(wc -l <"$OUT/kodik.files") files, fd $(wc -l <"$OUT/fd.files")"
+if ! cmp -s "$OUT/kodik.files" "$OUT/fd.files"; then
+    echo "  MISMATCH:" >&2
+    diff "$OUT/kodik.files" "$OUT/fd.files" | head -10 >&2
+    status=1
+fi
+hyperfine -N --warmup 2 --runs "$RUNS" --output=pipe --export-json "$OUT/glob.json" \
+    "$BIN glob $SRC '**/*.rs'" "fdfind -t f -g '*.rs' $SRC" >/dev/null
+echo "  $(ratio "$OUT/glob.json") (target ≤ 1.20)"
+rm -rf "$OUT"
+exit $status
