@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand, ValueEnum};
 use kodik_tools::Toolbox;
 use kodik_tools::core::{Event, EventSink, ToolCall, ToolOutput, ToolStatus};
+use kodik_tools::harness::Mode;
 use kodik_tools::schema::providers::{self, Format};
 use serde::Serialize;
 use serde_json::Value;
@@ -48,6 +49,23 @@ enum Command {
         #[arg(long, default_value = ".")]
         workspace: PathBuf,
     },
+    /// Serve the tools a mode offers to an MCP client over stdio (stdout is the protocol;
+    /// logs go to stderr).
+    Serve {
+        /// The workspace root.
+        #[arg(long, default_value = ".")]
+        workspace: PathBuf,
+        /// The mode whose tool set is offered: code, debug, plan, ask or educator.
+        #[arg(long, default_value = "code", value_parser = parse_mode)]
+        mode: Mode,
+        /// The model the client runs (decides e.g. apply_patch vs create/edit/delete_file, G10).
+        #[arg(long, default_value = "mcp-client")]
+        model: String,
+    },
+}
+
+fn parse_mode(s: &str) -> Result<Mode, String> {
+    Mode::parse(s).ok_or_else(|| format!("unknown mode `{s}`; use one of: code, debug, plan, ask, educator"))
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -90,6 +108,7 @@ fn main() -> ExitCode {
         Command::Schema { format, tools } => schema(format.into(), &tools),
         Command::Call { workspace, tool, args } => with_runtime(|| call(workspace, tool, args)),
         Command::Batch { workspace } => with_runtime(|| batch(workspace)),
+        Command::Serve { workspace, mode, model } => with_runtime(|| serve(workspace, mode, model)),
     }
 }
 
@@ -113,7 +132,8 @@ fn schema(format: Format, names: &[String]) -> ExitCode {
             Some(s) => chosen.push(s.clone()),
             None => {
                 let close = kodik_tools::core::registry::closest(name, all.iter().map(|s| s.name.as_str()), 3);
-                let hint = if close.is_empty() { String::new() } else { format!("; did you mean: {}?", close.join(", ")) };
+                let hint =
+                    if close.is_empty() { String::new() } else { format!("; did you mean: {}?", close.join(", ")) };
                 return usage_error(format!("unknown tool `{name}`{hint}"));
             }
         }
@@ -132,11 +152,7 @@ fn schema(format: Format, names: &[String]) -> ExitCode {
 }
 
 fn toolbox(workspace: PathBuf) -> Result<Toolbox, ExitCode> {
-    Toolbox::builder()
-        .workspace(workspace)
-        .events(std::sync::Arc::new(StderrEvents))
-        .build()
-        .map_err(usage_error)
+    Toolbox::builder().workspace(workspace).events(std::sync::Arc::new(StderrEvents)).build().map_err(usage_error)
 }
 
 async fn call(workspace: PathBuf, tool: String, args: String) -> ExitCode {
@@ -229,4 +245,28 @@ async fn batch(workspace: PathBuf) -> ExitCode {
         }
     }
     ExitCode::SUCCESS
+}
+
+/// Serves the mode's tool set over MCP on stdin/stdout until the client disconnects.
+///
+/// Events reach the client as MCP logging notifications: the server forwards the context's
+/// event sink to its peer, so the toolbox itself keeps no other sink (stdout is the protocol).
+async fn serve(workspace: PathBuf, mode: Mode, model: String) -> ExitCode {
+    let tb = match Toolbox::builder().workspace(workspace).build() {
+        Ok(t) => t,
+        Err(e) => return usage_error(e),
+    };
+    let plan = tb.plan(mode, &model);
+    let registry = tb.registry_for(&plan);
+    let scheduler = kodik_tools::scheduler::Scheduler::new(registry);
+    eprintln!("kodik: serving {} tools over MCP (mode {}, model {model})", plan.tools.len(), mode.as_str());
+    let server = kodik_mcp::McpServer::new(scheduler, tb.context().clone(), plan.tools.clone())
+        .with_instructions(plan.guidance.clone());
+    match server.serve_stdio().await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("kodik: {e}");
+            ExitCode::from(1)
+        }
+    }
 }

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use kodik_core::{Content, Effect, ToolOutput, ToolSpec, ToolStatus};
+use kodik_core::{Content, Effect, TerminalEvent, ToolOutput, ToolSpec, ToolStatus};
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool, ToolAnnotations};
 use serde_json::{Value, json};
 
@@ -40,6 +40,32 @@ pub fn call_result(out: ToolOutput) -> CallToolResult {
         "full_output": full_output,
     }));
     result
+}
+
+/// A background command's end as the model reads it in a later result (S5: exit code, run
+/// time, only the output not read yet).
+pub fn terminal_note(ev: &TerminalEvent) -> String {
+    let outcome = match (ev.status, ev.exit_code) {
+        (ToolStatus::Stopped, _) => "was stopped".to_owned(),
+        (_, Some(code)) => format!("exited with code {code}"),
+        (status, None) => format!("ended ({status})"),
+    };
+    let mut note = format!(
+        "[terminal {} · `{}` {outcome} after {:.1} s]",
+        ev.terminal_id,
+        ev.command,
+        ev.duration_ms as f64 / 1000.0
+    );
+    if ev.unread_output.is_empty() {
+        note.push_str("\n(no output since the last check)");
+    } else {
+        note.push('\n');
+        note.push_str(&ev.unread_output);
+    }
+    if let Some(path) = &ev.full_output {
+        note.push_str(&format!("\n[full output: {}]", path.display()));
+    }
+    note
 }
 
 #[cfg(test)]
@@ -110,5 +136,22 @@ mod tests {
 
         let odd = mcp_tool(&ToolSpec::new("x", "X.", Value::Null, Effect::Process));
         assert_eq!(serde_json::to_value(&odd).unwrap()["inputSchema"], json!({"type": "object"}));
+    }
+
+    #[test]
+    fn s5_terminal_note_gives_exit_code_time_and_unread_output() {
+        let ev = TerminalEvent {
+            terminal_id: "term-3".into(),
+            command: "make test".into(),
+            exit_code: Some(2),
+            status: ToolStatus::Error,
+            duration_ms: 6040,
+            unread_output: "FAILED x\n".into(),
+            full_output: Some(PathBuf::from("/tmp/t3.log")),
+        };
+        assert_eq!(
+            terminal_note(&ev),
+            "[terminal term-3 · `make test` exited with code 2 after 6.0 s]\nFAILED x\n\n[full output: /tmp/t3.log]"
+        );
     }
 }

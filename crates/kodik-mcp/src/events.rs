@@ -9,16 +9,20 @@
 // shows; progress notifications need a per-request token the terminal events do not have.
 #![allow(deprecated)]
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use kodik_core::{Event, EventSink, ToolStatus};
+use kodik_core::{Event, EventSink, TerminalEvent, ToolStatus};
 use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam};
 use rmcp::{Peer, RoleServer};
 use tokio::sync::mpsc;
 
 /// Events waiting for the client beyond this are dropped (and counted) rather than blocking a tool.
 const QUEUE: usize = 1024;
+
+/// Terminal events kept for the next tool result; the oldest go first beyond this.
+const PENDING: usize = 64;
 
 /// The logger name on every notification.
 pub const LOGGER: &str = "kodik";
@@ -30,6 +34,8 @@ pub struct McpEvents {
     rx: Mutex<Option<mpsc::Receiver<Event>>>,
     min_level: Arc<AtomicU8>,
     dropped: AtomicU64,
+    /// Terminal events not yet shown in a tool result (see [`McpEvents::take_pending`]).
+    pending: Mutex<VecDeque<TerminalEvent>>,
 }
 
 impl std::fmt::Debug for McpEvents {
@@ -48,6 +54,7 @@ impl McpEvents {
             rx: Mutex::new(Some(rx)),
             min_level: Arc::new(AtomicU8::new(rank(LoggingLevel::Debug))),
             dropped: AtomicU64::new(0),
+            pending: Mutex::new(VecDeque::new()),
         }
     }
 
@@ -86,6 +93,15 @@ impl McpEvents {
         self.min_level.store(rank(level), Ordering::Relaxed);
     }
 
+    /// Terminal events emitted since the last call, oldest first.
+    ///
+    /// MCP clients rarely show logging notifications to their model, and a terminal event
+    /// carries output the shell will not repeat (S5), so the server also appends these to the
+    /// next tool result.
+    pub fn take_pending(&self) -> Vec<TerminalEvent> {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner()).drain(..).collect()
+    }
+
     /// Events dropped because the client could not keep up.
     pub fn dropped(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)
@@ -95,6 +111,13 @@ impl McpEvents {
 impl EventSink for McpEvents {
     fn emit(&self, event: Event) {
         self.inner.emit(event.clone());
+        if let Event::Terminal(t) = &event {
+            let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+            if pending.len() == PENDING {
+                pending.pop_front();
+            }
+            pending.push_back(t.clone());
+        }
         if self.tx.try_send(event).is_err() {
             let n = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
             tracing::warn!(dropped = n, "MCP client is not reading notifications; dropped an event");

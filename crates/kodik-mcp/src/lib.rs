@@ -14,7 +14,8 @@
 //!   come back as an `isError` result the model can act on, never as a protocol error.
 //! - Terminal events and progress ([`kodik_core::Event`]) go to the client as
 //!   `notifications/message` with logger `kodik` and the event's JSON as `data`, once the
-//!   client is connected ([`events`]).
+//!   client is connected ([`events`]). Since most clients do not show those to their model, a
+//!   background command's end is also appended to the next tool result ([`terminal_note`]).
 //!
 //! ```no_run
 //! # async fn run(scheduler: kodik_scheduler::Scheduler, cx: kodik_core::ToolContext,
@@ -31,7 +32,7 @@ mod convert;
 pub mod events;
 mod server;
 
-pub use convert::{call_result, mcp_tool};
+pub use convert::{call_result, mcp_tool, terminal_note};
 pub use events::McpEvents;
 pub use server::McpServer;
 

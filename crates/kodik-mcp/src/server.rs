@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use kodik_core::{ToolCall, ToolContext, ToolError, ToolSpec};
 use kodik_scheduler::{CallStream, Scheduler};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult, PaginatedRequestParams,
+    CallToolRequestParams, CallToolResponse, ContentBlock, Implementation, ListToolsResult, PaginatedRequestParams,
     ServerCapabilities, ServerConfig, SetLevelRequestParams, Tool,
 };
 use rmcp::service::{NotificationContext, RequestContext, RunningService};
@@ -19,7 +19,7 @@ use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::Value;
 
 use crate::McpError;
-use crate::convert::{call_result, mcp_tool};
+use crate::convert::{call_result, mcp_tool, terminal_note};
 use crate::events::McpEvents;
 
 /// An MCP server over a fixed tool list, running calls through one scheduler stream.
@@ -137,7 +137,13 @@ impl ServerHandler for McpServer {
             out = self.stream.call(call) => out,
             () = context.ct.cancelled() => ToolError::Cancelled.into_output(),
         };
-        Ok(call_result(out).into())
+        let mut result = call_result(out);
+        // Background commands that ended meanwhile: the model sees them here even when its
+        // client ignores logging notifications.
+        for ev in self.events.take_pending() {
+            result.content.push(ContentBlock::text(terminal_note(&ev)));
+        }
+        Ok(result.into())
     }
 
     async fn set_level(

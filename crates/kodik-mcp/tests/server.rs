@@ -313,12 +313,20 @@ async fn g6_a_request_the_client_cancels_cancels_its_call() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn s3_terminal_events_reach_the_client_as_logging_notifications() {
+async fn s3_s5_terminal_events_reach_the_client_as_logging_notifications_and_in_the_next_result() {
     let mut f = fixture().await;
-    assert_eq!(text(&call(&f, "emit", json!({})).await), "emitted");
+    let emitted = call(&f, "emit", json!({})).await;
+    assert_eq!(text(&emitted), "emitted");
     let msg = tokio::time::timeout(LIMIT, f.logs.recv()).await.unwrap().unwrap();
     assert_eq!(msg.logger.as_deref(), Some("kodik"));
     assert_eq!(msg.data["event"], "terminal");
     assert_eq!(msg.data["unread_output"], "done\n");
     assert_eq!(msg.data["exit_code"], 0);
+
+    // The model sees the event in the next result too, once.
+    let blocks = serde_json::to_value(&emitted).unwrap()["content"].clone();
+    assert_eq!(blocks.as_array().unwrap().len(), 2, "{blocks}");
+    assert_eq!(blocks[1]["text"], "[terminal t1 · `sleep 6; echo done` exited with code 0 after 6.0 s]\ndone\n");
+    let next = call(&f, "echo", json!({"text": "x"})).await;
+    assert_eq!(next.content.len(), 1);
 }

@@ -1,0 +1,241 @@
+//! `kodik serve` against the official Python MCP SDK (`mcp` on PyPI) as a real client process.
+//!
+//! The SDK lives in a venv that `cargo xtask ci` creates (`ensure_python_mcp`) and names in
+//! `KODIK_MCP_PYTHON`; without that variable the test looks for
+//! `$CARGO_TARGET_DIR/mcp-venv/bin/python` (or `<workspace>/target/mcp-venv/bin/python`).
+//! A missing SDK fails the test with the command that installs it; it is never skipped.
+
+use std::io::Read as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const KODIK: &str = env!("CARGO_BIN_EXE_kodik");
+
+/// The client: lists the tools, then (in code mode) reads, edits, creates, runs a command that
+/// goes to the background and polls it, waits for another one's terminal event, makes two bad
+/// calls, and prints one JSON summary line.
+const CLIENT: &str = r#"
+import asyncio, json, sys
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+kodik, workspace, mode = sys.argv[1:4]
+
+def summary(result):
+    return {
+        "is_error": result.is_error,
+        "text": "\n".join(c.text for c in result.content if c.type == "text"),
+        "structured": result.structured_content,
+    }
+
+async def main():
+    logs = []
+    got_log = asyncio.Event()
+
+    async def on_log(params):
+        logs.append({"level": params.level, "logger": params.logger, "data": params.data})
+        got_log.set()
+
+    server = StdioServerParameters(command=kodik, args=["serve", "--workspace", workspace, "--mode", mode])
+    out = {}
+    async with stdio_client(server) as (read, write):
+        async with ClientSession(read, write, logging_callback=on_log) as session:
+            init = await session.initialize()
+            out["server"] = init.server_info.name
+            out["tools"] = names = [t.name for t in (await session.list_tools()).tools]
+            if mode != "code":
+                print(json.dumps(out))
+                return
+
+            async def run(name, args):
+                # Deferred tools (G12) are reached through call_tool.
+                if name in names:
+                    return summary(await session.call_tool(name, args))
+                return summary(await session.call_tool("call_tool", {"name": name, "arguments": args}))
+
+            out["read"] = await run("read_file", {"path": "notes.txt"})
+            out["edit"] = await run("edit_file", {
+                "path": "notes.txt",
+                "edits": [{"old_string": "hello", "new_string": "goodbye"}],
+            })
+            out["create"] = await run("create_file", {"path": "new.txt", "content": "created\n"})
+            # Two overlapping requests: both commands outlive the 5 s wait and go to the background.
+            polled, evented = await asyncio.gather(
+                run("shell", {"command": "sleep 6; echo done"}),
+                run("shell", {"command": "sleep 6; echo event-done"}),
+            )
+            out["shell"] = polled
+            out["shell_evented"] = evented
+            terminal = polled["structured"]["meta"]["terminal_id"]
+            polls = []
+            for _ in range(120):
+                r = await run("get_terminal_output", {"terminal_id": terminal})
+                polls.append(r)
+                if not r["structured"]["meta"].get("running", True):
+                    break
+                await asyncio.sleep(0.25)
+            out["polls"] = polls
+            want = evented["structured"]["meta"]["terminal_id"]
+            for _ in range(120):
+                if any(l["data"].get("event") == "terminal" and l["data"].get("terminal_id") == want for l in logs):
+                    break
+                got_log.clear()
+                try:
+                    await asyncio.wait_for(got_log.wait(), 0.25)
+                except asyncio.TimeoutError:
+                    pass
+            out["logs"] = logs
+            out["unknown"] = summary(await session.call_tool("read_fil", {"path": "notes.txt"}))
+            out["invalid"] = await run("shell", {"cmd": "echo hi"})
+    print(json.dumps(out))
+
+asyncio.run(main())
+"#;
+
+/// The venv python with the official SDK, or a failure that says how to install it.
+fn mcp_python() -> PathBuf {
+    let python = match std::env::var_os("KODIK_MCP_PYTHON") {
+        Some(p) => PathBuf::from(p),
+        None => {
+            let target = std::env::var_os("CARGO_TARGET_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
+            target.join("mcp-venv/bin/python")
+        }
+    };
+    let ok = Command::new(&python)
+        .args(["-c", "import mcp"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        ok,
+        "the official Python MCP SDK is missing: `{} -c \"import mcp\"` failed{}. Install it with \
+         `cargo xtask ci` (it runs ensure_python_mcp), or by hand: \
+         `python3 -m venv target/mcp-venv && target/mcp-venv/bin/pip install mcp` \
+         (or point KODIK_MCP_PYTHON at a python that has `mcp`)",
+        python.display(),
+        if std::env::var_os("CI").is_some() { " in CI" } else { "" },
+    );
+    python
+}
+
+/// Runs the client script against `kodik serve` in `workspace`, killed after `limit`.
+fn run_client(workspace: &Path, mode: &str, limit: Duration) -> Value {
+    let python = mcp_python();
+    let script_dir = tempfile::tempdir().unwrap();
+    let script = script_dir.path().join("client.py");
+    std::fs::write(&script, CLIENT).unwrap();
+    let mut child = Command::new(python)
+        .arg(&script)
+        .args([KODIK, workspace.to_str().unwrap(), mode])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let out_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stdout.read_to_string(&mut s);
+        s
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stderr.read_to_string(&mut s);
+        s
+    });
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let out = out_reader.join().unwrap();
+    let err = err_reader.join().unwrap();
+    let status = status.unwrap_or_else(|| panic!("the MCP client did not finish within {limit:?}\nstderr:\n{err}"));
+    assert!(status.success(), "the MCP client failed ({status})\nstdout:\n{out}\nstderr:\n{err}");
+    let line = out.lines().last().unwrap_or_default();
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("no JSON summary ({e})\nstdout:\n{out}\nstderr:\n{err}"))
+}
+
+fn names(summary: &Value) -> Vec<&str> {
+    summary["tools"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect()
+}
+
+#[test]
+fn g1_g8_g12_s3_mcp_round_trip_with_the_official_python_client() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("notes.txt"), "hello world\n").unwrap();
+    let s = run_client(dir.path(), "code", Duration::from_secs(90));
+
+    assert_eq!(s["server"], "kodik");
+    let tools = names(&s);
+    for t in ["shell", "get_terminal_output", "edit_file", "create_file", "tool_search", "call_tool"] {
+        assert!(tools.contains(&t), "{t} missing from {tools:?}");
+    }
+    // G13: built-ins sorted by name.
+    let mut sorted = tools.clone();
+    sorted.sort_unstable();
+    assert_eq!(tools, sorted);
+
+    assert_eq!(s["read"]["is_error"], false, "{}", s["read"]);
+    assert!(s["read"]["text"].as_str().unwrap().contains("hello world"), "{}", s["read"]);
+    assert_eq!(s["edit"]["is_error"], false, "{}", s["edit"]);
+    assert_eq!(s["edit"]["structured"]["status"], "success");
+    assert_eq!(s["create"]["is_error"], false, "{}", s["create"]);
+    assert_eq!(std::fs::read_to_string(dir.path().join("notes.txt")).unwrap(), "goodbye world\n");
+    assert_eq!(std::fs::read_to_string(dir.path().join("new.txt")).unwrap(), "created\n");
+
+    // S3: the command outlived the wait and went to the background; polling shows it finish.
+    assert_eq!(s["shell"]["is_error"], false, "{}", s["shell"]);
+    assert_eq!(s["shell"]["structured"]["meta"]["running"], true, "{}", s["shell"]);
+    let polls = s["polls"].as_array().unwrap();
+    let last = polls.last().unwrap();
+    assert_eq!(last["structured"]["meta"]["running"], false, "never finished: {last}");
+    assert_eq!(last["is_error"], false, "{last}");
+    // S5: the output arrives once, through a poll or (when the command ended between polls) as
+    // a terminal note appended to a result.
+    let polled_text: String = polls.iter().map(|p| p["text"].as_str().unwrap()).collect();
+    assert!(polled_text.contains("done\n"), "{polled_text}");
+
+    // The other background command's end arrived as an MCP logging notification.
+    let evented = s["shell_evented"]["structured"]["meta"]["terminal_id"].as_str().unwrap();
+    let event = s["logs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["data"]["event"] == "terminal" && l["data"]["terminal_id"] == evented)
+        .unwrap_or_else(|| panic!("no terminal event for {evented}: {}", s["logs"]));
+    assert_eq!(event["logger"], "kodik");
+    assert_eq!(event["data"]["exit_code"], 0);
+    assert!(event["data"]["unread_output"].as_str().unwrap().contains("event-done"), "{event}");
+
+    // Bad calls are results the model can act on, not protocol errors.
+    assert_eq!(s["unknown"]["is_error"], true, "{}", s["unknown"]);
+    assert!(s["unknown"]["text"].as_str().unwrap().contains("unknown tool `read_fil`"), "{}", s["unknown"]);
+    assert_eq!(s["invalid"]["is_error"], true, "{}", s["invalid"]);
+    assert_eq!(s["invalid"]["structured"]["status"], "error");
+}
+
+#[test]
+fn g11_serve_offers_only_the_modes_tools() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = run_client(dir.path(), "ask", Duration::from_secs(60));
+    let tools = names(&s);
+    assert!(!tools.is_empty());
+    for t in ["edit_file", "create_file", "delete_file", "apply_patch", "shell"] {
+        assert!(!tools.contains(&t), "ask mode must not offer {t}: {tools:?}");
+    }
+}
