@@ -55,7 +55,9 @@ pub enum SearchError {
         reason: String,
     },
     /// The regex did not compile.
-    #[error("invalid regex `{pattern}`: {message}\nFix the pattern (Rust regex syntax, as ripgrep), or set `fixed_strings: true` to search for the text literally.")]
+    #[error(
+        "invalid regex `{pattern}`: {message}\nFix the pattern (Rust regex syntax, as ripgrep), or set `fixed_strings: true` to search for the text literally."
+    )]
     BadRegex {
         /// The pattern.
         pattern: String,

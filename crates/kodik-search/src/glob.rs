@@ -15,7 +15,9 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use globset::{GlobBuilder, GlobMatcher};
 use ignore::WalkState;
-use kodik_core::{CancellationToken, PathError, Session, ToolContext, ToolError, ToolOutput, ToolSpec, TypedTool, Workspace};
+use kodik_core::{
+    CancellationToken, PathError, Session, ToolContext, ToolError, ToolOutput, ToolSpec, TypedTool, Workspace,
+};
 use kodik_schema::search::GlobArgs;
 use serde_json::json;
 

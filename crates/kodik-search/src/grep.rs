@@ -172,10 +172,9 @@ fn build_matcher(args: &GrepArgs) -> Result<RegexMatcher, SearchError> {
 
 fn build_searcher(args: &GrepArgs, mode: OutputMode, ws: &Workspace, walk: bool) -> Result<Searcher, SearchError> {
     let (before, after) = match mode {
-        OutputMode::Content => (
-            args.context_before.or(args.context).unwrap_or(0),
-            args.context_after.or(args.context).unwrap_or(0),
-        ),
+        OutputMode::Content => {
+            (args.context_before.or(args.context).unwrap_or(0), args.context_after.or(args.context).unwrap_or(0))
+        }
         _ => (0, 0),
     };
     let mut b = SearcherBuilder::new();
@@ -234,7 +233,9 @@ fn types(name: &str) -> Result<ignore::types::Types, SearchError> {
             let close: Vec<String> = defs
                 .iter()
                 .map(|d| d.name().to_string())
-                .filter(|n| n.contains(&lower) || lower.contains(n.as_str()) || n.starts_with(&lower[..lower.len().min(2)]))
+                .filter(|n| {
+                    n.contains(&lower) || lower.contains(n.as_str()) || n.starts_with(&lower[..lower.len().min(2)])
+                })
                 .take(12)
                 .collect();
             let hint = if close.is_empty() {
@@ -347,8 +348,8 @@ fn search_one_file(
     cancel: &CancellationToken,
 ) -> Result<Option<FileHits>, SearchError> {
     let shown = ws.display(path);
-    let meta = std::fs::metadata(path)
-        .map_err(|source| SearchError::Io { action: "reading", path: shown.clone(), source })?;
+    let meta =
+        std::fs::metadata(path).map_err(|source| SearchError::Io { action: "reading", path: shown.clone(), source })?;
     let bytes =
         std::fs::read(path).map_err(|source| SearchError::Io { action: "reading", path: shown.clone(), source })?;
     // GR3: the file's own encoding (BOM, UTF-16 without BOM, UTF-8, `files.encoding`, detection).
@@ -457,4 +458,44 @@ fn format_result(
         "searched_files": searched,
         "truncated": end < total,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gr2_cancellation_stops_the_walk_itself_not_just_the_wait() {
+        let dir = tempfile::tempdir().unwrap();
+        let body = "abcdefghij".repeat(10) + "\n";
+        let body = body.repeat(2000);
+        for i in 0..300 {
+            let d = dir.path().join(format!("d{}", i % 10));
+            std::fs::create_dir_all(&d).unwrap();
+            std::fs::write(d.join(format!("f{i}.txt")), &body).unwrap();
+        }
+        let ws = Workspace::new(dir.path()).unwrap();
+        let args: GrepArgs =
+            serde_json::from_value(json!({"pattern": "(a|b)+c.*j$", "output_mode": "content"})).unwrap();
+        let session = Session::new();
+        let config = SearchConfig::default();
+
+        let full_start = std::time::Instant::now();
+        let full = grep(&ws, &session, &config, &args, &CancellationToken::new()).unwrap();
+        let full_time = full_start.elapsed();
+        assert_eq!(full.meta["total_matches"], 300 * 2000);
+
+        let cancel = CancellationToken::new();
+        let c2 = cancel.clone();
+        let canceller = std::thread::spawn(move || {
+            std::thread::sleep(full_time / 10);
+            c2.cancel();
+        });
+        let start = std::time::Instant::now();
+        let result = grep(&ws, &Session::new(), &config, &args, &cancel);
+        let took = start.elapsed();
+        canceller.join().unwrap();
+        assert!(matches!(result, Err(SearchError::Cancelled)), "{result:?}");
+        assert!(took < full_time / 2, "cancelled walk took {took:?}, a full one {full_time:?}");
+    }
 }

@@ -67,7 +67,12 @@ struct Block {
     clamped_from: Option<usize>,
 }
 
-fn read(ws: &Workspace, session: &Session, config: &SearchConfig, args: &ReadFileArgs) -> Result<ToolOutput, SearchError> {
+fn read(
+    ws: &Workspace,
+    session: &Session,
+    config: &SearchConfig,
+    args: &ReadFileArgs,
+) -> Result<ToolOutput, SearchError> {
     let resolved = ws.check(&args.path)?;
     let shown = ws.display(&resolved);
     let meta = match std::fs::metadata(&resolved) {
@@ -337,14 +342,19 @@ fn too_large(
     config: &SearchConfig,
 ) -> Result<ToolOutput, SearchError> {
     use std::io::Read as _;
-    let mut file = std::fs::File::open(path)
-        .map_err(|source| SearchError::Io { action: "reading", path: shown.to_string(), source })?;
+    let mut file = std::fs::File::open(path).map_err(|source| SearchError::Io {
+        action: "reading",
+        path: shown.to_string(),
+        source,
+    })?;
     let mut buf = vec![0u8; 256 * 1024];
     let mut newlines = 0usize;
     loop {
-        let n = file
-            .read(&mut buf)
-            .map_err(|source| SearchError::Io { action: "reading", path: shown.to_string(), source })?;
+        let n = file.read(&mut buf).map_err(|source| SearchError::Io {
+            action: "reading",
+            path: shown.to_string(),
+            source,
+        })?;
         if n == 0 {
             break;
         }

@@ -73,7 +73,10 @@ async fn gr1_multiline_context_and_max_count() {
     let t = env.ok("grep", json!({"pattern": "four", "context": 1, "output_mode": "content"})).await;
     assert_eq!(t, "Found 1 matching line in 1 file\na.txt-3-three\na.txt:4:four\na.txt-5-five");
     let t = env
-        .ok("grep", json!({"pattern": "^(two|six)$", "context_before": 1, "context_after": 0, "output_mode": "content"}))
+        .ok(
+            "grep",
+            json!({"pattern": "^(two|six)$", "context_before": 1, "context_after": 0, "output_mode": "content"}),
+        )
         .await;
     assert_eq!(t, "Found 2 matching lines in 1 file\na.txt-1-one\na.txt:2:two\n--\na.txt-5-five\na.txt:6:six");
     let t = env.ok("grep", json!({"pattern": "e", "max_count": 2, "output_mode": "content"})).await;
