@@ -30,7 +30,7 @@ fi
 echo "tree: $SRC ($(du -sh "$SRC" | cut -f1), $(find "$SRC" -type f -not -path '*/.git/*' | wc -l) files)"
 
 cargo build --release -q -p kodik-search --example search_bench
-BIN=$PWD/target/release/examples/search_bench
+BIN=${CARGO_TARGET_DIR:-$PWD/target}/release/examples/search_bench
 RUNS=${RUNS:-10}
 OUT=$(mktemp -d)
 status=0
@@ -43,11 +43,11 @@ grep_case() { # name, pattern, extra rg flags, extra kodik flags
     local name=$1 pat=$2 rgflags=$3 kflags=$4
     local ours theirs
     ours=$("$BIN" grep "$SRC" "$pat" $kflags)
-    theirs=$(rg $rgflags --count --no-filename "$pat" "$SRC" | awk '{s+=$1} END {print s+0}')
+    theirs=$(rg --no-require-git $rgflags --count --no-filename "$pat" "$SRC" | awk '{s+=$1} END {print s+0}')
     echo "grep $name /$pat/: kodik $ours matching lines, rg $theirs"
     if [[ "$ours" != "$theirs" ]]; then echo "  MISMATCH" >&2; status=1; fi
     hyperfine -N --warmup 2 --runs "$RUNS" --output=pipe --export-json "$OUT/$name.json" \
-        "$BIN grep $SRC '$pat' $kflags" "rg $rgflags -n '$pat' $SRC" >/dev/null
+        "$BIN grep $SRC '$pat' $kflags" "rg --no-require-git $rgflags -n '$pat' $SRC" >/dev/null
     echo "  $(ratio "$OUT/$name.json") (target ≤ 1.10)"
 }
 

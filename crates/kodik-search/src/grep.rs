@@ -71,19 +71,22 @@ impl TypedTool for GrepTool {
     }
 }
 
-/// One reported line, or the `--` between separate context groups.
-#[derive(Debug, Clone, Hash)]
+/// One reported line (its text is a slice of [`FileHits::text`]), or the `--` between
+/// separate context groups.
+#[derive(Debug, Clone, Copy)]
 enum Entry {
-    Line { number: u64, is_match: bool, text: String },
+    Line { number: u64, is_match: bool, start: usize, end: usize },
     Break,
 }
 
-/// What one file gave.
-#[derive(Debug, Hash)]
+/// What one file gave. Lines share one text buffer: a search with a million hits makes a few
+/// thousand allocations, not a million.
+#[derive(Debug)]
 struct FileHits {
     path: PathBuf,
     stamp: (u128, u64),
     matches: u64,
+    text: String,
     entries: Vec<Entry>,
 }
 
@@ -98,23 +101,39 @@ struct Collect<'a> {
     opts: Opts,
     cancel: &'a CancellationToken,
     matches: u64,
+    text: String,
     entries: Vec<Entry>,
 }
 
-impl Collect<'_> {
-    fn line(&self, number: u64, is_match: bool, bytes: &[u8]) -> Entry {
+impl<'a> Collect<'a> {
+    fn new(opts: Opts, cancel: &'a CancellationToken) -> Self {
+        Self { opts, cancel, matches: 0, text: String::new(), entries: Vec::new() }
+    }
+
+    fn line(&mut self, number: u64, is_match: bool, bytes: &[u8]) {
         let bytes = bytes.strip_suffix(b"\n").unwrap_or(bytes);
         let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
-        let text = String::from_utf8_lossy(bytes);
+        let start = self.text.len();
         let max = self.opts.max_line_chars;
-        let text = match text.char_indices().nth(max) {
-            Some((cut, _)) => {
-                let rest = text[cut..].chars().count();
-                format!("{} […{rest} more characters]", &text[..cut])
+        match std::str::from_utf8(bytes) {
+            // Fewer bytes than the limit means fewer characters too: no counting needed.
+            Ok(s) if s.len() <= max => self.text.push_str(s),
+            _ => {
+                let lossy = String::from_utf8_lossy(bytes);
+                match lossy.char_indices().nth(max) {
+                    Some((cut, _)) => {
+                        let rest = lossy[cut..].chars().count();
+                        let _ = write!(self.text, "{} […{rest} more characters]", &lossy[..cut]);
+                    }
+                    None => self.text.push_str(&lossy),
+                }
             }
-            None => text.into_owned(),
-        };
-        Entry::Line { number, is_match, text }
+        }
+        self.entries.push(Entry::Line { number, is_match, start, end: self.text.len() });
+    }
+
+    fn into_hits(self, path: PathBuf, stamp: (u128, u64)) -> FileHits {
+        FileHits { path, stamp, matches: self.matches, text: self.text, entries: self.entries }
     }
 }
 
@@ -131,8 +150,7 @@ impl Sink for Collect<'_> {
             OutputMode::Count => Ok(true),
             OutputMode::Content => {
                 for (n, line) in (m.line_number().unwrap_or(0)..).zip(m.lines()) {
-                    let e = self.line(n, true, line);
-                    self.entries.push(e);
+                    self.line(n, true, line);
                 }
                 Ok(true)
             }
@@ -140,8 +158,7 @@ impl Sink for Collect<'_> {
     }
 
     fn context(&mut self, _: &Searcher, c: &SinkContext<'_>) -> Result<bool, Self::Error> {
-        let e = self.line(c.line_number().unwrap_or(0), false, c.bytes());
-        self.entries.push(e);
+        self.line(c.line_number().unwrap_or(0), false, c.bytes());
         Ok(!self.cancel.is_cancelled())
     }
 
@@ -311,12 +328,11 @@ fn grep(
                     return WalkState::Continue;
                 }
                 searched.fetch_add(1, Ordering::Relaxed);
-                let mut sink = Collect { opts, cancel, matches: 0, entries: Vec::new() };
+                let mut sink = Collect::new(opts, cancel);
                 // An unreadable file is skipped, as ripgrep does (after saying so on stderr).
                 if searcher.search_path(&matcher, entry.path(), &mut sink).is_ok() && sink.matches > 0 {
                     let stamp = stamp(entry.metadata().ok().as_ref());
-                    let (matches, entries) = (sink.matches, sink.entries);
-                    local.hits.push(FileHits { path: entry.into_path(), stamp, matches, entries });
+                    local.hits.push(sink.into_hits(entry.into_path(), stamp));
                 }
                 WalkState::Continue
             })
@@ -333,7 +349,10 @@ fn grep(
     let key = format!("grep\0{}\0{args:?}", base.display());
     let total_matches: u64 = files.iter().map(|f| f.matches).sum();
     let what = format!("{total_matches} matches in {} files, none of them changed", files.len());
-    if let Some(out) = guard::check(session, &key, hash_of(&files), &what) {
+    // G15: what a repeat must notice is a matched file that changed (its mtime or size), a
+    // newly matching file, or one that no longer matches; the lines follow from those.
+    let fingerprint = hash_of(&files.iter().map(|f| (&f.path, f.stamp, f.matches)).collect::<Vec<_>>());
+    if let Some(out) = guard::check(session, &key, fingerprint, &what) {
         return Ok(out);
     }
     Ok(format_result(ws, config, args, mode, &base, &files, searched.load(Ordering::Relaxed)))
@@ -356,16 +375,11 @@ fn search_one_file(
     let decoded = kodik_core::text::decode(&bytes, ws.settings().encoding()).map_err(|_| SearchError::Binary(shown))?;
     drop(bytes);
     let mut searcher = build_searcher(args, opts.mode, ws, false)?;
-    let mut sink = Collect { opts, cancel, matches: 0, entries: Vec::new() };
+    let mut sink = Collect::new(opts, cancel);
     searcher
         .search_slice(matcher, decoded.text.as_bytes(), &mut sink)
         .map_err(|e| SearchError::Internal(e.to_string()))?;
-    Ok((sink.matches > 0).then(|| FileHits {
-        path: path.to_path_buf(),
-        stamp: stamp(Some(&meta)),
-        matches: sink.matches,
-        entries: sink.entries,
-    }))
+    Ok((sink.matches > 0).then(|| sink.into_hits(path.to_path_buf(), stamp(Some(&meta)))))
 }
 
 fn format_result(
@@ -392,15 +406,15 @@ fn format_result(
     // Entries are listed as cheap references and only the shown page is formatted: a search
     // with a million hits costs one pass, not a million strings.
     let shown_paths: Vec<String> = files.iter().map(|f| ws.display(&f.path)).collect();
-    let mut entries: Vec<(usize, Option<&Entry>)> = Vec::new();
+    let mut entries: Vec<(usize, Option<Entry>)> = Vec::new();
     for (i, f) in files.iter().enumerate() {
         match mode {
             OutputMode::FilesWithMatches | OutputMode::Count => entries.push((i, None)),
             OutputMode::Content => {
                 if context && i > 0 {
-                    entries.push((i, Some(&Entry::Break)));
+                    entries.push((i, Some(Entry::Break)));
                 }
-                entries.extend(f.entries.iter().map(|e| (i, Some(e))));
+                entries.extend(f.entries.iter().map(|e| (i, Some(*e))));
             }
         }
     }
@@ -431,11 +445,9 @@ fn format_result(
                 (OutputMode::Count, _) => writeln!(text, "{shown}:{}", files[i].matches),
                 (_, None) => writeln!(text, "{shown}"),
                 (_, Some(Entry::Break)) => writeln!(text, "--"),
-                (_, Some(Entry::Line { number, is_match: true, text: line })) => {
-                    writeln!(text, "{shown}:{number}:{line}")
-                }
-                (_, Some(Entry::Line { number, is_match: false, text: line })) => {
-                    writeln!(text, "{shown}-{number}-{line}")
+                (_, Some(Entry::Line { number, is_match, start, end })) => {
+                    let sep = if is_match { ':' } else { '-' };
+                    writeln!(text, "{shown}{sep}{number}{sep}{}", &files[i].text[start..end])
                 }
             };
         }
