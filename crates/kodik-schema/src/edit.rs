@@ -109,6 +109,29 @@ fails, no file is changed. Line endings and encodings of the files are kept. Pat
 workspace root.";
 }
 
+/// The Lark grammar of the patch format, for providers that take `apply_patch` as a freeform
+/// (grammar-constrained) tool instead of a JSON function (P5). It is Codex's grammar.
+pub const APPLY_PATCH_LARK_GRAMMAR: &str = r#"start: begin_patch hunk+ end_patch
+begin_patch: "*** Begin Patch" LF
+end_patch: "*** End Patch" LF?
+
+hunk: add_hunk | delete_hunk | update_hunk
+add_hunk: "*** Add File: " filename LF add_line+
+delete_hunk: "*** Delete File: " filename LF
+update_hunk: "*** Update File: " filename LF change_move? change?
+
+filename: /(.+)/
+add_line: "+" /(.*)/ LF -> line
+
+change_move: "*** Move to: " filename LF
+change: (change_context | change_line)+ eof_line?
+change_context: ("@@" | "@@ " /(.+)/) LF
+change_line: ("+" | "-" | " ") /(.*)/ LF
+eof_line: "*** End of File" LF
+
+%import common.LF
+"#;
+
 /// What `edit_notebook` does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -219,6 +242,22 @@ mod tests {
         .unwrap();
         assert_eq!(a.operation, NotebookOperation::Insert);
         assert_eq!(a.cell_type, Some(CellType::Markdown));
+    }
+
+    #[test]
+    fn p5_freeform_grammar_names_every_marker() {
+        for m in [
+            "*** Begin Patch",
+            "*** End Patch",
+            "*** Add File: ",
+            "*** Delete File: ",
+            "*** Update File: ",
+            "*** Move to: ",
+            "*** End of File",
+            "@@",
+        ] {
+            assert!(APPLY_PATCH_LARK_GRAMMAR.contains(m), "{m}");
+        }
     }
 
     #[test]
