@@ -1,8 +1,10 @@
 //! `cargo xtask <task>`: the project's automation, in plain Rust.
 //!
-//! - `ci`: install what the tests need when missing, then fmt check, schema staleness check,
+//! - `ci`: install what the tests need when missing (incl. the official Python MCP SDK in a
+//!   venv under the target dir), then fmt check, schema staleness check,
 //!   clippy with `-D warnings` on all targets, and the whole test suite. The README's test
 //!   command; `.ci/run` calls it.
+//! - `test-tools`: only install what the tests need (what `ci` does first).
 //! - `schema`: write every tool's JSON Schema under `schemas/`; `schema --check` fails when the
 //!   committed files are stale.
 
@@ -14,7 +16,8 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("ci") => ci(),
         Some("schema") => schema(args.iter().any(|a| a == "--check")),
-        _ => Err("usage: cargo xtask ci | schema [--check]".to_string()),
+        Some("test-tools") => ensure_test_tools(),
+        _ => Err("usage: cargo xtask ci | schema [--check] | test-tools".to_string()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -41,7 +44,11 @@ fn cargo() -> Command {
 }
 
 fn have(program: &str) -> bool {
-    Command::new("sh").arg("-c").arg(format!("command -v {program} >/dev/null 2>&1")).status().is_ok_and(|s| s.success())
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {program} >/dev/null 2>&1"))
+        .status()
+        .is_ok_and(|s| s.success())
 }
 
 /// Installs (or names) what the test suite needs that a clean machine may lack.
@@ -52,7 +59,58 @@ fn ensure_test_tools() -> Result<(), String> {
             return Err(format!("missing `{program}`: install it (Debian: apt-get install -y {program})"));
         }
     }
+    ensure_python_mcp()?;
     Ok(())
+}
+
+/// The Python of the venv holding the official MCP SDK (`kodik serve`'s end-to-end test):
+/// `$CARGO_TARGET_DIR/mcp-venv` or `<workspace>/target/mcp-venv`. The test reads it from
+/// `KODIK_MCP_PYTHON`.
+fn mcp_python() -> PathBuf {
+    let target = match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(dir) => root().join(dir),
+        None => root().join("target"),
+    };
+    target.join("mcp-venv").join("bin").join("python")
+}
+
+/// Creates the venv with the official Python MCP SDK (`pip install mcp`) when it is missing.
+fn ensure_python_mcp() -> Result<(), String> {
+    let python = mcp_python();
+    let imports = |py: &Path| Command::new(py).args(["-c", "import mcp"]).output().is_ok_and(|o| o.status.success());
+    if imports(&python) {
+        return Ok(());
+    }
+    if !have("python3") {
+        return Err("missing `python3` for the MCP end-to-end test: install it (Debian: apt-get install -y python3 python3-venv)".into());
+    }
+    let venv = python.parent().and_then(Path::parent).unwrap_or(Path::new("target/mcp-venv")).to_path_buf();
+    eprintln!("xtask: == creating {} with the official Python MCP SDK (pip install mcp)", venv.display());
+    let last_line = |o: &std::process::Output| {
+        String::from_utf8_lossy(&o.stderr).lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim().to_owned()
+    };
+    let made = Command::new("python3").arg("-m").arg("venv").arg(&venv).output();
+    match made {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => {
+            return Err(format!(
+                "missing Python venv support: `python3 -m venv {}` failed ({}); install it (Debian: apt-get install -y python3-venv)",
+                venv.display(),
+                last_line(&o)
+            ));
+        }
+        Err(e) => return Err(format!("cannot run `python3 -m venv`: {e}")),
+    }
+    let installed = Command::new(&python).args(["-m", "pip", "install", "--quiet", "mcp"]).output();
+    match installed {
+        Ok(o) if o.status.success() && imports(&python) => Ok(()),
+        Ok(o) => Err(format!(
+            "missing the official Python MCP SDK: `{} -m pip install mcp` failed ({}); check access to PyPI",
+            python.display(),
+            last_line(&o)
+        )),
+        Err(e) => Err(format!("cannot run the venv's pip ({}): {e}", python.display())),
+    }
 }
 
 fn ci() -> Result<(), String> {
@@ -60,7 +118,7 @@ fn ci() -> Result<(), String> {
     run("fmt", cargo().args(["fmt", "--all", "--", "--check"]))?;
     schema(true)?;
     run("clippy", cargo().args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))?;
-    run("test", cargo().args(["test", "--workspace", "--no-fail-fast"]))?;
+    run("test", cargo().args(["test", "--workspace", "--no-fail-fast"]).env("KODIK_MCP_PYTHON", mcp_python()))?;
     eprintln!("xtask: ci passed");
     Ok(())
 }
