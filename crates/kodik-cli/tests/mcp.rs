@@ -5,6 +5,8 @@
 //! `$CARGO_TARGET_DIR/mcp-venv/bin/python` (or `<workspace>/target/mcp-venv/bin/python`).
 //! A missing SDK fails the test with the command that installs it; it is never skipped.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
+
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -115,7 +117,7 @@ fn mcp_python() -> PathBuf {
     assert!(
         ok,
         "the official Python MCP SDK is missing: `{} -c \"import mcp\"` failed{}. Install it with \
-         `cargo xtask ci` (it runs ensure_python_mcp), or by hand: \
+         `cargo xtask test-tools` (`cargo xtask ci` runs it too), or by hand: \
          `python3 -m venv target/mcp-venv && target/mcp-venv/bin/pip install mcp` \
          (or point KODIK_MCP_PYTHON at a python that has `mcp`)",
         python.display(),

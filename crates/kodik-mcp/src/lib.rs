@@ -44,8 +44,15 @@ pub use rmcp;
 pub enum McpError {
     /// The MCP handshake with the client failed (closed early, bad `initialize`, …).
     #[error("the MCP client did not complete the handshake: {0}")]
-    Initialize(#[from] rmcp::service::ServerInitializeError),
+    Initialize(Box<rmcp::service::ServerInitializeError>),
     /// The task serving the connection panicked or was aborted.
     #[error("the MCP service task failed: {0}")]
     Service(#[from] tokio::task::JoinError),
+}
+
+impl From<rmcp::service::ServerInitializeError> for McpError {
+    fn from(e: rmcp::service::ServerInitializeError) -> Self {
+        // Boxed: the rmcp error is large and this one travels through every `?`.
+        Self::Initialize(Box::new(e))
+    }
 }

@@ -1,5 +1,6 @@
 //! The MCP server in process, against rmcp's own client over an in-memory duplex pipe.
 #![allow(deprecated)] // MCP logging is deprecated by SEP-2577 in rmcp but still what clients show.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // helpers outside #[test] fns may unwrap too
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
