@@ -177,7 +177,7 @@ fn names(summary: &Value) -> Vec<&str> {
 }
 
 #[test]
-fn g1_g8_g12_s3_mcp_round_trip_with_the_official_python_client() {
+fn g1_g8_g12_s3_s4_mcp_round_trip_with_the_official_python_client() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("notes.txt"), "hello world\n").unwrap();
     let s = run_client(dir.path(), "code", Duration::from_secs(90));
@@ -203,6 +203,8 @@ fn g1_g8_g12_s3_mcp_round_trip_with_the_official_python_client() {
     // S3: the command outlived the wait and went to the background; polling shows it finish.
     assert_eq!(s["shell"]["is_error"], false, "{}", s["shell"]);
     assert_eq!(s["shell"]["structured"]["meta"]["running"], true, "{}", s["shell"]);
+    // S2/S4: earlier, finished requests are not this batch, so the command got the full wait.
+    assert!(s["shell"]["text"].as_str().unwrap().contains("after the default 5 s wait"), "{}", s["shell"]);
     let polls = s["polls"].as_array().unwrap();
     let last = polls.last().unwrap();
     assert_eq!(last["structured"]["meta"]["running"], false, "never finished: {last}");

@@ -4,10 +4,10 @@
 //! - `tools/list` returns the given [`ToolSpec`](kodik_core::ToolSpec)s in the order given
 //!   (the harness's G13 order), with `readOnlyHint`/`destructiveHint` annotations from their
 //!   [`Effect`](kodik_core::Effect).
-//! - `tools/call` runs through one [`kodik_scheduler::CallStream`] per MCP session: the
-//!   client's overlapping requests are one ongoing turn's calls, so they run concurrently and
-//!   mutations of one file keep their order (G1, G2). A request the client cancels cancels its
-//!   call (G6).
+//! - `tools/call` runs through a [`kodik_scheduler::CallStream`]: the client's overlapping
+//!   requests are one turn's calls, so they run concurrently and mutations of one file keep
+//!   their order (G1, G2); requests that do not overlap are separate batches for the shell's
+//!   S4 rule. A request the client cancels cancels its call (G6).
 //! - Results become MCP content (text and image blocks, raw text untouched: G8), with
 //!   `isError` for every status but `success` and `structuredContent =
 //!   {"status", "meta", "full_output"}` ([`call_result`]). An unknown tool or invalid arguments

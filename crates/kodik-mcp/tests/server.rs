@@ -148,6 +148,19 @@ impl Tool for Emit {
     }
 }
 
+/// How many calls of its turn had finished when it started (the shell's S4 input).
+struct Probe(ToolSpec);
+
+#[async_trait]
+impl Tool for Probe {
+    fn spec(&self) -> &ToolSpec {
+        &self.0
+    }
+    async fn call(&self, _args: Value, cx: &ToolContext) -> ToolOutput {
+        ToolOutput::text(cx.turn.finished_count().to_string())
+    }
+}
+
 /// A client that hands every logging notification to a channel.
 struct LogClient(mpsc::UnboundedSender<LoggingMessageNotificationParam>);
 
@@ -169,7 +182,7 @@ struct Fixture {
 }
 
 /// The offered list, deliberately not sorted: the server must keep the given order.
-const OFFERED: [&str; 6] = ["pair", "echo", "append", "wait_cancel", "emit", "append_other"];
+const OFFERED: [&str; 7] = ["pair", "echo", "append", "wait_cancel", "emit", "append_other", "probe"];
 
 async fn fixture() -> Fixture {
     let dir = tempfile::tempdir().unwrap();
@@ -195,6 +208,7 @@ async fn fixture() -> Fixture {
         started: Arc::clone(&wait_started),
     });
     registry.register(Emit(spec("emit", Effect::Process)));
+    registry.register(Probe(spec("probe", Effect::Process)));
     // In the registry but not offered: must be refused.
     registry.register(Echo(spec("hidden", Effect::MutatesFiles)));
     let tools: Vec<ToolSpec> = OFFERED.iter().map(|n| registry.get(n).map(|t| t.spec().clone()).unwrap()).collect();
@@ -330,4 +344,25 @@ async fn s3_s5_terminal_events_reach_the_client_as_logging_notifications_and_in_
     assert_eq!(blocks[1]["text"], "[terminal t1 · `sleep 6; echo done` exited with code 0 after 6.0 s]\ndone\n");
     let next = call(&f, "echo", json!({"text": "x"})).await;
     assert_eq!(next.content.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s4_only_overlapping_requests_form_a_batch() {
+    let mut f = fixture().await;
+    // Sequential requests: each is its own batch, so nothing "of this batch" has finished.
+    for _ in 0..3 {
+        assert_eq!(text(&call(&f, "echo", json!({"text": "x"})).await), "x");
+    }
+    assert_eq!(text(&call(&f, "probe", json!({})).await), "0");
+
+    // While `hold` runs, a finished `echo` belongs to the same batch as the next call.
+    let peer = f.client.peer().clone();
+    let held =
+        tokio::spawn(async move { peer.call_tool(params("append", json!({"path": "a.txt", "text": "hold"}))).await });
+    assert_eq!(tokio::time::timeout(LIMIT, f.append_started.recv()).await.unwrap().unwrap(), "hold");
+    call(&f, "echo", json!({"text": "y"})).await;
+    assert_eq!(text(&call(&f, "probe", json!({})).await), "1");
+    f.release.notify_one();
+    tokio::time::timeout(LIMIT, held).await.unwrap().unwrap().unwrap();
+    assert_eq!(text(&call(&f, "probe", json!({})).await), "0");
 }
