@@ -243,3 +243,65 @@ fn g11_serve_offers_only_the_modes_tools() {
         assert!(!tools.contains(&t), "ask mode must not offer {t}: {tools:?}");
     }
 }
+
+/// Waits for `child` up to `limit`; kills it and fails the test when it does not exit.
+fn wait_exit(child: &mut std::process::Child, limit: Duration) -> std::process::ExitStatus {
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("`kodik serve` did not exit within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn serve_answers_on_stdout_only_and_exits_when_the_client_closes_stdin() {
+    use std::io::{BufRead as _, BufReader, Write as _};
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(KODIK)
+        .args(["serve", "--workspace", dir.path().to_str().unwrap()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-06-18","capabilities":{{}},"clientInfo":{{"name":"raw","version":"0"}}}}}}"#
+    )
+    .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let reply: Value =
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("stdout is not pure JSON-RPC ({e}): {line}"));
+    assert_eq!(reply["id"], 1);
+    assert_eq!(reply["result"]["serverInfo"]["name"], "kodik");
+    assert!(reply["result"]["capabilities"]["tools"].is_object(), "{reply}");
+    drop(stdin);
+    let status = wait_exit(&mut child, Duration::from_secs(10));
+    assert!(status.success(), "{status}");
+    let mut err = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    assert!(err.contains("serving") && err.contains("mode code"), "{err}");
+}
+
+#[test]
+fn g11_serve_refuses_an_unknown_mode_with_the_valid_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(KODIK)
+        .args(["serve", "--workspace", dir.path().to_str().unwrap(), "--mode", "yolo"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("unknown mode `yolo`") && err.contains("code, debug, plan, ask, educator"), "{err}");
+    assert!(out.stdout.is_empty());
+}

@@ -65,9 +65,13 @@ impl McpServer {
         self
     }
 
-    /// Serves one client over this process's stdin/stdout until it disconnects.
+    /// Serves one client over this process's stdin/stdout until it disconnects. Must run
+    /// inside a Tokio runtime with IO enabled.
     pub async fn serve_stdio(self) -> Result<(), McpError> {
-        self.serve(rmcp::transport::stdio()).await
+        // Pipes (how MCP clients start servers) go through the IO reactor: no blocking-pool
+        // hop per message, and no stdin read left pending that would hold up runtime shutdown.
+        // Anything else falls back to the blocking handles.
+        self.serve(rmcp::transport::stdio_pipes()).await
     }
 
     /// Serves one client over `transport` (any rmcp transport, e.g. a `tokio::io::duplex`
