@@ -1,5 +1,7 @@
 //! Behaviour of the `codemode` tool, by SPEC K rule. Every test is bounded by a timeout.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -164,12 +166,7 @@ fn fixture() -> Fixture {
     registry.register(Noop::named("subagent", "Start a sub-agent."));
     let probe = Probe::default();
     registry.register(Sleeper {
-        spec: ToolSpec::new(
-            "sleep_ms",
-            "Sleeps.",
-            kodik_schema::input_schema::<SleepArgs>(),
-            Effect::ReadOnly,
-        ),
+        spec: ToolSpec::new("sleep_ms", "Sleeps.", kodik_schema::input_schema::<SleepArgs>(), Effect::ReadOnly),
         probe: probe.clone(),
     });
     registry.register(Failing {
@@ -254,7 +251,8 @@ async fn k1_mcp_tools_are_grouped_by_server_and_odd_names_use_brackets() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn k4_call_by_name_reaches_builtin_and_mcp_tools() {
-    let (out, f) = run(config(), "return (await call('noop', {})) + (await call('github__create_issue', {value: 1}))").await;
+    let (out, f) =
+        run(config(), "return (await call('noop', {})) + (await call('github__create_issue', {value: 1}))").await;
     assert_eq!(output_section(&out), "ok1", "{}", out.text_content());
     assert_eq!(f.noop_runs.load(Ordering::SeqCst), 1);
 }
@@ -396,7 +394,9 @@ async fn k4_text_and_console_reach_the_output_and_events() {
     let mut cx = ToolContext::new(f.workspace.clone());
     cx.call_id = "cm1".into();
     cx.events = sink.clone();
-    let out = run_with(&tool, &cx, "text('first'); console.log('hello', {a: 1}); console.warn('careful'); return 'last'").await;
+    let out =
+        run_with(&tool, &cx, "text('first'); console.log('hello', {a: 1}); console.warn('careful'); return 'last'")
+            .await;
     let t = out.text_content();
     assert!(t.contains("Logs:\nhello {\n  \"a\": 1\n}\n[warn] careful"), "{t}");
     assert!(t.contains("Output:\nfirst\nlast"), "{t}");
@@ -490,7 +490,9 @@ async fn k5_hooks_see_every_nested_call_in_order() {
     let hooks = Arc::new(RecordingHooks::default());
     let mut cx = ToolContext::new(f.workspace.clone());
     cx.hooks = hooks.clone();
-    let out = run_with(&tool, &cx, "await tools.noop({}); await tools.echo({value: 1}); await tools.github.list_issues({})").await;
+    let out =
+        run_with(&tool, &cx, "await tools.noop({}); await tools.echo({value: 1}); await tools.github.list_issues({})")
+            .await;
     assert_eq!(out.status, ToolStatus::Success);
     assert_eq!(
         *hooks.seen.lock().unwrap(),
@@ -512,7 +514,8 @@ async fn k5_a_tool_blocked_by_a_hook_is_blocked_inside_scripts() {
     let hooks = Arc::new(RecordingHooks { block: Some("noop".into()), ..Default::default() });
     let mut cx = ToolContext::new(f.workspace.clone());
     cx.hooks = hooks;
-    let out = run_with(&tool, &cx, "try { await tools.noop({}) } catch (e) { return e.status + ': ' + e.output }").await;
+    let out =
+        run_with(&tool, &cx, "try { await tools.noop({}) } catch (e) { return e.status + ': ' + e.output }").await;
     let o = output_section(&out);
     assert!(o.starts_with("denied: "), "{o}");
     assert!(o.contains("not in scripts today"), "{o}");
@@ -577,7 +580,10 @@ async fn k7_catalog_budget_is_shared_round_robin_and_a_small_namespace_is_shown(
     assert!(catalog.contains("tools.big.tool_00("), "{catalog}");
     assert!(!catalog.contains("tools.big.tool_79("), "{catalog}");
     let shown = catalog.matches("- tools.").count();
-    assert!(catalog.trim_end().ends_with(&format!("{} more tools — use searchTools() to find them.", 82 - shown)), "{catalog}");
+    assert!(
+        catalog.trim_end().ends_with(&format!("{} more tools — use searchTools() to find them.", 82 - shown)),
+        "{catalog}"
+    );
     // Left-out tools stay callable.
     let dir = tempfile::tempdir().unwrap();
     let cx = ToolContext::new(Workspace::new(dir.path()).unwrap());
@@ -618,7 +624,11 @@ async fn k8_tool_call_limit_stops_the_script() {
     assert_eq!(f.noop_runs.load(Ordering::SeqCst), 3);
     assert_eq!(out.meta["codemode"]["error"]["line"], 2);
     // Catching the error does not let the script go on.
-    let (out, f) = run(config().max_tool_calls(2), "for (let i = 0; i < 5; i++) { try { await tools.noop({}) } catch {} }\nreturn 'went on'").await;
+    let (out, f) = run(
+        config().max_tool_calls(2),
+        "for (let i = 0; i < 5; i++) { try { await tools.noop({}) } catch {} }\nreturn 'went on'",
+    )
+    .await;
     assert_eq!(error_kind(&out).as_deref(), Some("ToolCallLimitExceeded"), "{}", out.text_content());
     assert_eq!(f.noop_runs.load(Ordering::SeqCst), 2);
 }
@@ -635,7 +645,8 @@ async fn k8_busy_loop_times_out_before_any_await() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn k8_busy_loop_times_out_after_an_await() {
     let t = Instant::now();
-    let (out, _) = run(config().timeout(Duration::from_secs(1)), "await tools.noop({});\nlet i = 0; while (true) { i++ }").await;
+    let (out, _) =
+        run(config().timeout(Duration::from_secs(1)), "await tools.noop({});\nlet i = 0; while (true) { i++ }").await;
     assert_eq!(error_kind(&out).as_deref(), Some("TimeoutExceeded"), "{}", out.text_content());
     assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
 }
@@ -643,7 +654,8 @@ async fn k8_busy_loop_times_out_after_an_await() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn k10_timeout_cancels_calls_in_flight() {
     let t = Instant::now();
-    let (out, f) = run(config().timeout(Duration::from_secs(2)), "await tools.noop({});\nawait tools.sleep_ms({ms: 10000})").await;
+    let (out, f) =
+        run(config().timeout(Duration::from_secs(2)), "await tools.noop({});\nawait tools.sleep_ms({ms: 10000})").await;
     assert_eq!(error_kind(&out).as_deref(), Some("TimeoutExceeded"), "{}", out.text_content());
     assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
     assert_eq!(out.meta["codemode"]["calls"][1]["name"], "sleep_ms", "{}", out.meta);
@@ -668,9 +680,12 @@ async fn k10_parent_cancellation_stops_the_script_and_its_calls() {
         cancel.cancel();
     });
     let t = Instant::now();
-    let out = tokio::time::timeout(LIMIT, tool.run_code("await Promise.all([tools.sleep_ms({ms: 5000}), tools.sleep_ms({ms: 5000})])", &cx))
-        .await
-        .unwrap();
+    let out = tokio::time::timeout(
+        LIMIT,
+        tool.run_code("await Promise.all([tools.sleep_ms({ms: 5000}), tools.sleep_ms({ms: 5000})])", &cx),
+    )
+    .await
+    .unwrap();
     assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
     assert_eq!(out.status, ToolStatus::Cancelled);
     assert_eq!(error_kind(&out).as_deref(), Some("Cancelled"));
@@ -736,4 +751,49 @@ async fn k11_metadata_lists_calls_and_events_stream_the_call_log() {
     assert!(progress[0].starts_with("▸ noop {}"), "{progress:?}");
     assert!(progress[1].starts_with("✓ noop ("), "{progress:?}");
     assert!(progress[5].starts_with("✗ fail (error"), "{progress:?}");
+}
+
+/// Returns an image only.
+struct Camera {
+    spec: ToolSpec,
+}
+
+#[async_trait]
+impl TypedTool for Camera {
+    type Args = AnyArgs;
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+    async fn run(&self, _args: AnyArgs, _cx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let mut out = ToolOutput::text("");
+        out.content = vec![kodik_core::Content::image(&[1, 2, 3], "image/png")];
+        Ok(out)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn k1_an_image_result_becomes_a_placeholder() {
+    let f = fixture();
+    let mut registry = f.registry.clone();
+    registry.register(Camera {
+        spec: ToolSpec::new("camera", "Takes a picture.", kodik_schema::input_schema::<AnyArgs>(), Effect::ReadOnly),
+    });
+    let tool = CodeModeTool::new(config(), registry);
+    let cx = ToolContext::new(f.workspace.clone());
+    let out = run_with(&tool, &cx, "return await tools.camera({})").await;
+    let o = output_section(&out);
+    assert!(o.contains("image/png") && o.contains("call the tool directly"), "{o}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn k5_approval_is_asked_for_every_nested_call() {
+    let f = fixture();
+    let tool = CodeModeTool::new(config(), f.registry.clone());
+    let mut cx = ToolContext::new(f.workspace.clone());
+    cx.approver = Arc::new(kodik_core::ApprovalPolicy::ask(None).tool("echo", true));
+    let code =
+        "const a = await tools.echo({value: 1});\ntry { await tools.noop({}) } catch (e) { return a + ' ' + e.status }";
+    let out = run_with(&tool, &cx, code).await;
+    assert_eq!(output_section(&out), "1 denied", "{}", out.text_content());
+    assert_eq!(f.noop_runs.load(Ordering::SeqCst), 0);
 }

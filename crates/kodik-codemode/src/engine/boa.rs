@@ -16,11 +16,11 @@
 use std::cell::{Cell, RefCell};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::future::Future as _;
 use std::path::Path;
 use std::rc::Rc;
 use std::sync::OnceLock;
 use std::sync::mpsc::RecvTimeoutError;
-use std::future::Future as _;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
@@ -423,10 +423,7 @@ fn native_call(_this: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult
         Some(v) => match v.to_json(ctx)? {
             Some(j @ Value::Object(_)) => j,
             _ => {
-                let msg = format!(
-                    "{}() takes one object argument, e.g. {}({{...}})",
-                    entry.path, entry.path
-                );
+                let msg = format!("{}() takes one object argument, e.g. {}({{...}})", entry.path, entry.path);
                 return refuse(ErrorKind::InvalidToolInput, msg, ctx);
             }
         },
@@ -443,7 +440,8 @@ fn native_call(_this: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult
              calls, or split it across scripts.",
             host.limits.max_tool_calls
         );
-        *host.fatal.borrow_mut() = Some(ScriptError::new(ErrorKind::ToolCallLimitExceeded, msg.clone()).at(line, column));
+        *host.fatal.borrow_mut() =
+            Some(ScriptError::new(ErrorKind::ToolCallLimitExceeded, msg.clone()).at(line, column));
         return refuse(ErrorKind::ToolCallLimitExceeded, msg, ctx);
     }
     let seq = host.next_seq();
@@ -619,12 +617,10 @@ fn js_error(err: JsError, ctx: &mut Context, host: &Host) -> ScriptError {
                 e.message = format!("a loop kept the CPU busy until the time limit. {}", e.message);
                 e
             }
-            EngineError::RuntimeLimit(RuntimeLimitError::Recursion | RuntimeLimitError::StackSize) => {
-                ScriptError::new(
-                    ErrorKind::ExecutionFailure,
-                    "stack overflow: the maximum call depth was exceeded (unbounded recursion?)",
-                )
-            }
+            EngineError::RuntimeLimit(RuntimeLimitError::Recursion | RuntimeLimitError::StackSize) => ScriptError::new(
+                ErrorKind::ExecutionFailure,
+                "stack overflow: the maximum call depth was exceeded (unbounded recursion?)",
+            ),
             other => ScriptError::new(ErrorKind::ExecutionFailure, format!("engine error: {other}")),
         };
     }
