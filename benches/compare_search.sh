@@ -27,16 +27,24 @@ if [[ -z "$SRC" ]]; then
     cp -r "$HOME/.cargo/registry/src/." "$SRC/"
     git -C "$SRC" init -q
 fi
+echo "machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "tree: $SRC ($(du -sh "$SRC" | cut -f1), $(find "$SRC" -type f -not -path '*/.git/*' | wc -l) files)"
 
 cargo build --release -q -p kodik-search --example search_bench
 BIN=${CARGO_TARGET_DIR:-$PWD/target}/release/examples/search_bench
-RUNS=${RUNS:-10}
+RUNS=${RUNS:-20}
 OUT=$(mktemp -d)
 status=0
 
 ratio() { # mean of command 1 / mean of command 2 in a hyperfine JSON export
-    python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["results"]; print(f"{r[0][\"mean\"]*1000:.1f} ms vs {r[1][\"mean\"]*1000:.1f} ms: ratio {r[0][\"mean\"]/r[1][\"mean\"]:.2f}")' "$1"
+    python3 - "$1" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))["results"]
+a, b = r[0]["mean"], r[1]["mean"]
+ca, cb = r[0]["user"] + r[0]["system"], r[1]["user"] + r[1]["system"]
+print("wall %.1f ms vs %.1f ms (±%.1f / ±%.1f): ratio %.2f; cpu %.1f ms vs %.1f ms: ratio %.2f"
+      % (a * 1e3, b * 1e3, r[0]["stddev"] * 1e3, r[1]["stddev"] * 1e3, a / b, ca * 1e3, cb * 1e3, ca / cb))
+PY
 }
 
 grep_case() { # name, pattern, extra rg flags, extra kodik flags
@@ -46,7 +54,7 @@ grep_case() { # name, pattern, extra rg flags, extra kodik flags
     theirs=$(rg --no-require-git $rgflags --count --no-filename "$pat" "$SRC" | awk '{s+=$1} END {print s+0}')
     echo "grep $name /$pat/: kodik $ours matching lines, rg $theirs"
     if [[ "$ours" != "$theirs" ]]; then echo "  MISMATCH" >&2; status=1; fi
-    hyperfine -N --warmup 2 --runs "$RUNS" --output=pipe --export-json "$OUT/$name.json" \
+    hyperfine -N --warmup 3 --runs "$RUNS" --output=pipe --export-json "$OUT/$name.json" \
         "$BIN grep $SRC '$pat' $kflags" "rg --no-require-git $rgflags -n '$pat' $SRC" >/dev/null
     echo "  $(ratio "$OUT/$name.json") (target ≤ 1.10)"
 }
@@ -63,7 +71,7 @@ if ! cmp -s "$OUT/kodik.files" "$OUT/fd.files"; then
     diff "$OUT/kodik.files" "$OUT/fd.files" | head -10 >&2
     status=1
 fi
-hyperfine -N --warmup 2 --runs "$RUNS" --output=pipe --export-json "$OUT/glob.json" \
+hyperfine -N --warmup 3 --runs "$RUNS" --output=pipe --export-json "$OUT/glob.json" \
     "$BIN glob $SRC '**/*.rs'" "fdfind -t f -g '*.rs' $SRC" >/dev/null
 echo "  $(ratio "$OUT/glob.json") (target ≤ 1.20)"
 rm -rf "$OUT"

@@ -90,12 +90,21 @@ pub(crate) fn compile(pattern: &str, base: &Path) -> Result<(String, GlobMatcher
     if p.is_empty() {
         return Err(SearchError::BadGlob { glob: pattern.to_string(), reason: "the pattern is empty".into() });
     }
-    let full = if p.contains('/') { p.to_string() } else { format!("**/{p}") };
-    let glob = GlobBuilder::new(&full)
+    let glob = GlobBuilder::new(p)
         .literal_separator(true)
         .build()
         .map_err(|e| SearchError::BadGlob { glob: pattern.to_string(), reason: e.kind().to_string() })?;
     Ok((p.to_string(), glob.compile_matcher()))
+}
+
+/// What a compiled pattern is matched against: `*.rs` (no `/`) against the file name, which is
+/// `**/*.rs` on the whole path but cheaper; `src/*.rs` against the path below the base.
+pub(crate) fn matches(matcher: &GlobMatcher, pattern_has_slash: bool, path: &Path, base: &Path) -> bool {
+    if pattern_has_slash {
+        matcher.is_match(path.strip_prefix(base).unwrap_or(path))
+    } else {
+        path.file_name().is_some_and(|n| matcher.is_match(n))
+    }
 }
 
 struct Found {
@@ -133,6 +142,7 @@ fn glob(
     }
     let (pattern, matcher) = compile(&args.pattern, &base)?;
     let hidden = names_hidden(&pattern);
+    let has_slash = pattern.contains('/');
 
     let mut wb = ws.walker(&base);
     wb.hidden(!hidden).threads(config.threads);
@@ -153,8 +163,7 @@ fn glob(
             if !entry.file_type().is_some_and(|t| t.is_file()) {
                 return WalkState::Continue;
             }
-            let rel = entry.path().strip_prefix(&base).unwrap_or(entry.path());
-            if matcher.is_match(rel) {
+            if matches(&matcher, has_slash, entry.path(), &base) {
                 let (mtime, len) = stamp(entry.metadata().ok().as_ref());
                 local.found.push(Found { path: entry.into_path(), mtime, len });
             }

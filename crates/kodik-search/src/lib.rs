@@ -105,3 +105,21 @@ impl SearchToolset {
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn g4_toolset_registers_three_read_only_tools_with_the_schema_specs() {
+        let mut registry = ToolRegistry::new();
+        SearchToolset::new().register(&mut registry);
+        assert_eq!(registry.names().collect::<Vec<_>>(), ["glob", "grep", "read_file"]);
+        for spec in kodik_schema::search::specs() {
+            let registered = registry.get(&spec.name).unwrap().spec();
+            assert_eq!(registered, &spec);
+            assert_eq!(registered.effect, kodik_core::Effect::ReadOnly);
+            assert!(registered.streaming_start, "reads and searches start while the response streams");
+        }
+    }
+}

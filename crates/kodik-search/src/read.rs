@@ -19,8 +19,10 @@ use crate::error::SearchError;
 use crate::util::{hash_of, human_bytes, run_blocking};
 use crate::{guard, image};
 
-/// Room kept below the byte limit for the notes after the lines, so the whole text stays within it.
-const NOTE_RESERVE: usize = 512;
+/// Room kept below the byte limit for the notes after the lines (fixed part, and per range
+/// for the `ranges` to read next), so the whole text stays within the limit.
+const NOTE_RESERVE: usize = 320;
+const NOTE_RESERVE_PER_RANGE: usize = 72;
 
 /// The `read_file` tool.
 #[derive(Debug, Clone)]
@@ -130,7 +132,8 @@ fn read(
     }
 
     let whole = args.ranges.is_none();
-    let r = render(&lines, &blocks, config.read_output_bytes.saturating_sub(NOTE_RESERVE));
+    let reserve = NOTE_RESERVE + NOTE_RESERVE_PER_RANGE * blocks.len();
+    let r = render(&lines, &blocks, config.read_output_bytes.saturating_sub(reserve).max(256));
     for &(s, e) in &r.shown {
         let range = if whole && r.next.is_empty() { None } else { Some((s, e)) };
         session.record_read(&resolved, version, range);

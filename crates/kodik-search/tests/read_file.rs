@@ -88,6 +88,18 @@ async fn r2_sixteen_kb_per_call_with_exact_next_ranges() {
 }
 
 #[tokio::test]
+async fn r2_many_ranges_stay_within_sixteen_kb_including_the_notes() {
+    let env = Env::new();
+    let content: String = (1..=5000).map(|i| format!("{i:05} {}\n", "y".repeat(60))).collect();
+    env.write("big.txt", &content);
+    let ranges: Vec<_> = (0..60).map(|i| json!({"start_line": i * 80 + 1, "end_line": i * 80 + 79})).collect();
+    let out = env.call("read_file", json!({"path": "big.txt", "ranges": ranges})).await;
+    assert_eq!(out.meta["truncated"], true);
+    assert!(out.text_content().len() <= 16 * 1024, "{}", out.text_content().len());
+    assert!(out.meta["next_ranges"].as_array().unwrap().len() > 40);
+}
+
+#[tokio::test]
 async fn r2_cut_inside_one_long_line_and_continue_by_column() {
     let env = Env::new();
     // A minified JSON: one 50 KB line with multi-byte characters.
