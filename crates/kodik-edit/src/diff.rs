@@ -22,28 +22,156 @@ pub struct DiffText {
     pub full_output: Option<std::path::PathBuf>,
 }
 
-struct PreviewWriter<'a>(&'a mut OutputPreview);
-
-impl std::io::Write for PreviewWriter<'_> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.push(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
+/// Where a change happened: a byte range of the old text and the byte range of the new text
+/// that replaced it. Outside the spans the two texts are identical.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Span {
+    /// Bytes of the old text.
+    pub old: std::ops::Range<usize>,
+    /// Bytes of the new text.
+    pub new: std::ops::Range<usize>,
 }
 
-/// The unified diff (3 lines of context) from `old` to `new`, labelled with `name`.
+/// Records that bytes `s..e` of the current text became `len` bytes, merging with the spans
+/// it touches. `spans` is sorted, disjoint, and in (old, current) coordinates.
+pub fn track(spans: &mut Vec<Span>, s: usize, e: usize, len: usize) {
+    let delta = |sp: &Span| sp.new.len() as isize - sp.old.len() as isize;
+    let first = spans.partition_point(|sp| sp.new.end < s);
+    let mut last = first;
+    while last < spans.len() && spans[last].new.start <= e {
+        last += 1;
+    }
+    let before: isize = spans[..first].iter().map(delta).sum();
+    let through: isize = spans[..last].iter().map(delta).sum();
+    let (ns, os) = if first < last && spans[first].new.start <= s {
+        (spans[first].new.start, spans[first].old.start)
+    } else {
+        (s, (s as isize - before) as usize)
+    };
+    let (ne, oe) = if first < last && spans[last - 1].new.end >= e {
+        (spans[last - 1].new.end, spans[last - 1].old.end)
+    } else {
+        (e, (e as isize - through) as usize)
+    };
+    let d = len as isize - (e - s) as isize;
+    for sp in &mut spans[last..] {
+        sp.new = (sp.new.start as isize + d) as usize..(sp.new.end as isize + d) as usize;
+    }
+    let merged = Span { old: os..oe, new: ns..(ne as isize + d) as usize };
+    spans.splice(first..last, [merged]);
+}
+
+/// The unified diff (3 lines of context) from `old` to `new`, labelled with the two names.
 pub fn unified(old: &str, new: &str, old_name: &str, new_name: &str) -> DiffText {
-    unified_with(old, new, old_name, new_name, PreviewConfig::default())
+    unified_spans(old, new, &[common_span(old, new)], old_name, new_name, PreviewConfig::default())
 }
 
 /// [`unified`] with a chosen preview size and spool folder.
 pub fn unified_with(old: &str, new: &str, old_name: &str, new_name: &str, cfg: PreviewConfig) -> DiffText {
-    let diff = similar::TextDiff::configure().timeout(DIFF_TIMEOUT).diff_lines(old, new);
+    unified_spans(old, new, &[common_span(old, new)], old_name, new_name, cfg)
+}
+
+/// The one span between the common prefix and the common suffix.
+fn common_span(old: &str, new: &str) -> Span {
+    let (a, b) = (old.as_bytes(), new.as_bytes());
+    let max = a.len().min(b.len());
+    let mut p = a.iter().zip(b).position(|(x, y)| x != y).unwrap_or(max);
+    while !old.is_char_boundary(p) {
+        p -= 1;
+    }
+    let mut q = a[p..].iter().rev().zip(b[p..].iter().rev()).position(|(x, y)| x != y).unwrap_or(max - p);
+    while !old.is_char_boundary(a.len() - q) || !new.is_char_boundary(b.len() - q) {
+        q -= 1;
+    }
+    Span { old: p..a.len() - q, new: p..b.len() - q }
+}
+
+/// Lines of a text with their breaks, and which line holds a byte.
+struct Lines<'t> {
+    text: &'t str,
+    ends: Vec<usize>,
+}
+
+impl<'t> Lines<'t> {
+    fn new(text: &'t str) -> Self {
+        let mut ends: Vec<usize> = memchr::memchr_iter(b'\n', text.as_bytes()).map(|i| i + 1).collect();
+        if ends.last().copied().unwrap_or(0) < text.len() {
+            ends.push(text.len());
+        }
+        Self { text, ends }
+    }
+    fn len(&self) -> usize {
+        self.ends.len()
+    }
+    fn line(&self, i: usize) -> &'t str {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        &self.text[start..self.ends[i]]
+    }
+    /// The line holding byte `pos` (the line count when `pos` is past the last line).
+    fn of(&self, pos: usize) -> usize {
+        self.ends.partition_point(|&e| e <= pos)
+    }
+    /// Lines `l0..l1` touched by bytes `s..e`.
+    fn range(&self, s: usize, e: usize) -> (usize, usize) {
+        let l0 = self.of(s);
+        let l1 = if e > s { self.of(e - 1) + 1 } else { l0 + 1 };
+        (l0.min(self.len()), l1.min(self.len()))
+    }
+}
+
+/// The unified diff from `old` to `new` when only `spans` changed: only the lines around the
+/// spans are diffed, so the cost follows the size of the change, not of the file (E6).
+pub fn unified_spans(
+    old: &str,
+    new: &str,
+    spans: &[Span],
+    old_name: &str,
+    new_name: &str,
+    cfg: PreviewConfig,
+) -> DiffText {
+    let (ol, nl) = (Lines::new(old), Lines::new(new));
+    // Line blocks around each span, merged when they touch.
+    let mut blocks: Vec<(usize, usize, usize, usize)> = Vec::new();
+    for sp in spans.iter().filter(|sp| !(sp.old.is_empty() && sp.new.is_empty())) {
+        let (o0, o1) = ol.range(sp.old.start, sp.old.end);
+        let (n0, n1) = nl.range(sp.new.start, sp.new.end);
+        match blocks.last_mut() {
+            Some(b) if o0 <= b.1 || n0 <= b.3 => {
+                b.1 = b.1.max(o1);
+                b.3 = b.3.max(n1);
+            }
+            _ => blocks.push((o0, o1, n0, n1)),
+        }
+    }
+    // Between blocks the texts are identical, so the gaps must have equal line counts; if
+    // not (a bug or an odd span list), one block over the whole changed area is still right.
+    let consistent = blocks.first().is_none_or(|b| b.0 == b.2)
+        && blocks.windows(2).all(|w| w[1].0 - w[0].1 == w[1].2 - w[0].3)
+        && blocks.last().is_none_or(|b| ol.len() - b.1 == nl.len() - b.3);
+    if !consistent && let (Some(f), Some(l)) = (blocks.first().copied(), blocks.last().copied()) {
+        let start = f.0.min(f.2);
+        let tail = (ol.len() - l.1).min(nl.len() - l.3);
+        blocks = vec![(start, ol.len() - tail, start, nl.len() - tail)];
+    }
+    let deadline = Some(std::time::Instant::now() + DIFF_TIMEOUT);
+    let mut ops: Vec<similar::DiffOp> = Vec::new();
+    let (mut po, mut pn) = (0usize, 0usize);
+    for &(o0, o1, n0, n1) in &blocks {
+        if o0 > po {
+            ops.push(similar::DiffOp::Equal { old_index: po, new_index: pn, len: o0 - po });
+        }
+        let a: Vec<&str> = (o0..o1).map(|i| ol.line(i)).collect();
+        let b: Vec<&str> = (n0..n1).map(|i| nl.line(i)).collect();
+        for op in similar::capture_diff_slices_deadline(similar::Algorithm::Myers, &a, &b, deadline) {
+            ops.push(shift(op, o0, n0));
+        }
+        (po, pn) = (o1, n1);
+    }
+    if po < ol.len() {
+        ops.push(similar::DiffOp::Equal { old_index: po, new_index: pn, len: ol.len() - po });
+    }
     let (mut added, mut removed) = (0, 0);
-    for op in diff.ops() {
+    for op in &ops {
         match *op {
             similar::DiffOp::Insert { new_len, .. } => added += new_len,
             similar::DiffOp::Delete { old_len, .. } => removed += old_len,
@@ -56,13 +184,52 @@ pub fn unified_with(old: &str, new: &str, old_name: &str, new_name: &str, cfg: P
     }
     let mut preview = OutputPreview::new(cfg);
     if added + removed > 0 {
-        let mut udiff = diff.unified_diff();
-        udiff.context_radius(3).header(old_name, new_name);
-        // Writing into the preview cannot fail.
-        let _ = udiff.to_writer(PreviewWriter(&mut preview));
+        preview.push(format!("--- {old_name}\n+++ {new_name}\n").as_bytes());
+        let mut buf = String::new();
+        for group in similar::group_diff_ops(ops, 3) {
+            buf.clear();
+            buf.push_str(&format!("{}\n", similar::udiff::UnifiedHunkHeader::new(&group)));
+            for op in &group {
+                let (o, n) = (op.old_range(), op.new_range());
+                match op.tag() {
+                    similar::DiffTag::Equal => o.for_each(|i| push_line(&mut buf, ' ', ol.line(i))),
+                    similar::DiffTag::Delete => o.for_each(|i| push_line(&mut buf, '-', ol.line(i))),
+                    similar::DiffTag::Insert => n.for_each(|i| push_line(&mut buf, '+', nl.line(i))),
+                    similar::DiffTag::Replace => {
+                        o.for_each(|i| push_line(&mut buf, '-', ol.line(i)));
+                        n.for_each(|i| push_line(&mut buf, '+', nl.line(i)));
+                    }
+                }
+            }
+            preview.push(buf.as_bytes());
+        }
     }
     let summary = preview.summary();
     DiffText { text: summary.text, added, removed, full_output: summary.full_output }
+}
+
+fn push_line(buf: &mut String, mark: char, line: &str) {
+    buf.push(mark);
+    buf.push_str(line);
+    if !line.ends_with('\n') {
+        buf.push_str("\n\\ No newline at end of file\n");
+    }
+}
+
+fn shift(op: similar::DiffOp, o: usize, n: usize) -> similar::DiffOp {
+    use similar::DiffOp::*;
+    match op {
+        Equal { old_index, new_index, len } => Equal { old_index: old_index + o, new_index: new_index + n, len },
+        Delete { old_index, old_len, new_index } => {
+            Delete { old_index: old_index + o, old_len, new_index: new_index + n }
+        }
+        Insert { old_index, new_index, new_len } => {
+            Insert { old_index: old_index + o, new_index: new_index + n, new_len }
+        }
+        Replace { old_index, old_len, new_index, new_len } => {
+            Replace { old_index: old_index + o, old_len, new_index: new_index + n, new_len }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -74,6 +241,84 @@ mod tests {
         let d = unified("a\nb\nc\n", "a\nB\nc\n", "a/x.txt", "b/x.txt");
         assert_eq!(d.text, "--- a/x.txt\n+++ b/x.txt\n@@ -1,3 +1,3 @@\n a\n-b\n+B\n c\n");
         assert_eq!((d.added, d.removed), (1, 1));
+    }
+
+    /// Applies a unified diff made by this module to `old`.
+    pub(crate) fn patch_back(old: &str, diff: &str) -> String {
+        let old_lines: Vec<&str> = old.split_inclusive('\n').collect();
+        let mut out = String::new();
+        let mut at = 0usize;
+        let mut lines = diff.split_inclusive('\n').skip(2).peekable();
+        while let Some(l) = lines.next() {
+            if let Some(h) = l.strip_prefix("@@ -") {
+                let start: usize = h.split([',', ' ']).next().unwrap().parse().unwrap();
+                let start = if h.split(' ').next().unwrap().ends_with(",0") { start } else { start - 1 };
+                while at < start {
+                    out.push_str(old_lines[at]);
+                    at += 1;
+                }
+                continue;
+            }
+            let no_nl = lines.peek().is_some_and(|n| n.starts_with("\\ No newline"));
+            let body = if no_nl { l[1..].strip_suffix('\n').unwrap() } else { &l[1..] };
+            if no_nl {
+                lines.next();
+            }
+            match &l[..1] {
+                " " => {
+                    out.push_str(body);
+                    at += 1;
+                }
+                "-" => at += 1,
+                "+" => out.push_str(body),
+                _ => panic!("bad diff line {l:?}"),
+            }
+        }
+        while at < old_lines.len() {
+            out.push_str(old_lines[at]);
+            at += 1;
+        }
+        out
+    }
+
+    #[test]
+    fn e6_span_tracking_gives_the_same_result_as_a_full_diff() {
+        let old: String = (0..200).map(|i| format!("line {i}\n")).collect();
+        let mut cur = old.clone();
+        let mut spans = Vec::new();
+        for (needle, rep) in [("line 5\n", "five\nFIVE\n"), ("line 150\n", ""), ("FIVE", "5"), ("line 199\n", "end")] {
+            let s = cur.find(needle).unwrap();
+            track(&mut spans, s, s + needle.len(), rep.len());
+            cur.replace_range(s..s + needle.len(), rep);
+        }
+        let d = unified_spans(&old, &cur, &spans, "a", "b", PreviewConfig::default().without_spool());
+        assert_eq!(patch_back(&old, &d.text), cur, "{}", d.text);
+        assert!(d.text.contains("\\ No newline at end of file"));
+        assert_eq!(spans.len(), 3, "{spans:?}");
+        let full = unified(&old, &cur, "a", "b");
+        assert_eq!((full.added, full.removed), (d.added, d.removed));
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 128, ..Default::default() })]
+        #[test]
+        fn e6_span_diff_always_rebuilds_the_new_text(
+            lines in proptest::collection::vec("[ab]{0,2}(\n|\r\n)?", 0..30),
+            edits in proptest::collection::vec((0usize..200, 0usize..6, "[abc\n]{0,5}"), 0..6),
+        ) {
+            let old: String = lines.concat();
+            let mut cur = old.clone();
+            let mut spans = Vec::new();
+            for (at, len, rep) in edits {
+                let s = if cur.is_empty() { 0 } else { at % (cur.len() + 1) };
+                let e = (s + len).min(cur.len());
+                if !cur.is_char_boundary(s) || !cur.is_char_boundary(e) { continue; }
+                track(&mut spans, s, e, rep.len());
+                cur.replace_range(s..e, &rep);
+            }
+            let d = unified_spans(&old, &cur, &spans, "a", "b", PreviewConfig::default().without_spool());
+            proptest::prop_assert_eq!(patch_back(&old, &d.text), cur.clone(), "{}", d.text);
+        }
     }
 
     #[test]

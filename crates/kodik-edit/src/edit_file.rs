@@ -39,8 +39,18 @@ pub struct EditFailure {
 /// Applies `edits` in order to `text` (E3), each against what the previous one left; all or
 /// nothing (E4). This is the whole matching engine of `edit_file`, with no I/O.
 pub fn apply_edits(text: &str, edits: &[Edit]) -> Result<(String, Vec<AppliedEdit>), EditFailure> {
+    apply_edits_tracked(text, edits).map(|(t, a, _)| (t, a))
+}
+
+/// [`apply_edits`], also returning where the text changed (for a diff whose cost follows the
+/// size of the change, E6).
+pub fn apply_edits_tracked(
+    text: &str,
+    edits: &[Edit],
+) -> Result<(String, Vec<AppliedEdit>, Vec<diff::Span>), EditFailure> {
     let mut current = text.to_string();
     let mut applied = Vec::with_capacity(edits.len());
+    let mut spans = Vec::new();
     for (i, e) in edits.iter().enumerate() {
         let mut budget = Budget::default();
         let r = replace_unique(&current, &e.old_string, &e.new_string, &mut budget).map_err(|source| EditFailure {
@@ -49,10 +59,11 @@ pub fn apply_edits(text: &str, edits: &[Edit]) -> Result<(String, Vec<AppliedEdi
             source,
         })?;
         let line = 1 + memchr::memchr_iter(b'\n', &current.as_bytes()[..r.start]).count();
+        diff::track(&mut spans, r.start, r.end, r.text.len());
         current.replace_range(r.start..r.end, &r.text);
         applied.push(AppliedEdit { stage: r.stage, line, similarity: r.similarity });
     }
-    Ok((current, applied))
+    Ok((current, applied, spans))
 }
 
 /// The `edit_file` tool.
@@ -87,7 +98,7 @@ fn run_blocking(
     let shown = ws.display(&path);
     let loaded = files::load(&path, &shown, ws)?;
     files::check_read(cx_session, &path, &shown, &loaded.bytes)?;
-    let (new_text, applied) = apply_edits(&loaded.text, &args.edits).map_err(|e| {
+    let (new_text, applied, spans) = apply_edits_tracked(&loaded.text, &args.edits).map_err(|e| {
         ToolError::failed(format!("`{shown}`: {e} No edit of this call was applied; the file is unchanged."))
     })?;
     if new_text == loaded.text {
@@ -98,16 +109,14 @@ fn run_blocking(
     let prior = Prior { content: Some((loaded.bytes, perms)), created_dirs: Vec::new() };
     files::write_recorded(&path, &shown, &bytes, prior, cx_session.message(), &shared.checkpoints)?;
     cx_session.record_write(&path, FileVersion::of_bytes(&bytes));
-    let d = if loaded.text.contains('\r') || new_text.contains('\r') {
-        diff::unified(
-            &loaded.text.replace("\r\n", "\n"),
-            &new_text.replace("\r\n", "\n"),
-            &format!("a/{shown}"),
-            &format!("b/{shown}"),
-        )
-    } else {
-        diff::unified(&loaded.text, &new_text, &format!("a/{shown}"), &format!("b/{shown}"))
-    };
+    let d = diff::unified_spans(
+        &loaded.text,
+        &new_text,
+        &spans,
+        &format!("a/{shown}"),
+        &format!("b/{shown}"),
+        kodik_core::PreviewConfig::default(),
+    );
     Ok(Done { path, shown, new_text, applied, diff: d, unchanged: false })
 }
 

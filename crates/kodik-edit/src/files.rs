@@ -30,6 +30,15 @@ pub(crate) fn load(path: &Path, shown: &str, ws: &Workspace) -> Result<Loaded, T
 
 /// [`load`] for bytes already in memory.
 pub(crate) fn decode_bytes(bytes: Vec<u8>, shown: &str, ws: &Workspace) -> Result<Loaded, ToolError> {
+    // Fast path for the common case (plain UTF-8, no BOM, no NUL): what `decode` would do, but
+    // without its byte-by-byte line-ending census, which the edit tools do not need.
+    if !bytes.starts_with(&[0xEF, 0xBB, 0xBF])
+        && memchr::memchr(0, &bytes).is_none()
+        && let Ok(text) = std::str::from_utf8(&bytes)
+    {
+        let text = text.to_string();
+        return Ok(Loaded { bytes, text, format: TextFormat::default() });
+    }
     let decoded = decode(&bytes, ws.settings().encoding()).map_err(|_| {
         ToolError::failed(format!("`{shown}` is a binary file (it contains NUL bytes); only text files can be edited"))
     })?;
