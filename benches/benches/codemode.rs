@@ -89,7 +89,7 @@ fn bench(c: &mut Criterion) {
     });
 
     // Derived figure and the one-shot limit checks, reported plainly.
-    let n = 20;
+    let n = 50;
     let avg = |code: &str| {
         let t = Instant::now();
         for _ in 0..n {

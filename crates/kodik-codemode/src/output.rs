@@ -66,7 +66,7 @@ pub(crate) fn render(done: Finished, max_output_bytes: usize) -> ToolOutput {
     } else {
         (text, None)
     };
-    let meta = json!({
+    let mut meta = json!({
         "codemode": {
             "calls": done.calls,
             "wall_ms": done.wall.as_secs_f64() * 1000.0,
@@ -76,5 +76,9 @@ pub(crate) fn render(done: Finished, max_output_bytes: usize) -> ToolOutput {
             "full_output": full_output,
         }
     });
+    if let Some(kind) = error_kind {
+        // Where every other failed result keeps its kind, too.
+        meta["error_kind"] = json!(kind);
+    }
     ToolOutput::with_status(status, text).with_meta(meta).with_full_output(full_output)
 }

@@ -212,7 +212,9 @@ async fn run(cfg: CodeModeConfig, code: &str) -> (ToolOutput, Fixture) {
 }
 
 fn error_kind(out: &ToolOutput) -> Option<String> {
-    out.meta["codemode"]["error_kind"].as_str().map(str::to_string)
+    let kind = out.meta["codemode"]["error_kind"].as_str().map(str::to_string);
+    assert_eq!(out.meta["error_kind"].as_str(), kind.as_deref(), "the kind is also at the top of the metadata");
+    kind
 }
 
 fn output_section(out: &ToolOutput) -> String {
