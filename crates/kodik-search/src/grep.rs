@@ -481,7 +481,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let body = "abcdefghij".repeat(10) + "\n";
         let body = body.repeat(2000);
-        for i in 0..300 {
+        for i in 0..120 {
             let d = dir.path().join(format!("d{}", i % 10));
             std::fs::create_dir_all(&d).unwrap();
             std::fs::write(d.join(format!("f{i}.txt")), &body).unwrap();
@@ -495,7 +495,7 @@ mod tests {
         let full_start = std::time::Instant::now();
         let full = grep(&ws, &session, &config, &args, &CancellationToken::new()).unwrap();
         let full_time = full_start.elapsed();
-        assert_eq!(full.meta["total_matches"], 300 * 2000);
+        assert_eq!(full.meta["total_matches"], 120 * 2000);
 
         let cancel = CancellationToken::new();
         let c2 = cancel.clone();

@@ -35,7 +35,7 @@ fn sent(out: &ToolOutput) -> (Vec<u8>, String) {
 #[tokio::test]
 async fn r5_large_png_is_downscaled_and_original_size_reported() {
     let env = Env::new();
-    env.write("shot.png", encoded(&picture(3000, 1000), ImageFormat::Png));
+    env.write("shot.png", encoded(&picture(2100, 700), ImageFormat::Png));
     let out = env.call("read_file", json!({"path": "shot.png"})).await;
     assert!(out.is_success(), "{}", out.text_content());
     let (bytes, mime) = sent(&out);
@@ -43,20 +43,20 @@ async fn r5_large_png_is_downscaled_and_original_size_reported() {
     let img = image::load_from_memory_with_format(&bytes, ImageFormat::Png).unwrap();
     assert_eq!(img.dimensions(), (2048, 682));
     let t = out.text_content();
-    assert!(t.contains("3000×1000") && t.contains("Downscaled to 2048×682"), "{t}");
-    assert_eq!(out.meta["image"]["width"], 3000);
+    assert!(t.contains("2100×700") && t.contains("Downscaled to 2048×682"), "{t}");
+    assert_eq!(out.meta["image"]["width"], 2100);
 }
 
 #[tokio::test]
 async fn r5_large_near_square_image_is_downscaled_small_image_sent_unchanged() {
     let env = Env::new();
-    env.write("sq.jpg", encoded(&picture(1600, 1500), ImageFormat::Jpeg));
+    env.write("sq.jpg", encoded(&picture(1200, 1100), ImageFormat::Jpeg));
     let out = env.call("read_file", json!({"path": "sq.jpg"})).await;
     let (bytes, mime) = sent(&out);
     assert_eq!(mime, "image/jpeg", "JPEG keeps its format");
     let (w, h) = image::load_from_memory_with_format(&bytes, ImageFormat::Jpeg).unwrap().dimensions();
-    assert!(w < 1600 && h < 1500 && u64::from(w * h) <= 1_150_000, "{w}x{h}");
-    assert!(out.text_content().contains("original size is 1600×1500"));
+    assert!(w < 1200 && h < 1100 && u64::from(w * h) <= 1_150_000, "{w}x{h}");
+    assert!(out.text_content().contains("original size is 1200×1100"));
 
     let small = encoded(&picture(300, 200), ImageFormat::Png);
     env.write("small.png", &small);
@@ -68,11 +68,11 @@ async fn r5_large_near_square_image_is_downscaled_small_image_sent_unchanged() {
 #[tokio::test]
 async fn r5_webp_keeps_its_format_and_gif_becomes_a_static_png() {
     let env = Env::new();
-    env.write("big.webp", encoded(&picture(2500, 600), ImageFormat::WebP));
+    env.write("big.webp", encoded(&picture(2100, 500), ImageFormat::WebP));
     let out = env.call("read_file", json!({"path": "big.webp"})).await;
     let (bytes, mime) = sent(&out);
     assert_eq!(mime, "image/webp");
-    assert_eq!(image::load_from_memory_with_format(&bytes, ImageFormat::WebP).unwrap().dimensions(), (2048, 491));
+    assert_eq!(image::load_from_memory_with_format(&bytes, ImageFormat::WebP).unwrap().dimensions(), (2048, 487));
 
     env.write("anim.gif", encoded(&picture(40, 30), ImageFormat::Gif));
     let out = env.call("read_file", json!({"path": "anim.gif"})).await;
