@@ -118,7 +118,7 @@ fn read(
     // R4: the same lines of the same version already read in this message.
     if total > 0
         && !blocks.is_empty()
-        && blocks.iter().all(|b| b.column.is_none() && session.already_read(&resolved, version, b.start, b.end))
+        && blocks.iter().all(|b| b.column.is_none() && still_current(session, &resolved, version, b.start, b.end))
     {
         let which = blocks.iter().map(|b| format!("{}-{}", b.start, b.end)).collect::<Vec<_>>().join(", ");
         return Ok(ToolOutput::text(format!(
@@ -135,13 +135,26 @@ fn read(
     let reserve = NOTE_RESERVE + NOTE_RESERVE_PER_RANGE * blocks.len();
     let r = render(&lines, &blocks, config.read_output_bytes.saturating_sub(reserve).max(256));
     for &(s, e) in &r.shown {
-        let range = if whole && r.next.is_empty() { None } else { Some((s, e)) };
-        session.record_read(&resolved, version, range);
+        session.record_read(&resolved, version, Some((s, e)));
     }
     if total == 0 {
         session.record_read(&resolved, version, None);
     }
     Ok(finish(&shown, total, &decoded, &blocks, r, whole, config))
+}
+
+/// R4: lines `start..=end` of this version were shown by `read_file` during the current message.
+///
+/// Only ranges this tool recorded count (they always end at a real line number): the
+/// `(1, usize::MAX)` record that edit tools leave through `Session::record_write` means the
+/// session *wrote* the file, and a model that only sent an edit has not seen the result, so a
+/// read after an edit shows the content.
+fn still_current(session: &Session, path: &Path, version: FileVersion, start: usize, end: usize) -> bool {
+    session.last_read(path).is_some_and(|r| {
+        r.version == version
+            && r.message == session.message()
+            && r.ranges.iter().any(|&(s, e)| e != usize::MAX && s <= start && end <= e)
+    })
 }
 
 fn read_bytes(path: &Path, shown: &str) -> Result<Vec<u8>, SearchError> {

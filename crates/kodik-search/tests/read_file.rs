@@ -180,6 +180,21 @@ async fn r4_rereading_same_lines_in_one_message_is_still_current() {
 }
 
 #[tokio::test]
+async fn r4_a_read_after_the_session_wrote_the_file_shows_the_content() {
+    let env = Env::new();
+    env.write("a.txt", numbered(5));
+    env.ok("read_file", json!({"path": "a.txt", "ranges": [{"start_line": 1, "end_line": 5}]})).await;
+    // An edit tool writes the file and records the write (E9), in the same message.
+    env.write("a.txt", "edited\n");
+    env.cx.session.record_write(&env.root().join("a.txt"), FileVersion::of_bytes(b"edited\n"));
+    let t = env.ok("read_file", json!({"path": "a.txt"})).await;
+    assert_eq!(t, "1→edited\n");
+    // Now it was read: the same lines again are still current.
+    let out = env.call("read_file", json!({"path": "a.txt", "ranges": [{"start_line": 1, "end_line": 1}]})).await;
+    assert_eq!(out.meta["still_current"], true, "{}", out.text_content());
+}
+
+#[tokio::test]
 async fn e2_reads_are_recorded_with_version_and_lines() {
     let env = Env::new();
     env.write("a.txt", numbered(5));
