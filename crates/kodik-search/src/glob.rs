@@ -79,8 +79,9 @@ pub(crate) fn search_base(ws: &Workspace, path: Option<&str>) -> Result<(PathBuf
 /// Compiles a glob with GR5 semantics relative to `base`.
 pub(crate) fn compile(pattern: &str, base: &Path) -> Result<(String, GlobMatcher), SearchError> {
     let mut p = pattern.trim();
-    let base_s = base.to_string_lossy();
-    if let Some(rest) = p.strip_prefix(base_s.as_ref()) {
+    // An absolute pattern below the search folder (`/work/repo/src/*.rs`) is taken relative to it.
+    let base_s = format!("{}/", base.to_string_lossy());
+    if let Some(rest) = p.strip_prefix(base_s.as_str()) {
         p = rest;
     }
     while let Some(rest) = p.strip_prefix("./") {

@@ -247,12 +247,11 @@ fn types(name: &str) -> Result<ignore::types::Types, SearchError> {
         ignore::Error::UnrecognizedFileType(bad) => {
             let defs = TypesBuilder::new().add_defaults().definitions();
             let lower = bad.to_lowercase();
+            let head: String = lower.chars().take(2).collect();
             let close: Vec<String> = defs
                 .iter()
                 .map(|d| d.name().to_string())
-                .filter(|n| {
-                    n.contains(&lower) || lower.contains(n.as_str()) || n.starts_with(&lower[..lower.len().min(2)])
-                })
+                .filter(|n| n.contains(&lower) || lower.contains(n.as_str()) || n.starts_with(&head))
                 .take(12)
                 .collect();
             let hint = if close.is_empty() {

@@ -39,6 +39,12 @@ async fn gl1_pattern_with_slash_is_relative_to_the_folder() {
     assert_eq!(t, "lib/src/c.rs");
     let t = env.ok("glob", json!({"pattern": "*.{rs,toml}", "path": "./src/sub"})).await;
     assert_eq!(t, "src/sub/b.rs");
+    // An absolute pattern is the same call as the relative one (so G15 sees a repeat).
+    let abs = format!("{}/src/*.rs", env.root().display());
+    let out = env.call("glob", json!({"pattern": abs.clone()})).await;
+    assert_eq!(out.meta["unchanged"], true, "{}", out.text_content());
+    env.cx.session.compacted();
+    assert_eq!(env.ok("glob", json!({"pattern": abs})).await, "src/a.rs");
 }
 
 #[tokio::test]

@@ -110,6 +110,8 @@ async fn gr1_file_type_from_ripgreps_table() {
     assert_eq!(t, "Found 4 files\nREADME.md\napp.ts\nlib/src/deep.ts\nsrc/ui/app.ts");
     let e = env.err("grep", json!({"pattern": "foo", "type": "rustt"})).await;
     assert!(e.contains("unknown file type `rustt`") && e.contains("rust"), "{e}");
+    let e = env.err("grep", json!({"pattern": "foo", "type": "жж"})).await;
+    assert!(e.contains("unknown file type `жж`"), "{e}");
 }
 
 #[tokio::test]
