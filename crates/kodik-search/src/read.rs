@@ -412,4 +412,40 @@ mod tests {
         let shown_chars = r.text.trim_end().split('→').nth(1).unwrap().chars().count();
         assert_eq!(next, shown_chars + 1);
     }
+
+    proptest::proptest! {
+        /// R2 for any text and any limit: every call stays within its byte budget, always makes
+        /// progress, and following `next` ranges gives back every line exactly.
+        #[test]
+        fn r2_following_next_ranges_reassembles_any_file(
+            lines in proptest::collection::vec("[a-zé→\\t ]{0,300}", 1..40),
+            budget in 64usize..600,
+        ) {
+            let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+            let mut blocks = vec![Block { start: 1, end: refs.len(), column: None, clamped_from: None }];
+            let mut rebuilt: Vec<String> = vec![String::new(); refs.len()];
+            for _ in 0..10_000 {
+                let r = render(&refs, &blocks, budget);
+                proptest::prop_assert!(r.text.len() <= budget, "{} > {budget}", r.text.len());
+                for l in r.text.lines() {
+                    let (num, text) = l.split_once('→').unwrap();
+                    rebuilt[num.trim().parse::<usize>().unwrap() - 1].push_str(text);
+                }
+                if r.next.is_empty() {
+                    break;
+                }
+                let n = &r.next[0];
+                proptest::prop_assert!(
+                    (n.start_line, n.start_column) != (blocks[0].start, blocks[0].column),
+                    "no progress"
+                );
+                blocks = r
+                    .next
+                    .iter()
+                    .map(|n| Block { start: n.start_line, end: n.end_line, column: n.start_column, clamped_from: None })
+                    .collect();
+            }
+            proptest::prop_assert_eq!(rebuilt, lines);
+        }
+    }
 }
