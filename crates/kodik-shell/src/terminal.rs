@@ -402,8 +402,13 @@ impl Table {
             }
             inner.live.insert(id.clone(), Arc::clone(&term));
         }
+        // Should this future be dropped while the process starts, nobody would wait for the
+        // command: the guard detaches it so its end still goes out as an event.
+        let mut guard = DetachOnDrop(Some(Arc::clone(&term)));
         let spec = process::Spec { shell: &self.shell, command, workdir, env: &self.cfg.env };
-        match process::spawn(spec, Arc::clone(&term) as Arc<dyn process::Sink>).await {
+        let spawned = process::spawn(spec, Arc::clone(&term) as Arc<dyn process::Sink>).await;
+        guard.0 = None;
+        match spawned {
             Ok(pid) => {
                 let _ = term.pgid.set(pid);
                 Ok(term)
@@ -479,12 +484,12 @@ impl Table {
         let Some(t) = lock(&self.inner).live.get(id).cloned() else {
             return false;
         };
-        if !t.set_stop(StopKind::User) {
-            return false;
-        }
         let (Some(pgid), grace) = (t.pgid(), self.cfg.kill_grace) else {
             return false;
         };
+        if !t.set_stop(StopKind::User) {
+            return false;
+        }
         let spawned = std::thread::Builder::new()
             .name("kodik-shell-stop".into())
             .spawn(move || process::terminate_group_blocking(pgid, grace));
@@ -497,6 +502,16 @@ impl Table {
     /// User stops not announced yet; each is handed out once (S12).
     pub fn take_announcements(&self) -> Vec<TerminalEvent> {
         std::mem::take(&mut *lock(&self.announcements))
+    }
+}
+
+struct DetachOnDrop(Option<Arc<Terminal>>);
+
+impl Drop for DetachOnDrop {
+    fn drop(&mut self) {
+        if let Some(t) = self.0.take() {
+            t.set_attached(false);
+        }
     }
 }
 

@@ -226,6 +226,9 @@ impl ShellTool {
         let mut out = out;
         if let Some(m) = out.meta.as_object_mut() {
             m.insert("timeout_ms".into(), json!(args.timeout_ms()));
+            if let Some(d) = &args.description {
+                m.insert("description".into(), json!(d));
+            }
         }
         Ok(out)
     }

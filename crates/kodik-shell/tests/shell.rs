@@ -380,6 +380,7 @@ async fn g16_a_command_naming_an_ignored_path_is_refused() {
     std::fs::write(root.join(".kodikignore"), "secret.env\nprivate/\n").unwrap();
     std::fs::write(root.join("secret.env"), "TOKEN=1").unwrap();
     std::fs::write(root.join("ok.txt"), "fine").unwrap();
+    std::fs::create_dir_all(root.join("private")).unwrap();
     for cmd in [
         "cat secret.env",
         "cat ./sub/../secret.env",
@@ -420,6 +421,21 @@ async fn g17_g19_one_gib_of_output_keeps_memory_bounded() {
         .unwrap();
     assert!(hwm_kib < 256 * 1024, "peak RSS of the test process {hwm_kib} KiB");
     eprintln!("1 GiB captured in {:?}, test process peak RSS {} MiB", t.elapsed(), hwm_kib / 1024);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn g18_an_unusable_spool_folder_falls_back_to_a_bounded_preview_with_a_note() {
+    let blocker = tempfile::NamedTempFile::new().unwrap();
+    let bad = blocker.path().join("spool");
+    let e = env_with(|t| t.preview(PreviewConfig::with_limit(2000).spool_in(bad)));
+    let out = e.shell("seq 1 20000").await;
+    assert_eq!(out.status, ToolStatus::Success);
+    assert_eq!(out.meta["truncated"], true);
+    assert_eq!(out.meta["full_output"], Value::Null);
+    let text = out.text_content();
+    assert!(text.starts_with("1\n2\n") && text.contains("20000\n"), "head and tail kept");
+    assert!(text.contains("could not be saved"), "{text}");
+    assert!(text.len() < 3000, "{}", text.len());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
