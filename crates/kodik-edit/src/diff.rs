@@ -162,7 +162,7 @@ pub fn unified_spans(
         }
         let a: Vec<&str> = (o0..o1).map(|i| ol.line(i)).collect();
         let b: Vec<&str> = (n0..n1).map(|i| nl.line(i)).collect();
-        for op in similar::capture_diff_slices_deadline(similar::Algorithm::Myers, &a, &b, deadline) {
+        for op in block_ops(&a, &b, deadline) {
             ops.push(shift(op, o0, n0));
         }
         (po, pn) = (o1, n1);
@@ -206,6 +206,39 @@ pub fn unified_spans(
     }
     let summary = preview.summary();
     DiffText { text: summary.text, added, removed, full_output: summary.full_output }
+}
+
+/// The line diff of one block. Large blocks are diffed as 64-bit line hashes (much cheaper to
+/// hash and compare than the lines); every line the result calls equal is then checked, and a
+/// collision falls back to diffing the lines themselves.
+fn block_ops(a: &[&str], b: &[&str], deadline: Option<std::time::Instant>) -> Vec<similar::DiffOp> {
+    if a.len() + b.len() < 2048 {
+        return similar::capture_diff_slices_deadline(similar::Algorithm::Myers, a, b, deadline);
+    }
+    let ha: Vec<u64> = a.iter().map(|l| line_hash(l)).collect();
+    let hb: Vec<u64> = b.iter().map(|l| line_hash(l)).collect();
+    let ops = similar::capture_diff_slices_deadline(similar::Algorithm::Myers, &ha, &hb, deadline);
+    let verified = ops.iter().all(|op| match *op {
+        similar::DiffOp::Equal { old_index, new_index, len } => (0..len).all(|k| a[old_index + k] == b[new_index + k]),
+        _ => true,
+    });
+    if verified { ops } else { similar::capture_diff_slices_deadline(similar::Algorithm::Myers, a, b, deadline) }
+}
+
+fn line_hash(line: &str) -> u64 {
+    const K: u64 = 0x9E37_79B9_7F4A_7C15;
+    let bytes = line.as_bytes();
+    let mut h = (bytes.len() as u64).wrapping_mul(K);
+    let mut chunks = bytes.chunks_exact(8);
+    for c in &mut chunks {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(c);
+        h = (h.rotate_left(23) ^ u64::from_le_bytes(w)).wrapping_mul(K);
+    }
+    for &x in chunks.remainder() {
+        h = (h.rotate_left(7) ^ u64::from(x)).wrapping_mul(K);
+    }
+    h ^ (h >> 29)
 }
 
 fn push_line(buf: &mut String, mark: char, line: &str) {

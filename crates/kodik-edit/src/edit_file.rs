@@ -104,11 +104,18 @@ fn run_blocking(
     if new_text == loaded.text {
         return Ok(Done { path, shown, new_text, applied, diff: diff::unified("", "", "", ""), unchanged: true });
     }
-    let bytes = files::encode_checked(&new_text, &loaded.format, &shown)?;
+    let encoded;
+    let bytes: &[u8] = if loaded.format == kodik_core::text::TextFormat::default() {
+        // Plain UTF-8 without BOM: the text is already the bytes to write.
+        new_text.as_bytes()
+    } else {
+        encoded = files::encode_checked(&new_text, &loaded.format, &shown)?;
+        &encoded
+    };
     let perms = std::fs::metadata(&path).map_err(|e| ToolError::io("reading", &shown, e))?.permissions();
     let prior = Prior { content: Some((loaded.bytes, perms)), created_dirs: Vec::new() };
-    files::write_recorded(&path, &shown, &bytes, prior, cx_session.message(), &shared.checkpoints)?;
-    cx_session.record_write(&path, FileVersion::of_bytes(&bytes));
+    files::write_recorded(&path, &shown, bytes, prior, cx_session.message(), &shared.checkpoints)?;
+    cx_session.record_write(&path, FileVersion::of_bytes(bytes));
     let d = diff::unified_spans(
         &loaded.text,
         &new_text,

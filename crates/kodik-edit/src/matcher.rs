@@ -265,8 +265,25 @@ pub fn find_all(hay: &str, needle: &str, cap: usize) -> Vec<usize> {
     if needle.is_empty() {
         return out;
     }
-    let finder = memchr::memmem::Finder::new(needle.as_bytes());
     let bytes = hay.as_bytes();
+    if needle.len() > bytes.len() {
+        return out;
+    }
+    // A needle almost as long as the text (a whole-file replacement) fits at only a few
+    // offsets: comparing there is linear, while building a searcher for it is not cheap.
+    let slack = bytes.len() - needle.len();
+    if slack < 64 {
+        for p in 0..=slack {
+            if &bytes[p..p + needle.len()] == needle.as_bytes() {
+                out.push(p);
+                if out.len() >= cap {
+                    break;
+                }
+            }
+        }
+        return out;
+    }
+    let finder = memchr::memmem::Finder::new(needle.as_bytes());
     let mut from = 0;
     while from <= bytes.len() && out.len() < cap {
         match finder.find(&bytes[from..]) {
