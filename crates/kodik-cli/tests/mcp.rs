@@ -16,7 +16,15 @@ use serde_json::Value;
 
 const KODIK: &str = env!("CARGO_BIN_EXE_kodik");
 
-/// The client: lists the tools, then (in code mode) reads, edits, creates, runs a command that
+/// A valid 1×1 RGBA PNG (one red pixel).
+const PNG_1X1: &[u8] = &[
+    0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A, 0x00, 0x00, 0x00, 0x0D, 0x49, 0x48, 0x44, 0x52, 0x00, 0x00, 0x00,
+    0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x06, 0x00, 0x00, 0x00, 0x1F, 0x15, 0xC4, 0x89, 0x00, 0x00, 0x00, 0x0D, 0x49,
+    0x44, 0x41, 0x54, 0x78, 0x9C, 0x63, 0xF8, 0xCF, 0xC0, 0xF0, 0x1F, 0x00, 0x05, 0x00, 0x01, 0xFF, 0x89, 0x99, 0x3D,
+    0x1D, 0x00, 0x00, 0x00, 0x00, 0x49, 0x45, 0x4E, 0x44, 0xAE, 0x42, 0x60, 0x82,
+];
+
+/// The client: lists the tools, then (in code mode) reads a text and an image, edits, creates, runs a command that
 /// goes to the background and polls it, waits for another one's terminal event, makes two bad
 /// calls, and prints one JSON summary line.
 const CLIENT: &str = r#"
@@ -31,6 +39,7 @@ def summary(result):
         "is_error": result.is_error,
         "text": "\n".join(c.text for c in result.content if c.type == "text"),
         "structured": result.structured_content,
+        "images": [{"mime_type": c.mime_type, "data": c.data} for c in result.content if c.type == "image"],
     }
 
 async def main():
@@ -59,6 +68,7 @@ async def main():
                 return summary(await session.call_tool("call_tool", {"name": name, "arguments": args}))
 
             out["read"] = await run("read_file", {"path": "notes.txt"})
+            out["image"] = await run("read_file", {"path": "dot.png"})
             out["edit"] = await run("edit_file", {
                 "path": "notes.txt",
                 "edits": [{"old_string": "hello", "new_string": "goodbye"}],
@@ -177,9 +187,10 @@ fn names(summary: &Value) -> Vec<&str> {
 }
 
 #[test]
-fn g1_g8_g12_s3_s4_mcp_round_trip_with_the_official_python_client() {
+fn g1_g8_g12_r5_s3_s4_mcp_round_trip_with_the_official_python_client() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("notes.txt"), "hello world\n").unwrap();
+    std::fs::write(dir.path().join("dot.png"), PNG_1X1).unwrap();
     let s = run_client(dir.path(), "code", Duration::from_secs(90));
 
     assert_eq!(s["server"], "kodik");
@@ -194,6 +205,11 @@ fn g1_g8_g12_s3_s4_mcp_round_trip_with_the_official_python_client() {
 
     assert_eq!(s["read"]["is_error"], false, "{}", s["read"]);
     assert!(s["read"]["text"].as_str().unwrap().contains("hello world"), "{}", s["read"]);
+    // R5/G8: an image comes back as an MCP image block.
+    assert_eq!(s["image"]["is_error"], false, "{}", s["image"]);
+    let image = &s["image"]["images"][0];
+    assert_eq!(image["mime_type"], "image/png", "{}", s["image"]);
+    assert!(image["data"].as_str().unwrap().starts_with("iVBORw0KGgo"), "{image}");
     assert_eq!(s["edit"]["is_error"], false, "{}", s["edit"]);
     assert_eq!(s["edit"]["structured"]["status"], "success");
     assert_eq!(s["create"]["is_error"], false, "{}", s["create"]);
