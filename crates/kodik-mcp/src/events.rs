@@ -9,12 +9,12 @@
 // shows; progress notifications need a per-request token the terminal events do not have.
 #![allow(deprecated)]
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use kodik_core::{Event, EventSink, TerminalEvent, ToolStatus};
-use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam};
+use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken};
 use rmcp::{Peer, RoleServer};
 use tokio::sync::mpsc;
 
@@ -34,6 +34,8 @@ pub struct McpEvents {
     rx: Mutex<Option<mpsc::Receiver<Event>>>,
     min_level: Arc<AtomicU8>,
     dropped: AtomicU64,
+    /// Running calls whose request asked for progress: call id → token and steps sent.
+    progress: Arc<Mutex<HashMap<String, (ProgressToken, u64)>>>,
     /// Terminal events not yet shown in a tool result (see [`McpEvents::take_pending`]).
     pending: Mutex<VecDeque<TerminalEvent>>,
 }
@@ -54,6 +56,7 @@ impl McpEvents {
             rx: Mutex::new(Some(rx)),
             min_level: Arc::new(AtomicU8::new(rank(LoggingLevel::Debug))),
             dropped: AtomicU64::new(0),
+            progress: Arc::new(Mutex::new(HashMap::new())),
             pending: Mutex::new(VecDeque::new()),
         }
     }
@@ -65,8 +68,22 @@ impl McpEvents {
             return;
         };
         let min_level = Arc::clone(&self.min_level);
+        let progress = Arc::clone(&self.progress);
         tokio::spawn(async move {
             while let Some(event) = rx.recv().await {
+                if let Event::Progress { call_id, message } = &event {
+                    // Only while the call runs: the spec forbids progress after the response.
+                    let step = lock(&progress).get_mut(call_id).map(|(token, n)| {
+                        *n += 1;
+                        (token.clone(), *n)
+                    });
+                    if let Some((token, n)) = step {
+                        let param = ProgressNotificationParam::new(token, n as f64).with_message(message.clone());
+                        if peer.notify_progress(param).await.is_err() {
+                            break;
+                        }
+                    }
+                }
                 let level = level_of(&event);
                 if rank(level) < min_level.load(Ordering::Relaxed) {
                     continue;
@@ -86,6 +103,17 @@ impl McpEvents {
                 }
             }
         });
+    }
+
+    /// Sends `Progress` events of `call_id` as `notifications/progress` with `token` until
+    /// [`end_progress`](Self::end_progress); they still go out as log messages too.
+    pub fn begin_progress(&self, call_id: &str, token: ProgressToken) {
+        lock(&self.progress).insert(call_id.to_owned(), (token, 0));
+    }
+
+    /// The call ended: no more progress notifications for it.
+    pub fn end_progress(&self, call_id: &str) {
+        lock(&self.progress).remove(call_id);
     }
 
     /// Notifications below `level` are not sent (the client's `logging/setLevel`).
@@ -141,6 +169,10 @@ pub fn level_of(event: &Event) -> LoggingLevel {
             _ => LoggingLevel::Info,
         },
     }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// RFC 5424 severity order (LoggingLevel has no `Ord`).

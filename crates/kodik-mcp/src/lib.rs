@@ -16,6 +16,8 @@
 //!   `notifications/message` with logger `kodik` and the event's JSON as `data`, once the
 //!   client is connected ([`events`]). Since most clients do not show those to their model, a
 //!   background command's end is also appended to the next tool result ([`terminal_note`]).
+//!   A running call's `Progress` events also go out as `notifications/progress` when its
+//!   request carried a `progressToken`.
 //!
 //! ```no_run
 //! # async fn run(scheduler: kodik_scheduler::Scheduler, cx: kodik_core::ToolContext,

@@ -134,6 +134,10 @@ impl ServerHandler for McpServer {
         }
         let args = request.arguments.map(Value::Object).unwrap_or_else(|| Value::Object(Default::default()));
         let id = format!("mcp_{}", self.next_id.fetch_add(1, Ordering::Relaxed));
+        let _progress = context.meta.get_progress_token().map(|token| {
+            self.events.begin_progress(&id, token);
+            EndProgress(&self.events, id.clone())
+        });
         let call = ToolCall::new(id, name, args);
         // rmcp only cancels the token when the client sends notifications/cancelled; dropping
         // the call future is what cancels the call in the scheduler (G6).
@@ -224,5 +228,14 @@ impl Bursts {
         if let Some(stream) = &self.state.lock().unwrap_or_else(|p| p.into_inner()).stream {
             stream.cancel_all();
         }
+    }
+}
+
+/// Stops progress notifications for a call when its request ends (also when cancelled).
+struct EndProgress<'a>(&'a McpEvents, String);
+
+impl Drop for EndProgress<'_> {
+    fn drop(&mut self) {
+        self.0.end_progress(&self.1);
     }
 }

@@ -15,6 +15,7 @@ use kodik_mcp::McpServer;
 use kodik_scheduler::Scheduler;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, LoggingMessageNotificationParam,
+    ProgressNotificationParam,
 };
 use rmcp::service::{NotificationContext, PeerRequestOptions, RunningService};
 use rmcp::{ClientHandler, RoleClient, ServiceExt as _};
@@ -161,18 +162,44 @@ impl Tool for Probe {
     }
 }
 
-/// A client that hands every logging notification to a channel.
-struct LogClient(mpsc::UnboundedSender<LoggingMessageNotificationParam>);
+/// Reports progress, then finishes once released.
+struct Progress {
+    spec: ToolSpec,
+    release: Arc<tokio::sync::Notify>,
+}
+
+#[async_trait]
+impl Tool for Progress {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+    async fn call(&self, _args: Value, cx: &ToolContext) -> ToolOutput {
+        cx.events.emit(Event::Progress { call_id: cx.call_id.clone(), message: "halfway".into() });
+        self.release.notified().await;
+        ToolOutput::text("finished")
+    }
+}
+
+/// A client that hands every logging and progress notification to a channel.
+struct LogClient(
+    mpsc::UnboundedSender<LoggingMessageNotificationParam>,
+    mpsc::UnboundedSender<ProgressNotificationParam>,
+);
 
 impl ClientHandler for LogClient {
     async fn on_logging_message(&self, params: LoggingMessageNotificationParam, _cx: NotificationContext<RoleClient>) {
         let _ = self.0.send(params);
+    }
+    async fn on_progress(&self, params: ProgressNotificationParam, _cx: NotificationContext<RoleClient>) {
+        let _ = self.1.send(params);
     }
 }
 
 struct Fixture {
     client: RunningService<RoleClient, LogClient>,
     logs: mpsc::UnboundedReceiver<LoggingMessageNotificationParam>,
+    progress: mpsc::UnboundedReceiver<ProgressNotificationParam>,
+    progress_release: Arc<tokio::sync::Notify>,
     append_log: Arc<Mutex<Vec<String>>>,
     append_started: mpsc::UnboundedReceiver<String>,
     release: Arc<tokio::sync::Notify>,
@@ -182,7 +209,7 @@ struct Fixture {
 }
 
 /// The offered list, deliberately not sorted: the server must keep the given order.
-const OFFERED: [&str; 7] = ["pair", "echo", "append", "wait_cancel", "emit", "append_other", "probe"];
+const OFFERED: [&str; 8] = ["pair", "echo", "append", "wait_cancel", "emit", "append_other", "probe", "progress"];
 
 async fn fixture() -> Fixture {
     let dir = tempfile::tempdir().unwrap();
@@ -209,6 +236,8 @@ async fn fixture() -> Fixture {
     });
     registry.register(Emit(spec("emit", Effect::Process)));
     registry.register(Probe(spec("probe", Effect::Process)));
+    let progress_release = Arc::new(tokio::sync::Notify::new());
+    registry.register(Progress { spec: spec("progress", Effect::Process), release: Arc::clone(&progress_release) });
     // In the registry but not offered: must be refused.
     registry.register(Echo(spec("hidden", Effect::MutatesFiles)));
     let tools: Vec<ToolSpec> = OFFERED.iter().map(|n| registry.get(n).map(|t| t.spec().clone()).unwrap()).collect();
@@ -220,8 +249,20 @@ async fn fixture() -> Fixture {
         let _ = server.serve(server_io).await;
     });
     let (log_tx, logs) = mpsc::unbounded_channel();
-    let client = tokio::time::timeout(LIMIT, LogClient(log_tx).serve(client_io)).await.unwrap().unwrap();
-    Fixture { client, logs, append_log, append_started: started_rx, release, cancelled, wait_started, _dir: dir }
+    let (progress_tx, progress) = mpsc::unbounded_channel();
+    let client = tokio::time::timeout(LIMIT, LogClient(log_tx, progress_tx).serve(client_io)).await.unwrap().unwrap();
+    Fixture {
+        client,
+        logs,
+        progress,
+        progress_release,
+        append_log,
+        append_started: started_rx,
+        release,
+        cancelled,
+        wait_started,
+        _dir: dir,
+    }
 }
 
 fn params(name: &str, args: Value) -> CallToolRequestParams {
@@ -365,4 +406,22 @@ async fn s4_only_overlapping_requests_form_a_batch() {
     f.release.notify_one();
     tokio::time::timeout(LIMIT, held).await.unwrap().unwrap().unwrap();
     assert_eq!(text(&call(&f, "probe", json!({})).await), "0");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progress_events_become_progress_notifications_for_the_requesting_call() {
+    let mut f = fixture().await;
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(params("progress", json!({}))));
+    let handle = f.client.peer().send_cancellable_request(request, PeerRequestOptions::no_options()).await.unwrap();
+    let token = handle.progress_token.clone();
+    let note = tokio::time::timeout(LIMIT, f.progress.recv()).await.unwrap().unwrap();
+    assert_eq!(note.progress_token, token);
+    assert_eq!(note.message.as_deref(), Some("halfway"));
+    assert_eq!(note.progress, 1.0);
+    // And as a log message for clients that only show those.
+    let log = tokio::time::timeout(LIMIT, f.logs.recv()).await.unwrap().unwrap();
+    assert_eq!(log.data["event"], "progress");
+    f.progress_release.notify_one();
+    let done = tokio::time::timeout(LIMIT, handle.await_response()).await.unwrap().unwrap();
+    assert!(format!("{done:?}").contains("finished"), "{done:?}");
 }
