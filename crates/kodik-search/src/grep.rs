@@ -184,7 +184,25 @@ fn build_matcher(args: &GrepArgs) -> Result<RegexMatcher, SearchError> {
         // A multi-line pattern may match line terminators (`a\nb`).
         b.line_terminator(None);
     }
-    b.build(&args.pattern).map_err(|e| SearchError::BadRegex { pattern: args.pattern.clone(), message: e.to_string() })
+    b.build(&args.pattern).map_err(|e| regex_error(args, e.to_string()))
+}
+
+/// A bad pattern's error as the model should see it: the parser's message with a caret under
+/// the user's own pattern (grep-regex reports it inside its internal wrapping), the position,
+/// and a hint for the usual slip.
+fn regex_error(args: &GrepArgs, engine_message: String) -> SearchError {
+    let pattern = &args.pattern;
+    let message = match regex_syntax::ast::parse::Parser::new().parse(pattern) {
+        Err(e) => {
+            let at = pattern[..e.span().start.offset.min(pattern.len())].chars().count() + 1;
+            format!("{e}\n(at character {at} of the pattern)")
+        }
+        Ok(_) if pattern.contains("\\n") || pattern.contains('\n') => {
+            format!("{engine_message}\nTo match across lines, set `multiline: true`.")
+        }
+        Ok(_) => engine_message,
+    };
+    SearchError::BadRegex { pattern: pattern.clone(), message }
 }
 
 fn build_searcher(args: &GrepArgs, mode: OutputMode, ws: &Workspace, walk: bool) -> Result<Searcher, SearchError> {

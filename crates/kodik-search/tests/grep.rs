@@ -122,9 +122,12 @@ async fn gr2_bad_regex_is_a_clear_error_with_position_and_nothing_is_kept() {
         assert_eq!(out.status, ToolStatus::Error);
         let e = out.text_content();
         assert!(e.contains("invalid regex `foo(bar`") && e.contains("unclosed group"), "{e}");
-        assert!(e.contains('^') && e.contains("fixed_strings"), "{e}");
+        assert!(e.contains("    foo(bar\n       ^\n"), "caret under the pattern as given: {e}");
+        assert!(e.contains("at character 4") && e.contains("fixed_strings"), "{e}");
         assert_ne!(out.meta["unchanged"], true, "a failed call is not remembered");
     }
+    let e = env.err("grep", json!({"pattern": "a\\nb"})).await;
+    assert!(e.contains("multiline: true"), "{e}");
 }
 
 #[tokio::test]
