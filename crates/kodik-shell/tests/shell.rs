@@ -526,3 +526,44 @@ async fn s9_s10_concurrent_commands_each_get_only_their_own_output() {
     assert!(unknown.text_content().contains(&server), "{}", unknown.text_content());
     e.call("kill_terminal", json!({"terminal_id": server})).await;
 }
+
+/// Set in the re-executed test binary that plays the host of `s10_…_host_dying…`.
+const HOST_ENV: &str = "KODIK_SHELL_TEST_HOST_PIDFILE";
+
+#[test]
+fn s10_g21_the_host_process_dying_ends_its_commands() {
+    if let Ok(pidfile) = std::env::var(HOST_ENV) {
+        // The host: start a command that goes to the background, say so, then wait to be killed.
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        rt.block_on(async {
+            let e = env();
+            e.background(&format!("echo $$ > {pidfile}.tmp && mv {pidfile}.tmp {pidfile}; sleep 300")).await;
+            tokio::time::sleep(Duration::from_secs(60)).await;
+        });
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("pid");
+    let mut host = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "s10_g21_the_host_process_dying_ends_its_commands", "--test-threads=1"])
+        .env(HOST_ENV, &pidfile)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !pidfile.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let pid: i32 = std::fs::read_to_string(&pidfile).expect("the host started its command").trim().parse().unwrap();
+    assert!(!process_gone(pid));
+    host.kill().unwrap();
+    host.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while !process_gone(pid) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(process_gone(pid), "the command {pid} outlived its host (PR_SET_PDEATHSIG)");
+    // PR_SET_PDEATHSIG reaches the shell only; its `sleep` is cleaned up here (see README).
+    let _ = std::process::Command::new("kill").args(["-KILL", "--", &format!("-{pid}")]).status();
+}
