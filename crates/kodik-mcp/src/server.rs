@@ -147,9 +147,12 @@ impl ServerHandler for McpServer {
         };
         let mut result = call_result(out);
         // Background commands that ended meanwhile: the model sees them here even when its
-        // client ignores logging notifications.
-        for ev in self.events.take_pending() {
-            result.content.push(ContentBlock::text(terminal_note(&ev)));
+        // client ignores logging notifications. A cancelled request's reply is never
+        // delivered, so its events wait for the next one.
+        if !context.ct.is_cancelled() {
+            for ev in self.events.take_pending() {
+                result.content.push(ContentBlock::text(terminal_note(&ev)));
+            }
         }
         Ok(result.into())
     }
