@@ -3,7 +3,7 @@
 //! enforces the deadline, cancellation (K10) and the memory watchdog even when the script thread
 //! cannot answer.
 
-use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -17,8 +17,8 @@ use crate::catalog::Catalog;
 use crate::config::CodeModeConfig;
 use crate::engine::boa::BoaEngine;
 use crate::engine::{
-    AbortFlag, CallResult, Collected, Limits, ScriptEngine, ScriptJob, ScriptSide, Store, ToHost, ToScript,
-    abort_error, memory_exceeded, rss_bytes,
+    AbortFlag, CallResult, Collected, Limits, ScriptEngine, ScriptJob, ScriptSide, Store, ToScript, abort_error,
+    memory_exceeded, rss_bytes,
 };
 use crate::error::{ErrorKind, ScriptError};
 
@@ -84,6 +84,70 @@ pub(crate) fn strip_fence(code: &str) -> (&str, u32) {
     (body, leading + 1)
 }
 
+/// Starts nested calls straight from the script thread onto the host's runtime: the result goes
+/// back to the script thread without passing through the run's own task, which saves two
+/// thread hops per call.
+struct Calls {
+    handle: tokio::runtime::Handle,
+    registry: ToolRegistry,
+    /// The caller's context with the script's cancellation token.
+    cx: ToolContext,
+    semaphore: Arc<Semaphore>,
+    records: Arc<Mutex<Vec<CallRecord>>>,
+    to_script: std::sync::mpsc::Sender<ToScript>,
+    /// Calls started and not yet settled, and a signal for each settled one.
+    in_flight: Arc<AtomicUsize>,
+    settled: tokio::sync::mpsc::UnboundedSender<()>,
+}
+
+impl Calls {
+    fn start(&self, seq: u64, name: String, args: Value) {
+        let id = format!("{}.{}", self.cx.call_id, seq);
+        self.cx.events.emit(Event::Progress {
+            call_id: self.cx.call_id.clone(),
+            message: format!("▸ {name} {}", short_json(&args, 200)),
+        });
+        let index = {
+            let mut records = self.records.lock().unwrap_or_else(|p| p.into_inner());
+            records.push(CallRecord {
+                id: id.clone(),
+                name: name.clone(),
+                arguments: args.clone(),
+                status: "running".into(),
+                duration_ms: 0.0,
+                error: None,
+            });
+            records.len() - 1
+        };
+        self.in_flight.fetch_add(1, Ordering::SeqCst);
+        let registry = self.registry.clone();
+        let ccx = self.cx.for_call(id.clone());
+        let parent = self.cx.clone();
+        let semaphore = Arc::clone(&self.semaphore);
+        let records = Arc::clone(&self.records);
+        let to_script = self.to_script.clone();
+        let in_flight = Arc::clone(&self.in_flight);
+        let settled = self.settled.clone();
+        self.handle.spawn(async move {
+            let permit = tokio::select! {
+                p = semaphore.acquire_owned() => p.ok(),
+                () = ccx.cancel.cancelled() => None,
+            };
+            let t0 = Instant::now();
+            let out = match permit {
+                Some(_) => dispatch(&registry, &ToolCall::new(id, name, args), &ccx).await,
+                None => ToolError::Cancelled.into_output(),
+            };
+            drop(permit);
+            let result = finish_call(index, &out, t0.elapsed(), &records, &parent);
+            // A closed channel means the script is over; the record above still counts.
+            let _ = to_script.send(ToScript::CallDone { seq, result });
+            in_flight.fetch_sub(1, Ordering::SeqCst);
+            let _ = settled.send(());
+        });
+    }
+}
+
 /// Runs `code` and collects everything the renderer needs.
 pub(crate) async fn run(code: &str, setup: &Setup, cx: &ToolContext) -> Finished {
     let started = Instant::now();
@@ -100,12 +164,27 @@ pub(crate) async fn run(code: &str, setup: &Setup, cx: &ToolContext) -> Finished
     };
     let abort_err = |kind| abort_error(kind, cfg.timeout, cfg.memory_limit_mb);
 
-    let (to_host_tx, mut to_host) = tokio::sync::mpsc::unbounded_channel::<ToHost>();
     let (to_script, from_host) = std::sync::mpsc::channel::<ToScript>();
     let abort = Arc::new(AbortFlag::default());
     let collected = Arc::new(Mutex::new(Collected::default()));
+    let records = Arc::new(Mutex::new(Vec::new()));
     let script_cancel = cx.cancel.child_token();
     let _stop = StopOnDrop { abort: Arc::clone(&abort), wake: to_script.clone(), cancel: script_cancel.clone() };
+
+    let mut script_cx = cx.clone();
+    script_cx.cancel = script_cancel.clone();
+    let in_flight = Arc::new(AtomicUsize::new(0));
+    let (settled_tx, mut settled) = tokio::sync::mpsc::unbounded_channel::<()>();
+    let calls = Calls {
+        handle: tokio::runtime::Handle::current(),
+        registry: setup.registry.clone(),
+        cx: script_cx,
+        semaphore: Arc::new(Semaphore::new(cfg.max_concurrency.max(1))),
+        records: Arc::clone(&records),
+        to_script: to_script.clone(),
+        in_flight: Arc::clone(&in_flight),
+        settled: settled_tx,
+    };
 
     let job = ScriptJob {
         code: code.to_string(),
@@ -113,7 +192,7 @@ pub(crate) async fn run(code: &str, setup: &Setup, cx: &ToolContext) -> Finished
         catalog: Arc::clone(&setup.catalog),
         limits,
         bridge: ScriptSide {
-            to_host: to_host_tx,
+            start_call: Box::new(move |seq, name, args| calls.start(seq, name, args)),
             from_host,
             abort: Arc::clone(&abort),
             collected: Arc::clone(&collected),
@@ -126,31 +205,28 @@ pub(crate) async fn run(code: &str, setup: &Setup, cx: &ToolContext) -> Finished
     let spawned = std::thread::Builder::new().name("kodik-codemode".into()).stack_size(SCRIPT_STACK).spawn(move || {
         let _ = done_tx.send(BoaEngine.run(job));
     });
-    let mut calls: Vec<CallRecord> = Vec::new();
-    let finish = |outcome, calls, collected: &Arc<Mutex<Collected>>| Finished {
-        outcome,
-        calls,
-        collected: std::mem::take(&mut *collected.lock().unwrap_or_else(|p| p.into_inner())),
-        wall: started.elapsed(),
+    let finish = |outcome| {
+        let mut calls = std::mem::take(&mut *records.lock().unwrap_or_else(|p| p.into_inner()));
+        for c in calls.iter_mut().filter(|c| c.status == "running") {
+            c.status = ToolStatus::Cancelled.as_str().into();
+        }
+        Finished {
+            outcome,
+            calls,
+            collected: std::mem::take(&mut *collected.lock().unwrap_or_else(|p| p.into_inner())),
+            wall: started.elapsed(),
+        }
     };
     if let Err(e) = spawned {
         let err = ScriptError::new(ErrorKind::ExecutionFailure, format!("could not start the script thread: {e}"));
-        return finish(Err(err), calls, &collected);
+        return finish(Err(err));
     }
 
-    let mut script_cx = cx.clone();
-    script_cx.cancel = script_cancel.clone();
-    let semaphore = Arc::new(Semaphore::new(cfg.max_concurrency.max(1)));
-    let (call_done_tx, mut call_done) = tokio::sync::mpsc::unbounded_channel::<(u64, ToolOutput, Duration)>();
-    let mut index: HashMap<u64, usize> = HashMap::new();
-    let mut in_flight = 0usize;
     let sleep = tokio::time::sleep_until(tokio::time::Instant::from_std(deadline));
     tokio::pin!(sleep);
     let mut memory_tick = tokio::time::interval(Duration::from_millis(20));
-
-    let mut abort_kind = None;
-    let mut outcome = loop {
-        tokio::select! {
+    let outcome = loop {
+        let kind = tokio::select! {
             biased;
             r = &mut done_rx => {
                 break r.unwrap_or_else(|_| Err(ScriptError::new(
@@ -158,106 +234,52 @@ pub(crate) async fn run(code: &str, setup: &Setup, cx: &ToolContext) -> Finished
                     "the script engine stopped unexpectedly (internal error)",
                 )));
             }
-            () = cx.cancel.cancelled() => abort_kind = Some(ErrorKind::Cancelled),
-            () = &mut sleep => abort_kind = Some(ErrorKind::TimeoutExceeded),
+            () = cx.cancel.cancelled() => ErrorKind::Cancelled,
+            () = &mut sleep => ErrorKind::TimeoutExceeded,
             _ = memory_tick.tick(), if memory.is_some() => {
-                if memory_exceeded(memory) {
-                    abort_kind = Some(ErrorKind::MemoryLimitExceeded);
+                if !memory_exceeded(memory) {
+                    continue;
                 }
+                ErrorKind::MemoryLimitExceeded
             }
-            Some((seq, out, took)) = call_done.recv() => {
-                in_flight -= 1;
-                let result = finish_call(seq, &out, took, &index, &mut calls, cx);
-                let _ = to_script.send(ToScript::CallDone { seq, result });
-            }
-            Some(ToHost::Call { seq, name, args }) = to_host.recv() => {
-                in_flight += 1;
-                let id = format!("{}.{}", cx.call_id, seq);
-                cx.events.emit(Event::Progress {
-                    call_id: cx.call_id.clone(),
-                    message: format!("▸ {name} {}", short_json(&args, 200)),
-                });
-                index.insert(seq, calls.len());
-                calls.push(CallRecord {
-                    id: id.clone(),
-                    name: name.clone(),
-                    arguments: args.clone(),
-                    status: "running".into(),
-                    duration_ms: 0.0,
-                    error: None,
-                });
-                let registry = setup.registry.clone();
-                let ccx = script_cx.for_call(id.clone());
-                let semaphore = Arc::clone(&semaphore);
-                let tx = call_done_tx.clone();
-                tokio::spawn(async move {
-                    let permit = tokio::select! {
-                        p = semaphore.acquire_owned() => p.ok(),
-                        () = ccx.cancel.cancelled() => None,
-                    };
-                    let t0 = Instant::now();
-                    let out = match permit {
-                        Some(_) => dispatch(&registry, &ToolCall::new(id, name, args), &ccx).await,
-                        None => ToolError::Cancelled.into_output(),
-                    };
-                    drop(permit);
-                    let _ = tx.send((seq, out, t0.elapsed()));
-                });
-            }
-        }
-        if let Some(kind) = abort_kind {
-            abort.set(kind);
-            let _ = to_script.send(ToScript::Wake);
-            script_cancel.cancel();
-            // The thread usually answers at once; if it is stuck in a busy job, the boa runtime
-            // limits stop it later and its answer is dropped.
-            let reported = tokio::time::timeout(STOP_GRACE, &mut done_rx).await;
-            break match reported {
-                Ok(Ok(Err(e))) if e.kind == kind => Err(e),
-                _ => Err(abort_err(kind)),
-            };
-        }
+        };
+        abort.set(kind);
+        let _ = to_script.send(ToScript::Wake);
+        script_cancel.cancel();
+        // The thread usually answers at once; if it is stuck in a busy job, the boa runtime
+        // limits stop it later and its answer is dropped.
+        let reported = tokio::time::timeout(STOP_GRACE, &mut done_rx).await;
+        break match reported {
+            Ok(Ok(Err(e))) if e.kind == kind => Err(e),
+            _ => Err(abort_err(kind)),
+        };
     };
 
     // Calls the script did not wait for, or that an abort cut short, are cancelled (K10) and
     // report their final status.
     script_cancel.cancel();
     let drain_until = tokio::time::Instant::now() + CALL_DRAIN;
-    while in_flight > 0 {
-        match tokio::time::timeout_at(drain_until, call_done.recv()).await {
-            Ok(Some((seq, out, took))) => {
-                in_flight -= 1;
-                finish_call(seq, &out, took, &index, &mut calls, cx);
-            }
-            _ => break,
+    while in_flight.load(Ordering::SeqCst) > 0 {
+        if tokio::time::timeout_at(drain_until, settled.recv()).await.is_err() {
+            break;
         }
     }
-    for c in calls.iter_mut().filter(|c| c.status == "running") {
-        c.status = ToolStatus::Cancelled.as_str().into();
-    }
-    if let Err(e) = &mut outcome
-        && e.kind == ErrorKind::ToolCallLimitExceeded
-        && e.line.is_none()
-    {
-        e.message.push_str(" (limit reached)");
-    }
-    finish(outcome, calls, &collected)
+    finish(outcome)
 }
 
 /// Records a settled call, emits its end event, and says what the script sees of it.
 fn finish_call(
-    seq: u64,
+    index: usize,
     out: &ToolOutput,
     took: Duration,
-    index: &HashMap<u64, usize>,
-    calls: &mut [CallRecord],
+    records: &Mutex<Vec<CallRecord>>,
     cx: &ToolContext,
 ) -> CallResult {
     let text = script_text(out);
     let ok = out.status == ToolStatus::Success;
     let duration_ms = took.as_secs_f64() * 1000.0;
     let mut name = String::new();
-    if let Some(rec) = index.get(&seq).and_then(|i| calls.get_mut(*i)) {
+    if let Some(rec) = records.lock().unwrap_or_else(|p| p.into_inner()).get_mut(index) {
         rec.status = out.status.as_str().into();
         rec.duration_ms = (duration_ms * 1000.0).round() / 1000.0;
         rec.error = (!ok).then(|| crate::catalog::first_sentence(&text, 300));

@@ -37,7 +37,7 @@ use kodik_core::Event;
 use serde_json::{Value, json};
 
 use super::{
-    CallResult, Limits, STORE_TOTAL_MAX, STORE_VALUE_MAX, ScriptEngine, ScriptJob, ScriptSide, ToHost, ToScript,
+    CallResult, Limits, STORE_TOTAL_MAX, STORE_VALUE_MAX, ScriptEngine, ScriptJob, ScriptSide, StartCall, ToScript,
     abort_error, memory_exceeded,
 };
 use crate::catalog::{Catalog, first_sentence};
@@ -58,7 +58,7 @@ pub(crate) struct BoaEngine;
 impl ScriptEngine for BoaEngine {
     fn run(&self, job: ScriptJob) -> Result<Option<String>, ScriptError> {
         let ScriptJob { code, line_offset, catalog, limits, bridge } = job;
-        let ScriptSide { to_host, from_host, abort, collected, store, events, call_id } = bridge;
+        let ScriptSide { start_call, from_host, abort, collected, store, events, call_id } = bridge;
         let queue = Rc::new(Queue::default());
         let mut ctx = Context::builder()
             .job_executor(Rc::clone(&queue))
@@ -68,7 +68,7 @@ impl ScriptEngine for BoaEngine {
             catalog,
             limits,
             line_offset,
-            to_host,
+            start_call,
             abort,
             collected,
             store,
@@ -98,7 +98,7 @@ struct Host {
     catalog: std::sync::Arc<Catalog>,
     limits: Limits,
     line_offset: u32,
-    to_host: tokio::sync::mpsc::UnboundedSender<ToHost>,
+    start_call: StartCall,
     abort: std::sync::Arc<super::AbortFlag>,
     collected: std::sync::Arc<std::sync::Mutex<super::Collected>>,
     store: std::sync::Arc<std::sync::Mutex<super::Store>>,
@@ -447,8 +447,7 @@ fn native_call(_this: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult
     let seq = host.next_seq();
     let (promise, resolvers) = JsPromise::new_pending(ctx);
     host.pending.borrow_mut().insert(seq, (entry.name.clone(), resolvers));
-    // A closed channel means the host has given up; the next check ends the script.
-    let _ = host.to_host.send(ToHost::Call { seq, name: entry.name.clone(), args: call_args });
+    (host.start_call)(seq, entry.name.clone(), call_args);
     let out = json_value(&json!({"line": line, "column": column}), ctx)?;
     if let Some(obj) = out.as_object() {
         obj.set(js_string!("promise"), JsValue::from(promise), false, ctx)?;

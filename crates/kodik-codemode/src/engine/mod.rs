@@ -45,12 +45,9 @@ pub(crate) struct Limits {
     pub memory_mb: i64,
 }
 
-/// Messages from the script thread to the host.
-#[derive(Debug)]
-pub(crate) enum ToHost {
-    /// Start tool call `seq`.
-    Call { seq: u64, name: String, args: Value },
-}
+/// Starts tool call `seq` (`name`, `args`) on the host; its result comes back as
+/// [`ToScript::CallDone`]. Called on the script thread, so it must not block.
+pub(crate) type StartCall = Box<dyn Fn(u64, String, Value) + Send>;
 
 /// Messages from the host to the script thread.
 #[derive(Debug)]
@@ -117,7 +114,7 @@ impl AbortFlag {
 
 /// The script thread's end of the bridge.
 pub(crate) struct ScriptSide {
-    pub to_host: tokio::sync::mpsc::UnboundedSender<ToHost>,
+    pub start_call: StartCall,
     pub from_host: std::sync::mpsc::Receiver<ToScript>,
     pub abort: Arc<AbortFlag>,
     pub collected: Arc<Mutex<Collected>>,
