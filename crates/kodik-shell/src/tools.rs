@@ -143,6 +143,14 @@ impl TypedTool for ShellTool {
                 message: "`command` is empty; give the command line to run".into(),
             });
         }
+        // S6 before approval: nobody should be asked to approve a command that cannot work here.
+        if let Some(refusal) = self.table.cfg.rules.check(&args.command) {
+            return Err(ToolError::InvalidInput {
+                tool: self.spec.name.clone(),
+                field: Some("command".into()),
+                message: ShellError::Interactive(refusal).to_string(),
+            });
+        }
         Ok(())
     }
 
@@ -168,13 +176,6 @@ impl ShellTool {
             && let Some(out) = interceptor.intercept(&args.command, &workdir, cx).await
         {
             return Ok(out);
-        }
-        if let Some(refusal) = cfg.rules.check(&args.command) {
-            let program = refusal.program.clone();
-            return Ok(shell_error(ShellError::Interactive(refusal)).with_meta(json!({
-                "error_kind": "interactive",
-                "program": program,
-            })));
         }
         if cfg.check_ignored_paths
             && let Some(p) = ignored_path(&args.command, &workdir, &cx.workspace)

@@ -293,7 +293,9 @@ async fn s6_interactive_commands_fail_at_once_and_say_to_ask_the_user() {
         let t = Instant::now();
         let out = e.shell(cmd).await;
         assert_eq!(out.status, ToolStatus::Error, "{cmd}");
-        assert_eq!(out.meta["error_kind"], "interactive", "{cmd}");
+        // Refused before approval, like any argument error (S6, S8).
+        assert_eq!(out.meta["error_kind"], "invalid_input", "{cmd}");
+        assert!(Tool::validate(&e.toolset.tools().0, &json!({"command": cmd})).is_err());
         assert!(out.text_content().contains("ask the user"), "{cmd}: {}", out.text_content());
         assert!(t.elapsed() < Duration::from_secs(1), "{cmd}");
     }
