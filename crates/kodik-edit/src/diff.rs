@@ -217,6 +217,22 @@ fn block_ops(a: &[&str], b: &[&str], deadline: Option<std::time::Instant>) -> Ve
     }
     let ha: Vec<u64> = a.iter().map(|l| line_hash(l)).collect();
     let hb: Vec<u64> = b.iter().map(|l| line_hash(l)).collect();
+    // A rewrite that keeps no line at all (a whole-file replacement) is one replace op; finding
+    // that out by sorting is far cheaper than the diff's own preparation.
+    let (mut sa, mut sb) = (ha.clone(), hb.clone());
+    sa.sort_unstable();
+    sb.sort_unstable();
+    let (mut i, mut j, mut shared) = (0, 0, false);
+    while i < sa.len() && j < sb.len() && !shared {
+        match sa[i].cmp(&sb[j]) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => shared = true,
+        }
+    }
+    if !shared {
+        return vec![similar::DiffOp::Replace { old_index: 0, old_len: a.len(), new_index: 0, new_len: b.len() }];
+    }
     let ops = similar::capture_diff_slices_deadline(similar::Algorithm::Myers, &ha, &hb, deadline);
     let verified = ops.iter().all(|op| match *op {
         similar::DiffOp::Equal { old_index, new_index, len } => (0..len).all(|k| a[old_index + k] == b[new_index + k]),

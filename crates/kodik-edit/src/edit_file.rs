@@ -58,7 +58,7 @@ pub fn apply_edits_tracked(
             total: edits.len(),
             source,
         })?;
-        let line = 1 + memchr::memchr_iter(b'\n', &current.as_bytes()[..r.start]).count();
+        let line = 1 + crate::matcher::count_newlines(&current.as_bytes()[..r.start]);
         diff::track(&mut spans, r.start, r.end, r.text.len());
         current.replace_range(r.start..r.end, &r.text);
         applied.push(AppliedEdit { stage: r.stage, line, similarity: r.similarity });

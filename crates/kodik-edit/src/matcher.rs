@@ -297,6 +297,23 @@ pub fn find_all(hay: &str, needle: &str, cap: usize) -> Vec<usize> {
     out
 }
 
+/// Number of `\n` bytes in `b`, eight bytes at a time.
+pub fn count_newlines(b: &[u8]) -> usize {
+    const LO: u64 = 0x7F7F_7F7F_7F7F_7F7F;
+    const NL: u64 = 0x0A0A_0A0A_0A0A_0A0A;
+    let mut chunks = b.chunks_exact(8);
+    let mut n = 0usize;
+    for c in &mut chunks {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(c);
+        let v = u64::from_le_bytes(w) ^ NL;
+        // Exactly the zero bytes of `v` (the newlines) get their top bit set.
+        let zero = !(((v & LO).wrapping_add(LO)) | v | LO);
+        n += zero.count_ones() as usize;
+    }
+    n + chunks.remainder().iter().filter(|&&x| x == b'\n').count()
+}
+
 /// `Ok(None)` for no hit, the one hit, or an ambiguity error.
 fn single(text: &str, hits: &[usize], stage: Stage) -> Result<Option<usize>, MatchError> {
     match hits {
@@ -307,7 +324,7 @@ fn single(text: &str, hits: &[usize], stage: Stage) -> Result<Option<usize>, Mat
             let mut line = 1;
             let mut at = 0;
             for &h in many.iter().take(MAX_CANDIDATES) {
-                line += memchr::memchr_iter(b'\n', &text.as_bytes()[at..h]).count();
+                line += count_newlines(&text.as_bytes()[at..h]);
                 at = h;
                 lines.push(line);
             }
@@ -1080,6 +1097,15 @@ mod tests {
         let mut budget = Budget::new(2_000_000);
         let err = replace_unique(&text, &old, "x", &mut budget).unwrap_err();
         assert!(matches!(err, MatchError::NotFound { .. }));
+    }
+
+    #[test]
+    fn count_newlines_matches_a_plain_count() {
+        let s = "a\nb\n\n\u{0a0a}x\n\r\n12345678\n\n\n\n\n\n\n\n\nz\u{8a}\n";
+        for i in 0..s.len() {
+            let b = &s.as_bytes()[i..];
+            assert_eq!(count_newlines(b), b.iter().filter(|&&x| x == b'\n').count());
+        }
     }
 
     #[test]
