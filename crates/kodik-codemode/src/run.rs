@@ -229,10 +229,16 @@ pub(crate) async fn run(code: &str, setup: &Setup, cx: &ToolContext) -> Finished
         let kind = tokio::select! {
             biased;
             r = &mut done_rx => {
-                break r.unwrap_or_else(|_| Err(ScriptError::new(
+                let r = r.unwrap_or_else(|_| Err(ScriptError::new(
                     ErrorKind::ExecutionFailure,
                     "the script engine stopped unexpectedly (internal error)",
                 )));
+                // A cancelled parent cancels the nested calls directly, so the script may end on
+                // their `cancelled` results before this loop sees the token: it is still Cancelled.
+                break match r {
+                    Err(e) if cx.cancel.is_cancelled() && e.kind != ErrorKind::Cancelled => Err(abort_err(ErrorKind::Cancelled)),
+                    other => other,
+                };
             }
             () = cx.cancel.cancelled() => ErrorKind::Cancelled,
             () = &mut sleep => ErrorKind::TimeoutExceeded,
