@@ -464,7 +464,11 @@ impl Table {
         let mut finished: Vec<(Instant, String)> = lock(&self.inner)
             .live
             .values()
-            .filter(|t| !lock(&t.life).attached)
+            // A finished command whose leftovers still hold its output stays until kill_terminal.
+            .filter(|t| {
+                let l = lock(&t.life);
+                !l.attached && l.reader_done
+            })
             .filter_map(|t| t.finished_at().map(|at| (at, t.id.clone())))
             .collect();
         finished.sort();

@@ -192,10 +192,21 @@ impl ShellTool {
             Waited::Finished => {
                 term.mark_reported();
                 let status = term.status().unwrap_or(ToolStatus::Error);
-                let out = lifecycle_output(&term, status, term.show_all(), "(no output)", None);
-                // Everything was just shown; nothing is left to read later.
-                self.table.free(&term.id, "it finished in the foreground and its output was in the shell result");
-                out
+                if term.reader_done() {
+                    // Everything was just shown; nothing is left to read later.
+                    let out = lifecycle_output(&term, status, term.show_all(), "(no output)", None);
+                    self.table.free(&term.id, "it finished in the foreground and its output was in the shell result");
+                    out
+                } else {
+                    // Something it started with `&` still holds its output: leave it running, but
+                    // keep the terminal so kill_terminal can stop it.
+                    let note = format!(
+                        "[processes it started in the background are still running in terminal `{id}`; \
+                         get_terminal_output {{\"terminal_id\": \"{id}\"}} shows their output, kill_terminal stops them]",
+                        id = term.id
+                    );
+                    lifecycle_output(&term, status, term.show_all(), "(no output)", Some(note))
+                }
             }
             Waited::Background(why) => {
                 let note = format!(
@@ -373,7 +384,10 @@ impl TypedTool for KillTerminalTool {
             Ok(term) => {
                 let grace = self.table.cfg.kill_grace;
                 let stopped_now = term.set_stop(StopKind::Model);
-                if stopped_now && let Some(pgid) = term.pgid() {
+                let leftovers = !stopped_now && !term.reader_done();
+                if (stopped_now || leftovers)
+                    && let Some(pgid) = term.pgid()
+                {
                     process::terminate_group(pgid, grace).await;
                     let mut done = term.subscribe_done();
                     let _ = tokio::time::timeout(Duration::from_secs(2), done.wait_for(|d| *d)).await;
@@ -382,6 +396,11 @@ impl TypedTool for KillTerminalTool {
                 let shown = term.take_unread();
                 let (status, note) = if stopped_now {
                     (ToolStatus::Stopped, None)
+                } else if leftovers {
+                    (
+                        ToolStatus::Stopped,
+                        Some("[the command had finished; the background processes it left were stopped]".to_string()),
+                    )
                 } else {
                     (
                         term.status().unwrap_or(ToolStatus::Stopped),

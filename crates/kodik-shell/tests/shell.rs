@@ -529,6 +529,22 @@ async fn s9_s10_concurrent_commands_each_get_only_their_own_output() {
     e.call("kill_terminal", json!({"terminal_id": server})).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s10_processes_left_running_with_ampersand_keep_running_until_kill_terminal() {
+    let e = env();
+    let out = e.shell("sleep 30 & echo \"gc=$!\"").await;
+    assert_eq!(out.status, ToolStatus::Success, "{}", out.text_content());
+    assert_eq!(out.meta["running"], false);
+    assert!(out.text_content().contains("still running"), "{}", out.text_content());
+    let gc = grandchild_pid(&out.text_content());
+    let id = out.meta["terminal_id"].as_str().unwrap().to_string();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!process_gone(gc), "a process started with & is left alone");
+    let killed = e.call("kill_terminal", json!({"terminal_id": id})).await;
+    assert_eq!(killed.status, ToolStatus::Stopped, "{}", killed.text_content());
+    assert!(wait_gone(gc, Duration::from_secs(3)).await, "kill_terminal stopped the leftover {gc}");
+}
+
 /// Set in the re-executed test binary that plays the host of `s10_…_host_dying…`.
 const HOST_ENV: &str = "KODIK_SHELL_TEST_HOST_PIDFILE";
 
