@@ -327,3 +327,14 @@ async fn g16_ignored_file_cannot_be_edited_and_binary_is_refused() {
     let out = env.edit("bin.dat", &[("ELF", "x")]).await;
     assert!(out.text_content().contains("binary"), "{}", out.text_content());
 }
+
+#[test]
+fn e3_reported_lines_follow_the_text_each_edit_saw() {
+    use kodik_schema::edit::Edit;
+    let text: String = (1..=10).map(|i| format!("l{i}\n")).collect();
+    let e = |o: &str, n: &str| Edit { old_string: o.into(), new_string: n.into() };
+    let (out, applied) =
+        kodik_edit::edit_file::apply_edits(&text, &[e("l3\n", "a\nb\nc\n"), e("l9", "x"), e("l1\n", "")]).unwrap();
+    assert_eq!(applied.iter().map(|a| a.line).collect::<Vec<_>>(), vec![3, 11, 1]);
+    assert!(out.starts_with("l2\na\nb\nc\nl4"));
+}
