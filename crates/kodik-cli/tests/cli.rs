@@ -115,7 +115,7 @@ fn batch_runs_lines_in_one_session_and_answers_in_call_order() {
     assert_eq!(ids, ["c1", "r1", "g1", "e1", "", "u1"]);
     let statuses: Vec<&str> = lines.iter().map(|l| l["status"].as_str().unwrap()).collect();
     assert_eq!(statuses, ["success", "success", "success", "success", "error", "error"], "{lines:#?}");
-    assert!(lines[1]["content"][0]["text"].as_str().unwrap().contains("still current"), "created in this session");
+    assert!(lines[1]["content"][0]["text"].as_str().unwrap().contains("2→two"), "{}", lines[1]);
     assert!(lines[2]["content"][0]["text"].as_str().unwrap().contains("a.txt"), "{}", lines[2]);
     assert!(lines[4]["content"][0]["text"].as_str().unwrap().contains("line 4"));
     assert_eq!(std::fs::read_to_string(dir.path().join("src/a.txt")).unwrap(), "one\nzwei\n");

@@ -191,6 +191,7 @@ pub struct Harness {
     tools: Vec<ToolEntry>,
     switches: HashMap<(Mode, String), bool>,
     deferral: HashMap<(Mode, String), bool>,
+    hidden: std::collections::HashSet<String>,
 }
 
 impl Harness {
@@ -217,6 +218,13 @@ impl Harness {
     /// Switches a tool on or off in one mode; applies from the next [`plan`](Self::plan).
     pub fn set_enabled(&mut self, mode: Mode, tool: impl Into<String>, enabled: bool) -> &mut Self {
         self.switches.insert((mode, tool.into()), enabled);
+        self
+    }
+
+    /// Hides a tool from the model in every mode (e.g. a tool code mode exposes to scripts
+    /// only, K6); it is listed as not offered.
+    pub fn hide_from_model(&mut self, tool: impl Into<String>) -> &mut Self {
+        self.hidden.insert(tool.into());
         self
     }
 
@@ -272,7 +280,7 @@ impl Harness {
                         && !(name == "apply_patch" && family != ModelFamily::OpenAi)
                 }
             };
-            if !structurally {
+            if !structurally || self.hidden.contains(name) {
                 not_offered.push(name.to_string());
                 continue;
             }

@@ -256,15 +256,24 @@ impl ToolboxBuilder {
         // Code mode calls the other tools, so it is built last, over everything else (K5:
         // it cannot call itself).
         #[cfg(feature = "codemode")]
-        {
+        let script_only: Vec<String> = {
             let config = self.codemode.unwrap_or_default();
             if config.enabled && !self.disabled.iter().any(|d| d == "codemode") {
+                let hidden =
+                    registry.names().filter(|n| !config.exposure_of(n).model_sees()).map(String::from).collect();
                 let tool = kodik_codemode::CodeModeTool::new(config, registry.clone());
                 registry.register(tool);
+                hidden
+            } else {
+                Vec::new()
             }
-        }
+        };
 
-        let harness = Harness::new(registry.specs().cloned());
+        let mut harness = Harness::new(registry.specs().cloned());
+        #[cfg(feature = "codemode")]
+        for name in script_only {
+            harness.hide_from_model(name);
+        }
         let registry = Arc::new(registry);
         let scheduler = Scheduler::new(Arc::clone(&registry)).with_config(self.scheduler);
         Ok(Toolbox {

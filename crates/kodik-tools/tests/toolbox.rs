@@ -110,3 +110,19 @@ fn every_enabled_tool_comes_from_kodik_schema_so_advertised_schemas_match() {
         assert!(names.iter().any(|n| n == t), "{t} missing from {names:?}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn k6_a_tool_exposed_to_scripts_only_is_hidden_from_the_model_but_callable_from_codemode() {
+    use kodik_tools::codemode::{CodeModeConfig, Exposure};
+    use kodik_tools::harness::{Availability, Mode};
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("x.txt"), "hello\n").unwrap();
+    let config = CodeModeConfig::default().expose("glob", Exposure::Codemode);
+    let tb = Toolbox::builder().workspace(dir.path()).codemode(config).build().unwrap();
+    let plan = tb.plan(Mode::Ask, "qwen3-coder");
+    assert_eq!(plan.availability()["glob"], Availability::NotOffered);
+    assert_eq!(plan.availability()["grep"], Availability::Immediate);
+    let out = one(&tb, "codemode", json!({"code": "return await tools.glob({pattern: '*.txt'})"})).await;
+    assert_eq!(out.status, ToolStatus::Success, "{}", out.text_content());
+    assert!(out.text_content().contains("x.txt"), "{}", out.text_content());
+}
