@@ -12,7 +12,8 @@
 //!
 //! How a command runs: `bash -c` (else `sh -c`) in its own session and process group, stdin
 //! from /dev/null, stdout and stderr on one pipe (so they merge in arrival order), a hardened
-//! environment, and on Linux `PR_SET_PDEATHSIG` so the host's death ends it. One thread waits
+//! environment, and on Linux `PR_SET_PDEATHSIG` so the host's death ends it (a small reaper
+//! process per toolset kills the rest of the group then). One thread waits
 //! for the process, one reads the pipe into kodik-core's [`OutputPreview`](kodik_core::OutputPreview)
 //! (head + tail in memory, everything in a spool file). The `shell` call waits up to its
 //! clamped timeout; a command still running then stays in the table as a background terminal

@@ -256,6 +256,63 @@ pub(crate) fn terminate_group_blocking(pgid: i32, grace: Duration) {
     let _ = kill_group(pgid, Signal::KILL);
 }
 
+/// A small helper process that outlives a crashed host just long enough to kill the process
+/// groups the host still had: `PR_SET_PDEATHSIG` reaches only the shell itself, not what the
+/// shell started. It reads `+ PGID` / `- PGID` lines on stdin and, at end of file (the host is
+/// gone, or the toolset was dropped), sends SIGKILL to every group still listed. One per toolset.
+pub(crate) struct Reaper {
+    stdin: std::sync::Mutex<Option<std::process::ChildStdin>>,
+}
+
+const REAPER_SCRIPT: &str = r#"pgs=' '
+while read -r op pg; do
+  case $op in
+    +) pgs="$pgs$pg " ;;
+    -) case "$pgs" in *" $pg "*) pgs="${pgs%% $pg *} ${pgs#* $pg }" ;; esac ;;
+  esac
+done
+for pg in $pgs; do kill -KILL "-$pg" 2>/dev/null; done"#;
+
+impl Reaper {
+    /// Starts the helper; `None` when it cannot run (then only the death signal protects).
+    pub fn start() -> Option<Self> {
+        use std::os::unix::process::CommandExt as _;
+        let mut cmd = Command::new("/bin/sh");
+        cmd.arg("-c").arg(REAPER_SCRIPT).stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::null());
+        // Its own group: a kill of a command's group, or a Ctrl-C at the host's terminal, misses it.
+        cmd.process_group(0);
+        let mut child = cmd.spawn().ok()?;
+        let stdin = child.stdin.take()?;
+        std::thread::Builder::new()
+            .name("kodik-shell-reaper".into())
+            .spawn(move || {
+                let _ = child.wait();
+            })
+            .ok()?;
+        Some(Self { stdin: std::sync::Mutex::new(Some(stdin)) })
+    }
+
+    /// Watch a new process group.
+    pub fn watch(&self, pgid: i32) {
+        self.send(&format!("+ {pgid}\n"));
+    }
+
+    /// A group is gone: forget it, so a later reuse of its id is never killed.
+    pub fn unwatch(&self, pgid: i32) {
+        self.send(&format!("- {pgid}\n"));
+    }
+
+    fn send(&self, line: &str) {
+        use std::io::Write as _;
+        let mut guard = self.stdin.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(stdin) = guard.as_mut()
+            && stdin.write_all(line.as_bytes()).is_err()
+        {
+            *guard = None;
+        }
+    }
+}
+
 /// The first usable shell: bash, else sh (S13: both run non-interactively with `-c`).
 pub(crate) fn find_shell() -> std::path::PathBuf {
     let path = std::env::var_os("PATH").unwrap_or_default();

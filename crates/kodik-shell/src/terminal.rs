@@ -59,6 +59,8 @@ struct Lifecycle {
     /// The command's end has been delivered (in a result, an event, or a kill result).
     reported: bool,
     reader_done: bool,
+    /// Listed with the reaper, and not yet taken off.
+    watched: bool,
 }
 
 /// One started command.
@@ -75,6 +77,7 @@ pub(crate) struct Terminal {
     events: Arc<dyn EventSink>,
     announcements: Arc<Mutex<Vec<TerminalEvent>>>,
     prompt_markers: Arc<Vec<String>>,
+    reaper: Option<Arc<process::Reaper>>,
 }
 
 /// What the model is shown of the output, plus the facts about all of it.
@@ -86,6 +89,24 @@ pub(crate) struct Shown {
 impl Terminal {
     pub fn pgid(&self) -> Option<i32> {
         self.pgid.get().copied()
+    }
+
+    /// Lists the started group with the reaper, or takes it off once the leader exited and
+    /// nothing holds its output any more (the group is gone). Runs under the lifecycle lock, so
+    /// a `+` never follows its `-`.
+    fn sync_reaper(&self, started: bool) {
+        let (Some(reaper), Some(pgid)) = (&self.reaper, self.pgid()) else {
+            return;
+        };
+        let mut l = lock(&self.life);
+        if started {
+            reaper.watch(pgid);
+            l.watched = true;
+        }
+        if l.watched && l.exit.is_some() && l.reader_done {
+            reaper.unwatch(pgid);
+            l.watched = false;
+        }
     }
 
     pub fn is_running(&self) -> bool {
@@ -278,11 +299,13 @@ impl process::Sink for Terminal {
             l.reader_done |= reader_done;
         }
         self.done.send_replace(true);
+        self.sync_reaper(false);
         self.deliver_if_detached();
     }
 
     fn reader_finished(&self) {
         lock(&self.life).reader_done = true;
+        self.sync_reaper(false);
     }
 }
 
@@ -335,6 +358,8 @@ pub(crate) struct Table {
     inner: Mutex<Inner>,
     announcements: Arc<Mutex<Vec<TerminalEvent>>>,
     prompt_markers: Arc<Vec<String>>,
+    /// Started with the first command.
+    reaper: OnceLock<Option<Arc<process::Reaper>>>,
 }
 
 #[derive(Default)]
@@ -357,6 +382,7 @@ impl Table {
             inner: Mutex::default(),
             announcements: Arc::default(),
             prompt_markers,
+            reaper: OnceLock::new(),
         }
     }
 
@@ -388,6 +414,7 @@ impl Table {
             events,
             announcements: Arc::clone(&self.announcements),
             prompt_markers: Arc::clone(&self.prompt_markers),
+            reaper: self.reaper.get_or_init(|| process::Reaper::start().map(Arc::new)).clone(),
         });
         {
             let mut inner = lock(&self.inner);
@@ -411,6 +438,7 @@ impl Table {
         match spawned {
             Ok(pid) => {
                 let _ = term.pgid.set(pid);
+                term.sync_reaper(true);
                 Ok(term)
             }
             Err(e) => {

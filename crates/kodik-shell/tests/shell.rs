@@ -107,6 +107,9 @@ fn grandchild_pid(text: &str) -> i32 {
     text[at + 3..].split_whitespace().next().unwrap().parse().unwrap()
 }
 
+/// Starts a grandchild that ignores SIGTERM (and so does its `sleep`, which inherits that).
+const STUBBORN_BG: &str = "bash -c 'trap \"\" TERM; sleep 300' &";
+
 /// A command whose grandchild ignores SIGTERM (and so does its `sleep`, which inherits that).
 const STUBBORN: &str = "bash -c 'trap \"\" TERM; sleep 300' & echo \"gc=$!\"; wait";
 
@@ -555,7 +558,8 @@ fn s10_g21_the_host_process_dying_ends_its_commands() {
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
         rt.block_on(async {
             let e = env();
-            e.background(&format!("echo $$ > {pidfile}.tmp && mv {pidfile}.tmp {pidfile}; sleep 300")).await;
+            let command = format!("{STUBBORN_BG} echo \"$$ $!\" > {pidfile}.tmp && mv {pidfile}.tmp {pidfile}; wait");
+            e.background(&command).await;
             tokio::time::sleep(Duration::from_secs(60)).await;
         });
         return;
@@ -573,15 +577,22 @@ fn s10_g21_the_host_process_dying_ends_its_commands() {
     while !pidfile.exists() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
     }
-    let pid: i32 = std::fs::read_to_string(&pidfile).expect("the host started its command").trim().parse().unwrap();
-    assert!(!process_gone(pid));
+    let pids: Vec<i32> = std::fs::read_to_string(&pidfile)
+        .expect("the host started its command")
+        .split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .collect();
+    let (shell, grandchild) = (pids[0], pids[1]);
+    assert!(!process_gone(shell) && !process_gone(grandchild));
     host.kill().unwrap();
     host.wait().unwrap();
     let deadline = Instant::now() + Duration::from_secs(3);
-    while !process_gone(pid) && Instant::now() < deadline {
+    while !(process_gone(shell) && process_gone(grandchild)) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert!(process_gone(pid), "the command {pid} outlived its host (PR_SET_PDEATHSIG)");
-    // PR_SET_PDEATHSIG reaches the shell only; its `sleep` is cleaned up here (see README).
-    let _ = std::process::Command::new("kill").args(["-KILL", "--", &format!("-{pid}")]).status();
+    let (shell_gone, grandchild_gone) = (process_gone(shell), process_gone(grandchild));
+    // Never leave a stray process behind, even when the assertion below fails.
+    let _ = std::process::Command::new("kill").args(["-KILL", "--", &format!("-{shell}")]).status();
+    assert!(shell_gone, "the shell {shell} outlived its host (PR_SET_PDEATHSIG)");
+    assert!(grandchild_gone, "the grandchild {grandchild} outlived its host (the reaper)");
 }
