@@ -854,6 +854,8 @@ pub(crate) fn fuzzy_search(
             by_hash.entry(hash_key(pat[j], Level::Whitespace)).or_default().push(j);
         }
     }
+    // A line repeated all over old_string says nothing about where it is.
+    by_hash.retain(|_, js| js.len() <= 8);
     let mut votes: HashMap<usize, u32> = HashMap::new();
     let last_start = range.end - k;
     for i in range.clone() {
@@ -861,6 +863,9 @@ pub(crate) fn fuzzy_search(
             break;
         }
         if let Some(js) = by_hash.get(&hashes[i]) {
+            if !budget.spend(js.len() as u64) {
+                break;
+            }
             for &j in js {
                 if i >= j + range.start && i - j <= last_start {
                     *votes.entry(i - j).or_default() += 1;
@@ -927,14 +932,16 @@ fn token_window(text: &str, lines: &LineIndex, pat: &[&str], old: &str) -> Optio
         return None;
     }
     let start = line.saturating_sub(j).min(lines.len() - k);
-    let sim: f64 = (0..k)
+    // Score a bounded prefix: this only ranks a hint, and old_string may be huge.
+    let scored = k.min(40);
+    let sim: f64 = (0..scored)
         .map(|i| {
             let (a, b) =
                 (line_key(lines.line(text, start + i), Level::Whitespace), line_key(pat[i], Level::Whitespace));
             strsim::normalized_levenshtein(clip(&a), clip(&b))
         })
         .sum::<f64>()
-        / k.max(1) as f64;
+        / scored.max(1) as f64;
     Some(Window { start, score: sim })
 }
 
@@ -1097,6 +1104,16 @@ mod tests {
         let mut budget = Budget::new(2_000_000);
         let err = replace_unique(&text, &old, "x", &mut budget).unwrap_err();
         assert!(matches!(err, MatchError::NotFound { .. }));
+    }
+
+    #[test]
+    fn e8_repetitive_file_and_repetitive_old_string_stay_within_budget() {
+        let text = "x = 1\n".repeat(100_000);
+        let old = format!("{}y = 2\n", "x = 1\n".repeat(50_000));
+        // Without per-vote charging this input costs ~10^10 steps; with it, the budget.
+        let mut budget = Budget::new(2_000_000);
+        let err = replace_unique(&text, &old, "z", &mut budget).unwrap_err();
+        assert!(matches!(err, MatchError::NotFound { .. }), "{err}");
     }
 
     #[test]
