@@ -1,8 +1,6 @@
 //! Cost of resolving a path through the workspace (confinement + `.kodikignore`) against a
 //! plain `std::fs::canonicalize` of the same path, in the same run.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // benchmark set-up: a failure should stop the run
-
 use criterion::{Criterion, criterion_group, criterion_main};
 use kodik_core::Workspace;
 

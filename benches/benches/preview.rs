@@ -1,8 +1,6 @@
 //! Throughput of kodik-core's output preview (G17–G20) against the plain baseline of copying
 //! the same bytes to a file with `std::io::copy`, in the same run.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // benchmark set-up: a failure should stop the run
-
 use std::io::Write as _;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};

@@ -1,8 +1,6 @@
 //! Scheduler overhead (10 000 no-op calls through a turn vs the same calls dispatched
 //! directly, in the same run) and concurrency (8 independent 100 ms calls in one turn).
 
-#![allow(clippy::unwrap_used, clippy::expect_used)] // benchmark set-up: a failure should stop the run
-
 use std::time::Duration;
 
 use async_trait::async_trait;
