@@ -114,3 +114,55 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// A patch made from a real diff either applies and gives exactly the new text, or is
+    /// refused as ambiguous/not found — never a wrong result.
+    #[test]
+    fn p1_patch_from_a_diff_rebuilds_the_new_text(
+        old in prop::collection::vec("[a-h]{2,4}", 1..25),
+        changes in prop::collection::vec((0usize..30, prop::option::of("[a-h]{2,4}")), 1..5),
+    ) {
+        let mut new = old.clone();
+        for (at, rep) in changes {
+            let i = at % (new.len() + 1);
+            match rep {
+                Some(r) if i < new.len() => new[i] = r,
+                Some(r) => new.push(r),
+                None if i < new.len() && new.len() > 1 => { new.remove(i); }
+                None => {}
+            }
+        }
+        let old_text: String = old.iter().map(|l| format!("{l}\n")).collect();
+        let new_text: String = new.iter().map(|l| format!("{l}\n")).collect();
+        let ops = similar::capture_diff_slices(similar::Algorithm::Myers, &old, &new);
+        let mut patch = String::from("*** Begin Patch\n*** Update File: f\n");
+        let groups = similar::group_diff_ops(ops, 3);
+        prop_assume!(!groups.is_empty());
+        for g in groups {
+            patch.push_str("@@\n");
+            for op in g {
+                for ch in op.iter_changes(&old, &new) {
+                    let mark = match ch.tag() {
+                        similar::ChangeTag::Equal => ' ',
+                        similar::ChangeTag::Delete => '-',
+                        similar::ChangeTag::Insert => '+',
+                    };
+                    patch.push(mark);
+                    patch.push_str(&ch.value());
+                    patch.push('\n');
+                }
+            }
+        }
+        patch.push_str("*** End Patch\n");
+        let parsed = kodik_edit::apply_patch::parse_patch(&patch).unwrap();
+        let kodik_edit::apply_patch::PatchOp::Update { hunks, .. } = &parsed.ops[0] else { panic!() };
+        match kodik_edit::apply_patch::apply_hunks(&old_text, hunks) {
+            Ok((out, _)) => prop_assert_eq!(out, new_text, "{}", patch),
+            // Refusals are fine only for the reason the engine gives on purpose.
+            Err(e) => prop_assert!(e.message.contains("places") || e.message.contains("several"), "{e}\n{patch}"),
+        }
+    }
+}
