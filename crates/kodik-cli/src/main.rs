@@ -1,4 +1,5 @@
-//! `kodik`: print tool schemas, run one tool call, or run a batch of calls in one session.
+//! `kodik`: print tool schemas, run one tool call, run a batch of calls in one session, or
+//! serve the tool set over MCP.
 //!
 //! Exit codes: 0 success, 1 a tool reported a non-success status, 2 bad usage.
 
