@@ -16,7 +16,11 @@ use serde::Serialize;
 use serde_json::Value;
 
 #[derive(Parser)]
-#[command(name = "kodik", version, about = "The Kodik agent tool set: schemas, single calls, batches and an MCP server")]
+#[command(
+    name = "kodik",
+    version,
+    about = "The Kodik agent tool set: schemas, single calls, batches and an MCP server"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
