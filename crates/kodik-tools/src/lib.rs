@@ -222,9 +222,10 @@ impl ToolboxBuilder {
         if let Some(a) = self.approver {
             context.approver = a;
         }
-        if let Some(h) = self.hooks {
-            context.hooks = h;
-        }
+        // The loop guard (G15) sits in front of the host's hooks: a call that keeps failing
+        // with the same arguments is blocked the third time.
+        let inner: Arc<dyn Hooks> = self.hooks.unwrap_or_else(|| Arc::new(kodik_core::NoHooks));
+        context.hooks = Arc::new(kodik_harness::RepeatGuard::new(inner));
         if let Some(e) = self.events {
             context.events = e;
         }

@@ -126,3 +126,19 @@ async fn k6_a_tool_exposed_to_scripts_only_is_hidden_from_the_model_but_callable
     assert_eq!(out.status, ToolStatus::Success, "{}", out.text_content());
     assert!(out.text_content().contains("x.txt"), "{}", out.text_content());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn g15_the_toolbox_blocks_a_third_identical_failing_edit_and_lets_a_corrected_one_through() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.txt"), "alpha\n").unwrap();
+    let tb = Toolbox::builder().workspace(dir.path()).build().unwrap();
+    assert!(one(&tb, "read_file", json!({"path": "a.txt"})).await.is_success());
+    let bad = json!({"path": "a.txt", "edits": [{"old_string": "gamma", "new_string": "delta"}]});
+    assert_eq!(one(&tb, "edit_file", bad.clone()).await.status, ToolStatus::Error);
+    assert_eq!(one(&tb, "edit_file", bad.clone()).await.status, ToolStatus::Error);
+    let third = one(&tb, "edit_file", bad).await;
+    assert_eq!(third.status, ToolStatus::Denied, "{}", third.text_content());
+    let fixed = json!({"path": "a.txt", "edits": [{"old_string": "alpha", "new_string": "delta"}]});
+    assert!(one(&tb, "edit_file", fixed).await.is_success());
+    assert_eq!(std::fs::read_to_string(dir.path().join("a.txt")).unwrap(), "delta\n");
+}
