@@ -4,8 +4,8 @@
 #![allow(deprecated)]
 
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 
 use kodik_core::{ToolCall, ToolContext, ToolError, ToolSpec};
 use kodik_scheduler::{CallStream, Scheduler};
@@ -24,7 +24,8 @@ use crate::events::McpEvents;
 
 /// An MCP server over a fixed tool list, running calls through the scheduler.
 pub struct McpServer {
-    bursts: Arc<Bursts>,
+    /// One stream for the session: overlapping requests form one turn's calls (G1, G2, S4).
+    calls: Arc<CallStream>,
     tools: Arc<Vec<Tool>>,
     offered: Arc<HashSet<String>>,
     events: Arc<McpEvents>,
@@ -49,7 +50,7 @@ impl McpServer {
         cx.events = events.clone();
         let offered = tools.iter().map(|t| t.name.clone()).collect();
         Self {
-            bursts: Arc::new(Bursts { scheduler, cx, state: Mutex::new(BurstState { stream: None, in_flight: 0 }) }),
+            calls: Arc::new(scheduler.stream(&cx)),
             tools: Arc::new(tools.iter().map(mcp_tool).collect()),
             offered: Arc::new(offered),
             events,
@@ -142,7 +143,7 @@ impl ServerHandler for McpServer {
         // rmcp only cancels the token when the client sends notifications/cancelled; dropping
         // the call future is what cancels the call in the scheduler (G6).
         let out = tokio::select! {
-            out = self.bursts.call(call) => out,
+            out = self.calls.call(call) => out,
             () = context.ct.cancelled() => ToolError::Cancelled.into_output(),
         };
         let mut result = call_result(out);
@@ -174,63 +175,7 @@ impl ServerHandler for McpServer {
 impl Drop for McpServer {
     fn drop(&mut self) {
         // The session is over: stop whatever its calls still run.
-        self.bursts.cancel_all();
-    }
-}
-
-/// The client's overlapping requests, grouped like one model turn's calls.
-///
-/// A burst starts when a request arrives while none is running and lasts while any is: its
-/// calls share one [`CallStream`] (concurrency limit, same-file order G2, "another call of the
-/// batch finished" for the shell's S4 rule). Requests that do not overlap are separate bursts,
-/// so a lone `shell` call gets its full default wait (S2) however many calls came before it;
-/// with nothing running there is nothing to order against, so G2 is unaffected.
-struct Bursts {
-    scheduler: Scheduler,
-    cx: ToolContext,
-    state: Mutex<BurstState>,
-}
-
-struct BurstState {
-    stream: Option<Arc<CallStream>>,
-    in_flight: usize,
-}
-
-/// Ends a request's share of its burst, also when the request is dropped (cancelled).
-struct InFlight<'a>(&'a Bursts);
-
-impl Drop for InFlight<'_> {
-    fn drop(&mut self) {
-        let mut state = self.0.state.lock().unwrap_or_else(|p| p.into_inner());
-        state.in_flight = state.in_flight.saturating_sub(1);
-    }
-}
-
-impl Bursts {
-    async fn call(&self, call: ToolCall) -> kodik_core::ToolOutput {
-        let stream = {
-            let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-            let stream = match &state.stream {
-                Some(stream) if state.in_flight > 0 => Arc::clone(stream),
-                // The previous burst has no running calls left; dropping its stream cancels
-                // nothing that still runs (background commands do not hang on it).
-                _ => {
-                    let stream = Arc::new(self.scheduler.stream(&self.cx));
-                    state.stream = Some(Arc::clone(&stream));
-                    stream
-                }
-            };
-            state.in_flight += 1;
-            stream
-        };
-        let _in_flight = InFlight(self);
-        stream.call(call).await
-    }
-
-    fn cancel_all(&self) {
-        if let Some(stream) = &self.state.lock().unwrap_or_else(|p| p.into_inner()).stream {
-            stream.cancel_all();
-        }
+        self.calls.cancel_all();
     }
 }
 

@@ -101,10 +101,16 @@ impl Scheduler {
     /// A turn that never ends, for hosts whose calls arrive one at a time and may overlap
     /// (an MCP client's concurrent requests): every call starts at once, concurrency and
     /// same-resource order (G2) apply across all calls of the stream.
+    ///
+    /// Overlapping calls form one burst, treated like one model turn's calls: they share the
+    /// [`TurnSignals`] ("another call of this turn finished", the shell's S4 rule). A call that
+    /// arrives while none runs starts a new burst, so a lone `shell` call gets its full default
+    /// wait however many calls came before it; with nothing running, G2 has nothing to order
+    /// against.
     pub fn stream(&self, cx: &ToolContext) -> CallStream {
         let mut turn = self.turn(cx);
         turn.finish();
-        CallStream { cancel: turn.cx.cancel.clone(), turn: std::sync::Mutex::new(turn) }
+        CallStream { cancel: turn.cx.cancel.clone(), state: std::sync::Mutex::new(StreamState { turn, in_flight: 0 }) }
     }
 
     /// Runs a complete turn: pushes every call, finishes, and returns the results in order.
@@ -240,8 +246,24 @@ impl Drop for Turn {
 
 /// Calls that arrive one at a time and share one turn's ordering rules; see [`Scheduler::stream`].
 pub struct CallStream {
-    turn: std::sync::Mutex<Turn>,
+    state: std::sync::Mutex<StreamState>,
     cancel: CancellationToken,
+}
+
+struct StreamState {
+    turn: Turn,
+    /// Calls of the current burst still running.
+    in_flight: usize,
+}
+
+/// Ends a call's share of its burst, also when the caller went away.
+struct InFlight<'a>(&'a std::sync::Mutex<StreamState>);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        let mut state = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        state.in_flight = state.in_flight.saturating_sub(1);
+    }
 }
 
 impl std::fmt::Debug for CallStream {
@@ -264,7 +286,16 @@ impl Drop for CancelOnDrop {
 impl CallStream {
     /// Runs one call. Dropping the returned future cancels the call.
     pub async fn call(&self, call: ToolCall) -> ToolOutput {
-        let (handle, cancel) = self.turn.lock().unwrap_or_else(|p| p.into_inner()).spawn(call);
+        let (handle, cancel) = {
+            let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            if state.in_flight == 0 {
+                // A new burst: calls that finished before it are not "another call of this turn".
+                state.turn.cx.turn = TurnSignals::default();
+            }
+            state.in_flight += 1;
+            state.turn.spawn(call)
+        };
+        let _in_flight = InFlight(&self.state);
         let mut guard = CancelOnDrop(Some(cancel));
         let out = match handle.await {
             Ok(out) => out,

@@ -41,6 +41,9 @@ struct WaitArgs {
     panic: bool,
     #[serde(default)]
     output_bytes: usize,
+    /// Answer with how many calls of this turn had finished when this one started.
+    #[serde(default)]
+    report_finished: bool,
 }
 
 /// Logs `start:TAG`, optionally waits on a shared barrier or sleeps, logs `end:TAG`.
@@ -60,6 +63,9 @@ impl TypedTool for Wait {
     }
     async fn run(&self, a: WaitArgs, cx: &ToolContext) -> Result<ToolOutput, ToolError> {
         self.log.push(format!("start:{}", a.tag));
+        if a.report_finished {
+            return Ok(ToolOutput::text(cx.turn.finished_count().to_string()));
+        }
         let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
         self.peak.fetch_max(now, Ordering::SeqCst);
         let _dec = Dec(self.running.clone());
@@ -395,4 +401,26 @@ async fn g1_g2_a_call_stream_runs_overlapping_calls_concurrently_and_same_file_c
     let (a, b) = tokio::join!(a, b);
     assert!(a.is_success() && b.is_success());
     assert_eq!(std::fs::read_to_string(f.root.join("s.txt")).unwrap(), "first\nsecond\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn s4_a_stream_call_arriving_while_none_runs_starts_a_new_burst() {
+    let f = fixture(SchedulerConfig::default(), 1);
+    let stream = f.scheduler.stream(&f.cx);
+    for i in 0..3 {
+        assert!(stream.call(call(&i.to_string(), "read", json!({"tag": "x"}))).await.is_success());
+    }
+    let seen = stream.call(call("probe", "read", json!({"tag": "probe", "report_finished": true}))).await;
+    assert_eq!(seen.text_content(), "0", "calls that finished before this one are not part of its burst");
+
+    // While a call runs, a finishing neighbour is "another call of this turn".
+    let long = stream.call(call("long", "read", json!({"tag": "long", "ms": 400})));
+    let burst = async {
+        wait_for(&f.log, "start:long").await;
+        assert!(stream.call(call("quick", "read", json!({"tag": "quick"}))).await.is_success());
+        stream.call(call("probe2", "read", json!({"tag": "probe2", "report_finished": true}))).await
+    };
+    let (long, seen) = tokio::time::timeout(LIMIT, async { tokio::join!(long, burst) }).await.unwrap();
+    assert!(long.is_success());
+    assert_eq!(seen.text_content(), "1");
 }
