@@ -137,8 +137,7 @@ fn schema(format: Format, names: &[String]) -> ExitCode {
             Some(s) => chosen.push(s.clone()),
             None => {
                 let close = kodik_tools::core::registry::closest(name, all.iter().map(|s| s.name.as_str()), 3);
-                let hint =
-                    if close.is_empty() { String::new() } else { format!("; did you mean: {}?", close.join(", ")) };
+                let hint = kodik_tools::core::error::suggestions_suffix(&close);
                 return usage_error(format!("unknown tool `{name}`{hint}"));
             }
         }

@@ -52,7 +52,9 @@ pub enum ToolError {
     Failed(String),
 }
 
-fn suggestions_suffix(s: &[String]) -> String {
+/// `; did you mean: a, b?` for a non-empty list of suggestions, else nothing: the one wording
+/// every "unknown name" error uses.
+pub fn suggestions_suffix(s: &[String]) -> String {
     if s.is_empty() { String::new() } else { format!("; did you mean: {}?", s.join(", ")) }
 }
 

@@ -48,6 +48,10 @@ pub enum ToolStatus {
 }
 
 impl ToolStatus {
+    /// Every status, in declaration order.
+    pub const ALL: [ToolStatus; 7] =
+        [Self::Success, Self::Error, Self::Denied, Self::Skipped, Self::Cancelled, Self::TimedOut, Self::Stopped];
+
     /// The snake_case name used on the wire.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -169,15 +173,7 @@ mod tests {
 
     #[test]
     fn g7_outputs_round_trip_losslessly_for_every_status() {
-        for status in [
-            ToolStatus::Success,
-            ToolStatus::Error,
-            ToolStatus::Denied,
-            ToolStatus::Skipped,
-            ToolStatus::Cancelled,
-            ToolStatus::TimedOut,
-            ToolStatus::Stopped,
-        ] {
+        for status in ToolStatus::ALL {
             let out = ToolOutput {
                 status,
                 content: vec![Content::text("<b>raw & untouched</b>\n"), Content::image(&[1, 2, 3], "image/png")],

@@ -98,14 +98,7 @@ mod tests {
 
     #[test]
     fn g8_every_status_but_success_is_an_error_result() {
-        for status in [
-            ToolStatus::Error,
-            ToolStatus::Denied,
-            ToolStatus::Skipped,
-            ToolStatus::Cancelled,
-            ToolStatus::TimedOut,
-            ToolStatus::Stopped,
-        ] {
+        for status in ToolStatus::ALL.into_iter().filter(|s| *s != ToolStatus::Success) {
             let out = ToolOutput::with_status(status, "why")
                 .with_meta(json!({"exit_code": 2}))
                 .with_full_output(Some(PathBuf::from("/tmp/full.log")));

@@ -412,7 +412,7 @@ fn native_call(_this: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult
             format!("`{name}` is model-only: call it directly as a tool, not from a script")
         } else {
             let s = host.catalog.suggest(&name);
-            let hint = if s.is_empty() { String::new() } else { format!("; did you mean: {}?", s.join(", ")) };
+            let hint = kodik_core::error::suggestions_suffix(&s);
             format!("no tool `{name}` can be called from a script{hint} Use searchTools(\"keyword\") to find tools.")
         };
         return refuse(ErrorKind::UnknownTool, msg, ctx);
@@ -501,7 +501,7 @@ fn native_describe(_this: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsRe
         Some(e) => json!({"text": e.describe()}),
         None => {
             let s = host.catalog.suggest(&name);
-            let hint = if s.is_empty() { String::new() } else { format!("; did you mean: {}?", s.join(", ")) };
+            let hint = kodik_core::error::suggestions_suffix(&s);
             json!({"error": "UnknownTool", "message": format!("no tool `{name}` can be called from a script{hint}")})
         }
     };
