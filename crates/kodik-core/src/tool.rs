@@ -117,23 +117,28 @@ pub trait TypedTool: Send + Sync {
 /// Deserializes `args` into `A`, naming the offending field on failure.
 pub fn parse_args<A: DeserializeOwned>(tool: &str, args: &Value) -> Result<A, ToolError> {
     // `null` arguments mean "no arguments" for every provider we speak to.
-    let owned;
-    let args = if args.is_null() {
-        owned = Value::Object(Default::default());
-        &owned
-    } else {
-        args
+    if args.is_null() {
+        return parse_owned_args(tool, Value::Null);
+    }
+    serde_path_to_error::deserialize::<_, A>(args).map_err(|e| invalid_input(tool, e))
+}
+
+/// [`parse_args`] for arguments the caller owns: strings move into `A` instead of being
+/// copied, which matters for a whole-file edit carrying megabytes.
+pub fn parse_owned_args<A: DeserializeOwned>(tool: &str, args: Value) -> Result<A, ToolError> {
+    let args = if args.is_null() { Value::Object(Default::default()) } else { args };
+    serde_path_to_error::deserialize::<_, A>(args).map_err(|e| invalid_input(tool, e))
+}
+
+fn invalid_input(tool: &str, e: serde_path_to_error::Error<serde_json::Error>) -> ToolError {
+    let path = e.path().to_string();
+    let field = (path != ".").then_some(path);
+    let inner = e.into_inner().to_string();
+    let message = match &field {
+        Some(f) => format!("{f}: {inner}"),
+        None => inner,
     };
-    serde_path_to_error::deserialize::<_, A>(args).map_err(|e| {
-        let path = e.path().to_string();
-        let field = (path != ".").then_some(path);
-        let inner = e.into_inner().to_string();
-        let message = match &field {
-            Some(f) => format!("{f}: {inner}"),
-            None => inner,
-        };
-        ToolError::InvalidInput { tool: tool.to_string(), field, message }
-    })
+    ToolError::InvalidInput { tool: tool.to_string(), field, message }
 }
 
 #[async_trait]
@@ -155,7 +160,7 @@ impl<T: TypedTool> Tool for T {
     }
 
     async fn call(&self, args: Value, cx: &ToolContext) -> ToolOutput {
-        let parsed = match parse_args::<T::Args>(&TypedTool::spec(self).name, &args) {
+        let parsed = match parse_owned_args::<T::Args>(&TypedTool::spec(self).name, args) {
             Ok(a) => a,
             Err(e) => return e.into_output(),
         };
