@@ -14,8 +14,11 @@
 //! Limitations worth knowing: the memory limit is a watchdog on the process's resident size
 //! while the script runs (boa has no per-context heap limit), so it is approximate; a busy loop
 //! after an `await` is stopped by boa's loop-iteration limit, sized to the time left, while the
-//! host already answered TimeoutExceeded at the deadline; and `split('\n')`, `indexOf` loops
-//! and global regex matches are slow on multi-megabyte strings in boa 0.22, hence the native
+//! host already answered TimeoutExceeded at the deadline; a stack overflow after an `await` is
+//! reported as ExecutionFailure when it ends the script's body, but inside an async function
+//! the model wrote it only leaves that function's promise pending (boa 0.22 drops the error),
+//! so the script ends as UnsettledPromise with a hint; and `split('\n')`, `indexOf` loops and
+//! global regex matches are slow on multi-megabyte strings in boa 0.22, hence the native
 //! `lines()` and `grep()` helpers.
 
 mod catalog;

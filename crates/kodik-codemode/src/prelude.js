@@ -4,6 +4,20 @@
 (function (N, catalog) {
   "use strict";
   const g = globalThis;
+  // `.then()` runs in a JS frame of its own, so the host can tell its reactions from an `await`
+  // in the script's body (ScriptHooks in engine/boa.rs). Same name, length and behaviour.
+  const nativeThen = Promise.prototype.then;
+  const apply = Reflect.apply;
+  Object.defineProperty(Promise.prototype, "then", {
+    value: {
+      then(onFulfilled, onRejected) {
+        return apply(nativeThen, this, [onFulfilled, onRejected]);
+      },
+    }.then,
+    writable: true,
+    enumerable: false,
+    configurable: true,
+  });
   const mkError = (kind, message, extra) => {
     const e = new Error(message);
     e.name = kind;

@@ -361,12 +361,40 @@ async fn k9_stack_overflow_is_an_execution_failure() {
     let (out, _) = run(config(), "function f(n) { return f(n + 1) + 1 }\nreturn f(0)").await;
     assert_eq!(error_kind(&out).as_deref(), Some("ExecutionFailure"), "{}", out.text_content());
     assert!(out.text_content().contains("stack overflow"), "{}", out.text_content());
-    // After an await boa 0.22 swallows the engine error; the script still ends, promptly.
+    // After an await boa 0.22 swallows the engine error; it is still an ExecutionFailure, and
+    // the script ends at once even with a slow call in flight (K10: that call is cancelled).
     let t = Instant::now();
-    let (out, _) = run(config(), "await tools.noop({});\nconst g = (n) => g(n + 1);\ng(0)").await;
-    assert_eq!(out.status, ToolStatus::Error, "{}", out.text_content());
+    let (out, _) = run(
+        config(),
+        "await tools.noop({});\nconst slow = tools.sleep_ms({ms: 10000});\nconst g = (n) => g(n + 1);\ng(0)",
+    )
+    .await;
+    assert_eq!(error_kind(&out).as_deref(), Some("ExecutionFailure"), "{}", out.text_content());
     assert!(out.text_content().contains("stack overflow"), "{}", out.text_content());
-    assert!(t.elapsed() < Duration::from_secs(5));
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    assert_eq!(out.meta["codemode"]["calls"][1]["status"], "cancelled", "{}", out.meta);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn k9_awaits_then_and_combinators_are_not_mistaken_for_a_dead_script() {
+    // Reactions from `.then()`, `Promise.all`, `finally` and returned thenables must not look
+    // like the body dying after an await (the stack-overflow detection above).
+    let code = "const seen = [];\n\
+        tools.noop({}).then(() => seen.push('then'));\n\
+        await tools.noop({});\n\
+        const [a, b] = await Promise.all([tools.noop({}), tools.sleep_ms({ms: 50}).then(() => 'b')]);\n\
+        await tools.noop({}).finally(() => seen.push('finally'));\n\
+        await 5;\n\
+        for await (const x of [tools.noop({}), Promise.resolve(2)]) seen.push(typeof x);\n\
+        await sleep(10);\n\
+        return { then(resolve) { resolve(seen.join(',') + '|' + b) } }";
+    let (out, _) = run(config(), code).await;
+    assert_eq!(out.status, ToolStatus::Success, "{}", out.text_content());
+    assert_eq!(output_section(&out), "then,finally,string,number|b");
+    // A genuine unsettled promise after awaits is still UnsettledPromise.
+    let (out, _) =
+        run(config(), "await tools.noop({});\nawait Promise.all([tools.noop({}), new Promise(() => {})])").await;
+    assert_eq!(error_kind(&out).as_deref(), Some("UnsettledPromise"), "{}", out.text_content());
 }
 
 // ---- K3: sandbox ----

@@ -8,8 +8,11 @@
 //!   time, checking the same things between jobs; inside one job only `RuntimeLimits` can stop
 //!   a busy loop, so the loop-iteration limit is re-sized before every job to about the time
 //!   left (from a one-off measurement of this machine's loop speed);
-//! - an engine error in a job (boa would leave the promise pending) is caught here and turned
-//!   into TimeoutExceeded / ExecutionFailure, never a hang or a wrong UnsettledPromise;
+//! - boa 0.22 drops an engine error (stack overflow, loop limit) raised in an async function
+//!   after an `await`: the function just never settles. [`ScriptHooks`] notices when that
+//!   happens to the script's own body: a resumption of the body that neither awaited again,
+//!   settled, nor queued anything means the body died, and the script ends with
+//!   ExecutionFailure at once instead of waiting for a promise that cannot settle;
 //! - between jobs the thread blocks on the host channel (the next tool result, a timer, the
 //!   deadline or an abort), never polling.
 
@@ -25,7 +28,8 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use boa_engine::builtins::promise::{PromiseState, ResolvingFunctions};
-use boa_engine::job::{Job, JobExecutor};
+use boa_engine::context::HostHooks;
+use boa_engine::job::{Job, JobCallback, JobExecutor};
 use boa_engine::object::ObjectInitializer;
 use boa_engine::object::builtins::{JsArray, JsFunction, JsPromise};
 use boa_engine::vm::SourcePath;
@@ -45,6 +49,9 @@ use crate::error::{ErrorKind, ScriptError};
 
 /// The path the model's code is compiled under; stack frames with it are the model's lines.
 const SCRIPT_PATH: &str = "script.js";
+/// The name of the async function the model's code runs in, so [`ScriptHooks`] can tell its
+/// frames from those of functions the model defines.
+const MAIN_NAME: &str = "__kodik_main";
 const PRELUDE: &str = include_str!("../prelude.js");
 /// VM "cycles" between checks of the deadline and the watchdog in top-level code.
 const BUDGET: u32 = 10_000;
@@ -62,6 +69,7 @@ impl ScriptEngine for BoaEngine {
         let queue = Rc::new(Queue::default());
         let mut ctx = Context::builder()
             .job_executor(Rc::clone(&queue))
+            .host_hooks(Rc::new(ScriptHooks))
             .build()
             .map_err(|e| ScriptError::new(ErrorKind::ExecutionFailure, format!("the engine did not start: {e}")))?;
         let host = Rc::new(Host {
@@ -81,6 +89,8 @@ impl ScriptEngine for BoaEngine {
             timers: RefCell::new(BinaryHeap::new()),
             fatal: RefCell::new(None),
             last_memory_check: Cell::new(Instant::now()),
+            main_awaits: Cell::new(0),
+            main_resumed: Cell::new(None),
         });
         ctx.insert_data(Rc::clone(&host));
         let result = run_script(&code, &mut ctx, &queue, &host, &from_host);
@@ -114,6 +124,10 @@ struct Host {
     /// An error that ends the script at the next check (the call limit).
     fatal: RefCell<Option<ScriptError>>,
     last_memory_check: Cell<Instant>,
+    /// Reactions the script's body registered on promises (each `await` registers two).
+    main_awaits: Cell<u64>,
+    /// Set when the running job resumes the body: `main_awaits` and jobs queued before it.
+    main_resumed: Cell<Option<(u64, u64)>>,
 }
 
 impl Host {
@@ -159,6 +173,8 @@ impl Host {
 #[derive(Default)]
 struct Queue {
     jobs: RefCell<VecDeque<Job>>,
+    /// Jobs ever queued, so [`ScriptHooks`] can see whether a resumption queued any.
+    queued: Cell<u64>,
 }
 
 impl Queue {
@@ -171,6 +187,7 @@ impl JobExecutor for Queue {
     fn enqueue_job(self: Rc<Self>, job: Job, _context: &mut Context) {
         if matches!(job, Job::PromiseJob(_) | Job::GenericJob(_) | Job::AsyncJob(_)) {
             self.jobs.borrow_mut().push_back(job);
+            self.queued.set(self.queued.get() + 1);
         }
     }
 
@@ -199,6 +216,45 @@ fn run_job(job: Job, ctx: &mut Context) -> JsResult<()> {
             }
         }
         _ => Ok(()),
+    }
+}
+
+/// Watches the script's body across its `await`s.
+///
+/// boa 0.22 resumes an async function from a promise reaction and ignores how the resumed code
+/// ended, so an engine error there (a stack overflow, the loop limit) leaves the function
+/// suspended forever with no error anywhere. A resumption of the body (a reaction registered
+/// while the body's own frame was on top: its `await`s; `.then()` runs through a prelude
+/// wrapper, so its reactions never look like that) must end in one of: another `await` (a new
+/// registration from the body), settling the script's promise, or queued work (returning a
+/// thenable). If none happened by the end of the job, the body died; `run_script` checks that
+/// after every job and reports it at once.
+struct ScriptHooks;
+
+impl HostHooks for ScriptHooks {
+    fn make_job_callback(&self, callback: JsFunction, context: &mut Context) -> JobCallback {
+        let from_main = context.stack_trace().next().is_some_and(|f| f.code_block().name() == &js_string!(MAIN_NAME));
+        if from_main && let Some(host) = context.get_data::<Rc<Host>>() {
+            host.main_awaits.set(host.main_awaits.get() + 1);
+        }
+        JobCallback::new(callback, from_main)
+    }
+
+    fn call_job_callback(
+        &self,
+        job: &JobCallback,
+        this: &JsValue,
+        args: &[JsValue],
+        context: &mut Context,
+    ) -> JsResult<JsValue> {
+        let resumes_main = job.host_defined().as_any().downcast_ref::<bool>() == Some(&true);
+        if resumes_main
+            && let Some(host) = context.get_data::<Rc<Host>>()
+            && let Some(queue) = context.downcast_job_executor::<Queue>()
+        {
+            host.main_resumed.set(Some((host.main_awaits.get(), queue.queued.get())));
+        }
+        job.callback().call(this, args, context)
     }
 }
 
@@ -237,7 +293,7 @@ fn run_script(
     from_host: &std::sync::mpsc::Receiver<ToScript>,
 ) -> Result<Option<String>, ScriptError> {
     let fmt = install_prelude(ctx, &host.catalog)?;
-    let wrapped = format!("(async () => {{\n{code}\n}})()");
+    let wrapped = format!("(async function {MAIN_NAME}() {{\n{code}\n}})()");
     let source = Source::from_bytes(wrapped.as_bytes()).with_path(Path::new(SCRIPT_PATH));
     let script = Script::parse(source, None, ctx).map_err(|e| parse_error(&e, host))?;
     host.check()?;
@@ -262,8 +318,19 @@ fn run_script(
         while let Some(job) = queue.pop() {
             host.check()?;
             size_loop_limit(ctx, host.limits.deadline);
+            host.main_resumed.set(None);
             if let Err(e) = run_job(job, ctx) {
                 return Err(js_error(e, ctx, host));
+            }
+            host.check()?;
+            let vanished = host.main_resumed.take() == Some((host.main_awaits.get(), queue.queued.get()));
+            if vanished && matches!(promise.state(), PromiseState::Pending) {
+                return Err(ScriptError::new(
+                    ErrorKind::ExecutionFailure,
+                    "stack overflow after an `await`: the maximum call depth was exceeded (unbounded \
+                     recursion?), or an engine limit stopped a long loop. The script ended there; calls still \
+                     running were cancelled.",
+                ));
             }
         }
         host.check()?;
@@ -278,7 +345,8 @@ fn run_script(
                 ErrorKind::UnsettledPromise,
                 "the script is waiting for a promise that nothing will ever settle (no tool call or sleep is \
                  pending). Make sure every promise you await is resolved, and `return` the result. (Deep recursion \
-                 after an `await` ends the same way: boa 0.22 cannot report its stack overflow there.)",
+                 after an `await` inside a function of yours ends the same way: boa 0.22 cannot report a stack \
+                 overflow there.)",
             ));
         }
         let wake_at = next_timer.map_or(host.limits.deadline, |t| t.min(host.limits.deadline));
