@@ -14,12 +14,12 @@
 //! Limitations worth knowing: the memory limit is a watchdog on the process's resident size
 //! while the script runs (boa has no per-context heap limit), so it is approximate; a busy loop
 //! after an `await` is stopped by boa's loop-iteration limit, sized to the time left, while the
-//! host already answered TimeoutExceeded at the deadline; a stack overflow after an `await` is
-//! reported as ExecutionFailure when it ends the script's body, but inside an async function
-//! the model wrote it only leaves that function's promise pending (boa 0.22 drops the error),
-//! so the script ends as UnsettledPromise with a hint; and `split('\n')`, `indexOf` loops and
-//! global regex matches are slow on multi-megabyte strings in boa 0.22, hence the native
-//! `lines()` and `grep()` helpers.
+//! host already answered TimeoutExceeded at the deadline; boa 0.22 drops a stack overflow
+//! raised after an `await`, so it is inferred: at once when it ends the script's body, and, in
+//! an async function the model wrote, when the script is then left waiting for a promise that
+//! can never settle (reported as that function's stack overflow, by name, not as
+//! UnsettledPromise); and `split('\n')`, `indexOf` loops and global regex matches are slow on
+//! multi-megabyte strings in boa 0.22, hence the native `lines()` and `grep()` helpers.
 
 mod catalog;
 pub mod config;

@@ -373,6 +373,14 @@ async fn k9_stack_overflow_is_an_execution_failure() {
     assert!(out.text_content().contains("stack overflow"), "{}", out.text_content());
     assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
     assert_eq!(out.meta["codemode"]["calls"][1]["status"], "cancelled", "{}", out.meta);
+    // Inside an async function the model wrote, the overflow after its await is still named,
+    // not mistaken for an UnsettledPromise.
+    let code = "async function walk(n) {\n  await tools.noop({});\n  const deep = (k) => deep(k + 1);\n  return deep(n);\n}\n\
+                const results = await Promise.all([walk(0), tools.noop({})]);\nreturn results";
+    let (out, _) = run(config(), code).await;
+    assert_eq!(error_kind(&out).as_deref(), Some("ExecutionFailure"), "{}", out.text_content());
+    assert!(out.text_content().contains("stack overflow"), "{}", out.text_content());
+    assert!(out.text_content().contains("`walk` (starting on line 1)"), "{}", out.text_content());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -391,9 +399,13 @@ async fn k9_awaits_then_and_combinators_are_not_mistaken_for_a_dead_script() {
     let (out, _) = run(config(), code).await;
     assert_eq!(out.status, ToolStatus::Success, "{}", out.text_content());
     assert_eq!(output_section(&out), "then,finally,string,number|b");
-    // A genuine unsettled promise after awaits is still UnsettledPromise.
-    let (out, _) =
-        run(config(), "await tools.noop({});\nawait Promise.all([tools.noop({}), new Promise(() => {})])").await;
+    // A genuine unsettled promise after awaits is still UnsettledPromise, also when functions of
+    // the model's finished or threw after their awaits.
+    let code = "const f = async () => { await tools.noop({}); return 1 };\n\
+                const g = async () => { await tools.noop({}); throw new Error('x') };\n\
+                await f();\ntry { await g() } catch {}\n\
+                await Promise.all([tools.noop({}), new Promise(() => {})])";
+    let (out, _) = run(config(), code).await;
     assert_eq!(error_kind(&out).as_deref(), Some("UnsettledPromise"), "{}", out.text_content());
 }
 

@@ -9,10 +9,11 @@
 //!   a busy loop, so the loop-iteration limit is re-sized before every job to about the time
 //!   left (from a one-off measurement of this machine's loop speed);
 //! - boa 0.22 drops an engine error (stack overflow, loop limit) raised in an async function
-//!   after an `await`: the function just never settles. [`ScriptHooks`] notices when that
-//!   happens to the script's own body: a resumption of the body that neither awaited again,
-//!   settled, nor queued anything means the body died, and the script ends with
-//!   ExecutionFailure at once instead of waiting for a promise that cannot settle;
+//!   after an `await`: the function just never settles. [`ScriptHooks`] notices resumptions
+//!   that left no trace: when it is the script's own body, the script ends with
+//!   ExecutionFailure at once; when it is a function the model wrote, the script goes on, and
+//!   if it then waits for a promise nothing can settle, that is reported as the function's
+//!   stack overflow instead of an UnsettledPromise;
 //! - between jobs the thread blocks on the host channel (the next tool result, a timer, the
 //!   deadline or an abort), never polling.
 
@@ -27,7 +28,7 @@ use std::sync::mpsc::RecvTimeoutError;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use boa_engine::builtins::promise::{PromiseState, ResolvingFunctions};
+use boa_engine::builtins::promise::{OperationType, Promise, PromiseState, ResolvingFunctions};
 use boa_engine::context::HostHooks;
 use boa_engine::job::{Job, JobCallback, JobExecutor};
 use boa_engine::object::ObjectInitializer;
@@ -89,8 +90,9 @@ impl ScriptEngine for BoaEngine {
             timers: RefCell::new(BinaryHeap::new()),
             fatal: RefCell::new(None),
             last_memory_check: Cell::new(Instant::now()),
-            main_awaits: Cell::new(0),
-            main_resumed: Cell::new(None),
+            trace: Cell::new(Trace::default()),
+            resumed: RefCell::new(None),
+            stalled: RefCell::new(None),
         });
         ctx.insert_data(Rc::clone(&host));
         let result = run_script(&code, &mut ctx, &queue, &host, &from_host);
@@ -124,10 +126,13 @@ struct Host {
     /// An error that ends the script at the next check (the call limit).
     fatal: RefCell<Option<ScriptError>>,
     last_memory_check: Cell<Instant>,
-    /// Reactions the script's body registered on promises (each `await` registers two).
-    main_awaits: Cell<u64>,
-    /// Set when the running job resumes the body: `main_awaits` and jobs queued before it.
-    main_resumed: Cell<Option<(u64, u64)>>,
+    /// What async code has done so far, for [`ScriptHooks`].
+    trace: Cell<Trace>,
+    /// Set when the running job resumes an async function after an `await`.
+    resumed: RefCell<Option<Resumed>>,
+    /// A function the model wrote that ended after an `await` without a trace: its name and
+    /// the line it starts on.
+    stalled: RefCell<Option<(String, u32)>>,
 }
 
 impl Host {
@@ -219,25 +224,78 @@ fn run_job(job: Job, ctx: &mut Context) -> JsResult<()> {
     }
 }
 
-/// Watches the script's body across its `await`s.
+/// Counters of what async code did, compared before and after a job.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Trace {
+    /// Reactions registered from the body's frame (each `await` registers two).
+    main_awaits: u64,
+    /// Reactions registered from any frame of the model's code.
+    script_awaits: u64,
+    /// Promises rejected with no handler (a function that threw with nobody waiting).
+    rejections: u64,
+}
+
+/// Where a reaction was registered from: an `await` in the model's code.
+#[derive(Debug, Clone)]
+struct AwaitSite {
+    /// In the script's body (not in a function the model wrote).
+    main: bool,
+    /// The awaiting function's name ("" when anonymous) and the model's line it starts on:
+    /// boa keeps no position for the `await` itself.
+    function: String,
+    line: u32,
+}
+
+impl AwaitSite {
+    /// A `JobCallback`'s host data must be garbage-collector aware: a tuple of plain values is.
+    fn into_host_data(self) -> (bool, String, u32) {
+        (self.main, self.function, self.line)
+    }
+
+    fn from_host_data(job: &JobCallback) -> Option<Self> {
+        let (main, function, line) = job.host_defined().as_any().downcast_ref::<(bool, String, u32)>()?;
+        Some(Self { main: *main, function: function.clone(), line: *line })
+    }
+}
+
+/// A job that resumes an async function after an `await`.
+#[derive(Debug, Clone)]
+struct Resumed {
+    site: AwaitSite,
+    trace: Trace,
+    queued: u64,
+}
+
+/// Watches async functions across their `await`s.
 ///
 /// boa 0.22 resumes an async function from a promise reaction and ignores how the resumed code
 /// ended, so an engine error there (a stack overflow, the loop limit) leaves the function
-/// suspended forever with no error anywhere. A resumption of the body (a reaction registered
-/// while the body's own frame was on top: its `await`s; `.then()` runs through a prelude
-/// wrapper, so its reactions never look like that) must end in one of: another `await` (a new
-/// registration from the body), settling the script's promise, or queued work (returning a
-/// thenable). If none happened by the end of the job, the body died; `run_script` checks that
-/// after every job and reports it at once.
+/// suspended forever with no error anywhere. A reaction registered while a frame of the
+/// model's code is on top is an `await` (`.then()` runs through a prelude wrapper, so its
+/// reactions never look like that); the job that runs it resumes that function, which must end
+/// in one of: another `await`, queued work (settling a promise someone waits for, returning a
+/// thenable), an unhandled rejection, or — for the body — settling the script's promise. If
+/// none happened by the end of the job, the function died (or, for one of the model's own
+/// functions, finished with nobody waiting yet); `run_script` checks after every job.
 struct ScriptHooks;
 
 impl HostHooks for ScriptHooks {
     fn make_job_callback(&self, callback: JsFunction, context: &mut Context) -> JobCallback {
-        let from_main = context.stack_trace().next().is_some_and(|f| f.code_block().name() == &js_string!(MAIN_NAME));
-        if from_main && let Some(host) = context.get_data::<Rc<Host>>() {
-            host.main_awaits.set(host.main_awaits.get() + 1);
-        }
-        JobCallback::new(callback, from_main)
+        let top = context.stack_trace().next().and_then(|frame| {
+            let loc = frame.position();
+            let ours = matches!(&loc.path, SourcePath::Path(p) if p.as_ref() == Path::new(SCRIPT_PATH));
+            ours.then(|| (frame.code_block().name().to_std_string_escaped(), loc.position.map(|p| p.line_number())))
+        });
+        let (Some((function, line)), Some(host)) = (top, context.get_data::<Rc<Host>>()) else {
+            return JobCallback::new(callback, ());
+        };
+        let main = function == MAIN_NAME;
+        let mut trace = host.trace.get();
+        trace.script_awaits += 1;
+        trace.main_awaits += u64::from(main);
+        host.trace.set(trace);
+        let line = host.user_line(line.unwrap_or(1));
+        JobCallback::new(callback, AwaitSite { main, function, line }.into_host_data())
     }
 
     fn call_job_callback(
@@ -247,14 +305,24 @@ impl HostHooks for ScriptHooks {
         args: &[JsValue],
         context: &mut Context,
     ) -> JsResult<JsValue> {
-        let resumes_main = job.host_defined().as_any().downcast_ref::<bool>() == Some(&true);
-        if resumes_main
+        if let Some(site) = AwaitSite::from_host_data(job)
             && let Some(host) = context.get_data::<Rc<Host>>()
             && let Some(queue) = context.downcast_job_executor::<Queue>()
         {
-            host.main_resumed.set(Some((host.main_awaits.get(), queue.queued.get())));
+            let resumed = Resumed { site, trace: host.trace.get(), queued: queue.queued.get() };
+            *host.resumed.borrow_mut() = Some(resumed);
         }
         job.callback().call(this, args, context)
+    }
+
+    fn promise_rejection_tracker(&self, _promise: &JsObject<Promise>, operation: OperationType, context: &mut Context) {
+        if matches!(operation, OperationType::Reject)
+            && let Some(host) = context.get_data::<Rc<Host>>()
+        {
+            let mut trace = host.trace.get();
+            trace.rejections += 1;
+            host.trace.set(trace);
+        }
     }
 }
 
@@ -318,19 +386,29 @@ fn run_script(
         while let Some(job) = queue.pop() {
             host.check()?;
             size_loop_limit(ctx, host.limits.deadline);
-            host.main_resumed.set(None);
+            host.resumed.borrow_mut().take();
             if let Err(e) = run_job(job, ctx) {
                 return Err(js_error(e, ctx, host));
             }
             host.check()?;
-            let vanished = host.main_resumed.take() == Some((host.main_awaits.get(), queue.queued.get()));
-            if vanished && matches!(promise.state(), PromiseState::Pending) {
-                return Err(ScriptError::new(
-                    ErrorKind::ExecutionFailure,
-                    "stack overflow after an `await`: the maximum call depth was exceeded (unbounded \
-                     recursion?), or an engine limit stopped a long loop. The script ended there; calls still \
-                     running were cancelled.",
-                ));
+            let resumed = host.resumed.borrow_mut().take();
+            if let Some(r) = resumed {
+                let (now, queued) = (host.trace.get(), queue.queued.get());
+                let main_died = r.site.main
+                    && now.main_awaits == r.trace.main_awaits
+                    && queued == r.queued
+                    && matches!(promise.state(), PromiseState::Pending);
+                if main_died {
+                    return Err(ScriptError::new(
+                        ErrorKind::ExecutionFailure,
+                        "stack overflow after an `await` in the script: the maximum call depth was exceeded \
+                         (unbounded recursion?), or an engine limit stopped a long loop. The script ended there; \
+                         calls still running were cancelled.",
+                    ));
+                }
+                if !r.site.main && now == r.trace && queued == r.queued {
+                    *host.stalled.borrow_mut() = Some((r.site.function, r.site.line));
+                }
             }
         }
         host.check()?;
@@ -341,12 +419,23 @@ fn run_script(
         }
         let next_timer = host.timers.borrow().peek().map(|Reverse((at, _))| *at);
         if host.pending.borrow().is_empty() && next_timer.is_none() {
+            if let Some((function, line)) = host.stalled.borrow_mut().take() {
+                let function =
+                    if function.is_empty() { "an anonymous async function".into() } else { format!("`{function}`") };
+                return Err(ScriptError::new(
+                    ErrorKind::ExecutionFailure,
+                    format!(
+                        "stack overflow after an `await`: {function} (starting on line {line}) ended after an \
+                         `await` without returning or throwing — most likely the maximum call depth was exceeded \
+                         there (unbounded recursion?), which boa 0.22 cannot raise as an error — and the script \
+                         is left waiting for a promise that can never settle."
+                    ),
+                ));
+            }
             return Err(ScriptError::new(
                 ErrorKind::UnsettledPromise,
                 "the script is waiting for a promise that nothing will ever settle (no tool call or sleep is \
-                 pending). Make sure every promise you await is resolved, and `return` the result. (Deep recursion \
-                 after an `await` inside a function of yours ends the same way: boa 0.22 cannot report a stack \
-                 overflow there.)",
+                 pending). Make sure every promise you await is resolved, and `return` the result.",
             ));
         }
         let wake_at = next_timer.map_or(host.limits.deadline, |t| t.min(host.limits.deadline));
