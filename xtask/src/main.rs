@@ -7,6 +7,9 @@
 //! - `test-tools`: only install what the tests need (what `ci` does first).
 //! - `schema`: write every tool's JSON Schema under `schemas/`; `schema --check` fails when the
 //!   committed files are stale.
+//! - `fuzz [target|all] [seconds]`: run kodik-edit's cargo-fuzz targets (`fuzz/`: `patch_parser`,
+//!   `matcher`; default all, 60 s each) on the stable toolchain, installing cargo-fuzz when
+//!   missing. Not part of `ci`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -17,7 +20,9 @@ fn main() -> ExitCode {
         Some("ci") => ci(),
         Some("schema") => schema(args.iter().any(|a| a == "--check")),
         Some("test-tools") => ensure_test_tools(),
-        _ => Err("usage: cargo xtask ci | schema [--check] | test-tools".to_string()),
+        Some("fuzz") => fuzz(&args[1..]),
+        _ => Err("usage: cargo xtask ci | schema [--check] | test-tools | fuzz [patch_parser|matcher|all] [seconds]"
+            .to_string()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -167,5 +172,101 @@ fn schema(check: bool) -> Result<(), String> {
         std::fs::write(dir.join(name), text).map_err(|e| format!("writing {name}: {e}"))?;
     }
     eprintln!("xtask: wrote {} schemas to {}", wanted.len(), dir.display());
+    Ok(())
+}
+
+/// The cargo-fuzz targets under `fuzz/`.
+const FUZZ_TARGETS: [&str; 2] = ["patch_parser", "matcher"];
+
+/// `cargo xtask fuzz [target|all] [seconds]`: runs each chosen target for `seconds` (default 60)
+/// with libFuzzer, without a sanitizer (the fuzzed code has no `unsafe`), on whatever toolchain
+/// is active: `RUSTC_BOOTSTRAP=1` lets stable accept the flags cargo-fuzz passes. New inputs
+/// stay in `fuzz/corpus/<target>`, crashes in `fuzz/artifacts/<target>` (both git-ignored).
+fn fuzz(args: &[String]) -> Result<(), String> {
+    let which = args.first().map(String::as_str).unwrap_or("all");
+    let targets: Vec<&str> = match which {
+        "all" => FUZZ_TARGETS.to_vec(),
+        t if FUZZ_TARGETS.contains(&t) => vec![t],
+        other => {
+            return Err(format!("unknown fuzz target `{other}`; choose one of {} or all", FUZZ_TARGETS.join(", ")));
+        }
+    };
+    let seconds: u64 = match args.get(1) {
+        None => 60,
+        Some(s) => s.parse().map_err(|_| format!("seconds must be a whole number, got `{s}`"))?,
+    };
+    ensure_cargo_fuzz()?;
+    for target in targets {
+        let corpus = root().join("fuzz").join("corpus").join(target);
+        seed_corpus(target, &corpus)?;
+        run(
+            &format!("fuzz {target} for {seconds} s"),
+            cargo()
+                .args(["fuzz", "run", "--sanitizer", "none", target])
+                .arg(&corpus)
+                .args(["--", &format!("-max_total_time={seconds}"), "-print_final_stats=1"])
+                .env("RUSTC_BOOTSTRAP", "1"),
+        )?;
+    }
+    eprintln!("xtask: fuzzing found no failure");
+    Ok(())
+}
+
+/// Installs cargo-fuzz when `cargo fuzz` is not available.
+fn ensure_cargo_fuzz() -> Result<(), String> {
+    let works = || cargo().args(["fuzz", "--version"]).output().is_ok_and(|o| o.status.success());
+    if works() {
+        return Ok(());
+    }
+    eprintln!("xtask: == installing cargo-fuzz (cargo install cargo-fuzz --locked)");
+    let installed = cargo().args(["install", "cargo-fuzz", "--locked"]).status();
+    match installed {
+        Ok(s) if s.success() && works() => Ok(()),
+        Ok(s) => Err(format!("cargo-fuzz is missing and `cargo install cargo-fuzz --locked` failed ({s})")),
+        Err(e) => Err(format!("cargo-fuzz is missing and `cargo install` could not start: {e}")),
+    }
+}
+
+/// Gives an empty corpus a few valid inputs to start from, so the fuzzer explores real
+/// patches and real matches instead of spending its time rediscovering the syntax.
+fn seed_corpus(target: &str, corpus: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(corpus).map_err(|e| format!("creating {}: {e}", corpus.display()))?;
+    let empty = std::fs::read_dir(corpus).map(|mut d| d.next().is_none()).unwrap_or(false);
+    if !empty {
+        return Ok(());
+    }
+    let mut seeds: Vec<Vec<u8>> = Vec::new();
+    match target {
+        "patch_parser" => {
+            seeds.push(
+                b"*** Begin Patch\n*** Update File: a.rs\n@@ fn main() {\n-    let x = 1;\n+    let x = 2;\n*** End of File\n*** End Patch\n"
+                    .to_vec(),
+            );
+            seeds.push(b"*** Begin Patch\n*** Add File: b.txt\n+hello\n*** Delete File: c.txt\n*** End Patch".to_vec());
+            seeds.push(
+                b"apply_patch <<'EOF'\n*** Begin Patch\n*** Update File: a\n*** Move to: b\n@@\n last line\n+more\n*** End Patch\nEOF\n"
+                    .to_vec(),
+            );
+            // Codex's own scenarios, when the shared fixtures are next to the repository.
+            let scenarios = root().join("../shared/conformance/codex-apply-patch/scenarios");
+            if let Ok(dirs) = std::fs::read_dir(scenarios) {
+                for dir in dirs.flatten() {
+                    if let Ok(patch) = std::fs::read(dir.path().join("patch.txt")) {
+                        seeds.push(patch);
+                    }
+                }
+            }
+        }
+        _ => {
+            seeds.push(b"fn main() {\n    let x = 1;\n}\n\xFFlet x = 1;\xFFlet x = 2;".to_vec());
+            // Typography (E7) and CRLF: the matcher splits its input at 0xFF bytes.
+            let curly = "say \u{201C}hi\u{201D} \u{2014} ok\r\nnext\r\n";
+            seeds.push([curly.as_bytes(), b"\xFF", b"say \"hi\" - ok", b"\xFF", b"say \"yo\" - ok"].concat());
+            seeds.push(b"  if a {\n    b();\n  }\n  c();\n\xFFif a {\nb();\n}\xFFif a {\n  d();\n}".to_vec());
+        }
+    }
+    for (i, seed) in seeds.iter().enumerate() {
+        std::fs::write(corpus.join(format!("seed-{i}")), seed).map_err(|e| format!("writing a seed: {e}"))?;
+    }
     Ok(())
 }

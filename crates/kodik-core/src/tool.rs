@@ -110,6 +110,15 @@ pub trait TypedTool: Send + Sync {
         Ok(())
     }
 
+    /// What [`Tool::validate`] does for this tool: by default, deserializes a copy of `args`
+    /// into [`Self::Args`] and runs [`Self::check`]. A tool whose arguments may be megabytes
+    /// (a whole-file edit) can override it with a check that borrows instead of copying; it
+    /// must accept and refuse exactly what the default does.
+    fn validate_args(&self, args: &Value) -> Result<(), ToolError> {
+        let parsed = parse_args::<Self::Args>(&TypedTool::spec(self).name, args)?;
+        self.check(&parsed)
+    }
+
     /// Runs the call.
     async fn run(&self, args: Self::Args, cx: &ToolContext) -> Result<ToolOutput, ToolError>;
 }
@@ -148,8 +157,7 @@ impl<T: TypedTool> Tool for T {
     }
 
     fn validate(&self, args: &Value) -> Result<(), ToolError> {
-        let parsed = parse_args::<T::Args>(&TypedTool::spec(self).name, args)?;
-        self.check(&parsed)
+        TypedTool::validate_args(self, args)
     }
 
     fn resources(&self, args: &Value, ws: &Workspace) -> Vec<Resource> {

@@ -1,5 +1,7 @@
 //! Unified diffs of a change (E6), bounded in time and in what the model is shown.
 
+use std::collections::HashSet;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::time::Duration;
 
 use kodik_core::{OutputPreview, PreviewConfig};
@@ -8,6 +10,9 @@ use kodik_core::{OutputPreview, PreviewConfig};
 /// correct but less minimal one. This is what keeps a whole-file replacement of a large
 /// file from going quadratic.
 const DIFF_TIMEOUT: Duration = Duration::from_millis(300);
+
+/// Diff text is handed to the preview in pieces of about this size.
+const PUSH_CHUNK: usize = 256 * 1024;
 
 /// A diff as the model sees it, with the full text saved when it had to be cut (G9).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -205,13 +210,21 @@ pub fn unified_spans(
             buf.push_str(&format!("{}\n", similar::udiff::UnifiedHunkHeader::new(&group)));
             for op in &group {
                 let (o, n) = (op.old_range(), op.new_range());
+                let mut put = |mark: char, line: &str| {
+                    push_line(&mut buf, mark, line);
+                    // A whole-file hunk is megabytes: hand it over in pieces, not as one string.
+                    if buf.len() >= PUSH_CHUNK {
+                        preview.push(buf.as_bytes());
+                        buf.clear();
+                    }
+                };
                 match op.tag() {
-                    similar::DiffTag::Equal => o.for_each(|i| push_line(&mut buf, ' ', ol.line(i))),
-                    similar::DiffTag::Delete => o.for_each(|i| push_line(&mut buf, '-', ol.line(i))),
-                    similar::DiffTag::Insert => n.for_each(|i| push_line(&mut buf, '+', nl.line(i))),
+                    similar::DiffTag::Equal => o.for_each(|i| put(' ', ol.line(i))),
+                    similar::DiffTag::Delete => o.for_each(|i| put('-', ol.line(i))),
+                    similar::DiffTag::Insert => n.for_each(|i| put('+', nl.line(i))),
                     similar::DiffTag::Replace => {
-                        o.for_each(|i| push_line(&mut buf, '-', ol.line(i)));
-                        n.for_each(|i| push_line(&mut buf, '+', nl.line(i)));
+                        o.for_each(|i| put('-', ol.line(i)));
+                        n.for_each(|i| put('+', nl.line(i)));
                     }
                 }
             }
@@ -232,19 +245,9 @@ fn block_ops(a: &[&str], b: &[&str], deadline: Option<std::time::Instant>) -> Ve
     let ha: Vec<u64> = a.iter().map(|l| line_hash(l)).collect();
     let hb: Vec<u64> = b.iter().map(|l| line_hash(l)).collect();
     // A rewrite that keeps no line at all (a whole-file replacement) is one replace op; finding
-    // that out by sorting is far cheaper than the diff's own preparation.
-    let (mut sa, mut sb) = (ha.clone(), hb.clone());
-    sa.sort_unstable();
-    sb.sort_unstable();
-    let (mut i, mut j, mut shared) = (0, 0, false);
-    while i < sa.len() && j < sb.len() && !shared {
-        match sa[i].cmp(&sb[j]) {
-            std::cmp::Ordering::Less => i += 1,
-            std::cmp::Ordering::Greater => j += 1,
-            std::cmp::Ordering::Equal => shared = true,
-        }
-    }
-    if !shared {
+    // that out with a set of line hashes is far cheaper than the diff's own preparation.
+    let seen: HashSet<u64, BuildHasherDefault<Prehashed>> = ha.iter().copied().collect();
+    if !hb.iter().any(|h| seen.contains(h)) {
         return vec![similar::DiffOp::Replace { old_index: 0, old_len: a.len(), new_index: 0, new_len: b.len() }];
     }
     let ops = similar::capture_diff_slices_deadline(similar::Algorithm::Myers, &ha, &hb, deadline);
@@ -253,6 +256,24 @@ fn block_ops(a: &[&str], b: &[&str], deadline: Option<std::time::Instant>) -> Ve
         _ => true,
     });
     if verified { ops } else { similar::capture_diff_slices_deadline(similar::Algorithm::Myers, a, b, deadline) }
+}
+
+/// A `Hasher` for keys that are already well-mixed 64-bit hashes.
+#[derive(Default)]
+struct Prehashed(u64);
+
+impl Hasher for Prehashed {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8) | u64::from(b);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v;
+    }
 }
 
 fn line_hash(line: &str) -> u64 {

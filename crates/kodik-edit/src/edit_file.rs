@@ -1,5 +1,6 @@
 //! `edit_file` (SPEC section E).
 
+use std::borrow::Cow;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -9,6 +10,7 @@ use kodik_schema::edit::{Edit, EditFileArgs};
 use serde_json::json;
 
 use crate::checkpoints::Prior;
+use crate::edited::{Edited, Occurrences};
 use crate::matcher::{Budget, MatchError, Stage, replace_unique};
 use crate::{Shared, diff, files};
 
@@ -48,13 +50,21 @@ pub fn apply_edits_tracked(
     text: &str,
     edits: &[Edit],
 ) -> Result<(String, Vec<AppliedEdit>, Vec<diff::Span>), EditFailure> {
-    let mut current = text.to_string();
     let mut applied = Vec::with_capacity(edits.len());
-    let mut spans = Vec::new();
     // (byte, 1-based line there) just after the previous replacement: edits usually go down
     // the file, so counting lines from there keeps 50 edits of a 10 MB file linear.
     let mut anchor = (0usize, 1usize);
-    for (i, e) in edits.iter().enumerate() {
+    // Leading edits that match exactly once go through the cheap path; the rest (and any
+    // edit it cannot decide) through the full cascade on the materialised text.
+    let (mut current, mut spans) = match leading_exact(text, edits, &mut applied, &mut anchor) {
+        Some((t, s)) => (Cow::Owned(t), s),
+        None => {
+            applied.clear();
+            anchor = (0, 1);
+            (Cow::Borrowed(text), Vec::new())
+        }
+    };
+    for (i, e) in edits.iter().enumerate().skip(applied.len()) {
         let mut budget = Budget::default();
         let r = replace_unique(&current, &e.old_string, &e.new_string, &mut budget).map_err(|source| EditFailure {
             position: i + 1,
@@ -65,10 +75,84 @@ pub fn apply_edits_tracked(
         let line = from.1 + crate::matcher::count_newlines(&current.as_bytes()[from.0..r.start]);
         anchor = (r.start + r.text.len(), line + crate::matcher::count_newlines(r.text.as_bytes()));
         diff::track(&mut spans, r.start, r.end, r.text.len());
-        current.replace_range(r.start..r.end, &r.text);
+        current = match current {
+            // A whole-text replacement is its own result; otherwise build the text once
+            // rather than copying the original and then moving its tail.
+            Cow::Borrowed(t) if r.start == 0 && r.end == t.len() => Cow::Owned(r.text),
+            Cow::Borrowed(t) => {
+                let mut s = String::with_capacity(t.len() - (r.end - r.start) + r.text.len());
+                s.push_str(&t[..r.start]);
+                s.push_str(&r.text);
+                s.push_str(&t[r.end..]);
+                Cow::Owned(s)
+            }
+            Cow::Owned(mut s) => {
+                s.replace_range(r.start..r.end, &r.text);
+                Cow::Owned(s)
+            }
+        };
         applied.push(AppliedEdit { stage: r.stage, line, similarity: r.similarity });
     }
-    Ok((current, applied, spans))
+    Ok((current.into_owned(), applied, spans))
+}
+
+/// The fast path of [`apply_edits_tracked`] (see [`crate::edited`]): applies the leading edits
+/// whose `old_string` provably matches exactly once in the text the previous ones left.
+/// `None` when it applied none; the caller then starts from the original text.
+fn leading_exact(
+    text: &str,
+    edits: &[Edit],
+    applied: &mut Vec<AppliedEdit>,
+    anchor: &mut (usize, usize),
+) -> Option<(String, Vec<diff::Span>)> {
+    if edits.len() < 2 {
+        return None;
+    }
+    let olds: Vec<&str> = edits.iter().map(|e| e.old_string.as_str()).collect();
+    let occ = Occurrences::scan(text, &olds)?;
+    let mut ed = Edited::new(text);
+    for (i, e) in edits.iter().enumerate() {
+        if e.old_string == e.new_string {
+            break;
+        }
+        let Some(r) = ed.unique_exact(&occ, i, &e.old_string) else { break };
+        let new = if e.new_string.contains('\n') {
+            crate::matcher::with_endings(&e.new_string, ed.ending_for(r, &e.old_string))
+        } else {
+            e.new_string.clone()
+        };
+        let from = if r >= anchor.0 { *anchor } else { (0, 1) };
+        let line = from.1 + ed.count_newlines(from.0..r);
+        if !ed.replace(r, r + e.old_string.len(), &new) {
+            break;
+        }
+        *anchor = (r + new.len(), line + crate::matcher::count_newlines(new.as_bytes()));
+        applied.push(AppliedEdit { stage: Stage::Exact, line, similarity: None });
+    }
+    if applied.is_empty() {
+        return None;
+    }
+    ed.finish()
+}
+
+/// [`EditFileArgs`] with its strings borrowed from the call's JSON (the check before approval).
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EditFileArgsRef<'a> {
+    #[serde(borrow, rename = "path")]
+    _path: &'a str,
+    #[serde(borrow)]
+    edits: Vec<EditRef<'a>>,
+}
+
+/// [`Edit`], borrowed.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EditRef<'a> {
+    #[serde(borrow, rename = "old_string")]
+    _old_string: &'a str,
+    #[serde(borrow, rename = "new_string")]
+    _new_string: &'a str,
 }
 
 /// The `edit_file` tool.
@@ -102,7 +186,7 @@ fn run_blocking(
     let path = ws.check_file(&args.path).map_err(|e| crate::path_error(e, "create_file"))?;
     let shown = ws.display(&path);
     let loaded = files::load(&path, &shown, ws)?;
-    files::check_read(cx_session, &path, &shown, &loaded.bytes)?;
+    files::check_read(cx_session, &path, &shown, loaded.bytes())?;
     let (new_text, applied, spans) = apply_edits_tracked(&loaded.text, &args.edits).map_err(|e| {
         ToolError::failed(format!("`{shown}`: {e} No edit of this call was applied; the file is unchanged."))
     })?;
@@ -118,17 +202,24 @@ fn run_blocking(
         &encoded
     };
     let perms = std::fs::metadata(&path).map_err(|e| ToolError::io("reading", &shown, e))?.permissions();
-    let prior = Prior { content: Some((loaded.bytes, perms)), created_dirs: Vec::new() };
-    files::write_recorded(&path, &shown, bytes, prior, cx_session.message(), &shared.checkpoints)?;
-    cx_session.record_write(&path, FileVersion::of_bytes(bytes));
-    let d = diff::unified_spans(
-        &loaded.text,
-        &new_text,
-        &spans,
-        &format!("a/{shown}"),
-        &format!("b/{shown}"),
-        kodik_core::PreviewConfig::default(),
+    // The diff needs only the two texts, so it is built while the write waits for the disk.
+    let (written, d) = files::alongside(
+        || kodik_core::fs::write_atomic(&path, bytes, true).map(|()| FileVersion::of_bytes(bytes)),
+        || {
+            diff::unified_spans(
+                &loaded.text,
+                &new_text,
+                &spans,
+                &format!("a/{shown}"),
+                &format!("b/{shown}"),
+                kodik_core::PreviewConfig::default(),
+            )
+        },
     );
+    let version = written.map_err(|e| ToolError::io("writing", &shown, e))?;
+    let prior = Prior { content: Some((loaded.into_bytes(), perms)), created_dirs: Vec::new() };
+    shared.checkpoints.record(cx_session.message(), &path, prior);
+    cx_session.record_write(&path, version);
     Ok(Done { path, shown, new_text, applied, diff: d, unchanged: false })
 }
 
@@ -153,6 +244,15 @@ impl TypedTool for EditFileTool {
             });
         }
         Ok(())
+    }
+
+    fn validate_args(&self, args: &serde_json::Value) -> Result<(), ToolError> {
+        // A whole-file edit carries megabytes; checking its shape by borrowing avoids a copy.
+        // Anything the borrowed form refuses goes through the normal parse for its exact error.
+        match <EditFileArgsRef<'_> as serde::Deserialize>::deserialize(args) {
+            Ok(a) if !a.edits.is_empty() => Ok(()),
+            _ => self.check(&kodik_core::parse_args::<EditFileArgs>("edit_file", args)?),
+        }
     }
 
     async fn run(&self, args: EditFileArgs, cx: &ToolContext) -> Result<ToolOutput, ToolError> {
@@ -202,5 +302,40 @@ impl TypedTool for EditFileTool {
                 "diagnostics": diags,
             }))
             .with_full_output(done.diff.full_output))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kodik_core::{Tool, ToolError, TypedTool, parse_args};
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn e1_borrowed_check_accepts_and_refuses_exactly_like_the_full_parse() {
+        let tool = EditFileTool::new(Arc::new(Shared::default()));
+        let full = |v: &serde_json::Value| -> Result<(), ToolError> {
+            tool.check(&parse_args::<EditFileArgs>("edit_file", v)?)
+        };
+        let cases = [
+            json!({"path": "a.txt", "edits": [{"old_string": "a", "new_string": "b"}]}),
+            json!({"path": "a.txt", "edits": [{"old_string": "a\n\"q\"", "new_string": ""}]}),
+            json!({"path": "a.txt", "edits": []}),
+            json!({"path": "a.txt"}),
+            json!({"path": 3, "edits": [{"old_string": "a", "new_string": "b"}]}),
+            json!({"path": "a.txt", "edits": [{"old_string": "a"}]}),
+            json!({"path": "a.txt", "edits": [{"old_string": "a", "new_string": "b", "extra": 1}]}),
+            json!({"path": "a.txt", "edits": {"old_string": "a", "new_string": "b"}}),
+            json!({"path": "a.txt", "edits": [], "mode": "x"}),
+            json!(null),
+            json!("text"),
+        ];
+        for v in &cases {
+            let got = Tool::validate(&tool, v).map_err(|e| e.to_string());
+            assert_eq!(got, full(v).map_err(|e| e.to_string()), "{v}");
+        }
+        assert!(Tool::validate(&tool, &cases[0]).is_ok());
+        assert!(Tool::validate(&tool, &cases[2]).is_err());
     }
 }

@@ -13,12 +13,25 @@ use crate::checkpoints::{Checkpoints, Prior};
 /// A text file as read from disk.
 #[derive(Debug, Clone)]
 pub(crate) struct Loaded {
-    /// The bytes on disk.
-    pub(crate) bytes: Vec<u8>,
+    /// The bytes on disk when they are not simply `text` in UTF-8 (another encoding, a BOM);
+    /// `None` when they are, so a 10 MB file is held once, not twice.
+    raw: Option<Vec<u8>>,
     /// The decoded text, line endings untouched.
     pub(crate) text: String,
     /// How it is stored.
     pub(crate) format: TextFormat,
+}
+
+impl Loaded {
+    /// The bytes on disk.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        self.raw.as_deref().unwrap_or(self.text.as_bytes())
+    }
+
+    /// The bytes on disk, by value.
+    pub(crate) fn into_bytes(self) -> Vec<u8> {
+        self.raw.unwrap_or_else(|| self.text.into_bytes())
+    }
 }
 
 /// Reads and decodes `path`, refusing binary files and text that would not survive a round
@@ -32,13 +45,14 @@ pub(crate) fn load(path: &Path, shown: &str, ws: &Workspace) -> Result<Loaded, T
 pub(crate) fn decode_bytes(bytes: Vec<u8>, shown: &str, ws: &Workspace) -> Result<Loaded, ToolError> {
     // Fast path for the common case (plain UTF-8, no BOM, no NUL): what `decode` would do, but
     // without its byte-by-byte line-ending census, which the edit tools do not need.
-    if !bytes.starts_with(&[0xEF, 0xBB, 0xBF])
-        && memchr::memchr(0, &bytes).is_none()
-        && let Ok(text) = std::str::from_utf8(&bytes)
-    {
-        let text = text.to_string();
-        return Ok(Loaded { bytes, text, format: TextFormat::default() });
-    }
+    let bytes = if !bytes.starts_with(&[0xEF, 0xBB, 0xBF]) && memchr::memchr(0, &bytes).is_none() {
+        match String::from_utf8(bytes) {
+            Ok(text) => return Ok(Loaded { raw: None, text, format: TextFormat::default() }),
+            Err(e) => e.into_bytes(),
+        }
+    } else {
+        bytes
+    };
     let decoded = decode(&bytes, ws.settings().encoding()).map_err(|_| {
         ToolError::failed(format!("`{shown}` is a binary file (it contains NUL bytes); only text files can be edited"))
     })?;
@@ -49,7 +63,7 @@ pub(crate) fn decode_bytes(bytes: Vec<u8>, shown: &str, ws: &Workspace) -> Resul
             decoded.format.encoding.name()
         )));
     }
-    Ok(Loaded { bytes, text: decoded.text, format: decoded.format })
+    Ok(Loaded { raw: Some(bytes), text: decoded.text, format: decoded.format })
 }
 
 /// Encodes `text` in `format`, refusing characters the encoding cannot store (encoding_rs
@@ -89,6 +103,32 @@ pub(crate) fn write_recorded(
     kodik_core::fs::write_atomic(path, bytes, true).map_err(|e| ToolError::io("writing", shown, e))?;
     checkpoints.record(turn, path, prior);
     Ok(())
+}
+
+/// Runs `main` on this thread and `side` on a helper thread at the same time (`side` runs
+/// here after `main` if no thread can be started), returning both results.
+pub(crate) fn alongside<A, B: Send>(main: impl FnOnce() -> A, side: impl FnOnce() -> B + Send) -> (A, B) {
+    let cell = std::sync::Mutex::new(Some(side));
+    let take = || cell.lock().ok().and_then(|mut f| f.take());
+    let (a, b) = std::thread::scope(|scope| {
+        let handle =
+            std::thread::Builder::new().name("kodik-edit-side".into()).spawn_scoped(scope, || take().map(|f| f()));
+        let a = main();
+        let b = match handle.map(|h| h.join()) {
+            Ok(Ok(b)) => b,
+            Ok(Err(panic)) => std::panic::resume_unwind(panic),
+            Err(_) => None,
+        };
+        (a, b)
+    });
+    match b {
+        Some(b) => (a, b),
+        None => match take() {
+            Some(f) => (a, f()),
+            // Only reachable if the helper took `side` and then vanished without a result.
+            None => std::panic::resume_unwind(Box::new("the helper thread lost its work")),
+        },
+    }
 }
 
 /// The checks every mutating tool makes against a file the session read: it must have been

@@ -23,6 +23,7 @@ pub mod checkpoints;
 mod create_delete;
 pub mod diff;
 pub mod edit_file;
+mod edited;
 mod files;
 pub mod matcher;
 pub mod notebook;

@@ -539,6 +539,19 @@ mod tests {
         assert_eq!(out, "a\nc");
     }
 
+    /// Found by `cargo xtask fuzz patch_parser`: appending an empty line to a file without a
+    /// final newline. The file's last line becomes the empty line, still unterminated, so the
+    /// text ends in the break that now ends `last` — the only way to write that line (E12).
+    #[test]
+    fn p1_e12_blank_line_appended_to_file_without_final_newline() {
+        let (out, _) = apply_hunks("a\r\nlast", &hunks("+\n")).unwrap();
+        assert_eq!(out, "a\r\nlast\r\n");
+        let (out, _) = apply_hunks("a\nlast", &hunks("@@\n+\n+x\n")).unwrap();
+        assert_eq!(out, "a\nlast\n\nx");
+        let (out, _) = apply_hunks("a\nlast", &hunks("@@\n+x\n")).unwrap();
+        assert_eq!(out, "a\nlast\nx");
+    }
+
     #[test]
     fn p1b_pure_addition_with_context_header_inserts_after_it() {
         let text = "fn a() {}\nfn b() {}\nfn c() {}\n";

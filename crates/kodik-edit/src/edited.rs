@@ -1,0 +1,419 @@
+//! The text of an `edit_file` call between its edits (E3), without a copy and a full scan of
+//! the file per edit.
+//!
+//! Every edit must match exactly one place in the text the previous edits left. Done naively,
+//! 50 edits of a 10 MB file are 50 copies and 50 scans of 10 MB. Here that text is the original
+//! plus a sorted list of replaced spans, and the exact stage is decided from (a) one
+//! multi-pattern scan of the original for all the edits' `old_string`s — an occurrence no
+//! earlier edit touched is still there — and (b) a search of the few bytes around each replaced
+//! span, where an earlier edit may have made or broken an occurrence. Whenever that cannot
+//! decide cheaply (no exact match, several, too many occurrences) the caller materialises the
+//! text and runs the full cascade from that edit on, so every result and every error is exactly
+//! what applying the edits one by one gives.
+
+use std::collections::HashMap;
+use std::ops::Range;
+
+use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
+
+use crate::diff::Span;
+
+/// Total `old_string` bytes above which the multi-pattern scan is not worth building.
+const MAX_PATTERN_BYTES: usize = 256 * 1024;
+/// Occurrences remembered per `old_string`; more means "let the full cascade decide".
+const MAX_OCCURRENCES: usize = 16;
+/// Bytes searched around replaced spans for one edit before the fast path gives up.
+const MAX_WINDOW_BYTES: usize = 1 << 20;
+
+/// Where each edit's `old_string` occurs in the original text.
+pub(crate) struct Occurrences {
+    /// For each edit, its pattern (`None` for an empty `old_string`).
+    pattern_of: Vec<Option<usize>>,
+    /// Per distinct pattern: its first positions, ascending, and whether there were more.
+    found: Vec<(Vec<usize>, bool)>,
+}
+
+impl Occurrences {
+    /// One overlapping multi-pattern scan of `text`; `None` when the patterns are too large to
+    /// be worth it.
+    pub(crate) fn scan(text: &str, olds: &[&str]) -> Option<Self> {
+        let mut patterns: Vec<&str> = Vec::new();
+        let mut index: HashMap<&str, usize> = HashMap::new();
+        let mut pattern_of = Vec::with_capacity(olds.len());
+        let mut bytes = 0usize;
+        for &old in olds {
+            if old.is_empty() {
+                pattern_of.push(None);
+                continue;
+            }
+            let id = *index.entry(old).or_insert_with(|| {
+                patterns.push(old);
+                bytes += old.len();
+                patterns.len() - 1
+            });
+            pattern_of.push(Some(id));
+        }
+        if patterns.is_empty() || bytes > MAX_PATTERN_BYTES {
+            return None;
+        }
+        // Source code is full of the bytes a prefilter would look for, so a plain DFA walk is
+        // faster than a prefilter that stops every few bytes.
+        let ac = AhoCorasick::builder()
+            .match_kind(MatchKind::Standard)
+            .kind(Some(AhoCorasickKind::DFA))
+            .prefilter(false)
+            .build(&patterns)
+            .ok()?;
+        let mut found = vec![(Vec::new(), false); patterns.len()];
+        let mut open = patterns.len();
+        // Matches come in order of their end, which for one pattern is the order of starts.
+        for m in ac.find_overlapping_iter(text) {
+            let f = &mut found[m.pattern().as_usize()];
+            if f.1 {
+                continue;
+            }
+            if f.0.len() == MAX_OCCURRENCES {
+                f.1 = true;
+                open -= 1;
+                if open == 0 {
+                    break;
+                }
+                continue;
+            }
+            f.0.push(m.start());
+        }
+        Some(Self { pattern_of, found })
+    }
+}
+
+/// A replaced span: bytes `old` of the original are now `text`, at byte `at` of the current
+/// text.
+#[derive(Debug)]
+struct Piece {
+    old: Range<usize>,
+    at: usize,
+    text: String,
+}
+
+impl Piece {
+    fn end(&self) -> usize {
+        self.at + self.text.len()
+    }
+    fn delta(&self) -> isize {
+        self.text.len() as isize - self.old.len() as isize
+    }
+}
+
+/// The original text with some spans replaced.
+#[derive(Debug)]
+pub(crate) struct Edited<'o> {
+    orig: &'o str,
+    /// Sorted and disjoint, in both coordinates.
+    pieces: Vec<Piece>,
+    len: usize,
+}
+
+impl<'o> Edited<'o> {
+    pub(crate) fn new(orig: &'o str) -> Self {
+        Self { orig, pieces: Vec::new(), len: orig.len() }
+    }
+
+    /// The current text as consecutive parts, each with the byte where it starts.
+    fn parts(&self) -> Vec<(usize, &[u8])> {
+        let b = self.orig.as_bytes();
+        let mut out = Vec::with_capacity(2 * self.pieces.len() + 1);
+        let (mut cur, mut from) = (0usize, 0usize);
+        for p in &self.pieces {
+            out.push((cur, &b[from..p.old.start]));
+            out.push((p.at, p.text.as_bytes()));
+            (cur, from) = (p.end(), p.old.end);
+        }
+        out.push((cur, &b[from..]));
+        out
+    }
+
+    /// Calls `f` with the bytes of `r`, part by part, in order.
+    fn each(&self, r: Range<usize>, mut f: impl FnMut(usize, &[u8])) {
+        for (at, part) in self.parts() {
+            let (s, e) = (r.start.max(at), r.end.min(at + part.len()));
+            if s < e {
+                f(s, &part[s - at..e - at]);
+            }
+        }
+    }
+
+    fn byte(&self, pos: usize) -> Option<u8> {
+        let mut out = None;
+        self.each(pos..pos + 1, |_, b| out = b.first().copied());
+        out
+    }
+
+    /// `\n` bytes in `r`.
+    pub(crate) fn count_newlines(&self, r: Range<usize>) -> usize {
+        let mut n = 0;
+        self.each(r, |_, b| n += crate::matcher::count_newlines(b));
+        n
+    }
+
+    /// The first `\n` at or after `from`.
+    fn next_newline(&self, from: usize) -> Option<usize> {
+        self.parts().into_iter().filter(|(at, part)| at + part.len() > from).find_map(|(at, part)| {
+            let skip = from.saturating_sub(at);
+            memchr::memchr(b'\n', &part[skip..]).map(|i| at + skip + i)
+        })
+    }
+
+    /// The last `\n` before `before`.
+    fn prev_newline(&self, before: usize) -> Option<usize> {
+        self.parts().into_iter().rev().filter(|(at, _)| *at < before).find_map(|(at, part)| {
+            let keep = (before - at).min(part.len());
+            memchr::memrchr(b'\n', &part[..keep]).map(|i| at + i)
+        })
+    }
+
+    /// The current position of an occurrence at original byte `p` of length `len`, unless an
+    /// edit changed any of its bytes or put text inside it.
+    fn surviving(&self, p: usize, len: usize) -> Option<usize> {
+        let mut delta = 0isize;
+        for piece in &self.pieces {
+            if p < piece.old.end && p + len > piece.old.start {
+                return None;
+            }
+            if piece.old.end <= p {
+                delta += piece.delta();
+            }
+        }
+        Some((p as isize + delta) as usize)
+    }
+
+    /// Whether an occurrence at current byte `h` of length `len` overlaps a replaced span (or
+    /// straddles the point where a deletion was).
+    fn touches_change(&self, h: usize, len: usize) -> bool {
+        self.pieces.iter().any(|p| h < p.end() && h + len > p.at)
+    }
+
+    /// The one place `old` (the pattern of edit `edit`) occurs in the current text, if the
+    /// fast path can tell; `None` means "ask the full cascade" (no place, several, or too
+    /// costly to find out here).
+    pub(crate) fn unique_exact(&self, occ: &Occurrences, edit: usize, old: &str) -> Option<usize> {
+        let pattern = (*occ.pattern_of.get(edit)?)?;
+        let (positions, more) = occ.found.get(pattern)?;
+        if *more {
+            return None;
+        }
+        let len = old.len();
+        let mut hit: Option<usize> = None;
+        for &p in positions {
+            if let Some(at) = self.surviving(p, len) {
+                if hit.is_some() {
+                    return None;
+                }
+                hit = Some(at);
+            }
+        }
+        let finder = memchr::memmem::Finder::new(old.as_bytes());
+        let mut budget = MAX_WINDOW_BYTES;
+        let mut buf = Vec::new();
+        for piece in &self.pieces {
+            let (a, b) = (piece.at.saturating_sub(len - 1), (piece.end() + len - 1).min(self.len));
+            if b < a + len {
+                continue;
+            }
+            budget = budget.checked_sub(b - a)?;
+            buf.clear();
+            self.each(a..b, |_, part| buf.extend_from_slice(part));
+            let mut from = 0;
+            while let Some(i) = finder.find(&buf[from..]) {
+                let h = a + from + i;
+                if self.touches_change(h, len) && hit != Some(h) {
+                    if hit.is_some() {
+                        return None;
+                    }
+                    hit = Some(h);
+                }
+                from += i + 1;
+            }
+        }
+        hit
+    }
+
+    /// The line break a replacement of an exact match of `old` at `r` should use: what
+    /// [`crate::matcher::ending_for`] says on the current text.
+    pub(crate) fn ending_for(&self, r: usize, old: &str) -> &'static str {
+        let ob = old.as_bytes();
+        let (mut crlf, mut lf) = (0usize, 0usize);
+        for i in memchr::memchr_iter(b'\n', ob) {
+            let before = if i > 0 {
+                Some(ob[i - 1])
+            } else if r > 0 {
+                self.byte(r - 1)
+            } else {
+                None
+            };
+            if before == Some(b'\r') { crlf += 1 } else { lf += 1 }
+        }
+        if crlf + lf > 0 {
+            return if crlf >= lf { "\r\n" } else { "\n" };
+        }
+        let crlf_at = |nl: usize| nl > 0 && self.byte(nl - 1) == Some(b'\r');
+        if let Some(nl) = self.next_newline(r + old.len()) {
+            return if crlf_at(nl) { "\r\n" } else { "\n" };
+        }
+        if let Some(nl) = self.prev_newline(r) {
+            return if crlf_at(nl) { "\r\n" } else { "\n" };
+        }
+        "\n"
+    }
+
+    /// Replaces current bytes `s..e` with `text`, merging with the spans it touches the way
+    /// [`crate::diff::track`] does. `false` (nothing changed) if a boundary is not a character
+    /// boundary, which an exact match never produces.
+    pub(crate) fn replace(&mut self, s: usize, e: usize, text: &str) -> bool {
+        let first = self.pieces.partition_point(|p| p.end() < s);
+        let mut last = first;
+        while last < self.pieces.len() && self.pieces[last].at <= e {
+            last += 1;
+        }
+        let before: isize = self.pieces[..first].iter().map(Piece::delta).sum();
+        let through: isize = self.pieces[..last].iter().map(Piece::delta).sum();
+        let mut merged = String::with_capacity(text.len());
+        let os = if first < last && self.pieces[first].at <= s {
+            let p = &self.pieces[first];
+            let Some(head) = p.text.get(..s - p.at) else { return false };
+            merged.push_str(head);
+            p.old.start
+        } else {
+            (s as isize - before) as usize
+        };
+        merged.push_str(text);
+        let oe = if first < last && self.pieces[last - 1].end() >= e {
+            let p = &self.pieces[last - 1];
+            let Some(tail) = p.text.get(e - p.at..) else { return false };
+            merged.push_str(tail);
+            p.old.end
+        } else {
+            (e as isize - through) as usize
+        };
+        if !self.orig.is_char_boundary(os) || !self.orig.is_char_boundary(oe) {
+            return false;
+        }
+        let at = if first < last { self.pieces[first].at.min(s) } else { s };
+        let d = text.len() as isize - (e - s) as isize;
+        for p in &mut self.pieces[last..] {
+            p.at = (p.at as isize + d) as usize;
+        }
+        self.len = (self.len as isize + d) as usize;
+        self.pieces.splice(first..last, [Piece { old: os..oe, at, text: merged }]);
+        true
+    }
+
+    /// The current text and where it differs from the original.
+    pub(crate) fn finish(self) -> Option<(String, Vec<Span>)> {
+        let mut out = String::with_capacity(self.len);
+        let mut spans = Vec::with_capacity(self.pieces.len());
+        let mut from = 0;
+        for p in &self.pieces {
+            out.push_str(self.orig.get(from..p.old.start)?);
+            out.push_str(&p.text);
+            spans.push(Span { old: p.old.clone(), new: p.at..p.end() });
+            from = p.old.end;
+        }
+        out.push_str(self.orig.get(from..)?);
+        Some((out, spans))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kodik_schema::edit::Edit;
+    use proptest::prelude::*;
+
+    use crate::diff::{Span, track};
+    use crate::edit_file::{AppliedEdit, EditFailure, apply_edits_tracked};
+    use crate::matcher::{Budget, count_newlines, replace_unique};
+
+    /// E3 by definition: each edit through the full cascade on a fresh copy of what the
+    /// previous one left.
+    fn one_by_one(text: &str, edits: &[Edit]) -> Result<(String, Vec<AppliedEdit>, Vec<Span>), EditFailure> {
+        let (mut current, mut applied, mut spans) = (text.to_string(), Vec::new(), Vec::new());
+        for (i, e) in edits.iter().enumerate() {
+            let r = replace_unique(&current, &e.old_string, &e.new_string, &mut Budget::default())
+                .map_err(|source| EditFailure { position: i + 1, total: edits.len(), source })?;
+            let line = 1 + count_newlines(&current.as_bytes()[..r.start]);
+            track(&mut spans, r.start, r.end, r.text.len());
+            current.replace_range(r.start..r.end, &r.text);
+            applied.push(AppliedEdit { stage: r.stage, line, similarity: r.similarity });
+        }
+        Ok((current, applied, spans))
+    }
+
+    fn edit(o: &str, n: &str) -> Edit {
+        Edit { old_string: o.into(), new_string: n.into() }
+    }
+
+    #[test]
+    fn e3_edit_builds_on_text_the_previous_one_made_and_broke() {
+        let text = "k1 a\nk2 b\r\nk3 c\n";
+        let cases: Vec<Vec<Edit>> = vec![
+            // The second edit matches only thanks to the first.
+            vec![edit("k1", "XY"), edit("XY a", "done")],
+            // The first edit destroys the only occurrence of the second's old_string.
+            vec![edit("k2 b", "z"), edit("k2", "q")],
+            // The first edit makes the second ambiguous.
+            vec![edit("k1", "k3"), edit("k3", "w")],
+            // A deletion joins two lines into a new match across the gap.
+            vec![edit("\r\nk3", ""), edit("bc", "B")],
+            // Multi-line replacement in a CRLF region takes the file's line ending.
+            vec![edit("k3", "x\ny"), edit("b\r\n", "b!\n")],
+            // An edit cancelling the previous one, and an edit equal to its own old_string.
+            vec![edit("a", "Q"), edit("Q", "a")],
+            vec![edit("a", "Q"), edit("b", "b")],
+            vec![edit("a", "Q"), edit("", "x")],
+        ];
+        for edits in cases {
+            assert_eq!(apply_edits_tracked(text, &edits), one_by_one(text, &edits), "{edits:?}");
+        }
+    }
+
+    fn piece() -> impl Strategy<Value = String> {
+        prop_oneof![
+            "[ab]{0,3}",
+            "k[0-9]",
+            "[ab ]k[0-4]",
+            Just("\n".to_string()),
+            Just("\r\n".to_string()),
+            Just("“é”".to_string()),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 1024, ..ProptestConfig::default() })]
+
+        /// The fast path of several exact edits gives exactly the one-by-one result: text,
+        /// stages, lines, changed spans, and the same error for the same edit.
+        #[test]
+        fn e3_e4_many_edits_equal_one_by_one_application(
+            parts in prop::collection::vec(piece(), 0..24),
+            edits in prop::collection::vec(
+                (any::<bool>(), 0usize..200, 1usize..7, piece(), "[abkXY\n]{0,4}|\r\n"),
+                2..8,
+            ),
+        ) {
+            let text: String = parts.concat();
+            let edits: Vec<Edit> = edits
+                .into_iter()
+                .map(|(from_text, at, len, lit, new)| {
+                    let chars: Vec<(usize, char)> = text.char_indices().collect();
+                    let old = if from_text && !chars.is_empty() {
+                        let s = chars[at % chars.len()].0;
+                        text[s..].chars().take(len).collect()
+                    } else {
+                        lit
+                    };
+                    Edit { old_string: old, new_string: new }
+                })
+                .collect();
+            prop_assert_eq!(apply_edits_tracked(&text, &edits), one_by_one(&text, &edits), "{:?}", edits);
+        }
+    }
+}
