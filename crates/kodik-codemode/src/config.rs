@@ -75,6 +75,13 @@ pub struct CodeModeConfig {
     /// Glob rules name → exposure; an exact name beats a glob, a longer pattern beats a shorter
     /// one; matching ignores case.
     pub exposure: BTreeMap<String, Exposure>,
+    /// Run each script in a child process started with this command (program, then arguments),
+    /// one that serves [`crate::worker::serve_stdio`] — `kodik codemode-worker`, or the
+    /// `kodik-codemode-worker` binary of this crate. The process is killed the moment the script
+    /// times out, is cancelled or passes the memory limit, which is then measured on that process
+    /// alone: code after an `await` cannot keep running or growing. Unset (the default): scripts
+    /// run on a thread of this process, where boa cannot interrupt code after an `await`.
+    pub worker: Option<Vec<String>>,
 }
 
 impl Default for CodeModeConfig {
@@ -89,6 +96,7 @@ impl Default for CodeModeConfig {
             catalog_budget: 12_000,
             mcp_exposure: Exposure::Direct,
             exposure: BTreeMap::new(),
+            worker: None,
         }
     }
 }
@@ -144,6 +152,14 @@ impl CodeModeConfig {
     /// Default exposure of MCP tools.
     pub fn mcp_exposure(mut self, e: Exposure) -> Self {
         self.mcp_exposure = e;
+        self
+    }
+
+    /// Runs scripts in child processes started as `program args…` (see the `worker` field).
+    pub fn worker(mut self, program: impl Into<String>, args: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        let mut command = vec![program.into()];
+        command.extend(args.into_iter().map(Into::into));
+        self.worker = Some(command);
         self
     }
 

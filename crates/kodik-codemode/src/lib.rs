@@ -10,6 +10,7 @@
 //! | `catalog` | exposure, signatures from JSON Schema, the budgeted catalog, `searchTools()` |
 //! | `run` | the host side: nested calls through `kodik_core::dispatch`, limits, cancellation |
 //! | `engine` | the engine boundary and its boa implementation |
+//! | [`worker`] | scripts in a child process that is killed on timeout, cancellation or memory |
 //!
 //! Limitations worth knowing: the memory limit is a watchdog on the process's resident size
 //! while the script runs (boa has no per-context heap limit), so it is approximate; a busy loop
@@ -28,6 +29,7 @@ pub mod error;
 mod output;
 mod run;
 mod tool;
+pub mod worker;
 
 pub use config::{CodeModeConfig, Exposure};
 pub use error::{ErrorKind, ScriptError};

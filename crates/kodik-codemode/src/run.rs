@@ -17,10 +17,11 @@ use crate::catalog::Catalog;
 use crate::config::CodeModeConfig;
 use crate::engine::boa::BoaEngine;
 use crate::engine::{
-    AbortFlag, CallResult, Collected, Limits, ScriptEngine, ScriptJob, ScriptSide, Store, ToScript, abort_error,
-    memory_exceeded, rss_bytes,
+    AbortFlag, CallResult, Collected, Limits, LocalOutput, ScriptEngine, ScriptJob, ScriptOutput, ScriptSide,
+    StartCall, Store, ToScript, abort_error, memory_exceeded, rss_bytes,
 };
 use crate::error::{ErrorKind, ScriptError};
+use crate::worker::{HostSide, Worker};
 
 /// How long the host waits for the script thread to report after asking it to stop.
 const STOP_GRACE: Duration = Duration::from_millis(300);
@@ -186,25 +187,51 @@ pub(crate) async fn run(code: &str, setup: &Setup, cx: &ToolContext) -> Finished
         settled: settled_tx,
     };
 
-    let job = ScriptJob {
-        code: code.to_string(),
-        line_offset,
-        catalog: Arc::clone(&setup.catalog),
-        limits,
-        bridge: ScriptSide {
-            start_call: Box::new(move |seq, name, args| calls.start(seq, name, args)),
-            from_host,
-            abort: Arc::clone(&abort),
-            collected: Arc::clone(&collected),
-            store: Arc::clone(&setup.store),
-            events: Arc::clone(&cx.events),
-            call_id: cx.call_id.clone(),
-        },
-    };
-    let (done_tx, mut done_rx) = tokio::sync::oneshot::channel();
-    let spawned = std::thread::Builder::new().name("kodik-codemode".into()).stack_size(SCRIPT_STACK).spawn(move || {
-        let _ = done_tx.send(BoaEngine.run(job));
+    let start_call: StartCall = Box::new(move |seq, name, args| calls.start(seq, name, args));
+    let output: Arc<dyn ScriptOutput> = Arc::new(LocalOutput {
+        collected: Arc::clone(&collected),
+        events: Arc::clone(&cx.events),
+        call_id: cx.call_id.clone(),
     });
+    let (done_tx, mut done_rx) = tokio::sync::oneshot::channel();
+    let mut worker = None;
+    let spawned = match &cfg.worker {
+        Some(command) => {
+            let side = HostSide {
+                registry: setup.registry.clone(),
+                start_call,
+                from_host,
+                output,
+                store: Arc::clone(&setup.store),
+                done: done_tx,
+            };
+            Worker::spawn(command, code, line_offset, cfg, deadline, side)
+                .map(|w| worker = Some(w))
+                .map_err(|e| format!("could not start the script worker `{}`: {e}", command.join(" ")))
+        }
+        None => {
+            let job = ScriptJob {
+                code: code.to_string(),
+                line_offset,
+                catalog: Arc::clone(&setup.catalog),
+                limits,
+                bridge: ScriptSide {
+                    start_call,
+                    from_host,
+                    abort: Arc::clone(&abort),
+                    output,
+                    store: Arc::clone(&setup.store),
+                },
+            };
+            let thread = std::thread::Builder::new().name("kodik-codemode".into()).stack_size(SCRIPT_STACK);
+            thread
+                .spawn(move || {
+                    let _ = done_tx.send(BoaEngine.run(job));
+                })
+                .map(drop)
+                .map_err(|e| format!("could not start the script thread: {e}"))
+        }
+    };
     let finish = |outcome| {
         let mut calls = std::mem::take(&mut *records.lock().unwrap_or_else(|p| p.into_inner()));
         for c in calls.iter_mut().filter(|c| c.status == "running") {
@@ -218,9 +245,14 @@ pub(crate) async fn run(code: &str, setup: &Setup, cx: &ToolContext) -> Finished
         }
     };
     if let Err(e) = spawned {
-        let err = ScriptError::new(ErrorKind::ExecutionFailure, format!("could not start the script thread: {e}"));
-        return finish(Err(err));
+        return finish(Err(ScriptError::new(ErrorKind::ExecutionFailure, e)));
     }
+    // A worker is measured on its own; a thread shares this process's resident size.
+    let memory_exceeded = || match (&worker, cfg.memory_limit_bytes()) {
+        (Some(w), Some(limit)) => w.memory_exceeded(limit),
+        (Some(_), None) => false,
+        (None, _) => memory_exceeded(memory),
+    };
 
     let sleep = tokio::time::sleep_until(tokio::time::Instant::from_std(deadline));
     tokio::pin!(sleep);
@@ -242,8 +274,8 @@ pub(crate) async fn run(code: &str, setup: &Setup, cx: &ToolContext) -> Finished
             }
             () = cx.cancel.cancelled() => ErrorKind::Cancelled,
             () = &mut sleep => ErrorKind::TimeoutExceeded,
-            _ = memory_tick.tick(), if memory.is_some() => {
-                if !memory_exceeded(memory) {
+            _ = memory_tick.tick(), if cfg.memory_limit_bytes().is_some() => {
+                if !memory_exceeded() {
                     continue;
                 }
                 ErrorKind::MemoryLimitExceeded
@@ -252,6 +284,9 @@ pub(crate) async fn run(code: &str, setup: &Setup, cx: &ToolContext) -> Finished
         abort.set(kind);
         let _ = to_script.send(ToScript::Wake);
         script_cancel.cancel();
+        if let Some(w) = &worker {
+            w.kill();
+        }
         // The thread usually answers at once; if it is stuck in a busy job, the boa runtime
         // limits stop it later and its answer is dropped.
         let reported = tokio::time::timeout(STOP_GRACE, &mut done_rx).await;

@@ -839,3 +839,122 @@ async fn k5_approval_is_asked_for_every_nested_call() {
     assert_eq!(output_section(&out), "1 denied", "{}", out.text_content());
     assert_eq!(f.noop_runs.load(Ordering::SeqCst), 0);
 }
+
+// ---- scripts in a worker process (K8, K10 after an `await`) ----
+
+/// Worker tests run one at a time, so "no worker of ours is left" is about the test at hand.
+static WORKER_TESTS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+fn worker_config() -> CodeModeConfig {
+    config().worker(env!("CARGO_BIN_EXE_kodik-codemode-worker"), Vec::<String>::new())
+}
+
+/// Live child processes of this test process that are script workers.
+fn live_workers() -> Vec<u32> {
+    let me = std::process::id();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
+        // "pid (comm) state ppid …"; comm is cut to 15 bytes by the kernel.
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else { continue };
+        let comm = &stat[open + 1..close];
+        let mut rest = stat[close + 1..].split_whitespace();
+        let (state, ppid) = (rest.next(), rest.next().and_then(|p| p.parse::<u32>().ok()));
+        if ppid == Some(me) && comm.starts_with("kodik-codemode") && state != Some("Z") {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+async fn assert_no_worker_left() {
+    let t = Instant::now();
+    while !live_workers().is_empty() {
+        assert!(t.elapsed() < Duration::from_secs(3), "a worker is still running: {:?}", live_workers());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn k5_k4_worker_scripts_call_tools_print_and_store_through_the_host() {
+    let _one = WORKER_TESTS.lock().await;
+    let f = fixture();
+    let tool = CodeModeTool::new(worker_config(), f.registry.clone());
+    let cx = ToolContext::new(f.workspace.clone());
+    let code = "text('from text');\nconsole.warn('from console');\nstore('k', {n: 1});\n\
+                const r = await Promise.all([tools.noop({}), tools.echo({value: 5})]);\nreturn r.join('+')";
+    let out = run_with(&tool, &cx, code).await;
+    assert_eq!(out.status, ToolStatus::Success, "{}", out.text_content());
+    let shown = output_section(&out);
+    assert_eq!(shown, "from text\nok+5");
+    assert!(out.text_content().contains("Logs:\n[warn] from console\n"), "{}", out.text_content());
+    assert_eq!(f.noop_runs.load(Ordering::SeqCst), 1, "the call ran on the host");
+    assert_eq!(out.meta["codemode"]["calls"].as_array().unwrap().len(), 2, "{}", out.meta);
+    // The store lives in the host: the next script, in a new process, sees it.
+    let out = run_with(&tool, &cx, "return load('k')").await;
+    assert_eq!(output_section(&out), "{\n  \"n\": 1\n}", "{}", out.text_content());
+    assert_no_worker_left().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn k9_worker_refuses_a_missing_argument_before_the_tool_runs() {
+    let _one = WORKER_TESTS.lock().await;
+    let (out, f) = run(worker_config(), "await tools.noop({});\nawait tools.read({limit: 2})").await;
+    assert_eq!(error_kind(&out).as_deref(), Some("InvalidToolInput"), "{}", out.text_content());
+    assert!(out.text_content().contains("path"), "{}", out.text_content());
+    assert_eq!(f.read_runs.load(Ordering::SeqCst), 0);
+    let (out, _) = run(worker_config(), "await tools.nope({})").await;
+    assert_eq!(error_kind(&out).as_deref(), Some("UnknownTool"), "{}", out.text_content());
+    assert_no_worker_left().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn k8_worker_allocation_loop_after_an_await_is_stopped_at_the_memory_limit() {
+    let _one = WORKER_TESTS.lock().await;
+    let t = Instant::now();
+    let code = "await tools.noop({});\nconst keep = [];\nwhile (true) { keep.push('x'.repeat(1 << 20) + keep.length) }";
+    let (out, _) = run(worker_config().memory_limit_mb(Some(48)), code).await;
+    assert_eq!(error_kind(&out).as_deref(), Some("MemoryLimitExceeded"), "{}", out.text_content());
+    assert!(t.elapsed() < Duration::from_secs(8), "{:?}", t.elapsed());
+    // On a thread this loop would go on growing after the answer; the worker is gone.
+    assert_no_worker_left().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn k8_k10_worker_busy_loop_after_an_await_ends_at_the_deadline_or_on_cancel() {
+    let _one = WORKER_TESTS.lock().await;
+    let t = Instant::now();
+    let cfg = worker_config().timeout(Duration::from_secs(1));
+    let (out, _) = run(cfg, "await tools.noop({});\nlet i = 0; while (true) { i++ }").await;
+    assert_eq!(error_kind(&out).as_deref(), Some("TimeoutExceeded"), "{}", out.text_content());
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    assert_no_worker_left().await;
+
+    let f = fixture();
+    let tool = CodeModeTool::new(worker_config(), f.registry.clone());
+    let cx = ToolContext::new(f.workspace.clone());
+    let cancel = cx.cancel.clone();
+    let seen = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let seen = live_workers();
+        cancel.cancel();
+        seen
+    });
+    let t = Instant::now();
+    let out = run_with(&tool, &cx, "await tools.noop({});\nwhile (true) {}").await;
+    assert_eq!(seen.await.unwrap().len(), 1, "the script ran in one worker process");
+    assert_eq!(error_kind(&out).as_deref(), Some("Cancelled"), "{}", out.text_content());
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    assert_no_worker_left().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn k9_a_worker_that_cannot_start_is_a_clear_error() {
+    let _one = WORKER_TESTS.lock().await;
+    let cfg = config().worker("/nonexistent/kodik-codemode-worker", ["--serve"]);
+    let (out, f) = run(cfg, "return await tools.noop({})").await;
+    assert_eq!(error_kind(&out).as_deref(), Some("ExecutionFailure"), "{}", out.text_content());
+    assert!(out.text_content().contains("could not start the script worker"), "{}", out.text_content());
+    assert_eq!(f.noop_runs.load(Ordering::SeqCst), 0);
+}

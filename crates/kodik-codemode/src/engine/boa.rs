@@ -38,12 +38,10 @@ use boa_engine::{
     Context, EngineError, JsError, JsNativeError, JsObject, JsResult, JsString, JsValue, NativeFunction,
     RuntimeLimitError, Script, Source, js_string,
 };
-use kodik_core::Event;
 use serde_json::{Value, json};
 
 use super::{
-    CallResult, Limits, STORE_TOTAL_MAX, STORE_VALUE_MAX, ScriptEngine, ScriptJob, ScriptSide, StartCall, ToScript,
-    abort_error, memory_exceeded,
+    CallResult, Limits, ScriptEngine, ScriptJob, ScriptSide, StartCall, ToScript, abort_error, memory_exceeded,
 };
 use crate::catalog::{Catalog, first_sentence};
 use crate::error::{ErrorKind, ScriptError};
@@ -66,7 +64,7 @@ pub(crate) struct BoaEngine;
 impl ScriptEngine for BoaEngine {
     fn run(&self, job: ScriptJob) -> Result<Option<String>, ScriptError> {
         let ScriptJob { code, line_offset, catalog, limits, bridge } = job;
-        let ScriptSide { start_call, from_host, abort, collected, store, events, call_id } = bridge;
+        let ScriptSide { start_call, from_host, abort, output, store } = bridge;
         let queue = Rc::new(Queue::default());
         let mut ctx = Context::builder()
             .job_executor(Rc::clone(&queue))
@@ -79,10 +77,8 @@ impl ScriptEngine for BoaEngine {
             line_offset,
             start_call,
             abort,
-            collected,
+            output,
             store,
-            events,
-            call_id,
             seq: Cell::new(0),
             calls: Cell::new(0),
             pending: RefCell::new(HashMap::new()),
@@ -112,10 +108,8 @@ struct Host {
     line_offset: u32,
     start_call: StartCall,
     abort: std::sync::Arc<super::AbortFlag>,
-    collected: std::sync::Arc<std::sync::Mutex<super::Collected>>,
+    output: std::sync::Arc<dyn super::ScriptOutput>,
     store: std::sync::Arc<std::sync::Mutex<super::Store>>,
-    events: std::sync::Arc<dyn kodik_core::EventSink>,
-    call_id: String,
     seq: Cell<u64>,
     calls: Cell<usize>,
     /// Tool calls in flight: seq → (tool name, resolvers).
@@ -615,7 +609,7 @@ fn native_call(_this: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult
 fn native_text(_this: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
     let host = host_of(ctx)?;
     let s = arg_string(args, 0, ctx)?;
-    host.collected.lock().unwrap_or_else(|p| p.into_inner()).text.push(s);
+    host.output.text(s);
     Ok(JsValue::undefined())
 }
 
@@ -623,9 +617,7 @@ fn native_log(_this: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<
     let host = host_of(ctx)?;
     let level = arg_string(args, 0, ctx)?;
     let message = arg_string(args, 1, ctx)?;
-    let line = if level == "log" || level == "info" { message.clone() } else { format!("[{level}] {message}") };
-    host.collected.lock().unwrap_or_else(|p| p.into_inner()).logs.push(line);
-    host.events.emit(Event::Log { call_id: host.call_id.clone(), level, message });
+    host.output.log(level, message);
     Ok(JsValue::undefined())
 }
 
@@ -683,28 +675,9 @@ fn native_store(_this: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResul
         Some(v) if !v.is_undefined() => Some(v.to_string(ctx)?.to_std_string_escaped()),
         _ => None,
     };
-    let mut store = host.store.lock().unwrap_or_else(|p| p.into_inner());
-    let old = store.values.get(&key).map_or(0, |v| v.len() + key.len());
-    match value {
-        None => {
-            store.values.remove(&key);
-            store.bytes -= old;
-        }
-        Some(v) => {
-            let new = v.len() + key.len();
-            if v.len() > STORE_VALUE_MAX || store.bytes - old + new > STORE_TOTAL_MAX {
-                return Err(JsNativeError::range()
-                    .with_message(format!(
-                        "store(): value too large ({} bytes; at most {STORE_VALUE_MAX} per value and \
-                         {STORE_TOTAL_MAX} in all). Store less, or delete keys with store(key, undefined).",
-                        v.len()
-                    ))
-                    .into());
-            }
-            store.bytes = store.bytes - old + new;
-            store.values.insert(key, v);
-        }
-    }
+    let set = host.store.lock().unwrap_or_else(|p| p.into_inner()).set(key.clone(), value.clone());
+    set.map_err(|message| JsNativeError::range().with_message(message))?;
+    host.output.stored(&key, value.as_deref());
     Ok(JsValue::undefined())
 }
 

@@ -75,11 +75,65 @@ pub(crate) struct Collected {
     pub logs: Vec<String>,
 }
 
+/// Where a script's `text()`, console lines and stored values go as they happen.
+pub(crate) trait ScriptOutput: Send + Sync {
+    fn text(&self, text: String);
+    fn log(&self, level: String, message: String);
+    /// A value the script stored, already applied to the script's [`Store`]; `None` deletes.
+    fn stored(&self, _key: &str, _value: Option<&str>) {}
+}
+
+/// Output of a script run in this process: into the run's [`Collected`] and event sink.
+pub(crate) struct LocalOutput {
+    pub collected: Arc<Mutex<Collected>>,
+    pub events: Arc<dyn EventSink>,
+    /// The `codemode` call's id, for log events.
+    pub call_id: String,
+}
+
+impl ScriptOutput for LocalOutput {
+    fn text(&self, text: String) {
+        self.collected.lock().unwrap_or_else(|p| p.into_inner()).text.push(text);
+    }
+
+    fn log(&self, level: String, message: String) {
+        let line = if level == "log" || level == "info" { message.clone() } else { format!("[{level}] {message}") };
+        self.collected.lock().unwrap_or_else(|p| p.into_inner()).logs.push(line);
+        self.events.emit(kodik_core::Event::Log { call_id: self.call_id.clone(), level, message });
+    }
+}
+
 /// Values kept across scripts for the life of the tool (K4).
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct Store {
     pub values: HashMap<String, String>,
     pub bytes: usize,
+}
+
+impl Store {
+    /// Sets (`Some`) or deletes (`None`) `key`; refuses a value past the size caps.
+    pub fn set(&mut self, key: String, value: Option<String>) -> Result<(), String> {
+        let old = self.values.get(&key).map_or(0, |v| v.len() + key.len());
+        match value {
+            None => {
+                self.values.remove(&key);
+                self.bytes -= old;
+            }
+            Some(v) => {
+                let new = v.len() + key.len();
+                if v.len() > STORE_VALUE_MAX || self.bytes - old + new > STORE_TOTAL_MAX {
+                    return Err(format!(
+                        "store(): value too large ({} bytes; at most {STORE_VALUE_MAX} per value and \
+                         {STORE_TOTAL_MAX} in all). Store less, or delete keys with store(key, undefined).",
+                        v.len()
+                    ));
+                }
+                self.bytes = self.bytes - old + new;
+                self.values.insert(key, v);
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Largest stored value and the whole store, in bytes of JSON.
@@ -117,18 +171,24 @@ pub(crate) struct ScriptSide {
     pub start_call: StartCall,
     pub from_host: std::sync::mpsc::Receiver<ToScript>,
     pub abort: Arc<AbortFlag>,
-    pub collected: Arc<Mutex<Collected>>,
+    pub output: Arc<dyn ScriptOutput>,
     pub store: Arc<Mutex<Store>>,
-    pub events: Arc<dyn EventSink>,
-    /// The `codemode` call's id, for log events.
-    pub call_id: String,
 }
 
 /// The process's resident set size in bytes (Linux; `None` elsewhere). The memory watchdog
 /// compares it with the value at the script's start: approximate by design, as boa has no
 /// per-context heap limit.
 pub(crate) fn rss_bytes() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    rss_in("/proc/self/status")
+}
+
+/// The resident set size of process `pid` in bytes (Linux; `None` elsewhere).
+pub(crate) fn rss_of(pid: u32) -> Option<u64> {
+    rss_in(&format!("/proc/{pid}/status"))
+}
+
+fn rss_in(status_file: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(status_file).ok()?;
     let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
     let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kb * 1024)
