@@ -67,6 +67,10 @@ enum Command {
         #[arg(long, default_value = "mcp-client")]
         model: String,
     },
+    /// Run one `codemode` script for the codemode tool over stdin/stdout. The tool starts this
+    /// itself, so a runaway script can be killed; not for use by hand.
+    #[command(hide = true)]
+    CodemodeWorker,
 }
 
 fn parse_mode(s: &str) -> Result<Mode, String> {
@@ -114,6 +118,20 @@ fn main() -> ExitCode {
         Command::Call { workspace, tool, args } => with_runtime(|| call(workspace, tool, args)),
         Command::Batch { workspace } => with_runtime(|| batch(workspace)),
         Command::Serve { workspace, mode, model } => with_runtime(|| serve(workspace, mode, model)),
+        Command::CodemodeWorker => kodik_tools::codemode::worker::serve_stdio(),
+    }
+}
+
+/// The toolbox every command uses: scripts of `codemode` run in a worker process of this same
+/// program (`kodik codemode-worker`), so a script that runs away after an `await` is killed
+/// instead of running on inside the command.
+fn builder(workspace: PathBuf) -> kodik_tools::ToolboxBuilder {
+    let builder = Toolbox::builder().workspace(workspace);
+    match std::env::current_exe() {
+        Ok(exe) => builder.codemode(
+            kodik_tools::codemode::CodeModeConfig::default().worker(exe.to_string_lossy(), ["codemode-worker"]),
+        ),
+        Err(_) => builder,
     }
 }
 
@@ -156,7 +174,7 @@ fn schema(format: Format, names: &[String]) -> ExitCode {
 }
 
 fn toolbox(workspace: PathBuf) -> Result<Toolbox, ExitCode> {
-    Toolbox::builder().workspace(workspace).events(std::sync::Arc::new(StderrEvents)).build().map_err(usage_error)
+    builder(workspace).events(std::sync::Arc::new(StderrEvents)).build().map_err(usage_error)
 }
 
 async fn call(workspace: PathBuf, tool: String, args: String) -> ExitCode {
@@ -256,7 +274,7 @@ async fn batch(workspace: PathBuf) -> ExitCode {
 /// Events reach the client as MCP logging notifications: the server forwards the context's
 /// event sink to its peer, so the toolbox itself keeps no other sink (stdout is the protocol).
 async fn serve(workspace: PathBuf, mode: Mode, model: String) -> ExitCode {
-    let tb = match Toolbox::builder().workspace(workspace).build() {
+    let tb = match builder(workspace).build() {
         Ok(t) => t,
         Err(e) => return usage_error(e),
     };

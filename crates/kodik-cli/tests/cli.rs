@@ -120,3 +120,21 @@ fn batch_runs_lines_in_one_session_and_answers_in_call_order() {
     assert!(lines[4]["content"][0]["text"].as_str().unwrap().contains("line 4"));
     assert_eq!(std::fs::read_to_string(dir.path().join("src/a.txt")).unwrap(), "one\nzwei\n");
 }
+
+#[test]
+fn k1_k5_codemode_runs_through_call_in_a_worker_of_the_same_program() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.txt"), "alpha\nbeta\n").unwrap();
+    let ws = dir.path().to_str().unwrap();
+    let code = r#"{"code":"const t = await tools.read_file({path: 'a.txt'});\ntext('lines: ' + lines(t).length);\nreturn grep(t, 'bet')"}"#;
+    let out = kodik().args(["call", "--workspace", ws, "codemode", code]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let text = v["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("Tool calls: 1 — read_file ×1"), "{text}");
+    assert!(text.contains("beta"), "{text}");
+    // The worker subcommand is the other end of that run; by hand it refuses at once.
+    let alone = kodik().arg("codemode-worker").stdin(Stdio::null()).output().unwrap();
+    assert_eq!(alone.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&alone.stderr).contains("started by the codemode tool"));
+}
