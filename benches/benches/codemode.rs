@@ -131,10 +131,38 @@ fn bench(c: &mut Criterion) {
     let (wall, kind) = time_once(&rt, &busy, &cx, "await tools.noop({}); while (true) {}");
     eprintln!("codemode: while(true) after an await, 1 s timeout -> {kind} in {} ms", wall.as_millis());
 
-    let mem = CodeModeTool::new(CodeModeConfig::default().memory_limit_mb(Some(64)), reg);
-    let (wall, kind) =
-        time_once(&rt, &mem, &cx, "const keep = []; while (true) { keep.push('x'.repeat(1 << 20) + keep.length) }");
+    let mem = CodeModeTool::new(CodeModeConfig::default().memory_limit_mb(Some(64)), reg.clone());
+    let grow = "const keep = []; while (true) { keep.push('x'.repeat(1 << 20) + keep.length) }";
+    let (wall, kind) = time_once(&rt, &mem, &cx, grow);
     eprintln!("codemode: allocation loop with a 64 MB limit -> {kind} in {} ms", wall.as_millis());
+
+    // The same in a worker process, which is killed at the limit (on a thread, code after an
+    // `await` runs on after the answer).
+    let worker = |cfg: CodeModeConfig| cfg.worker(env!("CARGO_BIN_EXE_codemode-worker"), Vec::<String>::new());
+    let in_worker = CodeModeTool::new(worker(CodeModeConfig::default()), reg.clone());
+    let one = avg_with(&rt, &in_worker, &cx, "return 1", 20);
+    let fifty_in_worker = avg_with(&rt, &in_worker, &cx, fifty, 20);
+    eprintln!(
+        "codemode worker: return 1 = {:.2} ms ({:.1}× of a thread); 50 calls = {:.2} ms; overhead per call = {} µs",
+        one.as_secs_f64() * 1e3,
+        one.as_secs_f64() / base.as_secs_f64(),
+        fifty_in_worker.as_secs_f64() * 1e3,
+        (fifty_in_worker.saturating_sub(one).saturating_sub(direct) / 50).as_micros()
+    );
+    let busy = CodeModeTool::new(worker(CodeModeConfig::default().timeout(Duration::from_secs(1))), reg.clone());
+    let (wall, kind) = time_once(&rt, &busy, &cx, "await tools.noop({}); while (true) {}");
+    eprintln!("codemode worker: while(true) after an await, 1 s timeout -> {kind} in {} ms", wall.as_millis());
+    let mem = CodeModeTool::new(worker(CodeModeConfig::default().memory_limit_mb(Some(64))), reg);
+    let (wall, kind) = time_once(&rt, &mem, &cx, &format!("await tools.noop({{}}); {grow}"));
+    eprintln!("codemode worker: allocation loop after an await, 64 MB limit -> {kind} in {} ms", wall.as_millis());
+}
+
+fn avg_with(rt: &tokio::runtime::Runtime, tool: &CodeModeTool, cx: &ToolContext, code: &str, n: u32) -> Duration {
+    let t = Instant::now();
+    for _ in 0..n {
+        black_box(rt.block_on(tool.run_code(code, cx)));
+    }
+    t.elapsed() / n
 }
 
 criterion_group!(benches, bench);

@@ -57,6 +57,8 @@ struct Start {
     config: CodeModeConfig,
     /// Time left for the script when the host sent this.
     timeout_ms: u64,
+    /// The host's measurement of this machine's loop speed (sizes the loop-iteration backstop).
+    loop_rate: f64,
     store: HashMap<String, String>,
 }
 
@@ -135,6 +137,7 @@ pub fn serve_stdio() -> ExitCode {
         });
     }
 
+    crate::engine::boa::set_loop_rate(start.loop_rate);
     let checker = Arc::new(Checker { send: Arc::clone(&send), answers: Mutex::new(checked_rx) });
     let mut registry = ToolRegistry::new();
     for spec in start.specs {
@@ -303,6 +306,7 @@ impl Worker {
             config: CodeModeConfig { worker: None, ..config.clone() },
             timeout_ms: u64::try_from(deadline.saturating_duration_since(Instant::now()).as_millis())
                 .unwrap_or(u64::MAX),
+            loop_rate: crate::engine::boa::loop_rate(),
             store: store.lock().unwrap_or_else(|p| p.into_inner()).values.clone(),
         }));
         let stdin = Arc::new(Mutex::new(stdin));

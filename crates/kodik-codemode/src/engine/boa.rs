@@ -320,10 +320,11 @@ impl HostHooks for ScriptHooks {
     }
 }
 
-/// Loop iterations per second of an empty loop on this machine, measured once.
-fn loop_rate() -> f64 {
-    static RATE: OnceLock<f64> = OnceLock::new();
-    *RATE.get_or_init(|| {
+static LOOP_RATE: OnceLock<f64> = OnceLock::new();
+
+/// Loop iterations per second of an empty loop on this machine, measured once per process.
+pub(crate) fn loop_rate() -> f64 {
+    *LOOP_RATE.get_or_init(|| {
         const N: u64 = 100_000;
         let mut best = f64::MAX;
         for _ in 0..3 {
@@ -335,6 +336,14 @@ fn loop_rate() -> f64 {
         }
         N as f64 / best.max(1e-6)
     })
+}
+
+/// Takes the loop rate measured by another process on this machine (a worker gets its host's),
+/// which saves the measurement at every start.
+pub(crate) fn set_loop_rate(rate: f64) {
+    if rate.is_finite() && rate > 0.0 {
+        let _ = LOOP_RATE.set(rate);
+    }
 }
 
 /// Sizes the loop-iteration backstop to the time left, with slack: the rate is measured on the
