@@ -97,6 +97,7 @@ fn batch_runs_lines_in_one_session_and_answers_in_call_order() {
         r#"{"id":"e1","name":"edit_file","args":{"path":"src/a.txt","edits":[{"old_string":"two","new_string":"zwei"}]}}"#,
         "not json at all",
         r#"{"id":"u1","name":"nonexistent_tool","args":{}}"#,
+        r#"{"id":"k1","name":"codemode","args":{"code":"return await tools.read_file({path: 'src/a.txt'})"}}"#,
     ]
     .join("\n");
     let mut child = kodik()
@@ -112,13 +113,15 @@ fn batch_runs_lines_in_one_session_and_answers_in_call_order() {
     let lines: Vec<Value> =
         String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     let ids: Vec<&str> = lines.iter().map(|l| l["id"].as_str().unwrap()).collect();
-    assert_eq!(ids, ["c1", "r1", "g1", "e1", "", "u1"]);
+    assert_eq!(ids, ["c1", "r1", "g1", "e1", "", "u1", "k1"]);
     let statuses: Vec<&str> = lines.iter().map(|l| l["status"].as_str().unwrap()).collect();
-    assert_eq!(statuses, ["success", "success", "success", "success", "error", "error"], "{lines:#?}");
+    assert_eq!(statuses, ["success", "success", "success", "success", "error", "error", "success"], "{lines:#?}");
     assert!(lines[1]["content"][0]["text"].as_str().unwrap().contains("2→two"), "{}", lines[1]);
     assert!(lines[2]["content"][0]["text"].as_str().unwrap().contains("a.txt"), "{}", lines[2]);
     assert!(lines[4]["content"][0]["text"].as_str().unwrap().contains("line 4"));
     assert_eq!(std::fs::read_to_string(dir.path().join("src/a.txt")).unwrap(), "one\nzwei\n");
+    // K1: a script in the same session sees the edit made by the line before it.
+    assert!(lines[6]["content"][0]["text"].as_str().unwrap().contains("2→zwei"), "{}", lines[6]);
 }
 
 #[test]

@@ -74,6 +74,7 @@ async def main():
                 "edits": [{"old_string": "hello", "new_string": "goodbye"}],
             })
             out["create"] = await run("create_file", {"path": "new.txt", "content": "created\n"})
+            out["codemode"] = await run("codemode", {"code": "return await tools.read_file({path: 'new.txt'})"})
             # Two overlapping requests: both commands outlive the 5 s wait and go to the background.
             polled, evented = await asyncio.gather(
                 run("shell", {"command": "sleep 6; echo done"}),
@@ -213,6 +214,10 @@ fn g1_g8_g12_r5_s3_s4_mcp_round_trip_with_the_official_python_client() {
     assert_eq!(s["edit"]["is_error"], false, "{}", s["edit"]);
     assert_eq!(s["edit"]["structured"]["status"], "success");
     assert_eq!(s["create"]["is_error"], false, "{}", s["create"]);
+    // K1: codemode over MCP, its script in a `kodik codemode-worker` process, its call on the server.
+    assert_eq!(s["codemode"]["is_error"], false, "{}", s["codemode"]);
+    let script = s["codemode"]["text"].as_str().unwrap();
+    assert!(script.contains("Tool calls: 1 — read_file ×1") && script.contains("created"), "{script}");
     assert_eq!(std::fs::read_to_string(dir.path().join("notes.txt")).unwrap(), "goodbye world\n");
     assert_eq!(std::fs::read_to_string(dir.path().join("new.txt")).unwrap(), "created\n");
 
