@@ -362,7 +362,12 @@ impl Worker {
                     }
                 }
                 let result = result.unwrap_or_else(|| {
-                    let status = child.lock().unwrap_or_else(|p| p.into_inner()).as_mut().and_then(|c| c.wait().ok());
+                    // Never `wait` here: a kill takes the lock, and this thread must not hold it.
+                    let status = child
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .as_mut()
+                        .and_then(|c| c.try_wait().ok().flatten());
                     let how = status.map_or_else(|| "exited".to_string(), |s| format!("exited ({s})"));
                     Err(ScriptError::new(
                         ErrorKind::ExecutionFailure,
