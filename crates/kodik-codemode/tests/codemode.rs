@@ -957,4 +957,10 @@ async fn k9_a_worker_that_cannot_start_is_a_clear_error() {
     assert_eq!(error_kind(&out).as_deref(), Some("ExecutionFailure"), "{}", out.text_content());
     assert!(out.text_content().contains("could not start the script worker"), "{}", out.text_content());
     assert_eq!(f.noop_runs.load(Ordering::SeqCst), 0);
+    // A worker that dies mid-run is reported, not waited for.
+    let t = Instant::now();
+    let (out, _) = run(config().worker("sh", ["-c", "read start; exit 3"]), "return 1").await;
+    assert_eq!(error_kind(&out).as_deref(), Some("ExecutionFailure"), "{}", out.text_content());
+    assert!(out.text_content().contains("worker process exited"), "{}", out.text_content());
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
 }
