@@ -10,14 +10,14 @@
 //! | [`tools`] | the three [`kodik_core::TypedTool`]s |
 //! | [`error`] | [`ShellError`] |
 //!
-//! How a command runs: `bash -c` (else `sh -c`) in its own session and process group, stdin
-//! from /dev/null, stdout and stderr on one pipe (so they merge in arrival order), a hardened
-//! environment, and on Linux `PR_SET_PDEATHSIG` so the host's death ends it (a small reaper
-//! process per toolset kills the rest of the group then). One thread waits
-//! for the process, one reads the pipe into kodik-core's [`OutputPreview`](kodik_core::OutputPreview)
-//! (head + tail in memory, everything in a spool file). The `shell` call waits up to its
-//! clamped timeout; a command still running then stays in the table as a background terminal
-//! whose end is emitted as a [`kodik_core::TerminalEvent`].
+//! How a command runs: `bash -c` (else `sh -c`), started with `posix_spawn` as the leader of
+//! its own session and process group, stdin from /dev/null, stdout and stderr on one pipe (so
+//! they merge in arrival order), a hardened environment. A small reaper process per toolset
+//! kills every live process group if the host dies. One pooled thread per command reads the
+//! pipe into kodik-core's [`OutputPreview`](kodik_core::OutputPreview) (head + tail in memory,
+//! everything in a spool file) and, on Linux through a pidfd, waits for the process. The
+//! `shell` call waits up to its clamped timeout; a command still running then stays in the
+//! table as a background terminal whose end is emitted as a [`kodik_core::TerminalEvent`].
 //!
 //! Unix only (Linux and macOS). Windows would need a Job Object instead of process groups
 //! (kill-on-close for the whole tree, `TerminateJobObject` for kill_terminal), `cmd /c` or

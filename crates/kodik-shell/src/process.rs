@@ -1,15 +1,17 @@
 //! Starting a command and stopping its process group (S1, S10, S13; Unix).
 //!
-//! Each command gets one OS thread that forks it and then waits for it. Forking from that
-//! thread matters on Linux: `PR_SET_PDEATHSIG` fires when the *thread* that forked dies, and
-//! this thread lives exactly as long as the child, so the child is signalled only if the
-//! whole host process goes away. A second thread reads the merged output pipe with blocking
-//! reads, so the synchronous spool write in the preview slows the producer down (G19).
+//! A command is started with `posix_spawn` (on Linux and macOS; a `vfork`-style clone, so
+//! starting costs the same whatever the host's memory size) in a new session, which also makes
+//! it the leader of a new process group. Nothing runs in the child between clone and exec, so
+//! there is no `PR_SET_PDEATHSIG`: the [`Reaper`] covers a host that dies, and the pid is
+//! handed to it before anything else happens. One thread waits for the process; a second reads
+//! the merged output pipe with blocking reads, so the synchronous spool write in the preview
+//! slows the producer down (G19).
 
 use std::io::Read as _;
 use std::path::Path;
-use std::process::{Command, ExitStatus, Stdio};
-use std::sync::mpsc;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
 use rustix::process::{Pid, Signal};
@@ -21,17 +23,6 @@ pub(crate) enum Exit {
     Code(i32),
     /// Ended by this signal.
     Signal(i32),
-}
-
-impl Exit {
-    fn from_status(s: ExitStatus) -> Self {
-        use std::os::unix::process::ExitStatusExt as _;
-        match (s.code(), s.signal()) {
-            (Some(c), _) => Self::Code(c),
-            (None, Some(sig)) => Self::Signal(sig),
-            (None, None) => Self::Code(-1),
-        }
-    }
 }
 
 /// What to start.
@@ -55,125 +46,388 @@ pub(crate) trait Sink: Send + Sync + 'static {
 /// How long to keep draining the pipe after the leader exited: a background grandchild may
 /// hold the write end open forever, so completion does not wait for end of file.
 const DRAIN_GRACE: Duration = Duration::from_millis(150);
+/// The first read buffer: most commands print little, and a small buffer costs nothing to set up.
+const READ_BUF_SMALL: usize = 64 * 1024;
+/// The read buffer once a read filled the small one: fewer, larger reads for chatty commands.
 const READ_BUF: usize = 1024 * 1024;
-/// Reads shorter than this are followed by [`COALESCE_PAUSE`].
+/// Reads shorter than this are followed by [`COALESCE_PAUSE`] once the output is chatty.
 const COALESCE_BELOW: usize = 256 * 1024;
+/// Output counts as chatty after this many bytes.
+const COALESCE_AFTER: u64 = 256 * 1024;
 /// Short enough to be invisible to a person, long enough for a fast writer to fill the pipe.
 const COALESCE_PAUSE: Duration = Duration::from_micros(500);
 
 /// Starts `spec` in its own session and process group with stdin from /dev/null and stdout
-/// and stderr on one pipe. Returns the pid (which is also the process group id).
-pub(crate) async fn spawn(spec: Spec<'_>, sink: std::sync::Arc<dyn Sink>) -> std::io::Result<i32> {
+/// and stderr on one pipe. `started` gets the pid (which is also the process group id) before
+/// any output or exit is reported to `sink`. Returns the pid.
+pub(crate) fn spawn(spec: Spec<'_>, sink: Arc<dyn Sink>, started: impl FnOnce(i32)) -> std::io::Result<i32> {
+    let (reader, writer) = std::io::pipe()?;
+    // A bigger pipe means fewer wake-ups for chatty commands; failure is harmless.
+    #[cfg(target_os = "linux")]
+    let _ = rustix::pipe::fcntl_setpipe_size(&writer, 1 << 20);
+    let stdin = std::fs::File::open("/dev/null")?;
+    let pid = spawn_in_new_session(&spec, std::os::fd::OwnedFd::from(writer), stdin.into())?;
+    started(pid);
+    // From here on the process exists: whatever fails, it is stopped and reported as ended,
+    // so the terminal never waits for an exit that nobody will report.
+    let abandon = |e: std::io::Error, sink: &dyn Sink| {
+        let _ = kill_group(pid, Signal::KILL);
+        let exit = wait_exit(pid);
+        sink.reader_finished();
+        sink.exited(exit, true);
+        Err(e)
+    };
+
+    // Linux: one thread watches both the pipe and the process (through a pidfd).
+    #[cfg(target_os = "linux")]
+    if let Some(pidfd) =
+        Pid::from_raw(pid).and_then(|p| rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()).ok())
+    {
+        let job_sink = Arc::clone(&sink);
+        return match pool::execute(Box::new(move || watch_with_pidfd(pid, &pidfd, reader, job_sink.as_ref()))) {
+            Ok(()) => Ok(pid),
+            Err(e) => abandon(e, sink.as_ref()),
+        };
+    }
+
+    // Elsewhere (or without pidfds): one thread reads, another waits.
+    let (done_tx, done_rx) = mpsc::channel::<()>();
+    let reader_sink = Arc::clone(&sink);
+    let reader_job = pool::execute(Box::new(move || {
+        let mut reader = reader;
+        let mut chunks = Chunks::new();
+        while chunks.pump(&mut reader, reader_sink.as_ref()) {}
+        reader_sink.reader_finished();
+        let _ = done_tx.send(());
+    }));
+    if let Err(e) = reader_job {
+        return abandon(e, sink.as_ref());
+    }
+    let wait_sink = Arc::clone(&sink);
+    let waiter = pool::execute(Box::new(move || {
+        let exit = wait_exit(pid);
+        let reader_done = done_rx.recv_timeout(DRAIN_GRACE).is_ok();
+        wait_sink.exited(exit, reader_done);
+    }));
+    if let Err(e) = waiter {
+        // The reader ends by itself once the killed group's pipe ends are closed.
+        return abandon(e, sink.as_ref());
+    }
+    Ok(pid)
+}
+
+/// Reads the pipe and waits for the process in one thread: output as it comes; the exit once
+/// the pipe reached end of file or [`DRAIN_GRACE`] after the leader ended (whichever is
+/// first); then the rest of the output of whatever still holds the pipe.
+#[cfg(target_os = "linux")]
+fn watch_with_pidfd(pid: i32, pidfd: &std::os::fd::OwnedFd, mut reader: std::io::PipeReader, sink: &dyn Sink) {
+    use rustix::event::{PollFd, PollFlags, Timespec, poll};
+    let mut chunks = Chunks::new();
+    let mut exit: Option<(Exit, std::time::Instant)> = None;
+    loop {
+        let timeout = match exit {
+            Some((e, at)) => {
+                let left = DRAIN_GRACE.saturating_sub(at.elapsed());
+                if left.is_zero() {
+                    // Something the command started still holds the pipe: the command has ended
+                    // all the same, and its leftovers' output keeps coming.
+                    sink.exited(e, false);
+                    while chunks.pump(&mut reader, sink) {}
+                    sink.reader_finished();
+                    return;
+                }
+                Timespec::try_from(left).ok()
+            }
+            None => None,
+        };
+        let watched = if exit.is_none() { 2 } else { 1 };
+        let mut fds = [PollFd::new(&reader, PollFlags::IN), PollFd::new(pidfd, PollFlags::IN)];
+        match poll(&mut fds[..watched], timeout.as_ref()) {
+            Ok(_) => {}
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(_) => {
+                // Only a kernel out of memory gets here; try again shortly rather than spin.
+                std::thread::sleep(Duration::from_millis(1));
+                continue;
+            }
+        }
+        let pipe_ready = !fds[0].revents().is_empty();
+        let leader_ended = watched == 2 && !fds[1].revents().is_empty();
+        if pipe_ready && !chunks.pump(&mut reader, sink) {
+            sink.reader_finished();
+            let e = match exit {
+                Some((e, _)) => e,
+                // The pipe closed first (`exec >&-`): nothing left to read, so just wait.
+                None => wait_exit(pid),
+            };
+            sink.exited(e, true);
+            return;
+        }
+        if leader_ended {
+            exit = Some((wait_exit(pid), std::time::Instant::now()));
+        }
+    }
+}
+
+/// The read buffer of one command's pipe.
+struct Chunks {
+    buf: Vec<u8>,
+    total: u64,
+}
+
+impl Chunks {
+    fn new() -> Self {
+        Self { buf: vec![0; READ_BUF_SMALL], total: 0 }
+    }
+
+    /// One read into the sink; `false` at end of file (or on a read error, which ends it too).
+    fn pump(&mut self, reader: &mut std::io::PipeReader, sink: &dyn Sink) -> bool {
+        loop {
+            match reader.read(&mut self.buf) {
+                Ok(0) => return false,
+                Ok(n) => {
+                    sink.output(&self.buf[..n]);
+                    self.total += n as u64;
+                    if n == self.buf.len() && self.buf.len() < READ_BUF {
+                        self.buf = vec![0; READ_BUF];
+                    }
+                    // A chatty writer fills the pipe in small writes; letting them pile up for a
+                    // moment turns thousands of tiny reads into a few big ones (and wakes the
+                    // writer less). Short outputs are not delayed.
+                    if n < COALESCE_BELOW && self.total >= COALESCE_AFTER {
+                        std::thread::sleep(COALESCE_PAUSE);
+                    }
+                    return true;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => return false,
+            }
+        }
+    }
+}
+
+/// Reusable threads for the blocking work of a command (reading its pipe, waiting for it):
+/// creating two threads per command was a good part of the cost of a short command.
+mod pool {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::{Mutex, MutexGuard, mpsc};
+    use std::time::Duration;
+
+    pub(crate) type Job = Box<dyn FnOnce() + Send>;
+
+    /// An idle thread exits after this long without work.
+    const KEEP_IDLE: Duration = Duration::from_secs(30);
+
+    /// Idle threads and how to hand each one a job. Jobs are sent while this lock is held, and an
+    /// idle thread that gives up drops its receiver while holding it: a job is either received
+    /// or returned to the sender, never lost.
+    static IDLE: Mutex<Vec<(u64, mpsc::Sender<Job>)>> = Mutex::new(Vec::new());
+    static NEXT_ID: AtomicU64 = AtomicU64::new(0);
+
+    fn idle() -> MutexGuard<'static, Vec<(u64, mpsc::Sender<Job>)>> {
+        IDLE.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Runs `job` on an idle thread, or on a new one.
+    pub(crate) fn execute(mut job: Job) -> std::io::Result<()> {
+        {
+            let mut idle = idle();
+            while let Some((_, tx)) = idle.pop() {
+                match tx.send(job) {
+                    Ok(()) => return Ok(()),
+                    Err(mpsc::SendError(j)) => job = j,
+                }
+            }
+        }
+        std::thread::Builder::new().name("kodik-shell-io".into()).spawn(move || worker(job)).map(drop)
+    }
+
+    fn worker(mut job: Job) {
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = mpsc::channel::<Job>();
+        loop {
+            job();
+            idle().push((id, tx.clone()));
+            match rx.recv_timeout(KEEP_IDLE) {
+                Ok(next) => job = next,
+                Err(_) => {
+                    let mut idle = idle();
+                    idle.retain(|(i, _)| *i != id);
+                    match rx.try_recv() {
+                        Ok(next) => job = next,
+                        Err(_) => {
+                            drop(rx);
+                            drop(idle);
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Waits for `pid` to end and reaps it.
+fn wait_exit(pid: i32) -> Exit {
+    let Some(p) = Pid::from_raw(pid) else {
+        return Exit::Code(-1);
+    };
+    loop {
+        match rustix::process::waitpid(Some(p), rustix::process::WaitOptions::empty()) {
+            Ok(Some((_, status))) => {
+                if let Some(code) = status.exit_status() {
+                    return Exit::Code(code);
+                }
+                if let Some(sig) = status.terminating_signal() {
+                    return Exit::Signal(sig);
+                }
+                // Stopped or continued: not the end.
+            }
+            Ok(None) => return Exit::Code(-1),
+            Err(rustix::io::Errno::INTR) => {}
+            Err(_) => return Exit::Code(-1),
+        }
+    }
+}
+
+/// `bash -c COMMAND` (or whichever shell) through `posix_spawn`, as the leader of a new session
+/// (so no controlling terminal: a program that opens /dev/tty to ask for a password fails at
+/// once instead of hanging or stealing the host's terminal), in `spec.workdir`, with the
+/// host's environment plus `spec.env`, stdin from `stdin` and stdout and stderr both on
+/// `output`. SIGPIPE goes back to its default (Rust ignores it, and ignored signals survive exec).
+#[cfg(any(target_os = "linux", target_vendor = "apple"))]
+#[allow(unsafe_code)]
+fn spawn_in_new_session(
+    spec: &Spec<'_>,
+    output: std::os::fd::OwnedFd,
+    stdin: std::os::fd::OwnedFd,
+) -> std::io::Result<i32> {
+    use std::ffi::{CString, c_char, c_int};
+    use std::mem::MaybeUninit;
+    use std::os::fd::AsRawFd as _;
+    use std::os::unix::ffi::OsStrExt as _;
+
+    #[cfg(target_vendor = "apple")]
+    const POSIX_SPAWN_SETSID: c_int = 0x0400;
+    #[cfg(not(target_vendor = "apple"))]
+    const POSIX_SPAWN_SETSID: c_int = libc::POSIX_SPAWN_SETSID as c_int;
+
+    fn cstring(bytes: &[u8], what: &str) -> std::io::Result<CString> {
+        CString::new(bytes).map_err(|_| {
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("the {what} contains a NUL byte"))
+        })
+    }
+    fn check(r: c_int) -> std::io::Result<()> {
+        if r == 0 { Ok(()) } else { Err(std::io::Error::from_raw_os_error(r)) }
+    }
+    // dup2 onto 0–2 must not start from a descriptor that is itself one of 0–2 (a host started
+    // with closed stdio): move such a descriptor up first.
+    fn above_stdio(fd: std::os::fd::OwnedFd) -> std::io::Result<std::os::fd::OwnedFd> {
+        if fd.as_raw_fd() > 2 {
+            return Ok(fd);
+        }
+        Ok(rustix::io::fcntl_dupfd_cloexec(&fd, 3)?)
+    }
+
+    let output = above_stdio(output)?;
+    let stdin = above_stdio(stdin)?;
+    let program = cstring(spec.shell.as_os_str().as_bytes(), "shell path")?;
+    let args = [program.clone(), cstring(b"-c", "")?, cstring(spec.command.as_bytes(), "command")?];
+    let workdir = cstring(spec.workdir.as_os_str().as_bytes(), "working folder")?;
+    let mut env = Vec::new();
+    for (k, v) in std::env::vars_os() {
+        if spec.env.iter().any(|(name, _)| name.as_bytes() == k.as_bytes()) {
+            continue;
+        }
+        let mut kv = k.as_bytes().to_vec();
+        kv.push(b'=');
+        kv.extend_from_slice(v.as_bytes());
+        // A host variable with a NUL cannot be passed on; std's Command skips it as well.
+        if let Ok(c) = CString::new(kv) {
+            env.push(c);
+        }
+    }
+    for (k, v) in spec.env {
+        if let Some(v) = v {
+            env.push(cstring(format!("{k}={v}").as_bytes(), "environment")?);
+        }
+    }
+    let mut argv: Vec<*mut c_char> = args.iter().map(|a| a.as_ptr().cast_mut()).collect();
+    argv.push(std::ptr::null_mut());
+    let mut envp: Vec<*mut c_char> = env.iter().map(|e| e.as_ptr().cast_mut()).collect();
+    envp.push(std::ptr::null_mut());
+
+    struct Actions(libc::posix_spawn_file_actions_t);
+    impl Drop for Actions {
+        fn drop(&mut self) {
+            // SAFETY: initialised by posix_spawn_file_actions_init in `spawn_in_new_session`.
+            unsafe { libc::posix_spawn_file_actions_destroy(&mut self.0) };
+        }
+    }
+    struct Attr(libc::posix_spawnattr_t);
+    impl Drop for Attr {
+        fn drop(&mut self) {
+            // SAFETY: initialised by posix_spawnattr_init in `spawn_in_new_session`.
+            unsafe { libc::posix_spawnattr_destroy(&mut self.0) };
+        }
+    }
+
+    // SAFETY: plain libc calls on objects initialised right here and destroyed by the guards;
+    // every pointer passed (program, argv, envp, workdir) points into a live CString and the
+    // arrays are NULL-terminated; the descriptors are open for the whole call.
+    unsafe {
+        let mut actions = MaybeUninit::<libc::posix_spawn_file_actions_t>::uninit();
+        check(libc::posix_spawn_file_actions_init(actions.as_mut_ptr()))?;
+        let mut actions = Actions(actions.assume_init());
+        check(libc::posix_spawn_file_actions_adddup2(&mut actions.0, stdin.as_raw_fd(), 0))?;
+        check(libc::posix_spawn_file_actions_adddup2(&mut actions.0, output.as_raw_fd(), 1))?;
+        check(libc::posix_spawn_file_actions_adddup2(&mut actions.0, output.as_raw_fd(), 2))?;
+        check(libc::posix_spawn_file_actions_addchdir_np(&mut actions.0, workdir.as_ptr()))?;
+
+        let mut attr = MaybeUninit::<libc::posix_spawnattr_t>::uninit();
+        check(libc::posix_spawnattr_init(attr.as_mut_ptr()))?;
+        let mut attr = Attr(attr.assume_init());
+        let mut no_signals = MaybeUninit::<libc::sigset_t>::uninit();
+        libc::sigemptyset(no_signals.as_mut_ptr());
+        let no_signals = no_signals.assume_init();
+        let mut default_signals = no_signals;
+        libc::sigaddset(&mut default_signals, libc::SIGPIPE);
+        check(libc::posix_spawnattr_setsigmask(&mut attr.0, &no_signals))?;
+        check(libc::posix_spawnattr_setsigdefault(&mut attr.0, &default_signals))?;
+        let flags = POSIX_SPAWN_SETSID | libc::POSIX_SPAWN_SETSIGMASK | libc::POSIX_SPAWN_SETSIGDEF;
+        check(libc::posix_spawnattr_setflags(&mut attr.0, flags as _))?;
+
+        let mut pid: libc::pid_t = 0;
+        check(libc::posix_spawn(&mut pid, program.as_ptr(), &actions.0, &attr.0, argv.as_ptr(), envp.as_ptr()))?;
+        Ok(pid)
+    }
+}
+
+/// Elsewhere: std's `Command` with a `setsid` before exec (a fork, slower but equivalent).
+#[cfg(not(any(target_os = "linux", target_vendor = "apple")))]
+fn spawn_in_new_session(
+    spec: &Spec<'_>,
+    output: std::os::fd::OwnedFd,
+    stdin: std::os::fd::OwnedFd,
+) -> std::io::Result<i32> {
+    use std::os::unix::process::CommandExt as _;
     let mut cmd = Command::new(spec.shell);
-    cmd.arg("-c").arg(spec.command).current_dir(spec.workdir).stdin(Stdio::null());
+    cmd.arg("-c").arg(spec.command).current_dir(spec.workdir);
     for (k, v) in spec.env {
         match v {
             Some(v) => cmd.env(k, v),
             None => cmd.env_remove(k),
         };
     }
-    let (tx, rx) = tokio::sync::oneshot::channel::<std::io::Result<i32>>();
-    std::thread::Builder::new().name("kodik-shell-wait".into()).spawn(move || run(cmd, sink, tx))?;
-    rx.await.unwrap_or_else(|_| Err(std::io::Error::other("the process thread ended before starting the command")))
-}
-
-fn run(mut cmd: Command, sink: std::sync::Arc<dyn Sink>, started: tokio::sync::oneshot::Sender<std::io::Result<i32>>) {
-    let (reader, writer) = match std::io::pipe() {
-        Ok(p) => p,
-        Err(e) => {
-            let _ = started.send(Err(e));
-            return;
-        }
-    };
-    // A bigger pipe means fewer wake-ups for chatty commands; failure is harmless.
-    #[cfg(target_os = "linux")]
-    let _ = rustix::pipe::fcntl_setpipe_size(&writer, 1 << 20);
-    let writer2 = match writer.try_clone() {
-        Ok(w) => w,
-        Err(e) => {
-            let _ = started.send(Err(e));
-            return;
-        }
-    };
-    cmd.stdout(Stdio::from(writer)).stderr(Stdio::from(writer2));
-    harden(&mut cmd);
-    let spawned = cmd.spawn();
-    // The Command holds our copies of the pipe's write end: drop them so end of file can come.
-    drop(cmd);
-    let mut child = match spawned {
-        Ok(c) => c,
-        Err(e) => {
-            let _ = started.send(Err(e));
-            return;
-        }
-    };
-    let pid = child.id() as i32;
-    let (done_tx, done_rx) = mpsc::channel::<()>();
-    let reader_sink = std::sync::Arc::clone(&sink);
-    let reader_thread = std::thread::Builder::new().name("kodik-shell-read".into()).spawn(move || {
-        read_all(reader, reader_sink.as_ref());
-        reader_sink.reader_finished();
-        let _ = done_tx.send(());
-    });
-    if let Err(e) = reader_thread {
-        let _ = kill_group(pid, Signal::KILL);
-        let _ = child.wait();
-        let _ = started.send(Err(e));
-        return;
-    }
-    let _ = started.send(Ok(pid));
-    let exit = match child.wait() {
-        Ok(s) => Exit::from_status(s),
-        Err(_) => Exit::Code(-1),
-    };
-    let reader_done = done_rx.recv_timeout(DRAIN_GRACE).is_ok();
-    sink.exited(exit, reader_done);
-}
-
-fn read_all(mut reader: std::io::PipeReader, sink: &dyn Sink) {
-    let mut buf = vec![0u8; READ_BUF];
-    loop {
-        match reader.read(&mut buf) {
-            Ok(0) => return,
-            Ok(n) => {
-                sink.output(&buf[..n]);
-                // A fast writer fills the pipe in small writes; letting them pile up for a moment
-                // turns thousands of tiny reads into a few big ones (and wakes the writer less).
-                if n < COALESCE_BELOW {
-                    std::thread::sleep(COALESCE_PAUSE);
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(_) => return,
-        }
-    }
-}
-
-/// New session (so no controlling terminal: a program that opens /dev/tty to ask for a
-/// password fails at once instead of hanging or stealing the host's terminal) and, on Linux,
-/// a SIGKILL when the host dies.
-fn harden(cmd: &mut Command) {
-    use std::os::unix::process::CommandExt as _;
-    #[cfg(target_os = "linux")]
-    let parent = rustix::process::getpid();
+    cmd.stdin(Stdio::from(stdin)).stdout(Stdio::from(output.try_clone()?)).stderr(Stdio::from(output));
     #[allow(unsafe_code)]
-    // SAFETY: the closure runs in the forked child before exec and only makes raw system calls
-    // (setsid, prctl, getppid, kill) through rustix: it allocates nothing, takes no locks and
-    // touches no shared state, so it is async-signal-safe as `pre_exec` requires.
+    // SAFETY: the closure only calls setsid, which is async-signal-safe as `pre_exec` requires.
     unsafe {
-        cmd.pre_exec(move || {
-            rustix::process::setsid()?;
-            #[cfg(target_os = "linux")]
-            {
-                rustix::process::set_parent_process_death_signal(Some(Signal::KILL))?;
-                // The host may have died between fork and prctl: then nobody would signal us.
-                if rustix::process::getppid() != Some(parent) {
-                    return Err(std::io::Error::other("the parent process is gone"));
-                }
-            }
-            Ok(())
-        });
+        cmd.pre_exec(|| rustix::process::setsid().map(drop).map_err(Into::into));
     }
+    let child = cmd.spawn()?;
+    // The waiter thread reaps it with waitpid; std's handle only holds the pid.
+    Ok(child.id() as i32)
 }
 
 /// Sends `sig` to the process group `pgid`.
@@ -257,60 +511,102 @@ pub(crate) fn terminate_group_blocking(pgid: i32, grace: Duration) {
 }
 
 /// A small helper process that outlives a crashed host just long enough to kill the process
-/// groups the host still had: `PR_SET_PDEATHSIG` reaches only the shell itself, not what the
-/// shell started. It reads `+ PGID` / `- PGID` lines on stdin and, at end of file (the host is
-/// gone, or the toolset was dropped), sends SIGKILL to every group still listed. One per toolset.
+/// groups the host still had (every command, and whatever it started in its group). One per
+/// toolset. It blocks reading its stdin, a pipe nobody writes to; at end of file (the host is
+/// gone, or the toolset was dropped) it reads the list of live groups from a file the host
+/// keeps up to date, and sends SIGKILL to each. The list is updated with positioned writes into
+/// fixed-width slots, so starting or ending a command costs two small writes and never wakes
+/// the helper (waking a second process per command slowed every command down on a busy machine).
 pub(crate) struct Reaper {
-    stdin: std::sync::Mutex<Option<std::process::ChildStdin>>,
+    /// Held only to be closed: end of file is the helper's signal.
+    _alive: std::process::ChildStdin,
+    /// The group list (an unlinked file), shared with the helper as its stdout.
+    list: std::fs::File,
+    slots: std::sync::Mutex<Slots>,
 }
 
-const REAPER_SCRIPT: &str = r#"pgs=' '
-while read -r op pg; do
-  case $op in
-    +) pgs="$pgs$pg " ;;
-    -) case "$pgs" in *" $pg "*) pgs="${pgs%% $pg *} ${pgs#* $pg }" ;; esac ;;
-  esac
-done
-for pg in $pgs; do kill -KILL "-$pg" 2>/dev/null; done"#;
+#[derive(Default)]
+struct Slots {
+    by_pgid: std::collections::HashMap<i32, u64>,
+    free: Vec<u64>,
+    next: u64,
+}
+
+/// One slot: a right-aligned process group id and a newline; blank when free.
+const SLOT: usize = 11;
+
+const REAPER_SCRIPT: &str = r#"read -r _
+while read -r pg; do
+  case $pg in ''|*[!0-9]*) ;; *) kill -KILL "-$pg" 2>/dev/null ;; esac
+done <&1"#;
 
 impl Reaper {
-    /// Starts the helper; `None` when it cannot run (then only the death signal protects).
+    /// Starts the helper; `None` when it cannot run (then a crashed host leaves its commands
+    /// running; dropping the toolset still kills them).
     pub fn start() -> Option<Self> {
         use std::os::unix::process::CommandExt as _;
+        let list = unlinked_temp_file().ok()?;
         let mut cmd = Command::new("/bin/sh");
-        cmd.arg("-c").arg(REAPER_SCRIPT).stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::null());
+        cmd.arg("-c").arg(REAPER_SCRIPT).stdin(Stdio::piped()).stdout(list.try_clone().ok()?).stderr(Stdio::null());
         // Its own group: a kill of a command's group, or a Ctrl-C at the host's terminal, misses it.
         cmd.process_group(0);
         let mut child = cmd.spawn().ok()?;
         let stdin = child.stdin.take()?;
-        std::thread::Builder::new()
-            .name("kodik-shell-reaper".into())
-            .spawn(move || {
-                let _ = child.wait();
-            })
-            .ok()?;
-        Some(Self { stdin: std::sync::Mutex::new(Some(stdin)) })
+        pool::execute(Box::new(move || {
+            let _ = child.wait();
+        }))
+        .ok()?;
+        Some(Self { _alive: stdin, list, slots: std::sync::Mutex::default() })
     }
 
     /// Watch a new process group.
     pub fn watch(&self, pgid: i32) {
-        self.send(&format!("+ {pgid}\n"));
+        let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        let slot = slots.free.pop().unwrap_or_else(|| {
+            slots.next += 1;
+            slots.next - 1
+        });
+        self.write_slot(slot, &format!("{pgid:>width$}\n", width = SLOT - 1));
+        slots.by_pgid.insert(pgid, slot);
     }
 
     /// A group is gone: forget it, so a later reuse of its id is never killed.
     pub fn unwatch(&self, pgid: i32) {
-        self.send(&format!("- {pgid}\n"));
-    }
-
-    fn send(&self, line: &str) {
-        use std::io::Write as _;
-        let mut guard = self.stdin.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(stdin) = guard.as_mut()
-            && stdin.write_all(line.as_bytes()).is_err()
-        {
-            *guard = None;
+        let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(slot) = slots.by_pgid.remove(&pgid) {
+            self.write_slot(slot, &format!("{:>width$}\n", "", width = SLOT - 1));
+            slots.free.push(slot);
         }
     }
+
+    fn write_slot(&self, slot: u64, text: &str) {
+        use std::os::unix::fs::FileExt as _;
+        // One positioned write: the helper's read offset stays at the start, and a host killed
+        // mid-call still completes the write (the kernel finishes the system call).
+        let _ = self.list.write_all_at(text.as_bytes(), slot * SLOT as u64);
+    }
+}
+
+/// A read-write file with no name (memory-backed where the system has `memfd_create`).
+fn unlinked_temp_file() -> std::io::Result<std::fs::File> {
+    #[cfg(target_os = "linux")]
+    if let Ok(fd) = rustix::fs::memfd_create("kodik-shell-reaper", rustix::fs::MemfdFlags::CLOEXEC) {
+        return Ok(std::fs::File::from(fd));
+    }
+    let dir = std::env::temp_dir();
+    for attempt in 0..16u32 {
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+        let path = dir.join(format!(".kodik-shell-reaper-{}-{nanos}-{attempt}", std::process::id()));
+        match std::fs::OpenOptions::new().read(true).write(true).create_new(true).open(&path) {
+            Ok(f) => {
+                let _ = std::fs::remove_file(&path);
+                return Ok(f);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(std::io::Error::other("no unique temporary file name"))
 }
 
 /// The first usable shell: bash, else sh (S13: both run non-interactively with `-c`).

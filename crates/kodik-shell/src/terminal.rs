@@ -387,7 +387,7 @@ impl Table {
     }
 
     /// Starts `command` in `workdir`; its end is reported to `events` unless a result carries it.
-    pub async fn start(
+    pub fn start(
         &self,
         command: &str,
         workdir: &Path,
@@ -429,18 +429,14 @@ impl Table {
             }
             inner.live.insert(id.clone(), Arc::clone(&term));
         }
-        // Should this future be dropped while the process starts, nobody would wait for the
-        // command: the guard detaches it so its end still goes out as an event.
-        let mut guard = DetachOnDrop(Some(Arc::clone(&term)));
         let spec = process::Spec { shell: &self.shell, command, workdir, env: &self.cfg.env };
-        let spawned = process::spawn(spec, Arc::clone(&term) as Arc<dyn process::Sink>).await;
-        guard.0 = None;
-        match spawned {
-            Ok(pid) => {
-                let _ = term.pgid.set(pid);
-                term.sync_reaper(true);
-                Ok(term)
-            }
+        // The group goes to the reaper before anything else can happen (S10, G21).
+        let started = |pid: i32| {
+            let _ = term.pgid.set(pid);
+            term.sync_reaper(true);
+        };
+        match process::spawn(spec, Arc::clone(&term) as Arc<dyn process::Sink>, started) {
+            Ok(_) => Ok(term),
             Err(e) => {
                 lock(&self.inner).live.remove(&id);
                 Err(ShellError::Spawn { shell: self.shell.display().to_string(), source: e })
@@ -534,16 +530,6 @@ impl Table {
     /// User stops not announced yet; each is handed out once (S12).
     pub fn take_announcements(&self) -> Vec<TerminalEvent> {
         std::mem::take(&mut *lock(&self.announcements))
-    }
-}
-
-struct DetachOnDrop(Option<Arc<Terminal>>);
-
-impl Drop for DetachOnDrop {
-    fn drop(&mut self) {
-        if let Some(t) = self.0.take() {
-            t.set_attached(false);
-        }
     }
 }
 

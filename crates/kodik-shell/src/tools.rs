@@ -182,7 +182,7 @@ impl ShellTool {
         {
             return Ok(shell_error(ShellError::IgnoredPath(p)));
         }
-        let term = match self.table.start(&args.command, &workdir, Arc::clone(&cx.events)).await {
+        let term = match self.table.start(&args.command, &workdir, Arc::clone(&cx.events)) {
             Ok(t) => t,
             Err(e) => return Ok(shell_error(e)),
         };

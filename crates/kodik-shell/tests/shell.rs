@@ -136,6 +136,34 @@ async fn s1_ansi_escapes_are_stripped_and_the_real_exit_code_returned() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s1_sigpipe_is_back_to_default_so_pipelines_end_quietly() {
+    let e = env();
+    let out = e.shell("yes | head -n 2; echo done").await;
+    assert_eq!(out.status, ToolStatus::Success, "{}", out.text_content());
+    // With SIGPIPE ignored (Rust's default in the host) `yes` would complain about a broken pipe.
+    assert!(out.text_content().starts_with("y\ny\ndone\n"), "{}", out.text_content());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s1_the_exit_code_comes_when_the_output_pipe_closes_before_the_end() {
+    let e = env();
+    let t = Instant::now();
+    let out = e.shell("echo before; exec >/dev/null 2>&1; sleep 0.3; exit 4").await;
+    assert!(t.elapsed() >= Duration::from_millis(300));
+    assert_eq!(out.meta["exit_code"], 4, "{}", out.text_content());
+    assert_eq!(out.meta["running"], false);
+    assert!(out.text_content().starts_with("before\n"), "{}", out.text_content());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s8_a_command_with_a_nul_byte_gets_a_clear_error() {
+    let e = env();
+    let out = e.shell("echo a\u{0}b").await;
+    assert_eq!(out.status, ToolStatus::Error);
+    assert!(out.text_content().contains("NUL"), "{}", out.text_content());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s1_s13_no_terminal_and_a_hardened_environment() {
     let e = env();
     let out = e
@@ -593,6 +621,6 @@ fn s10_g21_the_host_process_dying_ends_its_commands() {
     let (shell_gone, grandchild_gone) = (process_gone(shell), process_gone(grandchild));
     // Never leave a stray process behind, even when the assertion below fails.
     let _ = std::process::Command::new("kill").args(["-KILL", "--", &format!("-{shell}")]).status();
-    assert!(shell_gone, "the shell {shell} outlived its host (PR_SET_PDEATHSIG)");
+    assert!(shell_gone, "the shell {shell} outlived its host (the reaper)");
     assert!(grandchild_gone, "the grandchild {grandchild} outlived its host (the reaper)");
 }
