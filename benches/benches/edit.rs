@@ -27,6 +27,7 @@ struct Setup {
     registry: ToolRegistry,
     cx: ToolContext,
     rt: tokio::runtime::Runtime,
+    saved: std::cell::RefCell<Vec<PathBuf>>,
 }
 
 impl Setup {
@@ -38,19 +39,31 @@ impl Setup {
         let mut registry = ToolRegistry::new();
         EditToolset::new().register(&mut registry);
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
-        Self { _dir: dir, path, registry, cx, rt }
+        Self { _dir: dir, path, registry, cx, rt, saved: Default::default() }
     }
 
-    /// Puts the original back and tells the session it was read (not timed).
-    fn reset(&self, text: &str) {
+    /// Puts the original back, tells the session it was read and builds the call (not
+    /// timed: a host has the call's JSON already, parsed from the model's response).
+    fn reset(&self, text: &str, edits: &serde_json::Value) -> ToolCall {
+        // A whole-file diff (30 MB) is saved in full (G9); the host owns that file, and here
+        // the host is the bench: without this a run leaves gigabytes in $TMPDIR/kodik-output.
+        for full in self.saved.borrow_mut().drain(..) {
+            let _ = std::fs::remove_file(full);
+        }
         std::fs::write(&self.path, text).unwrap();
         self.cx.session.record_read(&self.path, FileVersion::of_bytes(text.as_bytes()), None);
+        call(edits)
     }
 
-    fn edit(&self, edits: &serde_json::Value) -> bool {
-        let call = ToolCall::new("b", "edit_file", json!({"path": "big.rs", "edits": edits}));
-        self.rt.block_on(dispatch(&self.registry, &call, &self.cx)).is_success()
+    fn edit(&self, call: &ToolCall) -> bool {
+        let out = self.rt.block_on(dispatch(&self.registry, call, &self.cx));
+        self.saved.borrow_mut().extend(out.full_output.clone());
+        out.is_success()
     }
+}
+
+fn call(edits: &serde_json::Value) -> ToolCall {
+    ToolCall::new("b", "edit_file", json!({"path": "big.rs", "edits": edits}))
 }
 
 fn io_floor(path: &Path) {
@@ -69,7 +82,7 @@ fn benches(c: &mut Criterion) {
     let one = json!([{"old_string": "let value_125000 = compute(alpha, beta, 125000);",
                       "new_string": "let value_125000 = compute(alpha, gamma, 125000);"}]);
     g.bench_function("edit_file_1_edit", |b| {
-        b.iter_batched(|| s.reset(&text), |()| assert!(s.edit(&one)), BatchSize::PerIteration)
+        b.iter_batched(|| s.reset(&text, &one), |c| assert!(s.edit(&c)), BatchSize::PerIteration)
     });
 
     let fifty: Vec<serde_json::Value> = (0..50)
@@ -81,20 +94,20 @@ fn benches(c: &mut Criterion) {
         .collect();
     let fifty = serde_json::Value::Array(fifty);
     g.bench_function("edit_file_50_edits", |b| {
-        b.iter_batched(|| s.reset(&text), |()| assert!(s.edit(&fifty)), BatchSize::PerIteration)
+        b.iter_batched(|| s.reset(&text, &fifty), |c| assert!(s.edit(&c)), BatchSize::PerIteration)
     });
 
     let replaced = text.replace("compute(alpha", "evaluate(omega");
     let whole = json!([{"old_string": text, "new_string": replaced}]);
     g.bench_function("edit_file_whole_file_replacement", |b| {
-        b.iter_batched(|| s.reset(&text), |()| assert!(s.edit(&whole)), BatchSize::PerIteration)
+        b.iter_batched(|| s.reset(&text, &whole), |c| assert!(s.edit(&c)), BatchSize::PerIteration)
     });
 
     let miss: String = (0..40).map(|i| format!("        let missing_{i} = other(thing, {i}); // nope\n")).collect();
-    let fuzzy = json!([{"old_string": miss, "new_string": "x"}]);
-    s.reset(&text);
+    let fuzzy = s.reset(&text, &json!([{"old_string": miss, "new_string": "x"}]));
     g.bench_function("fuzzy_stage_40_line_miss", |b| b.iter(|| assert!(!s.edit(&fuzzy))));
     g.finish();
+    s.reset(&text, &json!([]));
 }
 
 criterion_group!(edit, benches);

@@ -56,34 +56,101 @@ impl Occurrences {
         if patterns.is_empty() || bytes > MAX_PATTERN_BYTES {
             return None;
         }
-        // Source code is full of the bytes a prefilter would look for, so a plain DFA walk is
-        // faster than a prefilter that stops every few bytes.
-        let ac = AhoCorasick::builder()
-            .match_kind(MatchKind::Standard)
-            .kind(Some(AhoCorasickKind::DFA))
-            .prefilter(false)
-            .build(&patterns)
-            .ok()?;
-        let mut found = vec![(Vec::new(), false); patterns.len()];
-        let mut open = patterns.len();
-        // Matches come in order of their end, which for one pattern is the order of starts.
-        for m in ac.find_overlapping_iter(text) {
-            let f = &mut found[m.pattern().as_usize()];
-            if f.1 {
-                continue;
-            }
-            if f.0.len() == MAX_OCCURRENCES {
-                f.1 = true;
-                open -= 1;
-                if open == 0 {
-                    break;
-                }
-                continue;
-            }
-            f.0.push(m.start());
-        }
+        let found = anchored_scan(text.as_bytes(), &patterns).or_else(|| dfa_scan(text, &patterns))?;
         Some(Self { pattern_of, found })
     }
+}
+
+/// Positions found so far for each pattern.
+struct Found(Vec<(Vec<usize>, bool)>);
+
+impl Found {
+    fn new(patterns: usize) -> Self {
+        Self(vec![(Vec::new(), false); patterns])
+    }
+
+    /// Records an occurrence; `false` once every pattern has more than it keeps.
+    fn record(&mut self, pattern: usize, at: usize, open: &mut usize) -> bool {
+        let f = &mut self.0[pattern];
+        if f.1 {
+            return true;
+        }
+        if f.0.len() == MAX_OCCURRENCES {
+            f.1 = true;
+            *open -= 1;
+            return *open > 0;
+        }
+        f.0.push(at);
+        true
+    }
+}
+
+/// Every occurrence of every pattern (overlapping ones too) by one SIMD multi-substring search
+/// for a short, rare-looking anchor inside each pattern, each hit verified in full. Source
+/// files repeat their prefixes (`let `, `    `) on every line, so anchoring on the rarest
+/// 4 bytes (by a sample of the text) keeps the hits few. `None` when a pattern is shorter
+/// than an anchor or the packed searcher is unavailable.
+fn anchored_scan(b: &[u8], patterns: &[&str]) -> Option<Vec<(Vec<usize>, bool)>> {
+    const SAMPLE: usize = 8 * 1024;
+    if patterns.iter().any(|p| p.len() < 4) {
+        return None;
+    }
+    let key = |w: &[u8]| [w[0], w[1], w[2], w[3]];
+    let mut seen: HashMap<[u8; 4], u32> = HashMap::new();
+    for start in [0, b.len() / 4, b.len() / 2, b.len() - b.len() / 4] {
+        let end = (start + SAMPLE).min(b.len());
+        for w in b[start..end].windows(4) {
+            *seen.entry(key(w)).or_default() += 1;
+        }
+    }
+    // Per 4-byte key: the patterns anchored there and the anchor's offset in each.
+    let mut by_key: HashMap<[u8; 4], Vec<(usize, usize)>> = HashMap::new();
+    let mut anchors: Vec<&[u8]> = Vec::with_capacity(patterns.len());
+    for (k, p) in patterns.iter().enumerate() {
+        let pb = p.as_bytes();
+        let o = (0..=pb.len() - 4).min_by_key(|&o| seen.get(&key(&pb[o..])).copied().unwrap_or(0))?;
+        by_key.entry(key(&pb[o..])).or_default().push((k, o));
+        anchors.push(&pb[o..(o + 8).min(pb.len())]);
+    }
+    let searcher = aho_corasick::packed::Config::new().builder().extend(anchors).build()?;
+    let mut found = Found::new(patterns.len());
+    let mut open = patterns.len();
+    let mut pos = 0;
+    'scan: while pos < b.len()
+        && let Some(m) = searcher.find_in(b, aho_corasick::Span::from(pos..b.len()))
+    {
+        let i = m.start();
+        // Leftmost-first reports one anchor per position: check every pattern anchored on
+        // these four bytes, so overlapping and coinciding occurrences all count.
+        for &(k, o) in b.get(i..i + 4).and_then(|w| by_key.get(&key(w))).into_iter().flatten() {
+            if i >= o && b[i - o..].starts_with(patterns[k].as_bytes()) && !found.record(k, i - o, &mut open) {
+                break 'scan;
+            }
+        }
+        pos = i + 1;
+    }
+    Some(found.0)
+}
+
+/// [`anchored_scan`] for short patterns: an overlapping Aho-Corasick DFA walk.
+fn dfa_scan(text: &str, patterns: &[&str]) -> Option<Vec<(Vec<usize>, bool)>> {
+    // Source code is full of the bytes a prefilter would look for, so a plain DFA walk is
+    // faster than a prefilter that stops every few bytes.
+    let ac = AhoCorasick::builder()
+        .match_kind(MatchKind::Standard)
+        .kind(Some(AhoCorasickKind::DFA))
+        .prefilter(false)
+        .build(patterns)
+        .ok()?;
+    let mut found = Found::new(patterns.len());
+    let mut open = patterns.len();
+    // Matches come in order of their end, which for one pattern is the order of starts.
+    for m in ac.find_overlapping_iter(text) {
+        if !found.record(m.pattern().as_usize(), m.start(), &mut open) {
+            break;
+        }
+    }
+    Some(found.0)
 }
 
 /// A replaced span: bytes `old` of the original are now `text`, at byte `at` of the current
@@ -398,15 +465,20 @@ mod tests {
                 (any::<bool>(), 0usize..200, 1usize..7, piece(), "[abkXY\n]{0,4}|\r\n"),
                 2..8,
             ),
+            long in any::<bool>(),
         ) {
             let text: String = parts.concat();
+            // `long`: every old_string has 4+ bytes, which takes the anchored scan; otherwise
+            // short ones take the automaton.
             let edits: Vec<Edit> = edits
                 .into_iter()
                 .map(|(from_text, at, len, lit, new)| {
                     let chars: Vec<(usize, char)> = text.char_indices().collect();
                     let old = if from_text && !chars.is_empty() {
                         let s = chars[at % chars.len()].0;
-                        text[s..].chars().take(len).collect()
+                        text[s..].chars().take(if long { len + 3 } else { len }).collect()
+                    } else if long {
+                        lit.repeat(4)
                     } else {
                         lit
                     };
