@@ -3,8 +3,12 @@
 //! time and peak memory against a plain `sh -c`.
 //!
 //! ```text
-//! cargo run --release -p kodik-shell --example capture -- "head -c 1G /dev/zero | tr '\0' x"
+//! cargo run --release -p kodik-shell --example capture -- "head -c 1G /dev/zero | tr '\0' x" [SPOOL_DIR]
 //! ```
+//!
+//! Without `SPOOL_DIR` the full output is saved in a temporary folder removed at the end;
+//! with it, the saved output stays there (so a caller timing the run can delete it afterwards,
+//! outside the measured time, as it does for a plain `> file` baseline).
 
 use std::error::Error;
 
@@ -14,9 +18,9 @@ use kodik_shell::ShellToolset;
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<(), Box<dyn Error>> {
     let command = std::env::args().nth(1).ok_or("usage: capture COMMAND")?;
-    // The spool (the full output) goes to a folder removed at the end.
-    let spool = tempfile::tempdir()?;
-    let toolset = ShellToolset::new().preview(PreviewConfig::default().spool_in(spool.path()));
+    let temp = tempfile::tempdir()?;
+    let spool = std::env::args().nth(2).map_or_else(|| temp.path().to_path_buf(), std::path::PathBuf::from);
+    let toolset = ShellToolset::new().preview(PreviewConfig::default().spool_in(spool));
     let mut registry = ToolRegistry::new();
     toolset.register(&mut registry);
     let cx = ToolContext::new(Workspace::new(std::env::current_dir()?)?);
