@@ -227,7 +227,7 @@ fn run_blocking(
     };
     let perms = std::fs::metadata(&path).map_err(|e| ToolError::io("reading", &shown, e))?.permissions();
     // The diff needs only the two texts, so it is built while the write waits for the disk.
-    let (written, d) = files::alongside(
+    let (written, diffed) = files::alongside(
         || kodik_core::fs::write_atomic(&path, bytes, true).map(|()| FileVersion::of_bytes(bytes)),
         || {
             diff::unified_spans(
@@ -244,6 +244,12 @@ fn run_blocking(
     let prior = Prior { content: Some((loaded.into_bytes(), perms)), created_dirs: Vec::new() };
     shared.checkpoints.record(cx_session.message(), &path, prior);
     cx_session.record_write(&path, version);
+    let d = diffed.map_err(|_| {
+        ToolError::failed(format!(
+            "`{shown}`: the edits were applied and saved, but building the diff failed (a bug in kodik-edit); \
+             read the file to see the result"
+        ))
+    })?;
     Ok(Done { path, shown, new_text, applied, diff: d, unchanged: false })
 }
 

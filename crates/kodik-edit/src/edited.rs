@@ -153,6 +153,21 @@ fn dfa_scan(text: &str, patterns: &[&str]) -> Option<Vec<(Vec<usize>, bool)>> {
     Some(found.0)
 }
 
+/// Calls `f` with the bytes of `r` found in `parts` (consecutive, with their start bytes), in
+/// order; finds the first part by binary search, so a window costs its size, not the edit count.
+fn each_in(parts: &[(usize, &[u8])], r: Range<usize>, mut f: impl FnMut(usize, &[u8])) {
+    let first = parts.partition_point(|(at, part)| at + part.len() <= r.start);
+    for &(at, part) in &parts[first..] {
+        if at >= r.end {
+            break;
+        }
+        let (s, e) = (r.start.max(at), r.end.min(at + part.len()));
+        if s < e {
+            f(s, &part[s - at..e - at]);
+        }
+    }
+}
+
 /// A replaced span: bytes `old` of the original are now `text`, at byte `at` of the current
 /// text.
 #[derive(Debug)]
@@ -200,13 +215,8 @@ impl<'o> Edited<'o> {
     }
 
     /// Calls `f` with the bytes of `r`, part by part, in order.
-    fn each(&self, r: Range<usize>, mut f: impl FnMut(usize, &[u8])) {
-        for (at, part) in self.parts() {
-            let (s, e) = (r.start.max(at), r.end.min(at + part.len()));
-            if s < e {
-                f(s, &part[s - at..e - at]);
-            }
-        }
+    fn each(&self, r: Range<usize>, f: impl FnMut(usize, &[u8])) {
+        each_in(&self.parts(), r, f);
     }
 
     fn byte(&self, pos: usize) -> Option<u8> {
@@ -281,6 +291,7 @@ impl<'o> Edited<'o> {
         let finder = memchr::memmem::Finder::new(old.as_bytes());
         let mut budget = MAX_WINDOW_BYTES;
         let mut buf = Vec::new();
+        let parts = self.parts();
         for piece in &self.pieces {
             let (a, b) = (piece.at.saturating_sub(len - 1), (piece.end() + len - 1).min(self.len));
             if b < a + len {
@@ -288,7 +299,7 @@ impl<'o> Edited<'o> {
             }
             budget = budget.checked_sub(b - a)?;
             buf.clear();
-            self.each(a..b, |_, part| buf.extend_from_slice(part));
+            each_in(&parts, a..b, |_, part| buf.extend_from_slice(part));
             let mut from = 0;
             while let Some(i) = finder.find(&buf[from..]) {
                 let h = a + from + i;

@@ -106,29 +106,29 @@ pub(crate) fn write_recorded(
 }
 
 /// Runs `main` on this thread and `side` on a helper thread at the same time (`side` runs
-/// here after `main` if no thread can be started), returning both results.
-pub(crate) fn alongside<A, B: Send>(main: impl FnOnce() -> A, side: impl FnOnce() -> B + Send) -> (A, B) {
+/// here after `main` if no thread can be started). A panic in `side` comes back as its `Err`.
+pub(crate) fn alongside<A, B: Send>(
+    main: impl FnOnce() -> A,
+    side: impl FnOnce() -> B + Send,
+) -> (A, std::thread::Result<B>) {
     let cell = std::sync::Mutex::new(Some(side));
     let take = || cell.lock().ok().and_then(|mut f| f.take());
     let (a, b) = std::thread::scope(|scope| {
         let handle =
             std::thread::Builder::new().name("kodik-edit-side".into()).spawn_scoped(scope, || take().map(|f| f()));
         let a = main();
-        let b = match handle.map(|h| h.join()) {
-            Ok(Ok(b)) => b,
-            Ok(Err(panic)) => std::panic::resume_unwind(panic),
-            Err(_) => None,
-        };
-        (a, b)
+        (a, handle.map(|h| h.join()))
     });
-    match b {
-        Some(b) => (a, b),
-        None => match take() {
-            Some(f) => (a, f()),
-            // Only reachable if the helper took `side` and then vanished without a result.
-            None => std::panic::resume_unwind(Box::new("the helper thread lost its work")),
+    let b = match b {
+        Ok(Ok(Some(b))) => Ok(b),
+        Ok(Err(panic)) => Err(panic),
+        // No helper thread: run it here.
+        Err(_) | Ok(Ok(None)) => match take() {
+            Some(f) => std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)),
+            None => Err(Box::new("the helper thread lost its work") as Box<dyn std::any::Any + Send>),
         },
-    }
+    };
+    (a, b)
 }
 
 /// The checks every mutating tool makes against a file the session read: it must have been
@@ -209,6 +209,15 @@ pub(crate) fn diagnostics_text(diags: &[Diagnostic]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn e6_diff_built_alongside_the_write_returns_both_and_contains_a_panic() {
+        let (a, b) = alongside(|| 1, || "diff".to_string());
+        assert_eq!((a, b.unwrap()), (1, "diff".to_string()));
+        let (a, b) = alongside(|| 2, || -> u8 { panic!("a bug in the diff") });
+        assert_eq!(a, 2);
+        assert!(b.is_err());
+    }
 
     #[test]
     fn e9_missing_relative_module_that_exists_is_dropped() {
