@@ -1,8 +1,14 @@
-//! kodik-shell's per-command overhead: `true` through the `shell` tool (spawn, pipe, reader and
-//! waiter threads, preview, result) against `std::process::Command` running the same shell
-//! with captured output, in the same run. Target: runner ≤ 1.3× the plain `sh -c true`.
-//! The runner prefers bash, which alone starts about twice as slowly as dash's `sh`, so the
-//! bench also shows the runner pinned to `/bin/sh` and the `bash -c true` baseline.
+//! kodik-shell's per-command overhead: `true` through the `shell` tool (spawn, pipe, pooled
+//! watcher thread, preview, result) against `std::process::Command` running the same shell
+//! with captured output, in the same run. Target: runner ≤ 1.3× the plain `SHELL -c true`.
+//! Two like-for-like pairs: the runner pinned to `/bin/sh` vs `sh -c true`, and the default
+//! runner (bash) vs `bash -c true`. The unlike pair (runner with bash vs `sh -c true`) is
+//! bounded by bash itself, which starts about twice as slowly as dash's `sh`.
+//! `runner_tool_call_*` call the tool itself (`Tool::call`): the runner's own overhead,
+//! without kodik-core's `dispatch` (hooks, approval, and a task per call).
+//! Criterion runs them one after the other, so a shared machine's changing load skews
+//! the ratios; `cargo run --release -p kodik-shell --example spawn_overhead -- 500 /bin/sh`
+//! alternates runner and plain runs and compares medians.
 //! The 1 GiB capture comparison (wall time and peak RSS) is `benches/compare_shell.sh`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -10,7 +16,7 @@
 use std::process::{Command, Stdio};
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use kodik_core::{ToolCall, ToolContext, ToolRegistry, Workspace, dispatch};
+use kodik_core::{Tool, ToolCall, ToolContext, ToolRegistry, Workspace, dispatch};
 use kodik_shell::ShellToolset;
 
 fn registry(toolset: &ShellToolset) -> ToolRegistry {
@@ -36,12 +42,20 @@ fn bench(c: &mut Criterion) {
         let out = rt.block_on(dispatch(reg, &call, &cx));
         assert_eq!(out.meta["exit_code"], 0, "{}", out.text_content());
     };
+    // The tool itself, without dispatch's hooks, approval and per-call task.
+    let (bash_tool, sh_tool) = (bash.tools().0, sh.tools().0);
+    let run_direct = |tool: &dyn Tool| {
+        let out = rt.block_on(tool.call(call.args.clone(), &cx));
+        assert_eq!(out.meta["exit_code"], 0, "{}", out.text_content());
+    };
 
     let mut g = c.benchmark_group("shell_true");
     g.sample_size(60);
     g.bench_function("baseline_std_command_sh_c_true", |b| b.iter(|| plain("sh")));
-    g.bench_function("runner_true", |b| b.iter(|| run(&bash_reg)));
+    g.bench_function("runner_true_with_bash", |b| b.iter(|| run(&bash_reg)));
     g.bench_function("runner_true_with_sh", |b| b.iter(|| run(&sh_reg)));
+    g.bench_function("runner_tool_call_true_with_sh", |b| b.iter(|| run_direct(&sh_tool)));
+    g.bench_function("runner_tool_call_true_with_bash", |b| b.iter(|| run_direct(&bash_tool)));
     g.bench_function("baseline_std_command_bash_c_true", |b| b.iter(|| plain("bash")));
     g.finish();
 }

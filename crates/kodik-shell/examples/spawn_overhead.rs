@@ -5,14 +5,18 @@
 //! other, which a shared machine's changing load can skew.
 //!
 //! ```text
-//! cargo run --release -p kodik-shell --example spawn_overhead -- [RUNS] [SHELL]
+//! cargo run --release -p kodik-shell --example spawn_overhead -- [RUNS] [SHELL] [direct]
 //! ```
+//!
+//! By default the call goes through kodik-core's `dispatch` (argument check, hooks, approval,
+//! and the tool run in its own task, as a host calls it); `direct` calls the tool itself
+//! (`Tool::call`), which is the runner's own overhead.
 
 use std::error::Error;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use kodik_core::{ToolCall, ToolContext, ToolRegistry, Workspace, dispatch};
+use kodik_core::{Tool, ToolCall, ToolContext, ToolRegistry, Workspace, dispatch};
 use kodik_shell::ShellToolset;
 
 fn quantile(v: &mut [Duration], q: f64) -> Duration {
@@ -23,6 +27,7 @@ fn quantile(v: &mut [Duration], q: f64) -> Duration {
 fn main() -> Result<(), Box<dyn Error>> {
     let runs: usize = std::env::args().nth(1).map(|s| s.parse()).transpose()?.unwrap_or(500);
     let shell = std::env::args().nth(2).unwrap_or_else(|| "/bin/sh".into());
+    let direct = std::env::args().nth(3).is_some_and(|a| a == "direct");
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let dir = tempfile::tempdir()?;
     let cx = ToolContext::new(Workspace::new(dir.path())?);
@@ -30,10 +35,15 @@ fn main() -> Result<(), Box<dyn Error>> {
     let mut registry = ToolRegistry::new();
     toolset.register(&mut registry);
     let call = ToolCall::new("1", "shell", serde_json::json!({"command": "true"}));
+    let (shell_tool, _, _) = toolset.tools();
     let (mut runner, mut plain) = (Vec::with_capacity(runs), Vec::with_capacity(runs));
     for i in 0..=runs {
         let t = Instant::now();
-        let out = rt.block_on(dispatch(&registry, &call, &cx));
+        let out = if direct {
+            rt.block_on(shell_tool.call(call.args.clone(), &cx))
+        } else {
+            rt.block_on(dispatch(&registry, &call, &cx))
+        };
         let took = t.elapsed();
         if out.meta["exit_code"] != 0 {
             return Err(format!("the runner failed: {}", out.text_content()).into());
@@ -53,7 +63,8 @@ fn main() -> Result<(), Box<dyn Error>> {
     for q in [0.25, 0.5] {
         let (r, p) = (quantile(&mut runner, q), quantile(&mut plain, q));
         println!(
-            "{shell}, {runs} alternating runs, p{:.0}: runner {:.3} ms, {shell} -c true {:.3} ms, ratio {:.2}",
+            "{shell}, {runs} alternating runs, {}, p{:.0}: runner {:.3} ms, {shell} -c true {:.3} ms, ratio {:.2}",
+            if direct { "Tool::call" } else { "dispatch" },
             q * 100.0,
             r.as_secs_f64() * 1e3,
             p.as_secs_f64() * 1e3,
