@@ -47,8 +47,9 @@ pub(crate) trait Sink: Send + Sync + 'static {
 /// hold the write end open forever, so completion does not wait for end of file.
 const DRAIN_GRACE: Duration = Duration::from_millis(150);
 /// The first read buffer: most commands print little, and a small buffer costs nothing to set up.
-const READ_BUF_SMALL: usize = 64 * 1024;
-/// The read buffer once a read filled the small one: fewer, larger reads for chatty commands.
+const READ_BUF_SMALL: usize = 4 * 1024;
+/// The largest read buffer, reached by growing 16× each time a read fills the buffer: fewer,
+/// larger reads for chatty commands.
 const READ_BUF: usize = 1024 * 1024;
 /// Reads shorter than this are followed by [`COALESCE_PAUSE`] once the output is chatty.
 const COALESCE_BELOW: usize = 256 * 1024;
@@ -189,7 +190,7 @@ impl Chunks {
                     sink.output(&self.buf[..n]);
                     self.total += n as u64;
                     if n == self.buf.len() && self.buf.len() < READ_BUF {
-                        self.buf = vec![0; READ_BUF];
+                        self.buf = vec![0; (self.buf.len() * 16).min(READ_BUF)];
                     }
                     // A chatty writer fills the pipe in small writes; letting them pile up for a
                     // moment turns thousands of tiny reads into a few big ones (and wakes the
@@ -621,4 +622,40 @@ pub(crate) fn find_shell() -> std::path::PathBuf {
         }
     }
     "/bin/sh".into()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    #[test]
+    fn s10_every_job_handed_to_the_pool_runs_and_idle_threads_are_reused() {
+        let ran = Arc::new(AtomicUsize::new(0));
+        let (tx, rx) = mpsc::channel();
+        let submitters: Vec<_> = (0..4)
+            .map(|_| {
+                let (ran, tx) = (Arc::clone(&ran), tx.clone());
+                std::thread::spawn(move || {
+                    for _ in 0..50 {
+                        let (ran, tx) = (Arc::clone(&ran), tx.clone());
+                        pool::execute(Box::new(move || {
+                            ran.fetch_add(1, Ordering::SeqCst);
+                            let _ = tx.send(std::thread::current().id());
+                        }))
+                        .unwrap();
+                    }
+                })
+            })
+            .collect();
+        for s in submitters {
+            s.join().unwrap();
+        }
+        let threads: HashSet<_> =
+            (0..200).map(|_| rx.recv_timeout(Duration::from_secs(10)).expect("every job ran")).collect();
+        assert_eq!(ran.load(Ordering::SeqCst), 200);
+        assert!(threads.len() < 200, "idle threads were reused ({} threads for 200 jobs)", threads.len());
+    }
 }
