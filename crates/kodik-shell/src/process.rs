@@ -4,9 +4,10 @@
 //! starting costs the same whatever the host's memory size) in a new session, which also makes
 //! it the leader of a new process group. Nothing runs in the child between clone and exec, so
 //! there is no `PR_SET_PDEATHSIG`: the [`Reaper`] covers a host that dies, and the pid is
-//! handed to it before anything else happens. One thread waits for the process; a second reads
-//! the merged output pipe with blocking reads, so the synchronous spool write in the preview
-//! slows the producer down (G19).
+//! handed to it before anything else happens. On Linux one thread (from a small pool of reused
+//! threads) polls the merged output pipe and a pidfd of the process; elsewhere one pooled
+//! thread reads and another waits. Reading is blocking and the spool write in the preview is
+//! synchronous, so a slow disk slows the producer down instead of growing memory (G19).
 
 use std::io::Read as _;
 use std::path::Path;
