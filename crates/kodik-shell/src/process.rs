@@ -31,7 +31,54 @@ pub(crate) struct Spec<'a> {
     pub shell: &'a Path,
     pub command: &'a str,
     pub workdir: &'a Path,
-    pub env: &'a [(String, Option<String>)],
+    pub env: &'a EnvChanges,
+}
+
+/// The configured environment changes, prepared once per toolset rather than once per command.
+pub(crate) struct EnvChanges {
+    /// Variables set (`Some`) or removed (`None`) on top of the host's environment.
+    list: Vec<(String, Option<String>)>,
+    /// `KEY=VALUE` for the variables set; `None` when one holds a NUL byte (an error at start).
+    #[cfg_attr(not(any(target_os = "linux", target_vendor = "apple")), allow(dead_code))]
+    set: Option<Vec<std::ffi::CString>>,
+}
+
+impl EnvChanges {
+    pub fn new(list: &[(String, Option<String>)]) -> Self {
+        let set = list
+            .iter()
+            .filter_map(|(k, v)| v.as_ref().map(|v| std::ffi::CString::new(format!("{k}={v}")).ok()))
+            .collect();
+        Self { list: list.to_vec(), set }
+    }
+
+    /// Whether the host's value of `key` is replaced or removed.
+    #[cfg_attr(not(any(target_os = "linux", target_vendor = "apple")), allow(dead_code))]
+    fn changes(&self, key: &[u8]) -> bool {
+        use std::os::unix::ffi::OsStrExt as _;
+        self.list.iter().any(|(name, _)| std::ffi::OsStr::new(name).as_bytes() == key)
+    }
+}
+
+/// /dev/null, opened once (every command's stdin is a copy of it) and kept above 0–2.
+fn dev_null() -> std::io::Result<std::os::fd::BorrowedFd<'static>> {
+    use std::os::fd::AsFd as _;
+    static NULL: std::sync::OnceLock<std::os::fd::OwnedFd> = std::sync::OnceLock::new();
+    if let Some(fd) = NULL.get() {
+        return Ok(fd.as_fd());
+    }
+    let fd = above_stdio(std::fs::File::open("/dev/null")?.into())?;
+    Ok(NULL.get_or_init(|| fd).as_fd())
+}
+
+/// dup2 onto 0–2 must not start from a descriptor that is itself one of 0–2 (a host started
+/// with closed stdio): such a descriptor is moved up first.
+fn above_stdio(fd: std::os::fd::OwnedFd) -> std::io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::AsRawFd as _;
+    if fd.as_raw_fd() > 2 {
+        return Ok(fd);
+    }
+    Ok(rustix::io::fcntl_dupfd_cloexec(&fd, 3)?)
 }
 
 /// Receives output chunks on the reader thread; called with raw bytes as they arrive.
@@ -67,8 +114,7 @@ pub(crate) fn spawn(spec: Spec<'_>, sink: Arc<dyn Sink>, started: impl FnOnce(i3
     // A bigger pipe means fewer wake-ups for chatty commands; failure is harmless.
     #[cfg(target_os = "linux")]
     let _ = rustix::pipe::fcntl_setpipe_size(&writer, 1 << 20);
-    let stdin = std::fs::File::open("/dev/null")?;
-    let pid = spawn_in_new_session(&spec, std::os::fd::OwnedFd::from(writer), stdin.into())?;
+    let pid = spawn_in_new_session(&spec, std::os::fd::OwnedFd::from(writer), dev_null()?)?;
     started(pid);
     // From here on the process exists: whatever fails, it is stopped and reported as ended,
     // so the terminal never waits for an exit that nobody will report.
@@ -302,12 +348,12 @@ fn wait_exit(pid: i32) -> Exit {
 fn spawn_in_new_session(
     spec: &Spec<'_>,
     output: std::os::fd::OwnedFd,
-    stdin: std::os::fd::OwnedFd,
+    stdin: std::os::fd::BorrowedFd<'_>,
 ) -> std::io::Result<i32> {
     use std::ffi::{CString, c_char, c_int};
     use std::mem::MaybeUninit;
     use std::os::fd::AsRawFd as _;
-    use std::os::unix::ffi::OsStrExt as _;
+    use std::os::unix::ffi::{OsStrExt as _, OsStringExt as _};
 
     #[cfg(target_vendor = "apple")]
     const POSIX_SPAWN_SETSID: c_int = 0x0400;
@@ -322,41 +368,34 @@ fn spawn_in_new_session(
     fn check(r: c_int) -> std::io::Result<()> {
         if r == 0 { Ok(()) } else { Err(std::io::Error::from_raw_os_error(r)) }
     }
-    // dup2 onto 0–2 must not start from a descriptor that is itself one of 0–2 (a host started
-    // with closed stdio): move such a descriptor up first.
-    fn above_stdio(fd: std::os::fd::OwnedFd) -> std::io::Result<std::os::fd::OwnedFd> {
-        if fd.as_raw_fd() > 2 {
-            return Ok(fd);
-        }
-        Ok(rustix::io::fcntl_dupfd_cloexec(&fd, 3)?)
-    }
 
     let output = above_stdio(output)?;
-    let stdin = above_stdio(stdin)?;
     let program = cstring(spec.shell.as_os_str().as_bytes(), "shell path")?;
     let args = [program.clone(), cstring(b"-c", "")?, cstring(spec.command.as_bytes(), "command")?];
     let workdir = cstring(spec.workdir.as_os_str().as_bytes(), "working folder")?;
-    let mut env = Vec::new();
+    let Some(set) = &spec.env.set else {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "a configured environment variable contains a NUL byte",
+        ));
+    };
+    let mut host = Vec::new();
     for (k, v) in std::env::vars_os() {
-        if spec.env.iter().any(|(name, _)| name.as_bytes() == k.as_bytes()) {
+        if spec.env.changes(k.as_bytes()) {
             continue;
         }
-        let mut kv = k.as_bytes().to_vec();
+        let mut kv = k.into_vec();
+        kv.reserve_exact(v.len() + 2);
         kv.push(b'=');
         kv.extend_from_slice(v.as_bytes());
-        // A host variable with a NUL cannot be passed on; std's Command skips it as well.
+        // The host's environment cannot hold a NUL byte; were one there, it is not passed on.
         if let Ok(c) = CString::new(kv) {
-            env.push(c);
-        }
-    }
-    for (k, v) in spec.env {
-        if let Some(v) = v {
-            env.push(cstring(format!("{k}={v}").as_bytes(), "environment")?);
+            host.push(c);
         }
     }
     let mut argv: Vec<*mut c_char> = args.iter().map(|a| a.as_ptr().cast_mut()).collect();
     argv.push(std::ptr::null_mut());
-    let mut envp: Vec<*mut c_char> = env.iter().map(|e| e.as_ptr().cast_mut()).collect();
+    let mut envp: Vec<*mut c_char> = host.iter().chain(set).map(|e| e.as_ptr().cast_mut()).collect();
     envp.push(std::ptr::null_mut());
 
     struct Actions(libc::posix_spawn_file_actions_t);
@@ -410,12 +449,13 @@ fn spawn_in_new_session(
 fn spawn_in_new_session(
     spec: &Spec<'_>,
     output: std::os::fd::OwnedFd,
-    stdin: std::os::fd::OwnedFd,
+    stdin: std::os::fd::BorrowedFd<'_>,
 ) -> std::io::Result<i32> {
     use std::os::unix::process::CommandExt as _;
+    let stdin = stdin.try_clone_to_owned()?;
     let mut cmd = Command::new(spec.shell);
     cmd.arg("-c").arg(spec.command).current_dir(spec.workdir);
-    for (k, v) in spec.env {
+    for (k, v) in &spec.env.list {
         match v {
             Some(v) => cmd.env(k, v),
             None => cmd.env_remove(k),

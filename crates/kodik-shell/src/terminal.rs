@@ -354,6 +354,8 @@ fn signal_name(s: i32) -> &'static str {
 pub(crate) struct Table {
     pub cfg: ShellConfig,
     pub shell: PathBuf,
+    /// `cfg.env`, prepared for starting processes.
+    env: process::EnvChanges,
     next: AtomicU64,
     inner: Mutex<Inner>,
     announcements: Arc<Mutex<Vec<TerminalEvent>>>,
@@ -376,6 +378,7 @@ impl Table {
         let shell = cfg.shell.clone().unwrap_or_else(process::find_shell);
         let prompt_markers = Arc::new(cfg.prompt_markers.iter().map(|m| m.to_lowercase()).collect());
         Self {
+            env: process::EnvChanges::new(&cfg.env),
             cfg,
             shell,
             next: AtomicU64::new(1),
@@ -429,7 +432,7 @@ impl Table {
             }
             inner.live.insert(id.clone(), Arc::clone(&term));
         }
-        let spec = process::Spec { shell: &self.shell, command, workdir, env: &self.cfg.env };
+        let spec = process::Spec { shell: &self.shell, command, workdir, env: &self.env };
         // The group goes to the reaper before anything else can happen (S10, G21).
         let started = |pid: i32| {
             let _ = term.pgid.set(pid);
