@@ -156,6 +156,17 @@ async fn s1_the_exit_code_comes_when_the_output_pipe_closes_before_the_end() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s13_configured_variables_reach_the_command_and_a_nul_byte_is_a_clear_error() {
+    let e = env_with(|t| t.env("KODIK_TEST_VAR", "set by the host").unset_env("HOME"));
+    let out = e.shell("echo \"$KODIK_TEST_VAR|${HOME-unset}\"").await;
+    assert!(out.text_content().starts_with("set by the host|unset\n"), "{}", out.text_content());
+    let bad = env_with(|t| t.env("KODIK_TEST_VAR", "a\u{0}b"));
+    let out = bad.shell("true").await;
+    assert_eq!(out.status, ToolStatus::Error);
+    assert!(out.text_content().contains("NUL"), "{}", out.text_content());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s8_a_command_with_a_nul_byte_gets_a_clear_error() {
     let e = env();
     let out = e.shell("echo a\u{0}b").await;
