@@ -50,7 +50,11 @@ impl Setup {
         for full in self.saved.borrow_mut().drain(..) {
             let _ = std::fs::remove_file(full);
         }
-        std::fs::write(&self.path, text).unwrap();
+        // Synced, like the floor's file: otherwise the timed edit's fsync would also flush
+        // this set-up write (ext4 commits earlier dirty data with the journal).
+        let mut f = std::fs::File::create(&self.path).unwrap();
+        std::io::Write::write_all(&mut f, text.as_bytes()).unwrap();
+        f.sync_all().unwrap();
         self.cx.session.record_read(&self.path, FileVersion::of_bytes(text.as_bytes()), None);
         call(edits)
     }

@@ -67,6 +67,13 @@ pub enum Approval {
 pub trait Approver: Send + Sync {
     /// Asks for approval of one call.
     async fn approve(&self, request: &ApprovalRequest) -> Approval;
+
+    /// Whether every call of `tool` (with `effect`) is approved whatever its arguments.
+    /// `dispatch` then neither builds the [`ApprovalRequest`] (a deep copy of the arguments:
+    /// megabytes for a whole-file edit) nor asks. The default, `false`, always asks.
+    fn approves_without_asking(&self, _tool: &str, _effect: Effect) -> bool {
+        false
+    }
 }
 
 /// Auto-approve settings per tool and per effect class, with a fallback approver for the rest.
@@ -120,6 +127,10 @@ impl ApprovalPolicy {
 
 #[async_trait]
 impl Approver for ApprovalPolicy {
+    fn approves_without_asking(&self, tool: &str, effect: Effect) -> bool {
+        self.is_auto(tool, effect)
+    }
+
     async fn approve(&self, request: &ApprovalRequest) -> Approval {
         if self.is_auto(&request.tool, request.effect) {
             return Approval::Approved;
@@ -151,5 +162,9 @@ mod tests {
         assert_eq!(p.approve(&req("read_file", Effect::ReadOnly)).await, Approval::Approved);
         assert!(matches!(p.approve(&req("grep", Effect::ReadOnly)).await, Approval::Denied(_)));
         assert!(matches!(p.approve(&req("shell", Effect::Process)).await, Approval::Denied(_)));
+        // What dispatch checks before building a request: the same decisions, without args.
+        assert!(p.approves_without_asking("read_file", Effect::ReadOnly));
+        assert!(!p.approves_without_asking("grep", Effect::ReadOnly));
+        assert!(!p.approves_without_asking("shell", Effect::Process));
     }
 }

@@ -168,10 +168,17 @@ pub async fn authorize(
         cx.hooks.after_call(call, &out).await;
         return Err(out);
     }
+    let effect = tool.spec().effect;
+    if cx.approver.approves_without_asking(&call.name, effect) {
+        if cx.cancel.is_cancelled() {
+            return Err(ToolError::Cancelled.into_output());
+        }
+        return Ok(tool);
+    }
     let request = ApprovalRequest {
         call_id: call.id.clone(),
         tool: call.name.clone(),
-        effect: tool.spec().effect,
+        effect,
         args: call.args.clone(),
         server: None,
     };

@@ -242,13 +242,21 @@ fn block_ops(a: &[&str], b: &[&str], deadline: Option<std::time::Instant>) -> Ve
     if a.len() + b.len() < 2048 {
         return similar::capture_diff_slices_deadline(similar::Algorithm::Myers, a, b, deadline);
     }
-    let ha: Vec<u64> = a.iter().map(|l| line_hash(l)).collect();
-    let hb: Vec<u64> = b.iter().map(|l| line_hash(l)).collect();
     // A rewrite that keeps no line at all (a whole-file replacement) is one replace op; finding
-    // that out with a set of line hashes is far cheaper than the diff's own preparation.
+    // that out with sets of line keys is far cheaper than the diff's own preparation. First by
+    // length and 16 bytes at each end (no need to read whole lines: equal lines agree there),
+    // then, if that cannot tell, by whole-line hashes.
+    let replace_all =
+        || vec![similar::DiffOp::Replace { old_index: 0, old_len: a.len(), new_index: 0, new_len: b.len() }];
+    let ends: HashSet<u64, BuildHasherDefault<Prehashed>> = a.iter().map(|l| ends_key(l.as_bytes())).collect();
+    if !b.iter().any(|l| ends.contains(&ends_key(l.as_bytes()))) {
+        return replace_all();
+    }
+    let ha: Vec<u64> = a.iter().map(|l| line_hash(l.as_bytes())).collect();
+    let hb: Vec<u64> = b.iter().map(|l| line_hash(l.as_bytes())).collect();
     let seen: HashSet<u64, BuildHasherDefault<Prehashed>> = ha.iter().copied().collect();
     if !hb.iter().any(|h| seen.contains(h)) {
-        return vec![similar::DiffOp::Replace { old_index: 0, old_len: a.len(), new_index: 0, new_len: b.len() }];
+        return replace_all();
     }
     let ops = similar::capture_diff_slices_deadline(similar::Algorithm::Myers, &ha, &hb, deadline);
     let verified = ops.iter().all(|op| match *op {
@@ -276,9 +284,14 @@ impl Hasher for Prehashed {
     }
 }
 
-fn line_hash(line: &str) -> u64 {
+/// A hash of a line's length and its first and last 16 bytes.
+fn ends_key(line: &[u8]) -> u64 {
+    let n = line.len().min(16);
+    line_hash(&line[..n]) ^ line_hash(&line[line.len() - n..]).rotate_left(32) ^ (line.len() as u64).rotate_left(17)
+}
+
+fn line_hash(bytes: &[u8]) -> u64 {
     const K: u64 = 0x9E37_79B9_7F4A_7C15;
-    let bytes = line.as_bytes();
     let mut h = (bytes.len() as u64).wrapping_mul(K);
     let mut chunks = bytes.chunks_exact(8);
     for c in &mut chunks {
@@ -403,6 +416,25 @@ mod tests {
             let d = unified_spans(&old, &cur, &spans, "a", "b", PreviewConfig::default().without_spool());
             proptest::prop_assert_eq!(patch_back(&old, &d.text), cur.clone(), "{}", d.text);
         }
+    }
+
+    #[test]
+    fn e6_large_rewrites_with_and_without_shared_lines_give_exact_diffs() {
+        let cfg = || PreviewConfig::with_limit(1 << 30).without_spool();
+        let old: String = (0..3000).map(|i| format!("line {i}\n")).collect();
+        // Every third line kept: the block diff must find them.
+        let new: String =
+            (0..3000).map(|i| if i % 3 == 0 { format!("line {i}\n") } else { format!("row {i}\n") }).collect();
+        let d = unified_with(&old, &new, "a", "b", cfg());
+        assert_eq!(patch_back(&old, &d.text), new);
+        assert_eq!((d.added, d.removed), (2000, 2000));
+        // Same length and the same 16 bytes at both ends, yet no line shared: one replacement.
+        let pad = "p".repeat(16);
+        let old: String = (0..3000).map(|i| format!("{pad}x{i:05}{pad}\n")).collect();
+        let new: String = (0..3000).map(|i| format!("{pad}y{i:05}{pad}\n")).collect();
+        let d = unified_with(&old, &new, "a", "b", cfg());
+        assert_eq!(patch_back(&old, &d.text), new);
+        assert_eq!((d.added, d.removed), (3000, 3000));
     }
 
     #[test]
