@@ -443,7 +443,7 @@ async fn g16_a_command_naming_an_ignored_path_is_refused() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn g17_g19_one_gib_of_output_keeps_memory_bounded() {
+async fn s14_g17_g19_one_gib_of_output_keeps_memory_bounded() {
     let e = env();
     let t = Instant::now();
     let out = e.call("shell", json!({"command": "head -c 1G /dev/zero | tr '\\0' x", "timeout": 60000})).await;
@@ -468,7 +468,7 @@ async fn g17_g19_one_gib_of_output_keeps_memory_bounded() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn g18_an_unusable_spool_folder_falls_back_to_a_bounded_preview_with_a_note() {
+async fn s14_g18_an_unusable_spool_folder_falls_back_to_a_bounded_preview_with_a_note() {
     let blocker = tempfile::NamedTempFile::new().unwrap();
     let bad = blocker.path().join("spool");
     let e = env_with(|t| t.preview(PreviewConfig::with_limit(2000).spool_in(bad)));
