@@ -365,21 +365,22 @@ pub fn typo_char(c: char) -> Option<char> {
 }
 
 /// A normalised copy of a text with a map back to original byte offsets.
-struct Norm {
-    text: String,
+struct Norm<'a> {
+    text: std::borrow::Cow<'a, str>,
     /// `(normalised offset after a shrunk character, total bytes dropped up to there)`.
     marks: Vec<(usize, usize)>,
     /// Whether a typographic character was replaced.
     typo: bool,
 }
 
-impl Norm {
+impl<'a> Norm<'a> {
     /// Normalises `\r\n` to `\n` and, when `typo`, typographic characters to ASCII. The flag
     /// says whether anything changed.
-    fn of(s: &str, typo: bool) -> (Self, bool) {
+    fn of(s: &'a str, typo: bool) -> (Self, bool) {
         let needs = s.as_bytes().iter().any(|&b| b == b'\r' || (typo && b >= 0x80));
         if !needs {
-            return (Self { text: s.to_string(), marks: Vec::new(), typo: false }, false);
+            // Nothing to normalise: no copy (a 10 MB file would cost one per stage).
+            return (Self { text: std::borrow::Cow::Borrowed(s), marks: Vec::new(), typo: false }, false);
         }
         let mut text = String::with_capacity(s.len());
         let mut marks = Vec::new();
@@ -408,7 +409,7 @@ impl Norm {
             text.push(c);
         }
         let changed = dropped > 0 || saw_typo;
-        (Self { text, marks, typo: saw_typo }, changed)
+        (Self { text: std::borrow::Cow::Owned(text), marks, typo: saw_typo }, changed)
     }
 
     /// The original byte offset of normalised offset `pos`.
@@ -495,6 +496,23 @@ fn hash_key(line: &str, level: Level) -> u64 {
         }
         Level::Exact => line.chars().for_each(&mut mix),
         Level::Typography => line.chars().for_each(|c| mix(typo_char(c).unwrap_or(c))),
+        Level::Whitespace if line.is_ascii() => {
+            // The same as below without decoding: ASCII has no typographic characters.
+            let (mut pending, mut any) = (false, false);
+            for &b in line.as_bytes() {
+                let c = b as char;
+                if c.is_whitespace() {
+                    pending = any;
+                } else {
+                    if pending {
+                        mix(' ');
+                        pending = false;
+                    }
+                    any = true;
+                    mix(c);
+                }
+            }
+        }
         Level::Whitespace => {
             let (mut pending, mut any) = (false, false);
             for c in line.chars() {
@@ -1102,6 +1120,14 @@ mod tests {
         let mut budget = Budget::new(2_000_000);
         let err = replace_unique(&text, &old, "z", &mut budget).unwrap_err();
         assert!(matches!(err, MatchError::NotFound { .. }), "{err}");
+    }
+
+    #[test]
+    fn e8_line_hash_is_the_hash_of_the_normalised_line() {
+        for l in ["", "   ", "  let  a =\t1; ", "x", "\u{b}a\u{c}b", "  “q” —\u{a0}z  ", "é  è", "a\u{3000}b"] {
+            let key = line_key(l, Level::Whitespace);
+            assert_eq!(hash_key(l, Level::Whitespace), hash_key(&key, Level::Exact), "{l:?}");
+        }
     }
 
     #[test]
