@@ -226,7 +226,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn file_version_hash_is_xxh64() {
+    fn e2_file_version_hash_is_xxh64() {
         // Published XXH64 vectors (seed 0); the pangram takes the 32-byte stripe path.
         assert_eq!(xxh64(b""), 0xEF46_DB37_51D8_E999);
         assert_eq!(xxh64(b"a"), 0xD24E_C4F1_A98C_6E5B);
