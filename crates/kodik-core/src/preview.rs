@@ -6,9 +6,15 @@
 //! synchronously from [`push`](OutputPreview::push), so a slow disk slows the producer
 //! (back-pressure) instead of growing memory (G19). If the spool cannot be created or written,
 //! the preview goes on without it and says so (G18); the next preview tries again.
+//!
+//! Spool files outlive their call, since their paths are handed to the model (G20), but not
+//! forever: starting a spool file prunes the folder's old ones (see [`SPOOL_MAX_AGE`] and
+//! [`SPOOL_BUDGET_BYTES`]), so a long-lived host does not fill the disk.
 
 use std::io::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
@@ -48,10 +54,68 @@ impl PreviewConfig {
     }
 }
 
-/// Where spool files go by default: `$TMPDIR/kodik-output`. The host owns their cleanup; the
-/// paths are handed to the model, so they must outlive the call (G20).
+/// Where spool files go by default: `$TMPDIR/kodik-output`. The paths are handed to the model,
+/// so the files outlive the call (G20); old ones are pruned as new ones start.
 pub fn default_spool_dir() -> PathBuf {
     std::env::temp_dir().join("kodik-output")
+}
+
+/// Spool files older than this are deleted when a new spool file starts in the same folder.
+pub const SPOOL_MAX_AGE: Duration = Duration::from_secs(3 * 24 * 3600);
+/// When a folder's spool files add up to more than this, the oldest are deleted, down to the
+/// budget, as a new one starts; files younger than [`SPOOL_MIN_AGE`] are always kept.
+pub const SPOOL_BUDGET_BYTES: u64 = 4 << 30;
+/// Spool files this young are never pruned: the model may be about to read them.
+pub const SPOOL_MIN_AGE: Duration = Duration::from_secs(3600);
+
+/// Prunes `dir` at most once a minute per process: listing a large folder for every long
+/// output would cost more than it saves.
+fn prune_spool_dir_now_and_then(dir: &Path) {
+    static LAST: Mutex<Option<Instant>> = Mutex::new(None);
+    {
+        let mut last = LAST.lock().unwrap_or_else(|p| p.into_inner());
+        if last.is_some_and(|t| t.elapsed() < Duration::from_secs(60)) {
+            return;
+        }
+        *last = Some(Instant::now());
+    }
+    prune_spool_dir(dir, SystemTime::now(), SPOOL_MAX_AGE, SPOOL_BUDGET_BYTES, SPOOL_MIN_AGE);
+}
+
+/// Deletes this module's spool files (`output-*.log`) in `dir` that are older than `max_age`,
+/// then the oldest of the rest while they add up to more than `budget`, never one younger than
+/// `min_age`. Other files are left alone; errors are ignored (pruning is housekeeping).
+fn prune_spool_dir(dir: &Path, now: SystemTime, max_age: Duration, budget: u64, min_age: Duration) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let mut kept: Vec<(Duration, u64, PathBuf)> = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if !(name.starts_with("output-") && name.ends_with(".log")) {
+            continue;
+        }
+        let Ok(meta) = entry.metadata() else { continue };
+        if !meta.is_file() {
+            continue;
+        }
+        let age = meta.modified().ok().and_then(|m| now.duration_since(m).ok()).unwrap_or_default();
+        if age > max_age {
+            let _ = std::fs::remove_file(entry.path());
+        } else {
+            kept.push((age, meta.len(), entry.path()));
+        }
+    }
+    let mut total: u64 = kept.iter().map(|(_, len, _)| len).sum();
+    // Oldest first.
+    kept.sort_by(|a, b| b.0.cmp(&a.0));
+    for (age, len, path) in kept {
+        if total <= budget || age < min_age {
+            break;
+        }
+        if std::fs::remove_file(&path).is_ok() {
+            total -= len;
+        }
+    }
 }
 
 /// A fixed-capacity ring of the most recent bytes.
@@ -190,6 +254,7 @@ impl OutputPreview {
         };
         let result = (|| -> std::io::Result<(std::io::BufWriter<std::fs::File>, PathBuf)> {
             std::fs::create_dir_all(&dir)?;
+            prune_spool_dir_now_and_then(&dir);
             let (file, path) = tempfile::Builder::new()
                 .prefix("output-")
                 .suffix(".log")
@@ -297,6 +362,40 @@ fn skip_partial_char_start(b: &[u8]) -> &[u8] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn g20_g21_old_spool_files_are_pruned_recent_and_foreign_ones_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let now = SystemTime::now();
+        let hour = Duration::from_secs(3600);
+        let file = |name: &str, len: usize, age: Duration| {
+            let path = dir.path().join(name);
+            let f = std::fs::File::create(&path).unwrap();
+            f.set_len(len as u64).unwrap();
+            f.set_modified(now - age).unwrap();
+            path
+        };
+        let ancient = file("output-ancient.log", 10, 100 * hour);
+        let foreign = file("notes.txt", 10, 100 * hour);
+        let old_big = file("output-old-big.log", 600, 5 * hour);
+        let old_small = file("output-old-small.log", 100, 3 * hour);
+        let fresh_big = file("output-fresh.log", 900, Duration::from_secs(60));
+        // Budget 1000 bytes: the oldest go first until the rest fit; a file younger than the
+        // minimum age is kept whatever the budget.
+        prune_spool_dir(dir.path(), now, 72 * hour, 1000, hour);
+        assert!(!ancient.exists(), "older than the maximum age");
+        assert!(foreign.exists(), "not a spool file");
+        assert!(!old_big.exists(), "oldest first…");
+        assert!(old_small.exists(), "…only down to the budget (100 + 900 bytes fit)");
+        assert!(fresh_big.exists(), "never younger than the minimum age");
+        // Within the budget nothing young enough is touched.
+        let a = file("output-a.log", 100, 5 * hour);
+        prune_spool_dir(dir.path(), now, 72 * hour, 10_000, hour);
+        assert!(a.exists() && old_small.exists() && fresh_big.exists());
+        // Over budget with only young files left: they all stay.
+        prune_spool_dir(dir.path(), now, 72 * hour, 0, 10 * hour);
+        assert!(a.exists() && old_small.exists() && fresh_big.exists());
+    }
 
     #[test]
     fn g17_small_output_is_shown_whole() {
