@@ -107,7 +107,7 @@ fn prune_spool_dir(dir: &Path, now: SystemTime, max_age: Duration, budget: u64, 
     }
     let mut total: u64 = kept.iter().map(|(_, len, _)| len).sum();
     // Oldest first.
-    kept.sort_by(|a, b| b.0.cmp(&a.0));
+    kept.sort_by_key(|k| std::cmp::Reverse(k.0));
     for (age, len, path) in kept {
         if total <= budget || age < min_age {
             break;
