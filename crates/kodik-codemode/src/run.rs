@@ -248,7 +248,7 @@ pub(crate) async fn run(code: &str, setup: &Setup, cx: &ToolContext) -> Finished
         return finish(Err(ScriptError::new(ErrorKind::ExecutionFailure, e)));
     }
     // A worker is measured on its own; a thread shares this process's resident size.
-    let memory_exceeded = || match (&worker, cfg.memory_limit_bytes()) {
+    let over_memory = || match (&worker, cfg.memory_limit_bytes()) {
         (Some(w), Some(limit)) => w.memory_exceeded(limit),
         (Some(_), None) => false,
         (None, _) => memory_exceeded(memory),
@@ -275,7 +275,7 @@ pub(crate) async fn run(code: &str, setup: &Setup, cx: &ToolContext) -> Finished
             () = cx.cancel.cancelled() => ErrorKind::Cancelled,
             () = &mut sleep => ErrorKind::TimeoutExceeded,
             _ = memory_tick.tick(), if cfg.memory_limit_bytes().is_some() => {
-                if !memory_exceeded() {
+                if !over_memory() {
                     continue;
                 }
                 ErrorKind::MemoryLimitExceeded

@@ -124,9 +124,8 @@ struct Host {
     trace: Cell<Trace>,
     /// Set when the running job resumes an async function after an `await`.
     resumed: RefCell<Option<Resumed>>,
-    /// A function the model wrote that ended after an `await` without a trace: its name and
-    /// the line it starts on.
-    stalled: RefCell<Option<(String, u32)>>,
+    /// A function the model wrote that ended after an `await` without a trace.
+    stalled: RefCell<Option<AwaitSite>>,
 }
 
 impl Host {
@@ -229,27 +228,15 @@ struct Trace {
     rejections: u64,
 }
 
-/// Where a reaction was registered from: an `await` in the model's code.
-#[derive(Debug, Clone)]
-struct AwaitSite {
-    /// In the script's body (not in a function the model wrote).
-    main: bool,
-    /// The awaiting function's name ("" when anonymous) and the model's line it starts on:
-    /// boa keeps no position for the `await` itself.
-    function: String,
-    line: u32,
-}
+/// Where a reaction was registered from, an `await` in the model's code: the awaiting
+/// function's name ("" when anonymous; [`MAIN_NAME`] for the script's body) and the model's
+/// line it starts on (boa keeps no position for the `await` itself). Kept as a `JobCallback`'s
+/// host data, which must be garbage-collector aware: a tuple of a `JsString` (a shared,
+/// reference-counted name, no copy per `await`) and a number is.
+type AwaitSite = (JsString, u32);
 
-impl AwaitSite {
-    /// A `JobCallback`'s host data must be garbage-collector aware: a tuple of plain values is.
-    fn into_host_data(self) -> (bool, String, u32) {
-        (self.main, self.function, self.line)
-    }
-
-    fn from_host_data(job: &JobCallback) -> Option<Self> {
-        let (main, function, line) = job.host_defined().as_any().downcast_ref::<(bool, String, u32)>()?;
-        Some(Self { main: *main, function: function.clone(), line: *line })
-    }
+fn is_main(site: &AwaitSite) -> bool {
+    site.0 == MAIN_NAME
 }
 
 /// A job that resumes an async function after an `await`.
@@ -278,18 +265,17 @@ impl HostHooks for ScriptHooks {
         let top = context.stack_trace().next().and_then(|frame| {
             let loc = frame.position();
             let ours = matches!(&loc.path, SourcePath::Path(p) if p.as_ref() == Path::new(SCRIPT_PATH));
-            ours.then(|| (frame.code_block().name().to_std_string_escaped(), loc.position.map(|p| p.line_number())))
+            ours.then(|| (frame.code_block().name().clone(), loc.position.map(|p| p.line_number())))
         });
         let (Some((function, line)), Some(host)) = (top, context.get_data::<Rc<Host>>()) else {
             return JobCallback::new(callback, ());
         };
-        let main = function == MAIN_NAME;
+        let site: AwaitSite = (function, host.user_line(line.unwrap_or(1)));
         let mut trace = host.trace.get();
         trace.script_awaits += 1;
-        trace.main_awaits += u64::from(main);
+        trace.main_awaits += u64::from(is_main(&site));
         host.trace.set(trace);
-        let line = host.user_line(line.unwrap_or(1));
-        JobCallback::new(callback, AwaitSite { main, function, line }.into_host_data())
+        JobCallback::new(callback, site)
     }
 
     fn call_job_callback(
@@ -299,11 +285,11 @@ impl HostHooks for ScriptHooks {
         args: &[JsValue],
         context: &mut Context,
     ) -> JsResult<JsValue> {
-        if let Some(site) = AwaitSite::from_host_data(job)
+        if let Some(site) = job.host_defined().as_any().downcast_ref::<AwaitSite>()
             && let Some(host) = context.get_data::<Rc<Host>>()
             && let Some(queue) = context.downcast_job_executor::<Queue>()
         {
-            let resumed = Resumed { site, trace: host.trace.get(), queued: queue.queued.get() };
+            let resumed = Resumed { site: site.clone(), trace: host.trace.get(), queued: queue.queued.get() };
             *host.resumed.borrow_mut() = Some(resumed);
         }
         job.callback().call(this, args, context)
@@ -397,7 +383,8 @@ fn run_script(
             let resumed = host.resumed.borrow_mut().take();
             if let Some(r) = resumed {
                 let (now, queued) = (host.trace.get(), queue.queued.get());
-                let main_died = r.site.main
+                let main = is_main(&r.site);
+                let main_died = main
                     && now.main_awaits == r.trace.main_awaits
                     && queued == r.queued
                     && matches!(promise.state(), PromiseState::Pending);
@@ -409,8 +396,8 @@ fn run_script(
                          calls still running were cancelled.",
                     ));
                 }
-                if !r.site.main && now == r.trace && queued == r.queued {
-                    *host.stalled.borrow_mut() = Some((r.site.function, r.site.line));
+                if !main && now == r.trace && queued == r.queued {
+                    *host.stalled.borrow_mut() = Some(r.site);
                 }
             }
         }
@@ -423,8 +410,11 @@ fn run_script(
         let next_timer = host.timers.borrow().peek().map(|Reverse((at, _))| *at);
         if host.pending.borrow().is_empty() && next_timer.is_none() {
             if let Some((function, line)) = host.stalled.borrow_mut().take() {
-                let function =
-                    if function.is_empty() { "an anonymous async function".into() } else { format!("`{function}`") };
+                let function = if function.is_empty() {
+                    "an anonymous async function".into()
+                } else {
+                    format!("`{}`", function.to_std_string_escaped())
+                };
                 return Err(ScriptError::new(
                     ErrorKind::ExecutionFailure,
                     format!(
