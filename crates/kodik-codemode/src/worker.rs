@@ -114,9 +114,7 @@ pub fn serve_stdio() -> ExitCode {
 
     let (to_script, from_host) = std::sync::mpsc::channel::<ToScript>();
     let (checked_tx, checked_rx) = std::sync::mpsc::channel::<Option<String>>();
-    let abort = Arc::new(AbortFlag::default());
     {
-        let abort = Arc::clone(&abort);
         std::thread::spawn(move || {
             for line in lines {
                 let Ok(line) = line else { break };
@@ -130,9 +128,8 @@ pub fn serve_stdio() -> ExitCode {
                     _ => {}
                 }
             }
-            // The host is gone: nobody is left to answer, and code after an `await` may never
-            // look at the abort flag.
-            abort.set(ErrorKind::Cancelled);
+            // The host is gone: nobody is left to answer, and code after an `await` would never
+            // look at an abort flag, so the process ends here.
             std::process::exit(2);
         });
     }
@@ -171,7 +168,8 @@ pub fn serve_stdio() -> ExitCode {
         bridge: ScriptSide {
             start_call,
             from_host,
-            abort,
+            // Unused: the host stops a worker by killing it.
+            abort: Arc::new(AbortFlag::default()),
             output: Arc::new(Forward { send: Arc::clone(&send) }),
             store: Arc::new(Mutex::new(store)),
         },
