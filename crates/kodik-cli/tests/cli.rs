@@ -125,7 +125,7 @@ fn batch_runs_lines_in_one_session_and_answers_in_call_order() {
 }
 
 #[test]
-fn k1_k5_codemode_runs_through_call_in_a_worker_of_the_same_program() {
+fn k1_codemode_runs_through_call_and_the_worker_subcommand_refuses_to_run_by_hand() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("a.txt"), "alpha\nbeta\n").unwrap();
     let ws = dir.path().to_str().unwrap();
