@@ -232,7 +232,8 @@ mod tests {
         assert_eq!(xxh64(b"a"), 0xD24E_C4F1_A98C_6E5B);
         assert_eq!(xxh64(b"abc"), 0x44BC_2CF5_AD77_0999);
         assert_eq!(xxh64(b"The quick brown fox jumps over the lazy dog"), 0x0B24_2D36_1FDA_71BC);
-        assert_ne!(FileVersion::of_bytes(b"one\ntwo\n"), FileVersion::of_bytes(b"one\ntwo\r\n"));
+        // Same length, one byte apart: a hash that ignored content would pass a length check.
+        assert_ne!(FileVersion::of_bytes(b"one\ntwo\n"), FileVersion::of_bytes(b"one\ntwx\n"));
     }
 
     #[test]
