@@ -253,6 +253,18 @@ fn run_blocking(
     Ok(Done { path, shown, new_text, applied, diff: d, unchanged: false })
 }
 
+/// The one rule the schema cannot state, shared by the full and the borrowed argument check.
+fn check_edit_count(edits: usize) -> Result<(), ToolError> {
+    if edits == 0 {
+        return Err(ToolError::InvalidInput {
+            tool: "edit_file".into(),
+            field: Some("edits".into()),
+            message: "edits is empty; give at least one {old_string, new_string}".into(),
+        });
+    }
+    Ok(())
+}
+
 #[async_trait]
 impl TypedTool for EditFileTool {
     type Args = EditFileArgs;
@@ -266,22 +278,15 @@ impl TypedTool for EditFileTool {
     }
 
     fn check(&self, args: &EditFileArgs) -> Result<(), ToolError> {
-        if args.edits.is_empty() {
-            return Err(ToolError::InvalidInput {
-                tool: "edit_file".into(),
-                field: Some("edits".into()),
-                message: "edits is empty; give at least one {old_string, new_string}".into(),
-            });
-        }
-        Ok(())
+        check_edit_count(args.edits.len())
     }
 
     fn validate_args(&self, args: &serde_json::Value) -> Result<(), ToolError> {
         // A whole-file edit carries megabytes; checking its shape by borrowing avoids a copy.
         // Anything the borrowed form refuses goes through the normal parse for its exact error.
         match <EditFileArgsRef<'_> as serde::Deserialize>::deserialize(args) {
-            Ok(a) if !a.edits.is_empty() => Ok(()),
-            _ => self.check(&kodik_core::parse_args::<EditFileArgs>("edit_file", args)?),
+            Ok(a) => check_edit_count(a.edits.len()),
+            Err(_) => self.check(&kodik_core::parse_args::<EditFileArgs>("edit_file", args)?),
         }
     }
 

@@ -20,6 +20,8 @@ use crate::diff::Span;
 
 /// Total `old_string` bytes above which the multi-pattern scan is not worth building.
 const MAX_PATTERN_BYTES: usize = 256 * 1024;
+/// The most pattern bytes [`dfa_scan`] builds a DFA for.
+const DFA_MAX_PATTERN_BYTES: usize = 16 * 1024;
 /// Occurrences remembered per `old_string`; more means "let the full cascade decide".
 const MAX_OCCURRENCES: usize = 16;
 /// Bytes searched around replaced spans for one edit before the fast path gives up.
@@ -134,6 +136,11 @@ fn anchored_scan(b: &[u8], patterns: &[&str]) -> Option<Vec<(Vec<usize>, bool)>>
 
 /// [`anchored_scan`] for short patterns: an overlapping Aho-Corasick DFA walk.
 fn dfa_scan(text: &str, patterns: &[&str]) -> Option<Vec<(Vec<usize>, bool)>> {
+    // A DFA has a state per pattern byte: past this, building it costs more than the edits
+    // one by one (which is what `None` falls back to, with the same result).
+    if patterns.iter().map(|p| p.len()).sum::<usize>() > DFA_MAX_PATTERN_BYTES {
+        return None;
+    }
     // Source code is full of the bytes a prefilter would look for, so a plain DFA walk is
     // faster than a prefilter that stops every few bytes.
     let ac = AhoCorasick::builder()
