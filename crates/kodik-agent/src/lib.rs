@@ -1,0 +1,1 @@
+//! The reference agent loop (work in progress).
