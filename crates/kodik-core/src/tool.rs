@@ -84,6 +84,13 @@ pub trait Tool: Send + Sync {
         Vec::new()
     }
 
+    /// Whether this call may start while the model's response still streams (G4). By default
+    /// the spec's [`ToolSpec::streaming_start`]; a tool that runs another tool (`call_tool`)
+    /// answers for the tool it would run.
+    fn starts_while_streaming(&self, _args: &Value) -> bool {
+        self.spec().streaming_start
+    }
+
     /// Runs the call. Never panics on bad input: every failure is a result.
     async fn call(&self, args: Value, cx: &ToolContext) -> ToolOutput;
 }
@@ -103,6 +110,12 @@ pub trait TypedTool: Send + Sync {
     /// The resources this call would mutate (G2).
     fn resources(&self, _args: &Self::Args, _ws: &Workspace) -> Vec<Resource> {
         Vec::new()
+    }
+
+    /// What [`Tool::starts_while_streaming`] answers for this tool (G4); by default the spec's
+    /// [`ToolSpec::streaming_start`]. Takes the raw arguments so the default parses nothing.
+    fn starts_while_streaming(&self, _args: &Value) -> bool {
+        TypedTool::spec(self).streaming_start
     }
 
     /// Checks beyond the schema (e.g. S8's "command must be a string"), before approval.
@@ -158,6 +171,10 @@ impl<T: TypedTool> Tool for T {
 
     fn validate(&self, args: &Value) -> Result<(), ToolError> {
         TypedTool::validate_args(self, args)
+    }
+
+    fn starts_while_streaming(&self, args: &Value) -> bool {
+        TypedTool::starts_while_streaming(self, args)
     }
 
     fn resources(&self, args: &Value, ws: &Workspace) -> Vec<Resource> {

@@ -1,7 +1,9 @@
 //! `tool_search` and `call_tool`: deferred tools found and run without changing the tool list (G12).
 
 use async_trait::async_trait;
-use kodik_core::{ToolCall, ToolContext, ToolError, ToolOutput, ToolRegistry, ToolSpec, TypedTool, dispatch};
+use kodik_core::{
+    Resource, ToolCall, ToolContext, ToolError, ToolOutput, ToolRegistry, ToolSpec, TypedTool, Workspace, dispatch,
+};
 use kodik_schema::harness::{CallToolArgs, ToolSearchArgs};
 use serde_json::{Value, json};
 
@@ -105,6 +107,26 @@ impl TypedTool for CallToolTool {
 
     fn spec(&self) -> &ToolSpec {
         &self.spec
+    }
+
+    /// The called tool's rule (G4): `call_tool` of `grep` starts while the response streams,
+    /// `call_tool` of a file change waits for the response to end.
+    fn starts_while_streaming(&self, args: &Value) -> bool {
+        let inner = args.get("name").and_then(Value::as_str).and_then(|n| self.deferred.get(n));
+        match (inner, args.get("arguments")) {
+            (Some(tool), Some(a)) => tool.starts_while_streaming(a),
+            (Some(tool), None) => tool.starts_while_streaming(&Value::Object(Default::default())),
+            // Unknown tools fail at once, without running anything.
+            (None, _) => true,
+        }
+    }
+
+    /// The called tool's resources, so a deferred mutation keeps its same-file order (G2).
+    fn resources(&self, args: &CallToolArgs, ws: &Workspace) -> Vec<Resource> {
+        match self.deferred.get(&args.name) {
+            Some(tool) => tool.resources(&Value::Object(args.arguments.clone()), ws),
+            None => Vec::new(),
+        }
     }
 
     fn check(&self, args: &CallToolArgs) -> Result<(), ToolError> {

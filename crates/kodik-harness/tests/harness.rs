@@ -189,6 +189,76 @@ async fn g12_tool_search_then_call_tool_round_trip_without_changing_the_tool_lis
     assert_eq!(h.plan(Mode::Code, "qwen3-coder").tools, plan.tools);
 }
 
+/// A deferred tool that changes a file: its call waits for the end of the response (G4) and
+/// is ordered with other changes of that file (G2).
+struct Touch(ToolSpec);
+
+#[derive(Deserialize)]
+struct TouchArgs {
+    path: String,
+}
+
+#[async_trait]
+impl TypedTool for Touch {
+    type Args = TouchArgs;
+    fn spec(&self) -> &ToolSpec {
+        &self.0
+    }
+    fn resources(&self, a: &TouchArgs, ws: &Workspace) -> Vec<kodik_core::Resource> {
+        ws.resolve(&a.path).map(|p| vec![kodik_core::Resource::File(p)]).unwrap_or_default()
+    }
+    async fn run(&self, a: TouchArgs, _cx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        Ok(ToolOutput::text(format!("touched {}", a.path)))
+    }
+}
+
+#[tokio::test]
+async fn g4_g12_call_tool_starts_while_streaming_exactly_when_the_tool_it_calls_would() {
+    let touch_spec = ToolSpec::new(
+        "touch",
+        "Touches a file.",
+        json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+        Effect::MutatesFiles,
+    );
+    let mut h = Harness::new([find_spec(), touch_spec.clone()]);
+    h.set_deferred(Mode::Code, "find_symbol", true).set_deferred(Mode::Code, "touch", true);
+    let plan = h.plan(Mode::Code, "qwen3-coder");
+    let mut base = ToolRegistry::new();
+    base.register(Find(find_spec()));
+    base.register(Touch(touch_spec));
+    let reg = plan.registry(&base);
+    let dir = tempfile::tempdir().unwrap();
+    let cx = ToolContext::new(Workspace::new(dir.path()).unwrap());
+    let call_tool = reg.get("call_tool").unwrap();
+
+    // The scheduler starts a read through call_tool while the response streams…
+    let scheduler = kodik_scheduler::Scheduler::new(reg.clone());
+    let mut turn = scheduler.turn(&cx);
+    let find = json!({"name": "find_symbol", "arguments": {"needle": "main"}});
+    assert!(call_tool.starts_while_streaming(&find));
+    turn.push(ToolCall::new("1", "call_tool", find));
+    let mut finished = turn.signals().subscribe();
+    tokio::time::timeout(std::time::Duration::from_secs(10), finished.wait_for(|n| *n >= 1))
+        .await
+        .expect("call_tool(find_symbol) did not run before the response ended")
+        .unwrap();
+    // …but a file change through call_tool, and everything after it, waits for the end (G4).
+    let touch = json!({"name": "touch", "arguments": {"path": "a.txt"}});
+    assert!(!call_tool.starts_while_streaming(&touch));
+    // Its resources are the called tool's, so it keeps its place among changes of a.txt (G2).
+    let resources = call_tool.resources(&touch, &cx.workspace);
+    assert_eq!(resources.len(), 1, "{resources:?}");
+    assert_eq!(resources, base.get("touch").unwrap().resources(&json!({"path": "./a.txt"}), &cx.workspace));
+    turn.push(ToolCall::new("2", "call_tool", touch));
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    assert_eq!(turn.signals().finished_count(), 1, "the file change ran before the response ended");
+    let outs = turn.results().await;
+    assert_eq!(outs[0].text_content(), "found main");
+    assert_eq!(outs[1].text_content(), "touched a.txt");
+    // An unknown name fails at once instead of waiting.
+    assert!(call_tool.starts_while_streaming(&json!({"name": "nope"})));
+}
+
 #[tokio::test]
 async fn g15_the_third_identical_fruitless_call_is_blocked_and_corrected_arguments_go_through() {
     let mut base = ToolRegistry::new();

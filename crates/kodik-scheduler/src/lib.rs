@@ -10,15 +10,16 @@
 //!   symlink are one — run in call order; unrelated calls never wait for them.
 //! - **Approval (G3)**: each call is authorized (hooks, approver) before it takes a slot, so a
 //!   call waiting for the user blocks nothing else.
-//! - **Streaming start (G4)**: calls whose [`ToolSpec::streaming_start`] is set (reads,
-//!   searches, web, shell) start when pushed; the others — and every call pushed after one of
+//! - **Streaming start (G4)**: calls whose tool may start while the response streams
+//!   ([`Tool::starts_while_streaming`]: reads, searches, web, shell, and `call_tool` of one of
+//!   those) start when pushed; the others — and every call pushed after one of
 //!   them — wait for [`Turn::finish`].
 //! - **Results (G5, G7, G8, G9)**: in call order, raw output untouched, over-large text cut to
 //!   head and tail with the full text saved.
 //! - **Abort (G6)**: started calls are cancelled and their results dropped; calls not started
 //!   get `cancelled`. A per-call timeout gives `timed_out`; a panic is an `error` for that call.
 //!
-//! [`ToolSpec::streaming_start`]: kodik_core::ToolSpec::streaming_start
+//! [`Tool::starts_while_streaming`]: kodik_core::Tool::starts_while_streaming
 
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
@@ -172,7 +173,7 @@ impl Turn {
 
     fn spawn(&mut self, call: ToolCall) -> (JoinHandle<ToolOutput>, CancellationToken) {
         let tool = self.registry.get(&call.name).cloned();
-        let must_wait = self.gate_rest || tool.as_ref().is_some_and(|t| !t.spec().streaming_start);
+        let must_wait = self.gate_rest || tool.as_ref().is_some_and(|t| !t.starts_while_streaming(&call.args));
         self.gate_rest |= must_wait;
 
         // Calls that settled no longer order anything.
