@@ -2,7 +2,7 @@
 //!
 //! - `ci`: install what the tests need when missing (incl. the official Python MCP SDK in a
 //!   venv under the target dir), then fmt check, schema staleness check,
-//!   clippy with `-D warnings` on all targets, and the whole test suite. The README's test
+//!   clippy with `-D warnings` on all targets, rustdoc with `-D warnings`, and the whole test suite. The README's test
 //!   command; `.ci/run` calls it.
 //! - `test-tools`: only install what the tests need (what `ci` does first).
 //! - `schema`: write every tool's JSON Schema under `schemas/`; `schema --check` fails when the
@@ -123,6 +123,8 @@ fn ci() -> Result<(), String> {
     run("fmt", cargo().args(["fmt", "--all", "--", "--check"]))?;
     schema(true)?;
     run("clippy", cargo().args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))?;
+    // Broken intra-doc links and bad rustdoc are errors, like clippy's warnings.
+    run("doc", cargo().args(["doc", "--workspace", "--no-deps"]).env("RUSTDOCFLAGS", "-D warnings"))?;
     run("test", cargo().args(["test", "--workspace", "--no-fail-fast"]).env("KODIK_MCP_PYTHON", mcp_python()))?;
     eprintln!("xtask: ci passed");
     Ok(())

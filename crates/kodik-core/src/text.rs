@@ -15,7 +15,7 @@ pub enum LineEnding {
     Lf,
     /// `\r\n` only.
     CrLf,
-    /// Both; [`LineEnding::Mixed::dominant`] is the more frequent one.
+    /// Both; `crlf_dominant` says which one is the more frequent.
     Mixed {
         /// Whether `\r\n` is at least as frequent as a lone `\n`.
         crlf_dominant: bool,
