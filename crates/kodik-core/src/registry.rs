@@ -10,7 +10,7 @@ use tracing::Instrument as _;
 use crate::context::ToolContext;
 use crate::error::ToolError;
 use crate::hooks::{Approval, ApprovalRequest, HookDecision};
-use crate::output::{ToolCall, ToolOutput, ToolStatus};
+use crate::output::{ToolCall, ToolOutput};
 use crate::tool::{Tool, ToolSpec};
 
 /// Tools by name.
@@ -101,12 +101,34 @@ pub fn closest<'a>(name: &str, candidates: impl Iterator<Item = &'a str>, n: usi
     scored.into_iter().take(n).map(|(_, c)| c.to_string()).collect()
 }
 
-struct AbortOnDrop(tokio::task::JoinHandle<ToolOutput>);
+/// Polls a tool's future in place, turning a panic inside it into `Err` with the panic's
+/// message. In place rather than on a spawned task: a spawn costs a task allocation and, on a
+/// multi-threaded runtime, a hop to another worker for every call (#17.7).
+struct CatchUnwind<'a> {
+    inner: std::pin::Pin<Box<dyn Future<Output = ToolOutput> + Send + 'a>>,
+}
 
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
+impl Future for CatchUnwind<'_> {
+    type Output = Result<ToolOutput, String>;
+
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
+        let inner = &mut self.inner;
+        // A tool that panicked is never polled again (the future is dropped with this call), so
+        // no broken state of it can be observed afterwards.
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| inner.as_mut().poll(cx))) {
+            Ok(std::task::Poll::Ready(out)) => std::task::Poll::Ready(Ok(out)),
+            Ok(std::task::Poll::Pending) => std::task::Poll::Pending,
+            Err(payload) => std::task::Poll::Ready(Err(panic_message(payload.as_ref()))),
+        }
     }
+}
+
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
 }
 
 /// Runs one call: unknown name → error with suggestions; bad arguments → `InvalidInput`
@@ -194,37 +216,24 @@ pub async fn authorize(
     Ok(tool)
 }
 
-/// The second phase of [`dispatch`]: runs an authorized tool on its own task, racing the
-/// context's cancellation, then runs the after-hooks.
+/// The second phase of [`dispatch`]: runs an authorized tool, racing the context's
+/// cancellation, then runs the after-hooks. A panic in the tool becomes an `error` result for
+/// this call only.
 pub async fn execute(tool: Arc<dyn Tool>, call: &ToolCall, cx: &ToolContext) -> ToolOutput {
     let mut call_cx = cx.clone();
     call_cx.call_id = call.id.clone();
     let args = call.args.clone();
-    let cancel = call_cx.cancel.clone();
-    let mut handle = AbortOnDrop(tokio::spawn(async move { tool.call(args, &call_cx).await }));
+    let running = CatchUnwind { inner: tool.call(args, &call_cx) };
     let out = tokio::select! {
-        joined = &mut handle.0 => join_to_output(joined),
-        () = cancel.cancelled() => ToolError::Cancelled.into_output(),
+        done = running => match done {
+            Ok(out) => out,
+            Err(msg) => {
+                ToolOutput::error(format!("the tool failed internally (panic: {msg}); this is a bug in the tool"))
+                    .with_meta(serde_json::json!({"error_kind": "panic"}))
+            }
+        },
+        () = call_cx.cancel.cancelled() => ToolError::Cancelled.into_output(),
     };
-    drop(handle);
     cx.hooks.after_call(call, &out).await;
     out
-}
-
-/// Turns a join result into an output: a panic becomes an `error` for this call only.
-fn join_to_output(joined: Result<ToolOutput, tokio::task::JoinError>) -> ToolOutput {
-    match joined {
-        Ok(out) => out,
-        Err(e) if e.is_panic() => {
-            let msg = e.into_panic();
-            let text = msg
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| msg.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".into());
-            ToolOutput::error(format!("the tool failed internally (panic: {text}); this is a bug in the tool"))
-                .with_meta(serde_json::json!({"error_kind": "panic"}))
-        }
-        Err(_) => ToolOutput::with_status(ToolStatus::Cancelled, "cancelled"),
-    }
 }

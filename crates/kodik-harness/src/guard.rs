@@ -1,6 +1,7 @@
 //! The harness side of the loop guard (G15): the same call that keeps failing is blocked.
 
 use std::collections::HashMap;
+use std::hash::{Hash as _, Hasher};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
@@ -12,7 +13,8 @@ use serde_json::Value;
 /// arguments goes through; a success resets the count. Wraps the host's own hooks.
 pub struct RepeatGuard {
     inner: Arc<dyn Hooks>,
-    fruitless: Mutex<HashMap<String, u32>>,
+    /// Fruitless attempts per call fingerprint ([`fingerprint`]).
+    fruitless: Mutex<HashMap<u64, u32>>,
     limit: u32,
 }
 
@@ -34,8 +36,8 @@ impl RepeatGuard {
         Self { inner, fruitless: Mutex::new(HashMap::new()), limit: 2 }
     }
 
-    fn key(call: &ToolCall) -> String {
-        format!("{}\u{0}{}", call.name, canonical(&call.args))
+    fn key(call: &ToolCall) -> u64 {
+        fingerprint(call)
     }
 }
 
@@ -49,20 +51,50 @@ fn fruitless(out: &ToolOutput) -> bool {
     }
 }
 
-/// JSON with object keys sorted, so argument order does not make two calls different.
-fn canonical(v: &Value) -> String {
-    fn sort(v: &Value) -> Value {
+/// A hash of the tool name and the arguments with object keys taken in sorted order, so
+/// argument order does not make two calls different. Hashing in place (no canonical copy of
+/// the arguments) keeps a whole-file edit of megabytes from being copied twice per call.
+fn fingerprint(call: &ToolCall) -> u64 {
+    fn feed(v: &Value, h: &mut impl Hasher) {
         match v {
+            Value::Null => h.write_u8(0),
+            Value::Bool(b) => {
+                h.write_u8(1);
+                b.hash(h);
+            }
+            Value::Number(n) => {
+                h.write_u8(2);
+                // The textual form: 1 and 1.0 stay different, as they were as JSON text.
+                n.to_string().hash(h);
+            }
+            Value::String(s) => {
+                h.write_u8(3);
+                s.hash(h);
+            }
+            Value::Array(a) => {
+                h.write_u8(4);
+                h.write_usize(a.len());
+                for item in a {
+                    feed(item, h);
+                }
+            }
             Value::Object(m) => {
+                h.write_u8(5);
+                h.write_usize(m.len());
                 let mut keys: Vec<&String> = m.keys().collect();
                 keys.sort();
-                Value::Object(keys.into_iter().map(|k| (k.clone(), sort(&m[k]))).collect())
+                for k in keys {
+                    k.hash(h);
+                    feed(&m[k], h);
+                }
             }
-            Value::Array(a) => Value::Array(a.iter().map(sort).collect()),
-            other => other.clone(),
         }
     }
-    sort(v).to_string()
+    // SipHash with fixed keys: the same call always gives the same fingerprint.
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    call.name.hash(&mut h);
+    feed(&call.args, &mut h);
+    h.finish()
 }
 
 #[async_trait]
@@ -92,5 +124,28 @@ impl Hooks for RepeatGuard {
             }
         }
         self.inner.after_call(call, out).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn g15_key_order_does_not_make_two_calls_different_but_any_value_does() {
+        let call = |args| ToolCall::new("1", "grep", args);
+        let a = fingerprint(&call(json!({"pattern": "x", "path": "src", "opts": {"a": 1, "b": [1, 2]}})));
+        let b = fingerprint(&call(json!({"opts": {"b": [1, 2], "a": 1}, "path": "src", "pattern": "x"})));
+        assert_eq!(a, b);
+        for other in [
+            json!({"pattern": "x", "path": "src", "opts": {"a": 1, "b": [2, 1]}}),
+            json!({"pattern": "x", "path": "src", "opts": {"a": 1.0, "b": [1, 2]}}),
+            json!({"pattern": "x", "path": "src ", "opts": {"a": 1, "b": [1, 2]}}),
+            json!({"pattern": "x", "path": "src", "opts": {"a": "1", "b": [1, 2]}}),
+        ] {
+            assert_ne!(a, fingerprint(&call(other.clone())), "{other}");
+        }
+        assert_ne!(a, fingerprint(&ToolCall::new("1", "glob", json!({"pattern": "x", "path": "src"}))));
     }
 }

@@ -9,7 +9,7 @@
 //! ```
 //!
 //! By default the call goes through kodik-core's `dispatch` (argument check, hooks, approval,
-//! and the tool run in its own task, as a host calls it); `direct` calls the tool itself
+//! and the tool polled in place with its panics caught, as a host calls it); `direct` calls the tool itself
 //! (`Tool::call`), which is the runner's own overhead.
 
 use std::error::Error;
