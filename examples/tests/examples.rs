@@ -1,0 +1,102 @@
+//! Each example program run as a user runs it, checked by what it prints, changes and answers.
+
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
+
+use std::io::{BufRead as _, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+/// G1, G5, G10, G12, P1, K1: the harness shows apply_patch for gpt-5 and the three file tools
+/// for Claude; the patch, read, glob, grep, shell and code-mode calls all succeed and see the
+/// patched file.
+#[test]
+fn full_harness_plans_per_model_and_runs_every_tool_family() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_full_harness")).arg(dir.path()).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{}", String::from_utf8_lossy(&out.stderr));
+    let gpt = stdout.lines().find(|l| l.starts_with("gpt-5:")).unwrap();
+    let claude = stdout.lines().find(|l| l.starts_with("claude-sonnet-4-5:")).unwrap();
+    assert!(gpt.contains(" apply_patch") && !gpt.contains(" edit_file"), "{gpt}");
+    assert!(claude.contains(" edit_file") && !claude.contains(" apply_patch"), "{claude}");
+    for id in ["w1 apply_patch", "r1 read_file", "r2 glob", "r3 grep", "r4 shell", "r5 codemode"] {
+        assert!(stdout.contains(&format!("--- {id} [success]")), "{id} did not succeed:\n{stdout}");
+    }
+    assert!(stdout.contains("hello, world"), "the shell ran the patched script:\n{stdout}");
+    assert!(stdout.contains("src/greet.sh:1:greet()") || stdout.contains("greet() { echo"), "{stdout}");
+    assert!(dir.path().join("src/greet.sh").is_file());
+}
+
+fn send(stdin: &mut impl std::io::Write, msg: Value) {
+    writeln!(stdin, "{msg}").unwrap();
+    stdin.flush().unwrap();
+}
+
+/// Reads lines until the JSON-RPC answer with `id` (notifications in between are skipped).
+fn answer(lines: &mut impl Iterator<Item = std::io::Result<String>>, id: u64) -> Value {
+    for line in lines {
+        let line = line.unwrap();
+        let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("stdout is not JSON-RPC ({e}): {line}"));
+        if v["id"] == id {
+            return v;
+        }
+    }
+    panic!("the server closed stdout before answering request {id}");
+}
+
+/// G12, G13, A8: a raw MCP client (JSON-RPC lines on the child's stdin/stdout) initializes,
+/// lists the tools (the Code-mode set with tool_search/call_tool) and calls one; the server
+/// exits when stdin closes.
+#[test]
+fn mcp_server_answers_initialize_tools_list_and_a_call() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("notes.txt"), "kodik speaks MCP\n").unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mcp_server"))
+        .arg(dir.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+
+    send(
+        &mut stdin,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}}),
+    );
+    let init = answer(&mut lines, 1);
+    assert!(init["result"]["capabilities"]["tools"].is_object(), "{init}");
+    send(&mut stdin, json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+
+    send(&mut stdin, json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}));
+    let list = answer(&mut lines, 2);
+    let names: Vec<&str> =
+        list["result"]["tools"].as_array().unwrap().iter().filter_map(|t| t["name"].as_str()).collect();
+    for expected in ["call_tool", "tool_search", "edit_file", "shell", "codemode"] {
+        assert!(names.contains(&expected), "{expected} missing from {names:?}");
+    }
+
+    send(
+        &mut stdin,
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+        "name": "call_tool", "arguments": {"name": "grep", "arguments": {"pattern": "MCP", "output_mode": "content"}}}}),
+    );
+    let call = answer(&mut lines, 3);
+    assert_eq!(call["result"]["isError"], false, "{call}");
+    let text = call["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("notes.txt") && text.contains("kodik speaks MCP"), "{text}");
+
+    drop(stdin);
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > Duration::from_secs(10) {
+            let _ = child.kill();
+            panic!("mcp_server did not exit after its stdin closed");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
