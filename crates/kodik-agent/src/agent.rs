@@ -1,0 +1,710 @@
+//! [`Agent`] and [`Conversation`]: the loop that streams a response, runs its calls as they
+//! complete and feeds their results back until the model answers.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use kodik_core::{ToolCall, ToolContext, ToolOutput, ToolRegistry, ToolStatus};
+use kodik_harness::{Harness, ModelFamily};
+use kodik_model::{Item, ModelClient, ModelError, ModelEvent, Request, ToolDef, Usage};
+use kodik_scheduler::{Scheduler, SchedulerConfig};
+use kodik_schema::providers::{APPLY_PATCH, APPLY_PATCH_LARK_GRAMMAR};
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::AgentConfig;
+use crate::error::AgentError;
+use crate::events::{AgentEvent, RunOutcome, RunStatus};
+use crate::observe::{Observed, Settled, claim, head, model_text};
+use crate::transcript::{self, Record, Writer};
+
+/// Events kept for a slow subscriber before it starts missing some.
+const EVENT_BUFFER: usize = 4096;
+/// Compaction starts when a request would fill this share of the context window (G20).
+const COMPACT_AT: f64 = 0.8;
+/// Results shorter than this are not worth compacting.
+const COMPACT_MIN_BYTES: usize = 256;
+
+/// Everything the conversations of one agent share.
+#[derive(Clone)]
+struct Shared {
+    model: Arc<dyn ModelClient>,
+    registry: Arc<ToolRegistry>,
+    context: ToolContext,
+    harness: Harness,
+    scheduler: SchedulerConfig,
+    config: AgentConfig,
+    events: broadcast::Sender<AgentEvent>,
+}
+
+impl Shared {
+    fn emit(&self, event: AgentEvent) {
+        // Err only means nobody subscribed; the run does not depend on listeners.
+        let _ = self.events.send(event);
+    }
+
+    fn sessions_dir(&self) -> Result<PathBuf, AgentError> {
+        match &self.config.sessions_dir {
+            Some(d) => Ok(d.clone()),
+            None => self
+                .context
+                .workspace
+                .roots()
+                .first()
+                .map(|r| r.join(".kodik").join("sessions"))
+                .ok_or(AgentError::NoSessionsDir),
+        }
+    }
+}
+
+/// A model, the tools and the policy; starts and resumes [`Conversation`]s.
+pub struct Agent {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Agent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Agent")
+            .field("model", &self.shared.model.model())
+            .field("tools", &self.shared.registry)
+            .field("config", &self.shared.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Agent {
+    /// An agent over `model` and every tool of `registry`; `harness` decides per request which
+    /// of them the model is offered, `context` is what calls run with (its approver decides
+    /// what may run, see [`ApprovalMode`](crate::ApprovalMode)).
+    pub fn new(
+        model: Arc<dyn ModelClient>,
+        registry: Arc<ToolRegistry>,
+        context: ToolContext,
+        harness: Harness,
+        config: AgentConfig,
+    ) -> Self {
+        let (events, _) = broadcast::channel(EVENT_BUFFER);
+        Self {
+            shared: Arc::new(Shared {
+                model,
+                registry,
+                context,
+                harness,
+                scheduler: SchedulerConfig::default(),
+                config,
+                events,
+            }),
+        }
+    }
+
+    /// Replaces the scheduler configuration (concurrency, per-call timeout, output bound).
+    pub fn with_scheduler_config(mut self, config: SchedulerConfig) -> Self {
+        Arc::make_mut(&mut self.shared).scheduler = config;
+        self
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &AgentConfig {
+        &self.shared.config
+    }
+
+    /// Every event of every conversation of this agent, from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<AgentEvent> {
+        self.shared.events.subscribe()
+    }
+
+    /// Where transcripts are written.
+    pub fn sessions_dir(&self) -> Result<PathBuf, AgentError> {
+        self.shared.sessions_dir()
+    }
+
+    /// Starts a conversation with a new session id and a new transcript.
+    pub fn start(&self) -> Result<Conversation, AgentError> {
+        let s = &self.shared;
+        let dir = s.sessions_dir()?;
+        std::fs::create_dir_all(&dir).map_err(|source| AgentError::Io {
+            action: "cannot create",
+            path: dir.clone(),
+            source,
+        })?;
+        let mut attempt = 0;
+        let (id, path, mut writer) = loop {
+            let id = transcript::new_id();
+            let path = transcript::path_of(&dir, &id);
+            match Writer::create(&path) {
+                Ok(w) => break (id, path, w),
+                // Two sessions in the same millisecond with the same random suffix: draw again.
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && attempt < 8 => attempt += 1,
+                Err(source) => return Err(AgentError::Io { action: "cannot create", path, source }),
+            }
+        };
+        let meta = Record::Meta {
+            version: transcript::VERSION,
+            session_id: id.clone(),
+            model: s.model.model().to_string(),
+            mode: s.config.mode.as_str().to_string(),
+            created: transcript::now_rfc3339(),
+        };
+        writer.append(&meta).map_err(|source| AgentError::Io { action: "cannot write", path: path.clone(), source })?;
+        s.emit(AgentEvent::SessionStarted {
+            session_id: id.clone(),
+            model: s.model.model().to_string(),
+            mode: s.config.mode.as_str().to_string(),
+            resumed: false,
+        });
+        Ok(Conversation::new(Arc::clone(s), id, path, dir, writer, transcript::Loaded::default()))
+    }
+
+    /// Reloads the conversation `id` (a file name in the sessions directory, `.jsonl` optional)
+    /// and continues its transcript.
+    pub fn resume(&self, id: &str) -> Result<Conversation, AgentError> {
+        let id = id.strip_suffix(".jsonl").unwrap_or(id);
+        if !transcript::valid_id(id) {
+            return Err(AgentError::BadId(id.to_string()));
+        }
+        let dir = self.shared.sessions_dir()?;
+        let path = transcript::path_of(&dir, id);
+        if !path.is_file() {
+            return Err(AgentError::NotFound { id: id.to_string(), dir });
+        }
+        self.reopen(id.to_string(), path, dir)
+    }
+
+    /// Reloads the newest conversation in the sessions directory.
+    pub fn resume_last(&self) -> Result<Conversation, AgentError> {
+        let dir = self.shared.sessions_dir()?;
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(AgentError::NoSessions { dir }),
+            Err(source) => return Err(AgentError::Io { action: "cannot list", path: dir, source }),
+        };
+        // Ids start with their creation time, so the greatest name is the newest session.
+        let newest = entries
+            .filter_map(Result::ok)
+            .filter_map(|e| e.file_name().to_str().and_then(|n| n.strip_suffix(".jsonl")).map(String::from))
+            .filter(|id| transcript::valid_id(id))
+            .max();
+        match newest {
+            Some(id) => {
+                let path = transcript::path_of(&dir, &id);
+                self.reopen(id, path, dir)
+            }
+            None => Err(AgentError::NoSessions { dir }),
+        }
+    }
+
+    fn reopen(&self, id: String, path: PathBuf, dir: PathBuf) -> Result<Conversation, AgentError> {
+        let s = &self.shared;
+        let (loaded, keep) = transcript::load(&path)?;
+        let mut writer = Writer::reopen(&path, keep)?;
+        let resumed = Record::Resumed {
+            model: s.model.model().to_string(),
+            mode: s.config.mode.as_str().to_string(),
+            at: transcript::now_rfc3339(),
+        };
+        writer.append(&resumed).map_err(|source| AgentError::Io {
+            action: "cannot write",
+            path: path.clone(),
+            source,
+        })?;
+        s.emit(AgentEvent::SessionStarted {
+            session_id: id.clone(),
+            model: s.model.model().to_string(),
+            mode: s.config.mode.as_str().to_string(),
+            resumed: true,
+        });
+        let mut conv = Conversation::new(Arc::clone(s), id, path, dir, writer, loaded);
+        conv.close_dangling_calls();
+        Ok(conv)
+    }
+}
+
+/// One conversation: its history, its transcript, and the loop that continues it.
+pub struct Conversation {
+    shared: Arc<Shared>,
+    id: String,
+    path: PathBuf,
+    dir: PathBuf,
+    writer: Writer,
+    items: Vec<Item>,
+    /// Each tool result's full output, by call id (G7): where compaction points to.
+    outputs: HashMap<String, ToolOutput>,
+    /// Call ids whose result text was already compacted.
+    compacted: HashSet<String>,
+    /// Where the items of the latest turn start; compaction never touches them.
+    last_turn_start: usize,
+    /// Provider-reported input tokens beyond the bytes/4 estimate of the last request.
+    token_correction: u64,
+    transcript_error: Option<String>,
+}
+
+impl std::fmt::Debug for Conversation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Conversation")
+            .field("id", &self.id)
+            .field("transcript", &self.path)
+            .field("items", &self.items.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// How one turn ended.
+enum TurnEnd {
+    /// The response completed and its calls settled.
+    Answered { text: String, calls: usize },
+    /// The caller cancelled.
+    Cancelled,
+    /// The run's wall-clock limit ran out.
+    Wall,
+    /// The model request failed.
+    Failed(String),
+}
+
+/// What a stream ended with.
+enum StreamEnd {
+    Completed(Usage),
+    Cancelled,
+    Wall,
+    Failed(String),
+}
+
+impl Conversation {
+    fn new(
+        shared: Arc<Shared>,
+        id: String,
+        path: PathBuf,
+        dir: PathBuf,
+        writer: Writer,
+        loaded: transcript::Loaded,
+    ) -> Self {
+        let last_turn_start = loaded.items.len();
+        Self {
+            shared,
+            id,
+            path,
+            dir,
+            writer,
+            items: loaded.items,
+            outputs: loaded.outputs,
+            compacted: loaded.compacted,
+            last_turn_start,
+            token_correction: 0,
+            transcript_error: None,
+        }
+    }
+
+    /// The session id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The JSON Lines transcript.
+    pub fn transcript_path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The history sent with the next request.
+    pub fn items(&self) -> &[Item] {
+        &self.items
+    }
+
+    /// Sends `task` as a user message and runs turns until the model answers without calling a
+    /// tool, a limit of [`AgentConfig`] is reached, `cancel` fires, or the model fails.
+    pub async fn run(&mut self, task: &str, cancel: CancellationToken) -> RunOutcome {
+        let shared = Arc::clone(&self.shared);
+        let config = &shared.config;
+        let deadline = config.max_wall.map(|d| Instant::now() + d);
+        self.push(Item::User { text: task.to_string() }, None);
+        self.last_turn_start = self.items.len();
+
+        let mut usage = Usage::default();
+        let mut turns = 0u32;
+        let mut final_text = String::new();
+        let (status, error) = loop {
+            if cancel.is_cancelled() {
+                break (RunStatus::Cancelled, Some("the run was cancelled".to_string()));
+            }
+            if turns >= config.max_turns {
+                break (
+                    RunStatus::MaxTurns,
+                    Some(format!(
+                        "stopped after {turns} model requests (max_turns); the model still had calls to make"
+                    )),
+                );
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                break (RunStatus::MaxWall, Some(wall_message(config)));
+            }
+            if let Some(max) = config.max_tokens
+                && usage.input_tokens + usage.output_tokens >= max
+            {
+                break (
+                    RunStatus::MaxTokens,
+                    Some(format!("used {} of {max} tokens (max_tokens)", usage.input_tokens + usage.output_tokens)),
+                );
+            }
+            turns += 1;
+            shared.emit(AgentEvent::TurnStarted { turn: turns });
+            let (end, turn_usage) = self.turn(turns, &cancel, deadline).await;
+            usage.add(&turn_usage);
+            match end {
+                TurnEnd::Answered { text, calls } => {
+                    shared.emit(AgentEvent::TurnCompleted { turn: turns, usage: turn_usage });
+                    if !text.is_empty() || calls == 0 {
+                        final_text = text;
+                    }
+                    if calls == 0 {
+                        break (RunStatus::Completed, None);
+                    }
+                }
+                TurnEnd::Cancelled => break (RunStatus::Cancelled, Some("the run was cancelled".to_string())),
+                TurnEnd::Wall => break (RunStatus::MaxWall, Some(wall_message(config))),
+                TurnEnd::Failed(e) => break (RunStatus::Failed, Some(e)),
+            }
+        };
+        let error = match (error, self.transcript_error.take()) {
+            (e, None) => e,
+            (None, Some(t)) => Some(t),
+            (Some(e), Some(t)) => Some(format!("{e}; {t}")),
+        };
+        shared.emit(AgentEvent::RunFinished {
+            status,
+            turns,
+            usage,
+            final_text: final_text.clone(),
+            error: error.clone(),
+        });
+        RunOutcome { status, final_text, turns, usage, error }
+    }
+
+    /// One request and its calls.
+    async fn turn(&mut self, n: u32, cancel: &CancellationToken, deadline: Option<Instant>) -> (TurnEnd, Usage) {
+        let shared = Arc::clone(&self.shared);
+        let model_id = shared.model.model().to_string();
+        let plan = shared.harness.plan(shared.config.mode, &model_id);
+
+        // P5: OpenAI models get apply_patch as a grammar tool where the wire API takes one;
+        // elsewhere it stays a JSON tool with its `input` field.
+        let freeform = plan.family == ModelFamily::OpenAi && shared.model.supports_freeform_tools();
+        let tools: Vec<ToolDef> = plan
+            .tools
+            .iter()
+            .map(|t| ToolDef {
+                name: t.name.clone(),
+                description: t.description.clone(),
+                input_schema: t.input_schema.clone(),
+                freeform_grammar: (freeform && t.name == APPLY_PATCH).then(|| APPLY_PATCH_LARK_GRAMMAR.to_string()),
+            })
+            .collect();
+        let system = match &shared.config.system_prompt {
+            Some(p) if !plan.guidance.is_empty() => format!("{p}\n\nTools:\n{}", plan.guidance),
+            Some(p) => p.clone(),
+            None if plan.guidance.is_empty() => String::new(),
+            None => format!("Tools:\n{}", plan.guidance),
+        };
+
+        let settled: Settled = Arc::new(Mutex::new(HashSet::new()));
+        let base = plan.registry(&shared.registry);
+        let mut registry = ToolRegistry::new();
+        for name in base.names() {
+            if let Some(tool) = base.get(name) {
+                registry.register(Observed {
+                    inner: Arc::clone(tool),
+                    events: shared.events.clone(),
+                    settled: Arc::clone(&settled),
+                });
+            }
+        }
+        let scheduler = Scheduler::new(registry).with_config(shared.scheduler.clone());
+
+        let fixed_bytes = system.len() + tools.iter().map(tool_bytes).sum::<usize>();
+        self.compact_if_needed(fixed_bytes);
+        let request_bytes = fixed_bytes + self.items.iter().map(item_bytes).sum::<usize>();
+        let request = Request {
+            model: model_id,
+            system,
+            items: self.items.clone(),
+            tools,
+            parallel_tool_calls: true,
+            max_output_tokens: None,
+        };
+
+        // Cancelling the run, or the wall limit, stops the stream and every call of the turn.
+        let turn_cancel = cancel.child_token();
+        let mut cx = shared.context.clone();
+        cx.cancel = turn_cancel.clone();
+        let mut turn = scheduler.turn(&cx);
+
+        let wall = async move {
+            match deadline {
+                Some(d) => tokio::time::sleep_until(d.into()).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(wall);
+
+        let mut text = String::new();
+        let mut turn_items: Vec<Item> = Vec::new();
+        let mut calls: Vec<(String, String)> = Vec::new();
+
+        let end = 'stream: {
+            let mut stream = tokio::select! {
+                biased;
+                () = cancel.cancelled() => break 'stream StreamEnd::Cancelled,
+                () = &mut wall => break 'stream StreamEnd::Wall,
+                r = shared.model.stream(&request, turn_cancel.clone()) => match r {
+                    Ok(s) => s,
+                    Err(e) => break 'stream failed(e, cancel),
+                },
+            };
+            loop {
+                let next = tokio::select! {
+                    biased;
+                    () = cancel.cancelled() => break 'stream StreamEnd::Cancelled,
+                    () = &mut wall => break 'stream StreamEnd::Wall,
+                    ev = std::future::poll_fn(|c| stream.as_mut().poll_next(c)) => ev,
+                };
+                match next {
+                    None => break 'stream StreamEnd::Failed(ModelError::Truncated.to_string()),
+                    Some(Err(e)) => break 'stream failed(e, cancel),
+                    Some(Ok(ev)) => match ev {
+                        ModelEvent::TextDelta { text: t } => {
+                            text.push_str(&t);
+                            shared.emit(AgentEvent::TextDelta { text: t });
+                        }
+                        ModelEvent::ToolCallDone { call_id, name, input } => {
+                            // G4: pushed the moment its arguments are complete; the scheduler
+                            // starts reads and commands now, the rest when the response ends.
+                            turn.push(ToolCall::new(call_id.clone(), name.clone(), input.clone().into_args()));
+                            calls.push((call_id.clone(), name.clone()));
+                            turn_items.push(Item::ToolCall { call_id, name, input });
+                        }
+                        ModelEvent::Reasoning { raw } => turn_items.push(Item::Reasoning { raw }),
+                        ModelEvent::Completed { usage, .. } => {
+                            turn.finish();
+                            break 'stream StreamEnd::Completed(usage);
+                        }
+                        ModelEvent::ToolCallStarted { .. } | ModelEvent::ReasoningDelta { .. } => {}
+                    },
+                }
+            }
+        };
+
+        let usage = match &end {
+            StreamEnd::Completed(u) => *u,
+            _ => {
+                // G6: the response broke off; started calls stop, every call gets `cancelled`.
+                turn_cancel.cancel();
+                turn.abort();
+                Usage::default()
+            }
+        };
+
+        // The answer text goes before the calls, as every provider orders an assistant turn.
+        self.last_turn_start = self.items.len();
+        let at = turn_items.iter().position(|i| matches!(i, Item::ToolCall { .. })).unwrap_or(turn_items.len());
+        if !text.is_empty() {
+            turn_items.insert(at, Item::Assistant { text: text.clone() });
+        }
+        for item in turn_items {
+            self.push(item, None);
+        }
+        if matches!(end, StreamEnd::Completed(_)) && !text.is_empty() {
+            shared.emit(AgentEvent::AssistantMessage { text: text.clone() });
+        }
+
+        // G5: results in call order, once all settled; the wall limit still stops them.
+        let results = turn.results();
+        tokio::pin!(results);
+        let mut hit_wall = false;
+        let outputs = tokio::select! {
+            r = &mut results => r,
+            () = &mut wall => {
+                hit_wall = true;
+                turn_cancel.cancel();
+                results.await
+            }
+        };
+        let n_calls = calls.len();
+        for ((call_id, name), out) in calls.into_iter().zip(outputs) {
+            let output = model_text(&out);
+            if claim(&settled, &call_id) {
+                shared.emit(AgentEvent::ToolCallFinished {
+                    call_id: call_id.clone(),
+                    name: name.clone(),
+                    status: out.status,
+                    duration_ms: 0,
+                    output: head(&output, 2048).to_string(),
+                });
+            }
+            let is_error = out.status != ToolStatus::Success;
+            self.outputs.insert(call_id.clone(), out.clone());
+            self.push(Item::ToolResult { call_id, name, output, is_error }, Some(out));
+        }
+
+        if let StreamEnd::Completed(u) = &end {
+            self.record(&Record::Usage { turn: n, usage: *u });
+            // What the provider counted beyond bytes/4 (tokenizer, images, framing) carries
+            // over into the next estimate.
+            self.token_correction = u.input_tokens.saturating_sub((request_bytes / 4) as u64);
+        }
+        let end = match end {
+            StreamEnd::Completed(_) if cancel.is_cancelled() => TurnEnd::Cancelled,
+            StreamEnd::Completed(_) if hit_wall => TurnEnd::Wall,
+            StreamEnd::Completed(_) => TurnEnd::Answered { text, calls: n_calls },
+            StreamEnd::Cancelled => TurnEnd::Cancelled,
+            StreamEnd::Wall => TurnEnd::Wall,
+            StreamEnd::Failed(e) => TurnEnd::Failed(e),
+        };
+        (end, usage)
+    }
+
+    /// Appends an item to the history and the transcript.
+    fn push(&mut self, item: Item, output: Option<ToolOutput>) {
+        let record = Record::Item { item, output };
+        self.record(&record);
+        if let Record::Item { item, .. } = record {
+            self.items.push(item);
+        }
+    }
+
+    fn record(&mut self, record: &Record) {
+        if let Err(e) = self.writer.append(record) {
+            tracing::warn!(path = %self.path.display(), error = %e, "cannot write the transcript");
+            if self.transcript_error.is_none() {
+                self.transcript_error = Some(format!("cannot write the transcript {}: {e}", self.path.display()));
+            }
+        }
+    }
+
+    /// A transcript that ends between a call and its result (a crash mid-turn) gets a
+    /// `cancelled` result for each such call, so the history is valid for every provider.
+    fn close_dangling_calls(&mut self) {
+        let answered: HashSet<&str> = self
+            .items
+            .iter()
+            .filter_map(|i| match i {
+                Item::ToolResult { call_id, .. } => Some(call_id.as_str()),
+                _ => None,
+            })
+            .collect();
+        let dangling: Vec<(String, String)> = self
+            .items
+            .iter()
+            .filter_map(|i| match i {
+                Item::ToolCall { call_id, name, .. } if !answered.contains(call_id.as_str()) => {
+                    Some((call_id.clone(), name.clone()))
+                }
+                _ => None,
+            })
+            .collect();
+        for (call_id, name) in dangling {
+            let out = ToolOutput::with_status(
+                ToolStatus::Cancelled,
+                "the session ended before this call's result was recorded; run it again if it is still needed",
+            );
+            let output = model_text(&out);
+            self.outputs.insert(call_id.clone(), out.clone());
+            self.push(Item::ToolResult { call_id, name, output, is_error: true }, Some(out));
+        }
+        self.last_turn_start = self.items.len();
+    }
+
+    /// G20: when the next request would pass ~80 % of the context window, replaces the oldest
+    /// tool results (never the latest turn's) by their first line and the path of their full
+    /// output, saving the text under the sessions folder when no file holds it yet.
+    fn compact_if_needed(&mut self, fixed_bytes: usize) {
+        let limit = (self.shared.config.context_window as f64 * COMPACT_AT) as u64;
+        let mut bytes = fixed_bytes + self.items.iter().map(item_bytes).sum::<usize>();
+        let estimate = |bytes: usize, correction: u64| (bytes / 4) as u64 + correction;
+        if estimate(bytes, self.token_correction) <= limit {
+            return;
+        }
+        for i in 0..self.last_turn_start.min(self.items.len()) {
+            if estimate(bytes, self.token_correction) <= limit {
+                break;
+            }
+            let Item::ToolResult { call_id, output, .. } = &self.items[i] else { continue };
+            if output.len() < COMPACT_MIN_BYTES || self.compacted.contains(call_id) {
+                continue;
+            }
+            let call_id = call_id.clone();
+            let full_path = match self.full_output_path(&call_id, i) {
+                Ok(p) => p,
+                Err(e) => {
+                    // Without a copy on disk the text would be lost: leave this one whole.
+                    tracing::warn!(call_id, error = %e, "cannot save a tool output before compacting it");
+                    continue;
+                }
+            };
+            let Item::ToolResult { output, .. } = &mut self.items[i] else { continue };
+            let first = head(output.lines().next().unwrap_or(""), 200).to_string();
+            let new_text = format!("{first} [output compacted; full output: {}]", full_path.display());
+            bytes = bytes - output.len() + new_text.len();
+            *output = new_text.clone();
+            self.compacted.insert(call_id.clone());
+            self.record(&Record::Compacted { call_id, output: new_text });
+        }
+    }
+
+    /// Where the full output of a result is on disk: the tool's own saved file when it still
+    /// exists, else `ID.outputs/CALLID.txt` in the sessions folder, written now.
+    fn full_output_path(&self, call_id: &str, index: usize) -> std::io::Result<PathBuf> {
+        let out = self.outputs.get(call_id);
+        if let Some(p) = out.and_then(|o| o.full_output.as_ref())
+            && p.is_file()
+        {
+            return Ok(p.clone());
+        }
+        let text = match (out, &self.items[index]) {
+            (Some(o), _) => model_text(o),
+            (None, Item::ToolResult { output, .. }) => output.clone(),
+            (None, _) => String::new(),
+        };
+        let dir = self.dir.join(format!("{}.outputs", self.id));
+        std::fs::create_dir_all(&dir)?;
+        let safe: String = call_id
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '-' | '_') { c } else { '_' })
+            .collect();
+        let path = dir.join(format!("{safe}.txt"));
+        std::fs::write(&path, text)?;
+        Ok(path)
+    }
+}
+
+fn failed(e: ModelError, cancel: &CancellationToken) -> StreamEnd {
+    if cancel.is_cancelled() || matches!(e, ModelError::Cancelled) {
+        StreamEnd::Cancelled
+    } else {
+        StreamEnd::Failed(e.to_string())
+    }
+}
+
+fn wall_message(config: &AgentConfig) -> String {
+    let secs = config.max_wall.map(|d| d.as_secs_f64()).unwrap_or_default();
+    format!("stopped after the run's time limit of {secs} s (max_wall)")
+}
+
+/// Bytes a tool definition adds to a request, roughly.
+fn tool_bytes(t: &ToolDef) -> usize {
+    t.name.len() + t.description.len() + t.input_schema.to_string().len()
+}
+
+/// Bytes an item adds to a request, roughly.
+fn item_bytes(item: &Item) -> usize {
+    match item {
+        Item::User { text } | Item::Assistant { text } => text.len(),
+        Item::Reasoning { raw } => raw.to_string().len(),
+        Item::ToolCall { name, input, .. } => {
+            name.len()
+                + match input {
+                    kodik_model::ToolInput::Json(v) => v.to_string().len(),
+                    kodik_model::ToolInput::Freeform(s) => s.len(),
+                }
+        }
+        Item::ToolResult { output, .. } => output.len(),
+    }
+}

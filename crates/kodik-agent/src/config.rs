@@ -1,0 +1,152 @@
+//! [`AgentConfig`] and [`ApprovalMode`].
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use kodik_core::{Approval, ApprovalPolicy, ApprovalRequest, Approver, Effect};
+use kodik_harness::Mode;
+
+/// How an [`Agent`](crate::Agent) runs its conversations.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentConfig {
+    /// The harness mode every request is planned for (G11). Default: Code.
+    pub mode: Mode,
+    /// Model requests per run, at most. Default: 50.
+    pub max_turns: u32,
+    /// Wall-clock time per run, at most; a turn in flight is aborted when it runs out.
+    pub max_wall: Option<Duration>,
+    /// Input plus output tokens per run, at most (as the provider reports them).
+    pub max_tokens: Option<u64>,
+    /// The model's context window in tokens; old tool outputs are compacted near 80 % of it (G20).
+    pub context_window: u64,
+    /// Where transcripts go. Default: `<first workspace root>/.kodik/sessions`.
+    pub sessions_dir: Option<PathBuf>,
+    /// Put before the harness's tool guidance in the system prompt.
+    pub system_prompt: Option<String>,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        Self {
+            mode: Mode::Code,
+            max_turns: 50,
+            max_wall: None,
+            max_tokens: None,
+            context_window: 200_000,
+            sessions_dir: None,
+            system_prompt: None,
+        }
+    }
+}
+
+impl AgentConfig {
+    /// Sets [`mode`](Self::mode).
+    pub fn mode(mut self, mode: Mode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Sets [`max_turns`](Self::max_turns).
+    pub fn max_turns(mut self, n: u32) -> Self {
+        self.max_turns = n;
+        self
+    }
+
+    /// Sets [`max_wall`](Self::max_wall).
+    pub fn max_wall(mut self, limit: Duration) -> Self {
+        self.max_wall = Some(limit);
+        self
+    }
+
+    /// Sets [`max_tokens`](Self::max_tokens).
+    pub fn max_tokens(mut self, n: u64) -> Self {
+        self.max_tokens = Some(n);
+        self
+    }
+
+    /// Sets [`context_window`](Self::context_window).
+    pub fn context_window(mut self, tokens: u64) -> Self {
+        self.context_window = tokens;
+        self
+    }
+
+    /// Sets [`sessions_dir`](Self::sessions_dir).
+    pub fn sessions_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.sessions_dir = Some(dir.into());
+        self
+    }
+
+    /// Sets [`system_prompt`](Self::system_prompt).
+    pub fn system_prompt(mut self, prompt: impl Into<String>) -> Self {
+        self.system_prompt = Some(prompt.into());
+        self
+    }
+}
+
+/// Which calls run without asking anyone; the rest are denied with a reason the model can act on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ApprovalMode {
+    /// Every call runs.
+    Auto,
+    /// Reads and network requests run; file changes, processes, browser and conversation-state
+    /// calls are denied.
+    ReadOnly,
+    /// Only pure reads run (they need no approval); every call that needs approval is denied.
+    Deny,
+}
+
+impl ApprovalMode {
+    /// Parses `auto`, `read-only` (or `read_only`, `readonly`) and `deny`, any case.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "auto" => Some(Self::Auto),
+            "read-only" | "read_only" | "readonly" => Some(Self::ReadOnly),
+            "deny" => Some(Self::Deny),
+            _ => None,
+        }
+    }
+
+    /// The name [`parse`](Self::parse) reads.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::ReadOnly => "read-only",
+            Self::Deny => "deny",
+        }
+    }
+
+    /// The approver for the [`ToolContext`](kodik_core::ToolContext), built from [`ApprovalPolicy`].
+    pub fn approver(self) -> Arc<dyn Approver> {
+        match self {
+            Self::Auto => Arc::new(ApprovalPolicy::auto_approve_all()),
+            Self::ReadOnly => Arc::new(
+                ApprovalPolicy::ask(Some(Box::new(Refuse(self))))
+                    .effect(Effect::ReadOnly, true)
+                    .effect(Effect::Network, true),
+            ),
+            Self::Deny => Arc::new(ApprovalPolicy::ask(Some(Box::new(Refuse(self)))).effect(Effect::ReadOnly, true)),
+        }
+    }
+}
+
+/// The fallback of the restrictive modes: refuses, saying why and what still works.
+struct Refuse(ApprovalMode);
+
+#[async_trait]
+impl Approver for Refuse {
+    async fn approve(&self, request: &ApprovalRequest) -> Approval {
+        let allowed = match self.0 {
+            ApprovalMode::ReadOnly => "reading and searching files and network requests",
+            _ => "reading and searching files",
+        };
+        Approval::Denied(format!(
+            "this session runs with approval mode `{}`: `{}` ({:?}) is not allowed; only {allowed} is. \
+             Do the task with those tools, or tell the user what you would run and why.",
+            self.0.as_str(),
+            request.tool,
+            request.effect,
+        ))
+    }
+}

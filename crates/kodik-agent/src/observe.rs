@@ -1,0 +1,145 @@
+//! A [`Tool`] wrapper that reports when a call really starts and ends.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use async_trait::async_trait;
+use kodik_core::{Content, Resource, Tool, ToolContext, ToolError, ToolOutput, ToolSpec, ToolStatus, Workspace};
+use serde_json::Value;
+use tokio::sync::broadcast;
+
+use crate::events::AgentEvent;
+
+/// How much of a result a `ToolCallFinished` event carries.
+const EVENT_OUTPUT_BYTES: usize = 2048;
+
+/// Call ids whose `ToolCallFinished` was sent: whoever claims an id first sends it, so a call
+/// cancelled while the loop collects results is reported once.
+pub(crate) type Settled = Arc<Mutex<HashSet<String>>>;
+
+/// Claims the right to report `call_id` as finished.
+pub(crate) fn claim(settled: &Settled, call_id: &str) -> bool {
+    settled.lock().unwrap_or_else(|p| p.into_inner()).insert(call_id.to_string())
+}
+
+/// Wraps a tool of the turn's registry; every method but `call` delegates unchanged, so
+/// validation, same-file order (G2) and the streaming-start rule (G4) are the tool's own.
+pub(crate) struct Observed {
+    pub inner: Arc<dyn Tool>,
+    pub events: broadcast::Sender<AgentEvent>,
+    pub settled: Settled,
+}
+
+#[async_trait]
+impl Tool for Observed {
+    fn spec(&self) -> &ToolSpec {
+        self.inner.spec()
+    }
+
+    fn validate(&self, args: &Value) -> Result<(), ToolError> {
+        self.inner.validate(args)
+    }
+
+    fn resources(&self, args: &Value, ws: &Workspace) -> Vec<Resource> {
+        self.inner.resources(args, ws)
+    }
+
+    fn starts_while_streaming(&self, args: &Value) -> bool {
+        self.inner.starts_while_streaming(args)
+    }
+
+    async fn call(&self, args: Value, cx: &ToolContext) -> ToolOutput {
+        let name = &self.inner.spec().name;
+        // No subscriber, no copy of the arguments (a whole-file edit may carry megabytes).
+        if self.events.receiver_count() > 0 {
+            let _ = self.events.send(AgentEvent::ToolCallStarted {
+                call_id: cx.call_id.clone(),
+                name: name.clone(),
+                args: args.clone(),
+            });
+        }
+        let mut guard = FinishGuard {
+            events: &self.events,
+            settled: &self.settled,
+            call_id: &cx.call_id,
+            name,
+            started: Instant::now(),
+            armed: true,
+        };
+        let out = self.inner.call(args, cx).await;
+        guard.report(out.status, &model_text(&out));
+        out
+    }
+}
+
+/// Reports the end of a call, also when its future is dropped (cancelled) before it returns.
+struct FinishGuard<'a> {
+    events: &'a broadcast::Sender<AgentEvent>,
+    settled: &'a Settled,
+    call_id: &'a str,
+    name: &'a str,
+    started: Instant,
+    armed: bool,
+}
+
+impl FinishGuard<'_> {
+    fn report(&mut self, status: ToolStatus, text: &str) {
+        self.armed = false;
+        if claim(self.settled, self.call_id) {
+            let _ = self.events.send(AgentEvent::ToolCallFinished {
+                call_id: self.call_id.to_string(),
+                name: self.name.to_string(),
+                status,
+                duration_ms: self.started.elapsed().as_millis() as u64,
+                output: head(text, EVENT_OUTPUT_BYTES).to_string(),
+            });
+        }
+    }
+}
+
+impl Drop for FinishGuard<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.report(ToolStatus::Cancelled, "[cancelled] the call was stopped");
+        }
+    }
+}
+
+/// The first `max` bytes of `s`, cut at a character boundary.
+pub(crate) fn head(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// The text the model reads for a result: statuses other than success and error are named
+/// first (the tool's own text may not say the call never ran), images become a short note.
+pub(crate) fn model_text(out: &ToolOutput) -> String {
+    let mut text = String::new();
+    if !matches!(out.status, ToolStatus::Success | ToolStatus::Error) {
+        text.push_str(&format!("[{}] ", out.status));
+    }
+    let mut first = true;
+    for c in &out.content {
+        if !first {
+            text.push('\n');
+        }
+        first = false;
+        match c {
+            Content::Text { text: t } => text.push_str(t),
+            Content::Image { data, mime_type } => {
+                text.push_str(&format!("[image {mime_type}, {} bytes, not shown to this model]", data.len() / 4 * 3));
+            }
+        }
+    }
+    if first {
+        text.push_str("(no output)");
+    }
+    text
+}

@@ -1,0 +1,221 @@
+//! The JSON Lines transcript of a conversation: one record per change, flushed per line, so a
+//! crash loses at most the line being written (G7).
+
+use std::collections::{HashMap, HashSet};
+use std::fs::{File, OpenOptions};
+use std::hash::{BuildHasher, Hasher};
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use kodik_core::ToolOutput;
+use kodik_model::{Item, Usage};
+use serde::{Deserialize, Serialize};
+
+use crate::error::AgentError;
+
+/// The transcript format version written in the meta record.
+pub(crate) const VERSION: u32 = 1;
+
+/// One line of a transcript.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub(crate) enum Record {
+    /// The first line.
+    Meta { version: u32, session_id: String, model: String, mode: String, created: String },
+    /// The conversation was reloaded and continues from here.
+    Resumed { model: String, mode: String, at: String },
+    /// An item appended to the history; a tool result carries its full output (G7).
+    Item {
+        item: Item,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        output: Option<ToolOutput>,
+    },
+    /// A tool result's text was replaced by a one-line pointer to its full output (G20).
+    Compacted { call_id: String, output: String },
+    /// What a request cost.
+    Usage { turn: u32, usage: Usage },
+}
+
+/// What a transcript holds once reloaded.
+#[derive(Debug, Default)]
+pub(crate) struct Loaded {
+    pub items: Vec<Item>,
+    pub outputs: HashMap<String, ToolOutput>,
+    pub compacted: HashSet<String>,
+}
+
+/// An open transcript, appended to line by line.
+#[derive(Debug)]
+pub(crate) struct Writer {
+    file: File,
+}
+
+impl Writer {
+    /// Creates `path`, failing if it exists.
+    pub fn create(path: &Path) -> std::io::Result<Self> {
+        Ok(Self { file: OpenOptions::new().append(true).create_new(true).open(path)? })
+    }
+
+    /// Opens `path` for appending after its first `keep` bytes (a partial last line is cut off,
+    /// so the next record starts on a line of its own).
+    pub fn reopen(path: &Path, keep: u64) -> Result<Self, AgentError> {
+        let io = |action, source| AgentError::Io { action, path: path.to_path_buf(), source };
+        let file = OpenOptions::new().append(true).open(path).map_err(|e| io("cannot open", e))?;
+        let len = file.metadata().map_err(|e| io("cannot read", e))?.len();
+        if len > keep {
+            file.set_len(keep).map_err(|e| io("cannot truncate the partial last line of", e))?;
+        }
+        Ok(Self { file })
+    }
+
+    /// Appends one record as one line; a line is written with one `write` call and reaches the
+    /// file before this returns.
+    pub fn append(&mut self, record: &Record) -> std::io::Result<()> {
+        let mut line = serde_json::to_vec(record).map_err(std::io::Error::other)?;
+        line.push(b'\n');
+        self.file.write_all(&line)?;
+        self.file.flush()
+    }
+}
+
+/// Reads a transcript. Returns what it holds and the length of its well-formed prefix: a last
+/// line that does not parse (a crash mid-write) is skipped; any other bad line is an error.
+pub(crate) fn load(path: &Path) -> Result<(Loaded, u64), AgentError> {
+    let text = std::fs::read_to_string(path).map_err(|source| AgentError::Io {
+        action: "cannot read",
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let mut loaded = Loaded::default();
+    let mut keep = 0u64;
+    let mut offset = 0usize;
+    let lines: Vec<&str> = text.split_inclusive('\n').collect();
+    for (i, raw) in lines.iter().enumerate() {
+        offset += raw.len();
+        let line = raw.trim_end_matches(['\n', '\r']);
+        if line.trim().is_empty() {
+            keep = offset as u64;
+            continue;
+        }
+        let record = match serde_json::from_str::<Record>(line) {
+            Ok(r) if raw.ends_with('\n') || i + 1 < lines.len() => r,
+            // A last line without its newline was cut off mid-write, even if it parses.
+            Ok(_) => break,
+            Err(_) if i + 1 == lines.len() => break,
+            Err(e) => {
+                return Err(AgentError::BadTranscript {
+                    path: path.to_path_buf(),
+                    line: i + 1,
+                    message: e.to_string(),
+                });
+            }
+        };
+        keep = offset as u64;
+        if i == 0 && !matches!(record, Record::Meta { .. }) {
+            return Err(AgentError::BadTranscript {
+                path: path.to_path_buf(),
+                line: 1,
+                message: "the first line must be the meta record".into(),
+            });
+        }
+        match record {
+            Record::Item { item, output } => {
+                if let (Item::ToolResult { call_id, .. }, Some(out)) = (&item, output) {
+                    loaded.outputs.insert(call_id.clone(), out);
+                }
+                loaded.items.push(item);
+            }
+            Record::Compacted { call_id, output: new_text } => {
+                for item in loaded.items.iter_mut().rev() {
+                    if let Item::ToolResult { call_id: id, output, .. } = item
+                        && *id == call_id
+                    {
+                        *output = new_text;
+                        break;
+                    }
+                }
+                loaded.compacted.insert(call_id);
+            }
+            Record::Meta { .. } | Record::Resumed { .. } | Record::Usage { .. } => {}
+        }
+    }
+    Ok((loaded, keep))
+}
+
+/// A new session id: UTC time to the millisecond, then 4 random hex digits, so ids sort by
+/// creation time: `20261201T041500.123Z-1a2b`.
+pub(crate) fn new_id() -> String {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    // RandomState is seeded from the OS per process and per instance: enough to tell apart
+    // sessions started in the same millisecond.
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(now.as_nanos());
+    let (date, time) = civil(now.as_secs());
+    format!("{date}T{time}.{:03}Z-{:04x}", now.subsec_millis(), h.finish() & 0xffff)
+}
+
+/// Whether `id` can name a transcript file in the sessions folder (no path separators, no
+/// leading dot).
+pub(crate) fn valid_id(id: &str) -> bool {
+    !id.is_empty()
+        && !id.starts_with('.')
+        && id.len() <= 200
+        && id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+}
+
+/// The transcript of session `id`.
+pub(crate) fn path_of(dir: &Path, id: &str) -> PathBuf {
+    dir.join(format!("{id}.jsonl"))
+}
+
+/// RFC 3339 UTC time with milliseconds.
+pub(crate) fn now_rfc3339() -> String {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    let (date, time) = civil(now.as_secs());
+    let (y, rest) = date.split_at(4);
+    let (mo, d) = rest.split_at(2);
+    let (h, rest) = time.split_at(2);
+    let (mi, s) = rest.split_at(2);
+    format!("{y}-{mo}-{d}T{h}:{mi}:{s}.{:03}Z", now.subsec_millis())
+}
+
+/// `(YYYYMMDD, HHMMSS)` of a Unix time (Howard Hinnant's civil-from-days).
+fn civil(secs: u64) -> (String, String) {
+    let days = (secs / 86_400) as i64;
+    let sod = secs % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (format!("{y:04}{m:02}{d:02}"), format!("{:02}{:02}{:02}", sod / 3600, sod % 3600 / 60, sod % 60))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn civil_dates_match_known_days() {
+        assert_eq!(civil(0), ("19700101".into(), "000000".into()));
+        // 2026-12-01T04:15:00Z
+        assert_eq!(civil(1_796_098_500), ("20261201".into(), "041500".into()));
+        // A leap day.
+        assert_eq!(civil(951_782_400), ("20000229".into(), "000000".into()));
+    }
+
+    #[test]
+    fn ids_name_files_and_sort_by_time() {
+        let a = new_id();
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        let b = new_id();
+        assert!(valid_id(&a) && valid_id(&b), "{a} {b}");
+        assert!(a < b, "{a} !< {b}");
+        assert!(!valid_id("../x") && !valid_id(".hidden") && !valid_id("a/b") && !valid_id(""));
+    }
+}
