@@ -8,9 +8,35 @@
 //! | module | what it holds |
 //! | --- | --- |
 //! | [`types`] | [`Request`], [`Item`], [`ToolDef`], [`ModelEvent`], [`ToolInput`], [`Usage`], [`ModelClient`] |
+//! | [`config`] | [`ModelConfig`] (builder, `from_env`), [`Provider`] |
+//! | [`replay`] | [`Recording`](replay::Recording) files and the loopback [`ReplayServer`](replay::ReplayServer) |
+//! | [`sse`] | the incremental SSE parser |
+//!
+//! [`client`] builds the client a configuration names.
 
+use std::sync::Arc;
+
+pub mod config;
+pub mod openai;
+pub mod replay;
+pub mod sse;
+mod transport;
 pub mod types;
 
+pub use config::{ModelConfig, Provider};
+pub use openai::ResponsesClient;
 pub use types::{
     EventStream, Item, ModelClient, ModelError, ModelEvent, Request, StopReason, ToolDef, ToolInput, Usage,
 };
+
+/// The client for `config.provider`.
+pub fn client(config: ModelConfig) -> Result<Arc<dyn ModelClient>, ModelError> {
+    match config.provider {
+        Provider::OpenAiResponses => Ok(Arc::new(ResponsesClient::new(config)?)),
+        other => Err(ModelError::Config(format!("the {other} client is not built yet"))),
+    }
+}
+
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
