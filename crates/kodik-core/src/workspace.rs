@@ -46,9 +46,24 @@ pub enum PathError {
     /// The path resolves to a folder where a file was expected.
     #[error("`{0}` is a folder; give the path of a file")]
     IsDirectory(String),
-    /// The path does not exist.
+    /// The path does not exist, and nothing in its folder has a name close to it.
     #[error("`{0}` does not exist")]
     NotFound(String),
+    /// The path does not exist, but names close to it do (a typo, a wrong extension).
+    #[error("`{path}` does not exist{}", crate::error::suggestions_suffix(near))]
+    NotFoundNear {
+        /// The path as shown.
+        path: String,
+        /// Existing paths close to it, as shown, closest first.
+        near: Vec<String>,
+    },
+}
+
+impl PathError {
+    /// Whether the path simply does not exist (with or without suggestions).
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Self::NotFound(_) | Self::NotFoundNear { .. })
+    }
 }
 
 /// Project settings the tools read.
@@ -172,8 +187,45 @@ impl Workspace {
         match std::fs::metadata(&resolved) {
             Ok(m) if m.is_dir() => Err(PathError::IsDirectory(self.display(&resolved))),
             Ok(_) => Ok(resolved),
-            Err(_) => Err(PathError::NotFound(self.display(&resolved))),
+            Err(_) => Err(self.not_found(&resolved)),
         }
+    }
+
+    /// The error for a resolved path that does not exist: [`PathError::NotFoundNear`] with up to
+    /// three existing paths whose name is close to the first missing part of it (`a.tx` → `a.txt`,
+    /// `scr/main.rs` → `src/main.rs`), or [`PathError::NotFound`] when there are none. Names hidden
+    /// by `.kodikignore` are never suggested.
+    pub fn not_found(&self, resolved: &Path) -> PathError {
+        let shown = self.display(resolved);
+        let near = self.near_names(resolved);
+        if near.is_empty() { PathError::NotFound(shown) } else { PathError::NotFoundNear { path: shown, near } }
+    }
+
+    fn near_names(&self, resolved: &Path) -> Vec<String> {
+        // Folders with more entries than this are not listed: the hint is not worth the time.
+        const MAX_ENTRIES: usize = 10_000;
+        let mut missing = Vec::new();
+        let mut dir = resolved;
+        while !dir.exists() {
+            let (Some(parent), Some(name)) = (dir.parent(), dir.file_name()) else { return Vec::new() };
+            missing.push(name);
+            dir = parent;
+        }
+        let Some(first) = missing.pop().and_then(|n| n.to_str()) else { return Vec::new() };
+        if !self.roots.iter().any(|r| dir.starts_with(r)) {
+            return Vec::new();
+        }
+        let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+        let names: Vec<String> =
+            entries.take(MAX_ENTRIES).flatten().filter_map(|e| e.file_name().into_string().ok()).collect();
+        let rest: PathBuf = missing.iter().rev().collect();
+        closest_names(first, &names)
+            .into_iter()
+            .map(|n| dir.join(n).join(&rest))
+            .filter(|p| (rest.as_os_str().is_empty() || p.exists()) && !self.is_ignored(p))
+            .take(3)
+            .map(|p| self.display(&p))
+            .collect()
     }
 
     /// The canonical resource key of `path` (G2). Paths outside the workspace still get a key.
@@ -289,6 +341,27 @@ impl Workspace {
 fn looks_windows(p: &str) -> bool {
     let b = p.as_bytes();
     p.contains('\\') || (b.len() >= 2 && b[0].is_ascii_alphabetic() && b[1] == b':')
+}
+
+/// Names in `names` close to `name`, closest first. Edit distance rather than the Jaro-Winkler
+/// score tool names use ([`crate::registry::closest`]): a transposition in a short name (`scr`
+/// for `src`) counts as one slip, and a shared extension alone (`nope.txt`, `a.txt`) is no match.
+fn closest_names<'a>(name: &str, names: &'a [String]) -> Vec<&'a str> {
+    let lower = name.to_lowercase();
+    let mut scored: Vec<(f64, &str)> = names
+        .iter()
+        .filter_map(|n| {
+            let nl = n.to_lowercase();
+            let mut score = strsim::normalized_damerau_levenshtein(&lower, &nl);
+            // `main` for `main.rs`, `readme` for `README.md`: the model left out the extension.
+            if lower.len() >= 3 && nl.starts_with(&lower) && nl[lower.len()..].starts_with('.') {
+                score = score.max(0.9);
+            }
+            (score >= 0.6).then_some((score, n.as_str()))
+        })
+        .collect();
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(b.1)));
+    scored.into_iter().take(6).map(|(_, n)| n).collect()
 }
 
 /// Removes `.` and resolves `..` without touching the file system.
@@ -436,6 +509,25 @@ mod tests {
         let (_d, w) = ws();
         assert!(matches!(w.check_file("src"), Err(PathError::IsDirectory(_))));
         assert!(matches!(w.check_file("nope.txt"), Err(PathError::NotFound(_))));
+    }
+
+    #[test]
+    fn g16_missing_path_suggests_close_existing_names_but_never_ignored_ones() {
+        let (_d, w) = ws();
+        let root = w.primary_root().to_path_buf();
+        std::fs::write(root.join("a.txt"), "x").unwrap();
+        std::fs::write(root.join("a.secret"), "x").unwrap();
+        std::fs::write(root.join(".kodikignore"), "*.secret\n").unwrap();
+        std::fs::create_dir_all(root.join("src")).unwrap();
+        std::fs::write(root.join("src/main.rs"), "x").unwrap();
+        let err = w.check_file("a.tx").unwrap_err();
+        assert!(err.is_not_found());
+        assert_eq!(err.to_string(), "`a.tx` does not exist; did you mean: a.txt?");
+        let err = w.check_file("scr/main.rs").unwrap_err();
+        assert_eq!(err.to_string(), "`scr/main.rs` does not exist; did you mean: src/main.rs?");
+        let err = w.check_file("a.secre").unwrap_err();
+        assert!(!err.to_string().contains("a.secret"), "{err}");
+        assert!(matches!(w.check_file("zzzzzz.md"), Err(PathError::NotFound(_))));
     }
 
     #[test]

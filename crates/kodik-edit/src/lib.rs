@@ -108,6 +108,10 @@ pub(crate) fn path_error(e: PathError, tool_for_missing: &str) -> ToolError {
         PathError::NotFound(p) if tool_for_missing == "create_file" => {
             ToolError::failed(format!("`{p}` does not exist; to make a new file use create_file"))
         }
+        PathError::NotFoundNear { path, near } if tool_for_missing == "create_file" => ToolError::failed(format!(
+            "`{path}` does not exist{}; to make a new file use create_file",
+            kodik_core::error::suggestions_suffix(&near)
+        )),
         other => ToolError::Path(other),
     }
 }

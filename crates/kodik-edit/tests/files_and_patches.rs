@@ -248,3 +248,29 @@ async fn p4_move_needs_create_change_and_delete_allowed() {
     let out = env.call("delete_file", serde_json::json!({"path": "a.txt"})).await;
     assert_eq!(out.status, ToolStatus::Denied);
 }
+
+#[tokio::test]
+async fn e1_d1_n1_missing_path_names_the_closest_existing_files_of_its_folder() {
+    let env = Env::new();
+    env.write("a.txt", "a\n");
+    env.write("nb/analysis.ipynb", "{}");
+    let out = env.edit("a.tx", &[("a", "b")]).await;
+    assert_eq!(out.status, ToolStatus::Error);
+    assert!(
+        out.text_content().contains("`a.tx` does not exist; did you mean: a.txt?; to make a new file use create_file"),
+        "{}",
+        out.text_content()
+    );
+    let out = env.call("delete_file", serde_json::json!({"path": "a.tx"})).await;
+    assert!(out.text_content().contains("`a.tx` does not exist; did you mean: a.txt?"), "{}", out.text_content());
+    assert!(env.path("a.txt").exists());
+    let out = env
+        .call(
+            "edit_notebook",
+            serde_json::json!({"target_notebook": "nb/analysis.ipnb", "operation": "delete", "cell_index": 0}),
+        )
+        .await;
+    assert!(out.text_content().contains("did you mean: nb/analysis.ipynb?"), "{}", out.text_content());
+    let out = env.call("delete_file", serde_json::json!({"path": "zzzzzz.md"})).await;
+    assert!(!out.text_content().contains("did you mean"), "{}", out.text_content());
+}

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use kodik_core::text::{self, Decoded};
-use kodik_core::{FileVersion, PathError, Session, ToolContext, ToolError, ToolOutput, ToolSpec, TypedTool, Workspace};
+use kodik_core::{FileVersion, Session, ToolContext, ToolError, ToolOutput, ToolSpec, TypedTool, Workspace};
 use kodik_schema::search::{LineRange, ReadFileArgs};
 use serde_json::json;
 
@@ -79,7 +79,7 @@ fn read(
     let shown = ws.display(&resolved);
     let meta = match std::fs::metadata(&resolved) {
         Ok(m) => m,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(PathError::NotFound(shown).into()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(ws.not_found(&resolved).into()),
         Err(source) => return Err(SearchError::Io { action: "reading", path: shown, source }),
     };
     if meta.is_dir() {

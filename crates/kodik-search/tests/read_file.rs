@@ -278,3 +278,14 @@ async fn r_empty_file_reads_as_empty() {
     let t = env.ok("read_file", json!({"path": "e.txt"})).await;
     assert!(t.contains("empty (0 lines)"), "{t}");
 }
+
+#[tokio::test]
+async fn r_missing_path_names_the_closest_existing_files_of_its_folder() {
+    let env = Env::new();
+    env.write("a.txt", "a");
+    env.write("src/main.rs", "fn main() {}");
+    let e = env.err("read_file", json!({"path": "a.tx"})).await;
+    assert!(e.contains("`a.tx` does not exist; did you mean: a.txt?"), "{e}");
+    let e = env.err("read_file", json!({"path": "scr/main.rs"})).await;
+    assert!(e.contains("did you mean: src/main.rs?"), "{e}");
+}
