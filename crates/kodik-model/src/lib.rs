@@ -16,6 +16,8 @@
 
 use std::sync::Arc;
 
+pub mod anthropic;
+pub mod chat;
 pub mod config;
 pub mod openai;
 pub mod replay;
@@ -23,6 +25,8 @@ pub mod sse;
 mod transport;
 pub mod types;
 
+pub use anthropic::AnthropicClient;
+pub use chat::ChatClient;
 pub use config::{ModelConfig, Provider};
 pub use openai::ResponsesClient;
 pub use types::{
@@ -33,7 +37,8 @@ pub use types::{
 pub fn client(config: ModelConfig) -> Result<Arc<dyn ModelClient>, ModelError> {
     match config.provider {
         Provider::OpenAiResponses => Ok(Arc::new(ResponsesClient::new(config)?)),
-        other => Err(ModelError::Config(format!("the {other} client is not built yet"))),
+        Provider::ChatCompletions => Ok(Arc::new(ChatClient::new(config)?)),
+        Provider::Anthropic => Ok(Arc::new(AnthropicClient::new(config)?)),
     }
 }
 

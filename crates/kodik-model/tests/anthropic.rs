@@ -1,0 +1,158 @@
+//! Anthropic Messages against a replay server: tool_use blocks done at content_block_stop (G4),
+//! cache_control, merged tool results (G7), errors, request JSON.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
+
+mod common;
+
+use common::*;
+use kodik_model::replay::{Exchange, Recording, ReplayServer};
+use kodik_model::{
+    AnthropicClient, Item, ModelClient, ModelConfig, ModelError, ModelEvent, Provider, Request, StopReason, ToolInput,
+    Usage,
+};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+fn recording(body: &str) -> Recording {
+    Recording::new(Provider::Anthropic, "claude-sonnet-4-5").with(Exchange::sse(body))
+}
+
+fn client_for(server: &ReplayServer) -> AnthropicClient {
+    let config = ModelConfig::new(Provider::Anthropic, "claude-sonnet-4-5").base_url(server.base_url()).api_key(KEY);
+    AnthropicClient::new(config).unwrap()
+}
+
+fn request() -> Request {
+    Request {
+        model: "claude-sonnet-4-5".into(),
+        system: "You are a coding agent.".into(),
+        items: vec![Item::User { text: "fix slugify".into() }],
+        tools: vec![grep_tool(), glob_tool()],
+        parallel_tool_calls: true,
+        max_output_tokens: None,
+    }
+}
+
+#[tokio::test]
+async fn text_answer_with_cache_usage_and_auth_headers() {
+    let server = ReplayServer::start(recording(&fixture("anthropic_text.sse"))).await.unwrap();
+    let (events, error) =
+        collect(client_for(&server).stream(&request(), CancellationToken::new()).await.unwrap()).await;
+    assert!(error.is_none(), "{error:?}");
+    assert_eq!(kinds(&events), ["text", "text", "completed"]);
+    assert_eq!(text_of(&events), "All 12 tests pass.");
+    // input = uncached 25 + cache write 100 + cache read 2000.
+    let usage =
+        Usage { input_tokens: 2125, cached_input_tokens: 2000, output_tokens: 15, reasoning_tokens: 0, cost_usd: None };
+    assert_eq!(events[2], ModelEvent::Completed { stop_reason: StopReason::EndTurn, usage });
+    let req = &server.requests()[0];
+    assert_eq!(req.path, "/v1/messages");
+    assert_eq!(req.headers.get("x-api-key").map(String::as_str), Some(KEY));
+    assert_eq!(req.headers.get("anthropic-version").map(String::as_str), Some("2023-06-01"));
+    assert!(!req.headers.contains_key("authorization"));
+}
+
+/// G4: each tool_use block is done at its content_block_stop, before the next block starts.
+#[tokio::test]
+async fn tool_use_blocks_are_done_at_their_block_stop_g4() {
+    let server = ReplayServer::start(recording(&fixture("anthropic_tools.sse"))).await.unwrap();
+    let (events, error) =
+        collect(client_for(&server).stream(&request(), CancellationToken::new()).await.unwrap()).await;
+    assert!(error.is_none(), "{error:?}");
+    assert_eq!(kinds(&events), ["text", "started:grep", "done:grep", "started:glob", "done:glob", "completed"]);
+    assert_eq!(
+        events[2],
+        ModelEvent::ToolCallDone {
+            call_id: "toolu_a".into(),
+            name: "grep".into(),
+            input: ToolInput::Json(json!({"pattern": "slugify"}))
+        }
+    );
+    let ModelEvent::Completed { stop_reason, usage } = &events[5] else { panic!() };
+    assert_eq!((*stop_reason, usage.output_tokens), (StopReason::ToolUse, 89));
+}
+
+/// cache_control on the system prompt and the last tool; assistant text and tool_use in one
+/// message; consecutive tool results (with is_error) merged into one user message (G7).
+#[tokio::test]
+async fn request_json_has_cache_control_and_merged_tool_results_g7() {
+    let server = ReplayServer::start(recording(&fixture("anthropic_text.sse"))).await.unwrap();
+    let mut req = request();
+    req.parallel_tool_calls = false;
+    req.items.extend([
+        Item::Assistant { text: "Searching.".into() },
+        Item::ToolCall { call_id: "t1".into(), name: "grep".into(), input: ToolInput::Json(json!({"pattern": "x"})) },
+        Item::ToolCall {
+            call_id: "t2".into(),
+            name: "apply_patch".into(),
+            input: ToolInput::Freeform("*** Begin Patch".into()),
+        },
+        Item::ToolResult { call_id: "t1".into(), name: "grep".into(), output: "hit".into(), is_error: false },
+        Item::ToolResult {
+            call_id: "t2".into(),
+            name: "apply_patch".into(),
+            output: "no such file".into(),
+            is_error: true,
+        },
+    ]);
+    let (_, error) = collect(client_for(&server).stream(&req, CancellationToken::new()).await.unwrap()).await;
+    assert!(error.is_none(), "{error:?}");
+    let body = &server.requests()[0].body;
+    assert_eq!(body["max_tokens"], 16384);
+    assert_eq!(body["stream"], true);
+    assert_eq!(
+        body["system"],
+        json!([{"type": "text", "text": "You are a coding agent.", "cache_control": {"type": "ephemeral"}}])
+    );
+    assert!(body["tools"][0].get("cache_control").is_none());
+    assert_eq!(
+        body["tools"][1],
+        json!({"name": "glob", "description": "Find files by name.", "input_schema": glob_tool().input_schema,
+               "cache_control": {"type": "ephemeral"}})
+    );
+    assert_eq!(body["tool_choice"], json!({"type": "auto", "disable_parallel_tool_use": true}));
+    let messages = body["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 3, "{messages:#?}");
+    assert_eq!(messages[0], json!({"role": "user", "content": [{"type": "text", "text": "fix slugify"}]}));
+    assert_eq!(
+        messages[1],
+        json!({"role": "assistant", "content": [
+            {"type": "text", "text": "Searching."},
+            {"type": "tool_use", "id": "t1", "name": "grep", "input": {"pattern": "x"}},
+            {"type": "tool_use", "id": "t2", "name": "apply_patch", "input": {"input": "*** Begin Patch"}},
+        ]})
+    );
+    assert_eq!(
+        messages[2],
+        json!({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "t1", "content": "hit", "is_error": false},
+            {"type": "tool_result", "tool_use_id": "t2", "content": "no such file", "is_error": true},
+        ]})
+    );
+}
+
+#[tokio::test]
+async fn freeform_tool_is_refused_p5() {
+    let server = ReplayServer::start(recording(&fixture("anthropic_text.sse"))).await.unwrap();
+    let mut req = request();
+    req.tools.push(apply_patch_tool());
+    let error = client_for(&server).stream(&req, CancellationToken::new()).await.err().unwrap();
+    assert!(matches!(&error, ModelError::FreeformUnsupported(name) if name == "apply_patch"), "{error:?}");
+    assert!(server.requests().is_empty());
+}
+
+#[tokio::test]
+async fn error_event_and_malformed_event_end_the_stream_with_clear_errors() {
+    let server = ReplayServer::start(recording(&fixture("anthropic_error.sse"))).await.unwrap();
+    let (events, error) =
+        collect(client_for(&server).stream(&request(), CancellationToken::new()).await.unwrap()).await;
+    assert!(events.is_empty());
+    let Some(ModelError::Provider(message)) = error else { panic!("{error:?}") };
+    assert_eq!(message, "Overloaded (overloaded_error)");
+
+    let server = ReplayServer::start(recording(&fixture("anthropic_malformed.sse"))).await.unwrap();
+    let (_, error) = collect(client_for(&server).stream(&request(), CancellationToken::new()).await.unwrap()).await;
+    let Some(ModelError::Malformed(message)) = error else { panic!("{error:?}") };
+    assert!(message.starts_with("anthropic event `content_block_delta` does not parse"), "{message}");
+    assert!(message.contains("\"text\":\"unterminated}}"), "{message}");
+}
