@@ -73,7 +73,7 @@ pub struct GlobArgs {
     /// matches file names at any depth; a pattern with `/` is matched against the path relative
     /// to the search folder.
     pub pattern: String,
-    /// Folder to search in, relative to the workspace root or absolute. Default: the workspace root.
+    /// Folder to search in, relative to the (first) workspace root or absolute. Default: every workspace root.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
 }
@@ -84,17 +84,18 @@ impl ToolArgs for GlobArgs {
     const DESCRIPTION: &'static str = "Find files whose path matches a glob pattern (`**/*.ts`, `src/*.rs`, \
 `*.{json,yaml}`), newest first (by modification time). Respects .gitignore, .ignore and .kodikignore. Hidden files \
 and folders (names starting with `.`) are skipped unless the pattern itself names one (e.g. `.github/**/*.yml` or \
-`**/.env*`). The list is capped; the result says how many more files matched.";
+`**/.env*`). Without `path`, every workspace root is searched. The list is capped; the result says how many more \
+files matched.";
 }
 
 /// How `grep` reports what it found.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum OutputMode {
-    /// Matching lines as `path:line:text` (context lines as `path-line-text`).
-    Content,
-    /// Only the paths of files with at least one match (the default).
+    /// Matching lines as `path:line:text` (context lines as `path-line-text`); the default.
     #[default]
+    Content,
+    /// Only the paths of files with at least one match.
     FilesWithMatches,
     /// The number of matching lines per file as `path:count`.
     Count,
@@ -107,7 +108,7 @@ pub struct GrepArgs {
     /// Regular expression in Rust/ripgrep syntax (e.g. `fn\s+main`, `^$` for empty lines).
     /// Escape regex characters such as `(`, `{` or `.` to match them literally, or set `fixed_strings`.
     pub pattern: String,
-    /// File or folder to search, relative to the workspace root or absolute. Default: the workspace root.
+    /// File or folder to search, relative to the (first) workspace root or absolute. Default: every workspace root.
     /// A single file has its encoding detected (UTF-8, UTF-16, Windows-1251, …).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
@@ -121,7 +122,8 @@ pub struct GrepArgs {
     /// Only search files of this type from ripgrep's type table, e.g. `rust`, `py`, `js`, `ts`, `go`, `java`, `md`.
     #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
     pub file_type: Option<String>,
-    /// `files_with_matches` (default: paths only), `content` (matching lines with line numbers) or `count`.
+    /// `content` (default: matching lines as `path:line:text`, paged by `head_limit`), `files_with_matches`
+    /// (only the paths of matching files) or `count` (matching lines per file).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_mode: Option<OutputMode>,
     /// Ignore case.
@@ -151,7 +153,8 @@ pub struct GrepArgs {
     /// Stop after this many matching lines in each file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_count: Option<u64>,
-    /// Show at most this many entries (lines in content mode, files otherwise). Default 250.
+    /// Show at most this many entries (lines in content mode, files otherwise). Default 250; 0 shows all
+    /// (the shown text is still capped in size; the full result is saved to a file).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub head_limit: Option<usize>,
     /// Skip this many entries first, to page through a long result. Default 0.
@@ -164,9 +167,13 @@ impl ToolArgs for GrepArgs {
     const EFFECT: Effect = Effect::ReadOnly;
     const DESCRIPTION: &'static str = "Search file contents with a regular expression (ripgrep's engine and \
 options). Respects .gitignore, .ignore and .kodikignore; skips hidden and binary files. Results are sorted by path; \
-every hit carries its path and line number, even an empty match such as `^$`. Use `output_mode` `content` to see \
-lines, `glob`/`exclude`/`type` to filter files, and `head_limit`/`offset` to page. A folder search reads files \
-as UTF-8 (or UTF-16 with a BOM, or the project's `files.encoding`); a single file has its encoding detected.";
+by default every matching line is shown as `path:line:text`, even an empty match such as `^$`; `output_mode` \
+`files_with_matches` lists only file names, `count` counts per file. Without `path`, every workspace root is \
+searched. A line longer than 500 characters shows a window around each match with its column (continue with \
+`read_file`'s `start_column`). Use `glob`/`exclude`/`type` to filter files, and `head_limit`/`offset` to page; \
+when a page does not show everything, the full result is saved to a file whose path is given. A folder search \
+reads files as UTF-8 (or UTF-16 with a BOM, or the project's `files.encoding`); a single file has its encoding \
+detected.";
 }
 
 /// The specs of this module's tools.

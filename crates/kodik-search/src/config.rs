@@ -1,5 +1,7 @@
 //! Limits shared by the three tools.
 
+use std::path::PathBuf;
+
 /// Limits of `read_file`, `glob` and `grep`. Every field has a sensible default.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SearchConfig {
@@ -23,8 +25,15 @@ pub struct SearchConfig {
     pub glob_limit: usize,
     /// Entries `grep` shows when the call gives no `head_limit` (default 250).
     pub grep_head_limit: usize,
-    /// Characters of one line `grep` shows before cutting it (default 500).
+    /// Characters of one line `grep` shows before cutting it (default 500); a longer matching
+    /// line is shown as windows around its matches, with their columns.
     pub grep_max_line_chars: usize,
+    /// Bytes of matching lines one `grep` answer shows at most, whatever `head_limit` says
+    /// (default 64 KiB); the answer names the offset of the next page.
+    pub grep_max_output_bytes: usize,
+    /// Where `grep` saves its full result when the answer shows only part of it (default
+    /// kodik-core's spool folder, `$TMPDIR/kodik-output`); `None` saves nothing.
+    pub spool_dir: Option<PathBuf>,
     /// Worker threads for walks; 0 is ripgrep's default (one per core, at most 12).
     pub threads: usize,
 }
@@ -41,6 +50,8 @@ impl Default for SearchConfig {
             glob_limit: 100,
             grep_head_limit: 250,
             grep_max_line_chars: 500,
+            grep_max_output_bytes: 64 * 1024,
+            spool_dir: Some(kodik_core::preview::default_spool_dir()),
             threads: 0,
         }
     }

@@ -63,17 +63,44 @@ impl TypedTool for GlobTool {
     }
 }
 
-/// The folder a search starts in: the given path (checked) or the workspace root.
-pub(crate) fn search_base(ws: &Workspace, path: Option<&str>) -> Result<(PathBuf, std::fs::Metadata), SearchError> {
-    let base = match path {
-        Some(p) if !p.trim().is_empty() => ws.check(p.trim())?,
-        _ => ws.primary_root().to_path_buf(),
+/// Where a search starts: the given path (checked), or every workspace root (a root inside
+/// another one is left out, its files being found through the outer one).
+pub(crate) fn search_bases(
+    ws: &Workspace,
+    path: Option<&str>,
+) -> Result<Vec<(PathBuf, std::fs::Metadata)>, SearchError> {
+    let bases: Vec<PathBuf> = match path {
+        Some(p) if !p.trim().is_empty() => vec![ws.check(p.trim())?],
+        _ => {
+            let roots = ws.roots();
+            roots
+                .iter()
+                .enumerate()
+                .filter(|(i, r)| {
+                    !roots.iter().enumerate().any(|(j, o)| j != *i && r.starts_with(o) && (o != *r || j < *i))
+                })
+                .map(|(_, r)| r.clone())
+                .collect()
+        }
     };
-    match std::fs::metadata(&base) {
-        Ok(m) => Ok((base, m)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(PathError::NotFound(ws.display(&base)).into()),
-        Err(source) => Err(SearchError::Io { action: "reading", path: ws.display(&base), source }),
+    bases
+        .into_iter()
+        .map(|base| match std::fs::metadata(&base) {
+            Ok(m) => Ok((base, m)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(PathError::NotFound(ws.display(&base)).into()),
+            Err(source) => Err(SearchError::Io { action: "reading", path: ws.display(&base), source }),
+        })
+        .collect()
+}
+
+/// A path as the search tools show it: relative to the (first) root, which is how `read_file`
+/// and the other tools resolve a relative path. With several roots, a path in another root is
+/// shown absolute, so that it names its root and resolves to the same file.
+pub(crate) fn show_path(ws: &Workspace, path: &Path) -> String {
+    if ws.roots().len() > 1 && !path.starts_with(ws.primary_root()) {
+        return path.display().to_string();
     }
+    ws.display(path)
 }
 
 /// Compiles a glob with GR5 semantics relative to `base`.
@@ -134,43 +161,49 @@ fn glob(
     args: &GlobArgs,
     cancel: &CancellationToken,
 ) -> Result<ToolOutput, SearchError> {
-    let (base, meta) = search_base(ws, args.path.as_deref())?;
-    if meta.is_file() {
-        return Err(SearchError::GlobOnFile(ws.display(&base)));
-    }
-    if !meta.is_dir() {
-        return Err(SearchError::NotSearchable(ws.display(&base)));
-    }
-    let (pattern, matcher) = compile(&args.pattern, &base)?;
-    let hidden = names_hidden(&pattern);
-    let has_slash = pattern.contains('/');
-
-    let mut wb = ws.walker(&base);
-    wb.hidden(!hidden).threads(config.threads);
-    if hidden {
-        wb.filter_entry(|e| e.file_name() != ".git");
+    let bases = search_bases(ws, args.path.as_deref())?;
+    for (base, meta) in &bases {
+        if meta.is_file() {
+            return Err(SearchError::GlobOnFile(ws.display(base)));
+        }
+        if !meta.is_dir() {
+            return Err(SearchError::NotSearchable(ws.display(base)));
+        }
     }
     let shared: Arc<Mutex<Vec<Found>>> = Arc::default();
-    wb.build_parallel().run(|| {
-        let mut local = Local { found: Vec::new(), shared: shared.clone() };
-        let matcher = matcher.clone();
-        let base = base.clone();
-        let cancel = cancel.clone();
-        Box::new(move |entry| {
-            if cancel.is_cancelled() {
-                return WalkState::Quit;
-            }
-            let Ok(entry) = entry else { return WalkState::Continue };
-            if !entry.file_type().is_some_and(|t| t.is_file()) {
-                return WalkState::Continue;
-            }
-            if matches(&matcher, has_slash, entry.path(), &base) {
-                let (mtime, len) = stamp(entry.metadata().ok().as_ref());
-                local.found.push(Found { path: entry.into_path(), mtime, len });
-            }
-            WalkState::Continue
-        })
-    });
+    let mut pattern = String::new();
+    let mut hidden = false;
+    for (base, _) in &bases {
+        let (p, matcher) = compile(&args.pattern, base)?;
+        hidden = names_hidden(&p);
+        let has_slash = p.contains('/');
+        pattern = p;
+        let mut wb = ws.walker(base);
+        wb.hidden(!hidden).threads(config.threads);
+        if hidden {
+            wb.filter_entry(|e| e.file_name() != ".git");
+        }
+        wb.build_parallel().run(|| {
+            let mut local = Local { found: Vec::new(), shared: shared.clone() };
+            let matcher = matcher.clone();
+            let base = base.clone();
+            let cancel = cancel.clone();
+            Box::new(move |entry| {
+                if cancel.is_cancelled() {
+                    return WalkState::Quit;
+                }
+                let Ok(entry) = entry else { return WalkState::Continue };
+                if !entry.file_type().is_some_and(|t| t.is_file()) {
+                    return WalkState::Continue;
+                }
+                if matches(&matcher, has_slash, entry.path(), &base) {
+                    let (mtime, len) = stamp(entry.metadata().ok().as_ref());
+                    local.found.push(Found { path: entry.into_path(), mtime, len });
+                }
+                WalkState::Continue
+            })
+        });
+    }
     if cancel.is_cancelled() {
         return Err(SearchError::Cancelled);
     }
@@ -178,8 +211,9 @@ fn glob(
     found.sort_unstable_by(|a, b| b.mtime.cmp(&a.mtime).then_with(|| a.path.cmp(&b.path)));
 
     let fingerprint = hash_of(&found.iter().map(|f| (&f.path, f.mtime, f.len)).collect::<Vec<_>>());
-    let key = format!("glob\0{}\0{}", base.display(), pattern);
-    let base_shown = ws.display(&base);
+    let where_ = bases.iter().map(|(b, _)| b.display().to_string()).collect::<Vec<_>>().join("\0");
+    let key = format!("glob\0{where_}\0{pattern}");
+    let base_shown = bases.iter().map(|(b, _)| show_path(ws, b)).collect::<Vec<_>>().join("`, `");
     let what = format!("{} files match `{pattern}` in `{base_shown}`, none changed", found.len());
     if let Some(out) = guard::check(session, &key, fingerprint, &what) {
         return Ok(out);
@@ -196,7 +230,7 @@ fn glob(
     let limit = config.glob_limit.max(1);
     let mut text = String::new();
     for f in found.iter().take(limit) {
-        text.push_str(&ws.display(&f.path));
+        text.push_str(&show_path(ws, &f.path));
         text.push('\n');
     }
     let shown = total.min(limit);

@@ -1,38 +1,60 @@
 //! `grep` (GR1–GR5): regex search on ripgrep's engine (`grep::regex`, `grep::searcher`,
-//! `ignore`'s parallel walker and type table).
+//! `ignore`'s walker and type table).
 //!
-//! - Results are sorted by path whatever order the worker threads finish in, then paged
-//!   with `head_limit`/`offset`.
+//! - Results come in path order (roots in workspace order), paged with `head_limit`/`offset`.
+//! - Memory is bounded by the page, not by the result: files are walked in sorted order and
+//!   searched by a pool of threads; each finished file's lines are handed on in path order,
+//!   counted, and only the page's lines are kept ([`Report`]). A file that finishes before the
+//!   ones ahead of it waits in a bounded buffer; a file with more hits than that buffer holds
+//!   pauses its search until it is next in line, then streams.
+//! - When the answer does not show everything, the full result streams to a spool file
+//!   (kodik-core's [`OutputPreview`], G18–G20) whose path the answer gives.
 //! - Every hit is reported as its line (`path:line:text`), so an empty match (`^$`) still has
-//!   a path and a line number (GR4).
+//!   a path and a line number (GR4). A line longer than the display cap shows a window around
+//!   each match with the match's column, so `read_file`'s `start_column` can continue there.
 //! - `glob`/`exclude` are ripgrep's `--glob` rules (GR5), but unlike ripgrep's they never
 //!   re-include what `.gitignore`, `.ignore` or `.kodikignore` hide (G16).
 //! - A folder search reads files as UTF-8, UTF-16 with a BOM, or the project's
 //!   `files.encoding`; a single file is decoded by kodik-core's detection first (GR3).
-//! - Nothing outlives the call: matcher, searchers and results are dropped when it returns,
+//! - Nothing outlives the call: matcher, searchers and buffers are dropped when it returns,
 //!   fails or is cancelled (GR2).
 
-use std::fmt::Write as _;
+use std::collections::BTreeMap;
+use std::hash::{DefaultHasher, Hash as _, Hasher as _};
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::mpsc::TrySendError;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
 
 use async_trait::async_trait;
-use grep::matcher::LineTerminator;
+use grep::matcher::{LineTerminator, Matcher};
 use grep::regex::{RegexMatcher, RegexMatcherBuilder};
 use grep::searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
-use ignore::WalkState;
 use ignore::overrides::{Override, OverrideBuilder};
 use ignore::types::TypesBuilder;
-use kodik_core::{CancellationToken, Session, ToolContext, ToolError, ToolOutput, ToolSpec, TypedTool, Workspace};
+use kodik_core::{
+    CancellationToken, OutputPreview, PreviewConfig, Session, ToolContext, ToolError, ToolOutput, ToolSpec, TypedTool,
+    Workspace,
+};
 use kodik_schema::search::{GrepArgs, OutputMode};
 use serde_json::json;
 
 use crate::config::SearchConfig;
 use crate::error::SearchError;
-use crate::glob::search_base;
+use crate::glob::{search_bases, show_path};
 use crate::guard;
-use crate::util::{hash_of, names_hidden, run_blocking, stamp};
+use crate::util::{names_hidden, run_blocking, stamp};
+
+/// A file whose lines wait for the files ahead of it holds at most this much before its search
+/// pauses until it is next in line (then it streams).
+const FILE_BUFFER_BYTES: usize = 1 << 20;
+/// Finished files waiting for the ones ahead of them hold at most about this much in all; past
+/// it, workers start no new file except the one next in line.
+const READY_BUDGET_BYTES: usize = 16 << 20;
+/// How often a waiting worker looks at the cancellation token.
+const WAIT_TICK: Duration = Duration::from_millis(10);
 
 /// The `grep` tool.
 #[derive(Debug, Clone)]
@@ -71,73 +93,113 @@ impl TypedTool for GrepTool {
     }
 }
 
-/// One reported line (its text is a slice of [`FileHits::text`]), or the `--` between
-/// separate context groups.
-#[derive(Debug, Clone, Copy)]
-enum Entry {
-    Line { number: u64, is_match: bool, start: usize, end: usize },
-    Break,
-}
-
-/// What one file gave. Lines share one text buffer: a search with a million hits makes a few
-/// thousand allocations, not a million.
-#[derive(Debug)]
-struct FileHits {
-    path: PathBuf,
-    stamp: (u128, u64),
-    matches: u64,
-    text: String,
-    entries: Vec<Entry>,
-}
-
 #[derive(Debug, Clone, Copy)]
 struct Opts {
     mode: OutputMode,
     max_line_chars: usize,
+    /// Content mode with context lines: separate files' groups get a `--` line.
+    context: bool,
 }
 
-/// Collects one file's hits.
-struct Collect<'a> {
-    opts: Opts,
-    cancel: &'a CancellationToken,
+/// One file's output so far: complete `\n`-terminated lines, already formatted with the path,
+/// so that putting files in order is a copy and paging is counting newlines.
+#[derive(Debug, Default)]
+struct Block {
+    bytes: Vec<u8>,
+    lines: u64,
+}
+
+/// What a searched file hands on when it is done.
+#[derive(Debug)]
+struct Done {
+    block: Block,
+    /// Whether `block` starts the file's output (no part of it was streamed before).
+    starts_file: bool,
     matches: u64,
-    text: String,
-    entries: Vec<Entry>,
+    /// Path and `(mtime, len)` of a matched file, for the loop guard's fingerprint (G15).
+    stamp: Option<(PathBuf, (u128, u64))>,
 }
 
-impl<'a> Collect<'a> {
-    fn new(opts: Opts, cancel: &'a CancellationToken) -> Self {
-        Self { opts, cancel, matches: 0, text: String::new(), entries: Vec::new() }
+/// Formats one file's hits into a [`Block`].
+struct FileSink<'a> {
+    opts: Opts,
+    matcher: &'a RegexMatcher,
+    cancel: &'a CancellationToken,
+    /// The path as shown.
+    shown: &'a str,
+    block: Block,
+    matches: u64,
+    /// Streams the block when it grows past [`FILE_BUFFER_BYTES`]; `None` for a search that
+    /// runs alone (a single file), which keeps everything.
+    pipe: Option<(&'a Shared, usize)>,
+    streamed: bool,
+}
+
+impl<'a> FileSink<'a> {
+    fn new(opts: Opts, matcher: &'a RegexMatcher, cancel: &'a CancellationToken, shown: &'a str) -> Self {
+        Self { opts, matcher, cancel, shown, block: Block::default(), matches: 0, pipe: None, streamed: false }
     }
 
     fn line(&mut self, number: u64, is_match: bool, bytes: &[u8]) {
         let bytes = bytes.strip_suffix(b"\n").unwrap_or(bytes);
         let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
-        let start = self.text.len();
+        let sep = if is_match { b':' } else { b'-' };
+        let out = &mut self.block.bytes;
+        out.extend_from_slice(self.shown.as_bytes());
+        out.push(sep);
+        // Writing into a Vec cannot fail.
+        let _ = write!(out, "{number}");
+        out.push(sep);
         let max = self.opts.max_line_chars;
         match std::str::from_utf8(bytes) {
             // Fewer bytes than the limit means fewer characters too: no counting needed.
-            Ok(s) if s.len() <= max => self.text.push_str(s),
+            Ok(s) if s.len() <= max => out.extend_from_slice(s.as_bytes()),
             _ => {
-                let lossy = String::from_utf8_lossy(bytes);
-                match lossy.char_indices().nth(max) {
-                    Some((cut, _)) => {
-                        let rest = lossy[cut..].chars().count();
-                        let _ = write!(self.text, "{} […{rest} more characters]", &lossy[..cut]);
-                    }
-                    None => self.text.push_str(&lossy),
+                let text = String::from_utf8_lossy(bytes);
+                push_long_line(out, &text, max, is_match.then_some(self.matcher));
+            }
+        }
+        out.push(b'\n');
+        self.block.lines += 1;
+    }
+
+    /// Hands the block on early when it grew too big to wait (see [`Shared::stream`]).
+    fn maybe_stream(&mut self) -> bool {
+        match self.pipe {
+            Some((shared, idx)) if self.block.bytes.len() >= FILE_BUFFER_BYTES => {
+                let block = std::mem::take(&mut self.block);
+                let starts_file = !self.streamed;
+                self.streamed = true;
+                shared.stream(idx, block, starts_file)
+            }
+            _ => true,
+        }
+    }
+
+    /// The file's remaining output (for `count` and `files_with_matches`, its one line).
+    fn finish(mut self, stamp: Option<(PathBuf, (u128, u64))>) -> Done {
+        if self.matches > 0 {
+            let out = &mut self.block.bytes;
+            match self.opts.mode {
+                OutputMode::Content => {}
+                OutputMode::FilesWithMatches => {
+                    out.extend_from_slice(self.shown.as_bytes());
+                    out.push(b'\n');
+                    self.block.lines += 1;
+                }
+                OutputMode::Count => {
+                    out.extend_from_slice(self.shown.as_bytes());
+                    let _ = writeln!(out, ":{}", self.matches);
+                    self.block.lines += 1;
                 }
             }
         }
-        self.entries.push(Entry::Line { number, is_match, start, end: self.text.len() });
-    }
-
-    fn into_hits(self, path: PathBuf, stamp: (u128, u64)) -> FileHits {
-        FileHits { path, stamp, matches: self.matches, text: self.text, entries: self.entries }
+        let stamp = if self.matches > 0 { stamp } else { None };
+        Done { block: self.block, starts_file: !self.streamed, matches: self.matches, stamp }
     }
 }
 
-impl Sink for Collect<'_> {
+impl Sink for FileSink<'_> {
     type Error = std::io::Error;
 
     fn matched(&mut self, _: &Searcher, m: &SinkMatch<'_>) -> Result<bool, Self::Error> {
@@ -152,19 +214,79 @@ impl Sink for Collect<'_> {
                 for (n, line) in (m.line_number().unwrap_or(0)..).zip(m.lines()) {
                     self.line(n, true, line);
                 }
-                Ok(true)
+                Ok(self.maybe_stream())
             }
         }
     }
 
     fn context(&mut self, _: &Searcher, c: &SinkContext<'_>) -> Result<bool, Self::Error> {
         self.line(c.line_number().unwrap_or(0), false, c.bytes());
-        Ok(!self.cancel.is_cancelled())
+        Ok(!self.cancel.is_cancelled() && self.maybe_stream())
     }
 
     fn context_break(&mut self, _: &Searcher) -> Result<bool, Self::Error> {
-        self.entries.push(Entry::Break);
+        self.block.bytes.extend_from_slice(b"--\n");
+        self.block.lines += 1;
         Ok(true)
+    }
+}
+
+/// Shows a line longer than `max` characters: for a matching line, a window around each match
+/// (at most `max` characters in all) with `…` on both sides and the match's 1-based character
+/// column, which `read_file`'s `start_column` takes; otherwise (or when no match lies on this
+/// line of a multi-line match) its start.
+fn push_long_line(out: &mut Vec<u8>, text: &str, max: usize, matcher: Option<&RegexMatcher>) {
+    let total_chars = text.chars().count();
+    if total_chars <= max {
+        out.extend_from_slice(text.as_bytes());
+        return;
+    }
+    let mut found: Vec<usize> = Vec::new();
+    let mut count = 0u64;
+    // The windows share the line's budget; fewer than ~60 characters would hide the context.
+    let max_windows = (max / 60).max(1);
+    if let Some(m) = matcher {
+        let _ = m.find_iter(text.as_bytes(), |mat| {
+            count += 1;
+            if found.len() < max_windows {
+                found.push(mat.start());
+            }
+            true
+        });
+    }
+    if found.is_empty() {
+        let cut = text.char_indices().nth(max).map_or(text.len(), |(i, _)| i);
+        let _ = write!(out, "{} […{} more characters]", &text[..cut], total_chars - max);
+        return;
+    }
+    let plural = if count == 1 { "" } else { "es" };
+    let _ = write!(out, "[line of {total_chars} characters, {count} match{plural} on it]");
+    let width = (max / found.len()).max(1);
+    // Columns are counted on from the previous match, so the line is walked once.
+    let (mut at_byte, mut at_col) = (0usize, 1usize);
+    let mut shown_until = 0usize;
+    for start in found {
+        if start < shown_until {
+            continue; // Already inside the previous window.
+        }
+        at_col += text[at_byte..start].chars().count();
+        at_byte = start;
+        // A little before the match, most after it: code reads forward.
+        let lead = (width / 4).min(at_col - 1);
+        let from = match lead {
+            0 => start,
+            n => text[..start].char_indices().rev().nth(n - 1).map_or(start, |(i, _)| i),
+        };
+        let until = text[from..].char_indices().nth(width).map_or(text.len(), |(i, _)| from + i);
+        let _ = write!(out, " match at column {at_col}: ");
+        if from > 0 {
+            out.extend_from_slice("…".as_bytes());
+        }
+        out.extend_from_slice(&text.as_bytes()[from..until]);
+        if until < text.len() {
+            out.extend_from_slice("…".as_bytes());
+        }
+        shown_until = until;
     }
 }
 
@@ -283,16 +405,206 @@ fn types(name: &str) -> Result<ignore::types::Types, SearchError> {
     })
 }
 
-/// Per-thread results, handed over when the walker thread drops its visitor.
-struct Local {
-    hits: Vec<FileHits>,
-    shared: Arc<Mutex<Vec<FileHits>>>,
+/// Takes files' output in path order: counts every entry and match, keeps only the page's
+/// lines (and at most `max_bytes` of them), and streams the full result to a spool file once
+/// the answer cannot show it all.
+struct Report {
+    opts: Opts,
+    offset: u64,
+    /// One past the last entry of the page (`offset + head_limit`).
+    end: u64,
+    max_bytes: usize,
+    entries: u64,
+    files: u64,
+    matches: u64,
+    page: Vec<u8>,
+    /// The first entry at or after `offset` that the page does not show.
+    next: Option<u64>,
+    spool_dir: Option<PathBuf>,
+    spool: Option<OutputPreview>,
+    fingerprint: DefaultHasher,
 }
 
-impl Drop for Local {
-    fn drop(&mut self) {
-        let mut shared = self.shared.lock().unwrap_or_else(|p| p.into_inner());
-        shared.append(&mut self.hits);
+impl Report {
+    fn new(opts: Opts, offset: usize, limit: usize, max_bytes: usize, spool_dir: Option<PathBuf>) -> Self {
+        let offset = offset as u64;
+        Self {
+            opts,
+            offset,
+            end: offset.saturating_add(limit as u64),
+            max_bytes,
+            entries: 0,
+            files: 0,
+            matches: 0,
+            page: Vec::new(),
+            next: None,
+            spool_dir,
+            spool: None,
+            fingerprint: DefaultHasher::new(),
+        }
+    }
+
+    fn start_spool(&mut self) {
+        // No head or tail kept: the preview is only the spool writer (with its pruning and its
+        // G18 handling when the folder is not writable); memory stays one write buffer.
+        let cfg = PreviewConfig { head_bytes: 0, tail_bytes: 0, spool_dir: self.spool_dir.clone() };
+        self.spool = Some(OutputPreview::new(cfg));
+    }
+
+    /// The next part of one file's output.
+    fn take(&mut self, block: &Block, starts_file: bool) {
+        if block.lines == 0 {
+            return;
+        }
+        if self.opts.context && starts_file && self.entries > 0 {
+            self.lines(b"--\n", 1);
+        }
+        self.lines(&block.bytes, block.lines);
+    }
+
+    fn lines(&mut self, bytes: &[u8], count: u64) {
+        let first = self.entries;
+        self.entries += count;
+        if self.spool.is_none() && self.offset > 0 {
+            // The entries before the page are part of the full result too.
+            self.start_spool();
+        }
+        let mut spool_from = 0;
+        if self.next.is_none() && self.entries > self.offset {
+            let (mut idx, mut pos) = (first, 0);
+            for nl in memchr::memchr_iter(b'\n', bytes) {
+                if idx >= self.offset {
+                    let line = &bytes[pos..=nl];
+                    if idx >= self.end || (!self.page.is_empty() && self.page.len() + line.len() > self.max_bytes) {
+                        self.next = Some(idx);
+                        break;
+                    }
+                    self.page.extend_from_slice(line);
+                }
+                idx += 1;
+                pos = nl + 1;
+            }
+            if self.next.is_some() && self.spool.is_none() {
+                // From here on the answer is partial: the full result starts with what the page holds.
+                self.start_spool();
+                if let Some(s) = &mut self.spool {
+                    s.push(&self.page);
+                }
+                spool_from = pos;
+            }
+        }
+        if let Some(s) = &mut self.spool {
+            s.push(&bytes[spool_from..]);
+        }
+    }
+
+    /// A file is complete.
+    fn file_done(&mut self, done: &Done) {
+        self.take(&done.block, done.starts_file);
+        if done.matches > 0 {
+            self.files += 1;
+            self.matches += done.matches;
+            // G15: what a repeat must notice is a matched file that changed (its mtime or size),
+            // a newly matching file, or one that no longer matches; the lines follow from those.
+            done.stamp.hash(&mut self.fingerprint);
+            done.matches.hash(&mut self.fingerprint);
+        }
+    }
+
+    /// Deletes the spool file of an answer that will not be given (cancelled, or an unchanged repeat).
+    fn discard(&mut self) {
+        if let Some(mut s) = self.spool.take()
+            && let Some(path) = s.summary().full_output
+        {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// The walk's files in path order, shared by the workers that search them.
+struct Shared {
+    state: Mutex<State>,
+    turn: Condvar,
+    cancel: CancellationToken,
+}
+
+struct State {
+    /// The next file (by walk index) whose output the report takes.
+    front: usize,
+    /// Finished files behind the front, and the bytes they hold.
+    ready: BTreeMap<usize, Done>,
+    ready_bytes: usize,
+    report: Report,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Waits (watching for cancellation) until `ready(state)`; `None` when cancelled.
+    fn wait_until(&self, mut ready: impl FnMut(&State) -> bool) -> Option<MutexGuard<'_, State>> {
+        let mut st = self.lock();
+        while !ready(&st) {
+            if self.cancel.is_cancelled() {
+                return None;
+            }
+            st = self.turn.wait_timeout(st, WAIT_TICK).unwrap_or_else(|p| p.into_inner()).0;
+        }
+        Some(st)
+    }
+
+    /// Before searching file `idx`: with too much finished output waiting, only the front may start.
+    fn may_start(&self, idx: usize) -> bool {
+        self.wait_until(|st| st.front == idx || st.ready_bytes < READY_BUDGET_BYTES).is_some()
+    }
+
+    /// Part of file `idx`'s output, too big to wait: pauses the search until the file is at the
+    /// front, then hands it to the report. `false` when cancelled.
+    fn stream(&self, idx: usize, block: Block, starts_file: bool) -> bool {
+        match self.wait_until(|st| st.front == idx) {
+            Some(mut st) => {
+                st.report.take(&block, starts_file);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// File `idx` is done: the report takes it and every finished file after it, in order.
+    fn done(&self, idx: usize, done: Done) {
+        let mut st = self.lock();
+        if st.front != idx {
+            st.ready_bytes += done.block.bytes.capacity();
+            st.ready.insert(idx, done);
+            return;
+        }
+        st.report.file_done(&done);
+        drop(done);
+        st.front += 1;
+        loop {
+            let front = st.front;
+            let Some(next) = st.ready.remove(&front) else { break };
+            st.ready_bytes -= next.block.bytes.capacity();
+            st.report.file_done(&next);
+            st.front += 1;
+        }
+        drop(st);
+        self.turn.notify_all();
+    }
+}
+
+/// A file of the walk, numbered in path order.
+struct Job {
+    idx: usize,
+    entry: ignore::DirEntry,
+}
+
+fn worker_count(config: &SearchConfig) -> usize {
+    match config.threads {
+        // ripgrep's default.
+        0 => std::thread::available_parallelism().map_or(2, |n| n.get()).min(12),
+        n => n,
     }
 }
 
@@ -303,23 +615,77 @@ fn grep(
     args: &GrepArgs,
     cancel: &CancellationToken,
 ) -> Result<ToolOutput, SearchError> {
-    let (base, meta) = search_base(ws, args.path.as_deref())?;
+    let bases = search_bases(ws, args.path.as_deref())?;
     let matcher = build_matcher(args)?;
     let mode = args.output_mode.unwrap_or_default();
-    let opts = Opts { mode, max_line_chars: config.grep_max_line_chars.max(20) };
+    let context = matches!(mode, OutputMode::Content)
+        && args.context_before.or(args.context_after).or(args.context).unwrap_or(0) > 0;
+    let opts = Opts { mode, max_line_chars: config.grep_max_line_chars.max(20), context };
+    let offset = args.offset.unwrap_or(0);
+    let limit = match args.head_limit.unwrap_or(config.grep_head_limit) {
+        0 => usize::MAX,
+        n => n,
+    };
+    let report = Report::new(opts, offset, limit, config.grep_max_output_bytes.max(1), config.spool_dir.clone());
     let searched = AtomicU64::new(0);
 
-    let mut files: Vec<FileHits> = if meta.is_file() {
-        searched.fetch_add(1, Ordering::Relaxed);
-        search_one_file(ws, args, &base, &matcher, opts, cancel)?.into_iter().collect()
-    } else if meta.is_dir() {
-        let mut wb = ws.walker(&base);
-        let include_hidden = args.glob.as_ref().is_some_and(|g| g.to_vec().iter().any(|p| names_hidden(p)));
-        wb.hidden(!include_hidden).threads(config.threads);
-        if let Some(t) = &args.file_type {
-            wb.types(types(t)?);
+    let mut report = match bases.as_slice() {
+        [(base, meta)] if meta.is_file() => {
+            searched.fetch_add(1, Ordering::Relaxed);
+            let done = search_one_file(ws, args, base, &matcher, opts, cancel)?;
+            let mut report = report;
+            report.file_done(&done);
+            report
         }
-        let ov = overrides(args, &base)?;
+        _ => {
+            if let Some((base, _)) = bases.iter().find(|(_, m)| !m.is_dir()) {
+                return Err(SearchError::NotSearchable(ws.display(base)));
+            }
+            search_folders(ws, config, args, &bases, &matcher, opts, report, cancel, &searched)?
+        }
+    };
+    if cancel.is_cancelled() {
+        report.discard();
+        return Err(SearchError::Cancelled);
+    }
+
+    let where_ = bases.iter().map(|(b, _)| b.display().to_string()).collect::<Vec<_>>().join("\0");
+    let key = format!("grep\0{where_}\0{args:?}");
+    let what = format!("{} matches in {} files, none of them changed", report.matches, report.files);
+    if let Some(out) = guard::check(session, &key, report.fingerprint.finish(), &what) {
+        report.discard();
+        return Ok(out);
+    }
+    let shown_bases: Vec<String> = bases.iter().map(|(b, _)| show_path(ws, b)).collect();
+    Ok(format_result(args, &shown_bases, report, searched.load(Ordering::Relaxed)))
+}
+
+/// Walks the folders in path order on this thread while a pool of workers searches the files.
+#[allow(clippy::too_many_arguments)] // One call site; a struct would only rename the list.
+fn search_folders(
+    ws: &Workspace,
+    config: &SearchConfig,
+    args: &GrepArgs,
+    bases: &[(PathBuf, std::fs::Metadata)],
+    matcher: &RegexMatcher,
+    opts: Opts,
+    report: Report,
+    cancel: &CancellationToken,
+    searched: &AtomicU64,
+) -> Result<Report, SearchError> {
+    let searcher = build_searcher(args, opts.mode, ws, true)?;
+    let include_hidden = args.glob.as_ref().is_some_and(|g| g.to_vec().iter().any(|p| names_hidden(p)));
+    let file_types = args.file_type.as_deref().map(types).transpose()?;
+    let mut walkers = Vec::with_capacity(bases.len());
+    for (base, _) in bases {
+        let mut wb = ws.walker(base);
+        // Sorting each folder's entries by name makes the depth-first walk produce paths in
+        // `Path` order (component by component), the order the answer lists them in.
+        wb.hidden(!include_hidden).sort_by_file_name(|a, b| a.cmp(b));
+        if let Some(t) = &file_types {
+            wb.types(t.clone());
+        }
+        let ov = overrides(args, base)?;
         if ov.is_some() || include_hidden {
             wb.filter_entry(move |e| {
                 let is_dir = e.file_type().is_some_and(|t| t.is_dir());
@@ -329,50 +695,80 @@ fn grep(
                 ov.as_ref().is_none_or(|ov| !ov.matched(e.path(), is_dir).is_ignore())
             });
         }
-        let searcher = build_searcher(args, mode, ws, true)?;
-        let shared: Arc<Mutex<Vec<FileHits>>> = Arc::default();
-        wb.build_parallel().run(|| {
-            let mut local = Local { hits: Vec::new(), shared: shared.clone() };
-            let mut searcher = searcher.clone();
-            let matcher = matcher.clone();
-            let searched = &searched;
-            Box::new(move |entry| {
-                if cancel.is_cancelled() {
-                    return WalkState::Quit;
+        walkers.push(wb.build());
+    }
+
+    let shared = Shared {
+        state: Mutex::new(State { front: 0, ready: BTreeMap::new(), ready_bytes: 0, report }),
+        turn: Condvar::new(),
+        cancel: cancel.clone(),
+    };
+    let workers = worker_count(config);
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Job>(workers * 64);
+    let rx = Mutex::new(rx);
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            let (shared, rx, matcher, mut searcher) = (&shared, &rx, matcher, searcher.clone());
+            scope.spawn(move || {
+                loop {
+                    let job = match rx.lock().unwrap_or_else(|p| p.into_inner()).recv() {
+                        Ok(job) => job,
+                        Err(_) => return,
+                    };
+                    if cancel.is_cancelled() || !shared.may_start(job.idx) {
+                        return;
+                    }
+                    let shown = show_path(ws, job.entry.path());
+                    let mut sink = FileSink::new(opts, matcher, cancel, &shown);
+                    sink.pipe = Some((shared, job.idx));
+                    // An unreadable file is skipped, as ripgrep does (after saying so on stderr).
+                    let ok = searcher.search_path(matcher, job.entry.path(), &mut sink).is_ok();
+                    if cancel.is_cancelled() {
+                        return;
+                    }
+                    let stamp = if ok && sink.matches > 0 {
+                        Some((job.entry.path().to_path_buf(), stamp(job.entry.metadata().ok().as_ref())))
+                    } else {
+                        None
+                    };
+                    let mut done = sink.finish(stamp);
+                    if !ok {
+                        done = Done { block: Block::default(), starts_file: done.starts_file, matches: 0, stamp: None };
+                    }
+                    shared.done(job.idx, done);
                 }
-                let Ok(entry) = entry else { return WalkState::Continue };
+            });
+        }
+        let mut idx = 0;
+        'walk: for walk in walkers {
+            for entry in walk {
+                if cancel.is_cancelled() {
+                    break 'walk;
+                }
+                let Ok(entry) = entry else { continue };
                 if !entry.file_type().is_some_and(|t| t.is_file()) {
-                    return WalkState::Continue;
+                    continue;
                 }
                 searched.fetch_add(1, Ordering::Relaxed);
-                let mut sink = Collect::new(opts, cancel);
-                // An unreadable file is skipped, as ripgrep does (after saying so on stderr).
-                if searcher.search_path(&matcher, entry.path(), &mut sink).is_ok() && sink.matches > 0 {
-                    let stamp = stamp(entry.metadata().ok().as_ref());
-                    local.hits.push(sink.into_hits(entry.into_path(), stamp));
+                let mut job = Job { idx, entry };
+                // Not a blocking send: once cancelled, the workers stop taking jobs and a full
+                // queue would never drain.
+                loop {
+                    match tx.try_send(job) {
+                        Ok(()) => break,
+                        Err(TrySendError::Full(back)) if !cancel.is_cancelled() => {
+                            job = back;
+                            std::thread::sleep(Duration::from_micros(200));
+                        }
+                        Err(_) => break 'walk,
+                    }
                 }
-                WalkState::Continue
-            })
-        });
-        std::mem::take(&mut *shared.lock().unwrap_or_else(|p| p.into_inner()))
-    } else {
-        return Err(SearchError::NotSearchable(ws.display(&base)));
-    };
-    if cancel.is_cancelled() {
-        return Err(SearchError::Cancelled);
-    }
-    files.sort_unstable_by(|a, b| a.path.cmp(&b.path));
-
-    let key = format!("grep\0{}\0{args:?}", base.display());
-    let total_matches: u64 = files.iter().map(|f| f.matches).sum();
-    let what = format!("{total_matches} matches in {} files, none of them changed", files.len());
-    // G15: what a repeat must notice is a matched file that changed (its mtime or size), a
-    // newly matching file, or one that no longer matches; the lines follow from those.
-    let fingerprint = hash_of(&files.iter().map(|f| (&f.path, f.stamp, f.matches)).collect::<Vec<_>>());
-    if let Some(out) = guard::check(session, &key, fingerprint, &what) {
-        return Ok(out);
-    }
-    Ok(format_result(ws, config, args, mode, &base, &files, searched.load(Ordering::Relaxed)))
+                idx += 1;
+            }
+        }
+        drop(tx);
+    });
+    Ok(shared.state.into_inner().unwrap_or_else(|p| p.into_inner()).report)
 }
 
 fn search_one_file(
@@ -382,110 +778,88 @@ fn search_one_file(
     matcher: &RegexMatcher,
     opts: Opts,
     cancel: &CancellationToken,
-) -> Result<Option<FileHits>, SearchError> {
-    let shown = ws.display(path);
+) -> Result<Done, SearchError> {
+    let shown = show_path(ws, path);
     let meta =
         std::fs::metadata(path).map_err(|source| SearchError::Io { action: "reading", path: shown.clone(), source })?;
     let bytes =
         std::fs::read(path).map_err(|source| SearchError::Io { action: "reading", path: shown.clone(), source })?;
     // GR3: the file's own encoding (BOM, UTF-16 without BOM, UTF-8, `files.encoding`, detection).
-    let decoded = kodik_core::text::decode(&bytes, ws.settings().encoding()).map_err(|_| SearchError::Binary(shown))?;
+    let decoded =
+        kodik_core::text::decode(&bytes, ws.settings().encoding()).map_err(|_| SearchError::Binary(shown.clone()))?;
     drop(bytes);
     let mut searcher = build_searcher(args, opts.mode, ws, false)?;
-    let mut sink = Collect::new(opts, cancel);
+    let mut sink = FileSink::new(opts, matcher, cancel, &shown);
     searcher
         .search_slice(matcher, decoded.text.as_bytes(), &mut sink)
         .map_err(|e| SearchError::Internal(e.to_string()))?;
-    Ok((sink.matches > 0).then(|| sink.into_hits(path.to_path_buf(), stamp(Some(&meta)))))
+    Ok(sink.finish(Some((path.to_path_buf(), stamp(Some(&meta))))))
 }
 
-fn format_result(
-    ws: &Workspace,
-    config: &SearchConfig,
-    args: &GrepArgs,
-    mode: OutputMode,
-    base: &Path,
-    files: &[FileHits],
-    searched: u64,
-) -> ToolOutput {
-    let total_matches: u64 = files.iter().map(|f| f.matches).sum();
-    let base_shown = ws.display(base);
-    if files.is_empty() {
+fn format_result(args: &GrepArgs, bases: &[String], mut report: Report, searched: u64) -> ToolOutput {
+    let mode = report.opts.mode;
+    let (total, nfiles, total_matches, offset) = (report.entries, report.files, report.matches, report.offset);
+    if nfiles == 0 {
         return ToolOutput::text(format!(
-            "No matches for `{}` in `{base_shown}` ({searched} files searched; ignored, hidden and binary files are \
-             skipped).",
-            args.pattern
+            "No matches for `{}` in {} ({searched} files searched; ignored, hidden and binary files are skipped).",
+            args.pattern,
+            bases.iter().map(|b| format!("`{b}`")).collect::<Vec<_>>().join(", ")
         ))
         .with_meta(json!({ "total_matches": 0, "files": 0, "entries": 0, "shown": 0, "searched_files": searched }));
     }
-    let context = matches!(mode, OutputMode::Content)
-        && args.context_before.or(args.context_after).or(args.context).unwrap_or(0) > 0;
-    // Entries are listed as cheap references and only the shown page is formatted: a search
-    // with a million hits costs one pass, not a million strings.
-    let shown_paths: Vec<String> = files.iter().map(|f| ws.display(&f.path)).collect();
-    let mut entries: Vec<(usize, Option<Entry>)> = Vec::new();
-    for (i, f) in files.iter().enumerate() {
-        match mode {
-            OutputMode::FilesWithMatches | OutputMode::Count => entries.push((i, None)),
-            OutputMode::Content => {
-                if context && i > 0 {
-                    entries.push((i, Some(Entry::Break)));
-                }
-                entries.extend(f.entries.iter().map(|e| (i, Some(*e))));
-            }
-        }
-    }
-    let total = entries.len();
-    let offset = args.offset.unwrap_or(0);
-    let limit = match args.head_limit.unwrap_or(config.grep_head_limit) {
-        0 => usize::MAX,
-        n => n,
-    };
-    let end = offset.saturating_add(limit).min(total);
-    let nfiles = files.len();
-    let plural = |n: usize, one: &str, many: &str| if n == 1 { one.to_string() } else { many.to_string() };
+    let plural = |n: u64, one: &str, many: &str| if n == 1 { one.to_string() } else { many.to_string() };
     let mut text = match mode {
         OutputMode::FilesWithMatches => format!("Found {nfiles} {}", plural(nfiles, "file", "files")),
         OutputMode::Count | OutputMode::Content => format!(
             "Found {total_matches} matching {} in {nfiles} {}",
-            plural(total_matches as usize, "line", "lines"),
+            plural(total_matches, "line", "lines"),
             plural(nfiles, "file", "files")
         ),
     };
     text.push('\n');
     if offset >= total {
-        text.push_str(&format!("[offset {offset} is past the end: there are {total} entries; use a smaller offset.]"));
+        // Nothing of the result is on this page, so no page points at the saved copy.
+        report.discard();
+    }
+    let summary = report.spool.as_mut().map(|s| s.summary());
+    let saved = match &summary {
+        Some(s) => match (&s.full_output, &s.spool_error) {
+            (Some(p), _) => format!(" The full result ({total} entries) is in `{}`.", p.display()),
+            (None, Some(e)) => format!(" The full result could not be saved: {e}."),
+            _ => String::new(),
+        },
+        None => String::new(),
+    };
+    let shown_end = report.next.unwrap_or(total).min(total);
+    let shown = shown_end.saturating_sub(offset);
+    if offset >= total {
+        text += &format!("[offset {offset} is past the end: there are {total} entries; use a smaller offset.]");
     } else {
-        for &(i, e) in &entries[offset..end] {
-            let shown = &shown_paths[i];
-            let _ = match (mode, e) {
-                (OutputMode::Count, _) => writeln!(text, "{shown}:{}", files[i].matches),
-                (_, None) => writeln!(text, "{shown}"),
-                (_, Some(Entry::Break)) => writeln!(text, "--"),
-                (_, Some(Entry::Line { number, is_match, start, end })) => {
-                    let sep = if is_match { ':' } else { '-' };
-                    writeln!(text, "{shown}{sep}{number}{sep}{}", &files[i].text[start..end])
+        text.push_str(&String::from_utf8_lossy(&report.page));
+        if offset > 0 || shown_end < total {
+            text += &format!("[Showing entries {}–{shown_end} of {total}.", offset + 1);
+            if shown_end < total {
+                text += &format!(" Next page: offset {shown_end}.");
+                if shown_end < report.end.min(total) {
+                    text += &format!(" (This answer holds at most {} KB of lines.)", report.max_bytes / 1024);
                 }
-            };
-        }
-        if offset > 0 || end < total {
-            text.push_str(&format!("[Showing entries {}–{end} of {total}.", offset + 1));
-            if end < total {
-                text.push_str(&format!(" Next page: offset {end}."));
             }
+            text.push_str(&saved);
             text.push(']');
         } else {
             text.pop();
         }
     }
+    let full_output = summary.and_then(|s| s.full_output).map(|p| p.display().to_string());
     ToolOutput::text(text).with_meta(json!({
         "total_matches": total_matches,
         "files": nfiles,
         "entries": total,
-        "shown": end.saturating_sub(offset),
+        "shown": shown,
         "offset": offset,
         "searched_files": searched,
-        "truncated": end < total,
+        "truncated": offset > 0 || shown_end < total,
+        "full_output": full_output,
     }))
 }
 

@@ -38,9 +38,19 @@ async fn gr1_content_mode_has_path_and_line_numbers_sorted_by_path() {
 }
 
 #[tokio::test]
-async fn gr1_default_mode_lists_files_and_count_mode_counts() {
+async fn gr1_gr4_default_mode_shows_lines_with_path_and_number_files_and_count_on_request() {
+    // Issue 17.1: what the description and GR4 promise is the default, not only an option.
     let env = tree();
+    env.write("e.txt", "a\n\nb\n");
+    let t = env.ok("grep", json!({"pattern": "^$"})).await;
+    assert_eq!(t, "Found 2 matching lines in 2 files\ne.txt:2:\nsrc/lib.rs:2:");
     let t = env.ok("grep", json!({"pattern": "fn ", "path": "src"})).await;
+    assert_eq!(
+        t,
+        "Found 3 matching lines in 2 files\nsrc/lib.rs:1:pub fn foo() {}\nsrc/lib.rs:3:pub fn bar() {}\n\
+         src/main.rs:1:fn main() {"
+    );
+    let t = env.ok("grep", json!({"pattern": "fn ", "path": "src", "output_mode": "files_with_matches"})).await;
     assert_eq!(t, "Found 2 files\nsrc/lib.rs\nsrc/main.rs");
     let t = env.ok("grep", json!({"pattern": "fn ", "output_mode": "count"})).await;
     assert_eq!(t, "Found 3 matching lines in 2 files\nsrc/lib.rs:2\nsrc/main.rs:1");
@@ -84,29 +94,49 @@ async fn gr1_multiline_context_and_max_count() {
 }
 
 #[tokio::test]
-async fn gr1_head_limit_and_offset_page_through_results() {
+async fn gr1_g20_head_limit_and_offset_page_through_results_and_the_full_result_is_saved() {
     let env = Env::new();
     for i in 0..30 {
         env.write(&format!("f{i:02}.txt"), "hit\n");
     }
-    let out = env.call("grep", json!({"pattern": "hit", "head_limit": 10})).await;
+    let args = json!({"pattern": "hit", "head_limit": 10, "output_mode": "files_with_matches"});
+    let out = env.call("grep", args).await;
     let t = out.text_content();
     assert!(t.starts_with("Found 30 files\nf00.txt\n"), "{t}");
-    assert!(t.contains("f09.txt\n[Showing entries 1–10 of 30. Next page: offset 10.]"), "{t}");
+    assert!(
+        t.contains("f09.txt\n[Showing entries 1–10 of 30. Next page: offset 10. The full result (30 entries)"),
+        "{t}"
+    );
     assert_eq!(out.meta["truncated"], true);
-    let t = env.ok("grep", json!({"pattern": "hit", "head_limit": 10, "offset": 25})).await;
-    assert!(t.contains("f25.txt\n") && t.contains("f29.txt\n[Showing entries 26–30 of 30.]"), "{t}");
+    // The page does not show everything: the whole result, in order, is in the saved file.
+    let full = out.meta["full_output"].as_str().unwrap();
+    assert!(t.contains(full), "{t}");
+    let saved = std::fs::read_to_string(full).unwrap();
+    std::fs::remove_file(full).unwrap();
+    let expected: String = (0..30).map(|i| format!("f{i:02}.txt\n")).collect();
+    assert_eq!(saved, expected);
+
+    let out = env.call("grep", json!({"pattern": "hit", "head_limit": 10, "offset": 25})).await;
+    let t = out.text_content();
+    assert!(t.contains("f25.txt:1:hit\n") && t.contains("f29.txt:1:hit\n[Showing entries 26–30 of 30."), "{t}");
     assert!(!t.contains("f24.txt"));
+    let full = out.meta["full_output"].as_str().unwrap();
+    assert_eq!(std::fs::read_to_string(full).unwrap().lines().count(), 30, "entries before the offset are saved too");
+    std::fs::remove_file(full).unwrap();
     let t = env.ok("grep", json!({"pattern": "hit", "offset": 99})).await;
     assert!(t.contains("past the end"), "{t}");
+    // Everything shown: nothing saved.
+    let out = env.call("grep", json!({"pattern": "hit", "path": "f01.txt"})).await;
+    assert_eq!(out.text_content(), "Found 1 matching line in 1 file\nf01.txt:1:hit");
+    assert!(out.meta["full_output"].is_null());
 }
 
 #[tokio::test]
 async fn gr1_file_type_from_ripgreps_table() {
     let env = tree();
-    let t = env.ok("grep", json!({"pattern": "foo", "type": "rust"})).await;
+    let t = env.ok("grep", json!({"output_mode": "files_with_matches", "pattern": "foo", "type": "rust"})).await;
     assert_eq!(t, "Found 2 files\nsrc/lib.rs\nsrc/main.rs");
-    let t = env.ok("grep", json!({"pattern": "foo", "type": "ts,md"})).await;
+    let t = env.ok("grep", json!({"output_mode": "files_with_matches", "pattern": "foo", "type": "ts,md"})).await;
     assert_eq!(t, "Found 4 files\nREADME.md\napp.ts\nlib/src/deep.ts\nsrc/ui/app.ts");
     let e = env.err("grep", json!({"pattern": "foo", "type": "rustt"})).await;
     assert!(e.contains("unknown file type `rustt`") && e.contains("rust"), "{e}");
@@ -183,11 +213,11 @@ async fn gr3_folder_search_uses_files_encoding_default_bom_sniffing_and_utf8() {
     };
     let env = Env::new();
     setup(&env);
-    let t = env.ok("grep", json!({"pattern": "мир"})).await;
+    let t = env.ok("grep", json!({"output_mode": "files_with_matches", "pattern": "мир"})).await;
     assert_eq!(t, "Found 2 files\na/utf16.txt\na/utf8.txt", "default: BOM sniffing + UTF-8");
     let env = Env::with(SearchToolset::new(), Settings { files_encoding: Some("windows-1251".into()) });
     setup(&env);
-    let t = env.ok("grep", json!({"pattern": "мир"})).await;
+    let t = env.ok("grep", json!({"output_mode": "files_with_matches", "pattern": "мир"})).await;
     assert_eq!(t, "Found 2 files\na/utf16.txt\na/win.txt", "files.encoding = windows-1251");
 }
 
@@ -205,20 +235,26 @@ async fn gr4_empty_lines_have_path_and_line_number() {
 #[tokio::test]
 async fn gr5_glob_without_slash_matches_any_depth_with_slash_is_anchored() {
     let env = tree();
-    let t = env.ok("grep", json!({"pattern": "foo", "glob": "*.ts"})).await;
+    let t = env.ok("grep", json!({"output_mode": "files_with_matches", "pattern": "foo", "glob": "*.ts"})).await;
     assert_eq!(t, "Found 3 files\napp.ts\nlib/src/deep.ts\nsrc/ui/app.ts");
-    let t = env.ok("grep", json!({"pattern": "foo", "glob": "src/*.rs"})).await;
+    let t = env.ok("grep", json!({"output_mode": "files_with_matches", "pattern": "foo", "glob": "src/*.rs"})).await;
     assert_eq!(t, "Found 2 files\nsrc/lib.rs\nsrc/main.rs");
     // Anchored at the search folder: `src/*.ts` is not `lib/src/deep.ts` nor `src/ui/app.ts`.
     let out = env.call("grep", json!({"pattern": "foo", "glob": "src/*.ts"})).await;
     assert!(out.text_content().starts_with("No matches"), "{}", out.text_content());
     // ... and relative to `path` when one is given.
-    let t = env.ok("grep", json!({"pattern": "foo", "path": "lib", "glob": "src/*.ts"})).await;
+    let t = env
+        .ok("grep", json!({"output_mode": "files_with_matches", "pattern": "foo", "path": "lib", "glob": "src/*.ts"}))
+        .await;
     assert_eq!(t, "Found 1 file\nlib/src/deep.ts");
     // exclude follows the same rules.
-    let t = env.ok("grep", json!({"pattern": "foo", "glob": "*.ts", "exclude": "ui"})).await;
+    let t = env
+        .ok("grep", json!({"output_mode": "files_with_matches", "pattern": "foo", "glob": "*.ts", "exclude": "ui"}))
+        .await;
     assert_eq!(t, "Found 2 files\napp.ts\nlib/src/deep.ts");
-    let t = env.ok("grep", json!({"pattern": "foo", "exclude": ["src/**", "*.md"]})).await;
+    let t = env
+        .ok("grep", json!({"output_mode": "files_with_matches", "pattern": "foo", "exclude": ["src/**", "*.md"]}))
+        .await;
     assert_eq!(t, "Found 2 files\napp.ts\nlib/src/deep.ts");
     let e = env.err("grep", json!({"pattern": "foo", "glob": "src/[a-"})).await;
     assert!(e.contains("invalid glob"), "{e}");
@@ -231,11 +267,11 @@ async fn g16_kodikignore_hides_hits_and_globs_cannot_bring_them_back() {
     env.write("src/.kodikignore", "ui/\n");
     env.write("keys.secret", "foo secret\n");
     env.write(".gitignore", "*.secret\n");
-    let t = env.ok("grep", json!({"pattern": "foo"})).await;
+    let t = env.ok("grep", json!({"output_mode": "files_with_matches", "pattern": "foo"})).await;
     assert_eq!(t, "Found 4 files\napp.ts\nlib/src/deep.ts\nsrc/lib.rs\nsrc/main.rs");
     let out = env.call("grep", json!({"pattern": "foo", "glob": ["*.md", "*.secret", "ui/*"]})).await;
     assert!(out.text_content().starts_with("No matches"), "{}", out.text_content());
-    let t = env.ok("grep", json!({"pattern": "foo", "path": "src"})).await;
+    let t = env.ok("grep", json!({"output_mode": "files_with_matches", "pattern": "foo", "path": "src"})).await;
     assert_eq!(t, "Found 2 files\nsrc/lib.rs\nsrc/main.rs", "rules of a .kodikignore in the searched folder");
     let e = env.err("grep", json!({"pattern": "foo", "path": "README.md"})).await;
     assert!(e.contains(".kodikignore"), "{e}");
@@ -247,9 +283,10 @@ async fn gr1_hidden_and_binary_files_are_skipped_unless_a_glob_names_hidden() {
     env.write(".github/ci.yml", "foo: 1\n");
     env.write("bin.dat", b"foo\x00\x01\x02");
     env.write("a.txt", "foo\n");
-    let t = env.ok("grep", json!({"pattern": "foo"})).await;
+    let t = env.ok("grep", json!({"output_mode": "files_with_matches", "pattern": "foo"})).await;
     assert_eq!(t, "Found 1 file\na.txt");
-    let t = env.ok("grep", json!({"pattern": "foo", "glob": ".github/*.yml"})).await;
+    let t =
+        env.ok("grep", json!({"output_mode": "files_with_matches", "pattern": "foo", "glob": ".github/*.yml"})).await;
     assert_eq!(t, "Found 1 file\n.github/ci.yml");
 }
 
@@ -296,7 +333,82 @@ async fn g15_repeated_grep_unchanged_then_fresh_on_change_or_new_match() {
 async fn gr1_long_lines_are_cut_in_content_mode() {
     let env = Env::new();
     env.write("min.js", format!("{}needle{}\n", "a".repeat(300), "b".repeat(5000)));
-    let t = env.ok("grep", json!({"pattern": "needle", "output_mode": "content"})).await;
+    env.write("ctx.txt", format!("{}\nneedle\n", "c".repeat(5000)));
+    let t = env.ok("grep", json!({"pattern": "needle", "path": "min.js"})).await;
     assert!(t.len() < 1000, "{}", t.len());
-    assert!(t.contains("more characters]"), "{t}");
+    assert!(t.contains("min.js:1:[line of 5306 characters, 1 match on it] match at column 301: …aaa"), "{t}");
+    assert!(t.contains("aaaneedlebbb") && t.ends_with("bbb…"), "{t}");
+    // A long context line shows its start.
+    let t = env.ok("grep", json!({"pattern": "needle", "path": "ctx.txt", "context_before": 1})).await;
+    assert!(t.contains("ctx.txt-1-ccc") && t.contains("[…4500 more characters]"), "{t}");
+}
+
+/// Issue 20.1: a minified file's one long line shows the match, not the line's start, and the
+/// column `read_file` continues at.
+#[tokio::test]
+async fn gr1_a_long_minified_line_shows_a_window_around_each_match_with_its_column() {
+    let env = Env::new();
+    // ~2 M characters on one line, matches near columns 1.2 M and 1.8 M; the code before them
+    // has multi-byte characters, so a byte offset would be the wrong column.
+    let filler = |n: usize| "var a=1;ё".repeat(n / 9);
+    let line = format!("{}needle(1){}needle(2){}", filler(1_200_000), filler(599_991), filler(180_000));
+    let col1 = line.find("needle(1)").map(|b| line[..b].chars().count() + 1).unwrap();
+    let col2 = line.find("needle(2)").map(|b| line[..b].chars().count() + 1).unwrap();
+    let total = line.chars().count();
+    assert!(col1 > 1_000_000 && col2 > col1 + 500_000 && line.len() > total);
+    env.write("dist/min.js", format!("{line}\n"));
+    for path in ["dist/min.js", "dist"] {
+        let t = env.ok("grep", json!({"pattern": "needle\\(\\d\\)", "path": path})).await;
+        let hit = t.lines().nth(1).unwrap();
+        let head = format!("dist/min.js:1:[line of {total} characters, 2 matches on it] match at column {col1}: …");
+        assert!(hit.starts_with(&head), "{path}: {hit}");
+        assert!(hit.contains("needle(1)"), "{path}: {hit}");
+        assert!(hit.contains(&format!(" match at column {col2}: …")) && hit.contains("needle(2)"), "{path}: {hit}");
+        assert!(hit.chars().count() < 700, "{path}: within the per-line cap: {}", hit.chars().count());
+    }
+    // The column is the one read_file continues at: the text there is the match.
+    let range = json!([{"start_line": 1, "end_line": 1, "start_column": col1}]);
+    let r = env.ok("read_file", json!({"path": "dist/min.js", "ranges": range})).await;
+    assert!(r.contains("1→needle(1)var a=1;ё"), "{}", &r[..r.len().min(300)]);
+    // Many matches on one line: windows up to the cap, and all of them counted.
+    env.write("many.js", format!("{}\n", "xx needle yy ".repeat(100_000)));
+    let t = env.ok("grep", json!({"pattern": "needle", "path": "many.js"})).await;
+    assert!(t.contains("[line of 1300000 characters, 100000 matches on it] match at column 4: xx needle yy"), "{t}");
+    assert!(t.chars().count() < 800, "{t}");
+}
+
+/// Issue 17.3: without `path`, grep and glob search every root; a hit in another root than the
+/// first is shown with its root (an absolute path, which read_file takes as it is).
+#[tokio::test]
+async fn gr1_gl1_without_path_every_root_is_searched_and_labelled_by_root() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    std::fs::write(a.path().join("x.txt"), "needle in a\n").unwrap();
+    std::fs::create_dir_all(b.path().join("sub")).unwrap();
+    std::fs::write(b.path().join("sub/y.txt"), "needle in b\n").unwrap();
+    std::fs::write(b.path().join(".kodikignore"), "secret.txt\n").unwrap();
+    std::fs::write(b.path().join("secret.txt"), "needle hidden\n").unwrap();
+    let ws = kodik_core::Workspace::with_roots([a.path(), b.path()]).unwrap();
+    let b_root = ws.roots()[1].clone();
+    let cx = kodik_core::ToolContext::new(ws);
+    let mut reg = kodik_core::ToolRegistry::new();
+    SearchToolset::new().register(&mut reg);
+    let call = |tool: &str, args: serde_json::Value| {
+        let (t, cx) = (reg.get(tool).unwrap().clone(), cx.clone());
+        async move { t.call(args, &cx).await.text_content() }
+    };
+    let y = b_root.join("sub/y.txt").display().to_string();
+    let t = call("grep", json!({"pattern": "needle"})).await;
+    assert_eq!(t, format!("Found 2 matching lines in 2 files\nx.txt:1:needle in a\n{y}:1:needle in b"));
+    let t = call("grep", json!({"pattern": "needle", "output_mode": "files_with_matches"})).await;
+    assert_eq!(t, format!("Found 2 files\nx.txt\n{y}"));
+    let t = call("glob", json!({"pattern": "*.txt"})).await;
+    let mut listed: Vec<&str> = t.lines().collect();
+    listed.sort();
+    assert_eq!(listed, [y.as_str(), "x.txt"]);
+    // The label is a path the other tools take.
+    let r = call("read_file", json!({"path": y})).await;
+    assert!(r.contains("needle in b"), "{r}");
+    // `path` still narrows the search to one root.
+    let t = call("grep", json!({"pattern": "needle", "path": b_root.display().to_string()})).await;
+    assert_eq!(t, format!("Found 1 matching line in 1 file\n{y}:1:needle in b"));
 }
