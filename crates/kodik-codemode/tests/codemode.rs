@@ -964,3 +964,24 @@ async fn k9_a_worker_that_cannot_start_is_a_clear_error() {
     assert!(out.text_content().contains("worker process exited"), "{}", out.text_content());
     assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn k9_script_cut_off_at_its_end_is_reported_at_the_models_last_line_with_what_was_expected() {
+    let cases: [(&str, u64, u64, &str); 6] = [
+        ("return (((", 1, 11, "unexpected end of script: expected `)` to close the `(` at line 1, column 10"),
+        ("```js\nreturn (((\n```", 2, 11, "expected `)` to close the `(` at line 2, column 10"),
+        ("const a = [1,2", 1, 15, "unexpected end of script: expected `]` to close the `[` at line 1, column 11"),
+        ("const x = 1;\nif (x) {\n  return x +", 3, 13, "unexpected end of script: expected `}` to close the `{`"),
+        ("const a = 1;\nreturn a +\n\n", 2, 11, "unexpected end of script: expected primary expression"),
+        ("const s = \"(\"; // (\nreturn s +", 2, 11, "unexpected end of script: expected primary expression"),
+    ];
+    for (code, line, column, message) in cases {
+        let (out, _) = run(config(), code).await;
+        let text = out.text_content();
+        assert_eq!(error_kind(&out).as_deref(), Some("ParseError"), "{code}: {text}");
+        assert_eq!(out.meta["codemode"]["error"]["line"], line, "{code}: {text}");
+        assert_eq!(out.meta["codemode"]["error"]["column"], column, "{code}: {text}");
+        assert!(text.contains(message), "{code}: {text}");
+        assert!(!text.contains("'}'"), "the wrapper's brace must not show: {text}");
+    }
+}

@@ -352,7 +352,7 @@ fn run_script(
     let fmt = install_prelude(ctx, &host.catalog)?;
     let wrapped = format!("(async function {MAIN_NAME}() {{\n{code}\n}})()");
     let source = Source::from_bytes(wrapped.as_bytes()).with_path(Path::new(SCRIPT_PATH));
-    let script = Script::parse(source, None, ctx).map_err(|e| parse_error(&e, host))?;
+    let script = Script::parse(source, None, ctx).map_err(|e| parse_error(&e, code, host))?;
     host.check()?;
     size_loop_limit(ctx, host.limits.deadline);
 
@@ -816,18 +816,120 @@ fn stack_position(stack: &str) -> Option<(u32, u32)> {
     Some((line, col))
 }
 
-/// A parse error with its position moved to the model's lines ("… at line L, col C").
-fn parse_error(err: &JsError, host: &Host) -> ScriptError {
+/// A parse error with its position moved to the model's lines ("… at line L, col C"). An error
+/// the parser only meets in the wrapper's closing `}})()` means the model's code stopped short
+/// (an open bracket, a dangling operator): it is reported as the end of the script, at the
+/// model's last line, with what was still expected there (K9).
+fn parse_error(err: &JsError, code: &str, host: &Host) -> ScriptError {
     let text = err.as_native().map_or_else(|| err.to_string(), |n| n.message().to_string());
     let text = text.trim().trim_start_matches("SyntaxError:").trim().to_string();
-    let Some(at) = text.rfind(" at line ") else {
-        return ScriptError::new(ErrorKind::ParseError, text);
+    let (head, position) = match text.rfind(" at line ") {
+        Some(at) => {
+            let (head, tail) = text.split_at(at);
+            let nums: Vec<u32> = tail.split(|c: char| !c.is_ascii_digit()).filter_map(|p| p.parse().ok()).collect();
+            (head.trim().to_string(), nums.first().copied().map(|l| (l, nums.get(1).copied())))
+        }
+        None => (text, None),
     };
-    let (head, tail) = text.split_at(at);
-    let nums: Vec<u32> = tail.split(|c: char| !c.is_ascii_digit()).filter_map(|p| p.parse().ok()).collect();
-    let line = nums.first().map(|l| host.user_line(*l));
-    let column = nums.get(1).copied();
-    ScriptError::new(ErrorKind::ParseError, head.trim().to_string()).at(line, column)
+    // Line 1 of the compiled text is the wrapper's head, the code follows, then its tail.
+    let code_lines = u32::try_from(code.split('\n').count()).unwrap_or(u32::MAX);
+    let in_tail = position.is_some_and(|(l, _)| l > code_lines.saturating_add(1));
+    if in_tail {
+        let (last_line, last_col) = end_of(code);
+        let message = if head.starts_with("unterminated") {
+            head
+        } else {
+            format!("unexpected end of script: {}", expected_at_end(code, &head, host.line_offset))
+        };
+        return ScriptError::new(ErrorKind::ParseError, message).at(Some(last_line + host.line_offset), Some(last_col));
+    }
+    match position {
+        Some((l, c)) => ScriptError::new(ErrorKind::ParseError, head).at(Some(host.user_line(l)), c),
+        None => ScriptError::new(ErrorKind::ParseError, head),
+    }
+}
+
+/// The 1-based line and column just after the last non-blank character of `code`.
+fn end_of(code: &str) -> (u32, u32) {
+    let trimmed = code.trim_end();
+    let line = trimmed.split('\n').count();
+    let col = trimmed.rsplit('\n').next().map_or(0, |l| l.chars().count());
+    (u32::try_from(line).unwrap_or(u32::MAX).max(1), u32::try_from(col).unwrap_or(u32::MAX).saturating_add(1))
+}
+
+/// What the parser still needed when the code ended: the closer of the innermost bracket left
+/// open, or else the parser's own expectation (`primary expression` after a dangling `+`).
+fn expected_at_end(code: &str, parser_message: &str, line_offset: u32) -> String {
+    if let Some((open, line, col)) = unclosed_bracket(code) {
+        let close = match open {
+            '(' => ')',
+            '[' => ']',
+            _ => '}',
+        };
+        return format!("expected `{close}` to close the `{open}` at line {}, column {col}", line + line_offset);
+    }
+    // boa says "unexpected token '}', primary expression" or "expected token ';', got ')' in …";
+    // the token it names is the wrapper's, so only what it wanted is kept.
+    let wanted = match parser_message.strip_prefix("unexpected token ") {
+        Some(rest) => rest.split_once(", ").map_or("", |(_, w)| w),
+        None => parser_message.split(", got ").next().unwrap_or(parser_message),
+    };
+    let wanted = wanted.split(" in ").next().unwrap_or(wanted).trim();
+    let expected = wanted.strip_prefix("expected ").unwrap_or(wanted);
+    if expected.is_empty() { "the code stops mid-statement".into() } else { format!("expected {expected}") }
+}
+
+/// The innermost bracket of `code` still open at its end, with its 1-based line and column.
+/// Strings, template literals and comments are skipped; a regular expression holding a bracket
+/// can mislead it, which only makes the hint fall back to the parser's own words.
+fn unclosed_bracket(code: &str) -> Option<(char, u32, u32)> {
+    let mut stack: Vec<(char, u32, u32)> = Vec::new();
+    let (mut line, mut col) = (1u32, 0u32);
+    let mut chars = code.chars().peekable();
+    let mut quote: Option<char> = None;
+    let (mut line_comment, mut block_comment, mut escaped) = (false, false, false);
+    while let Some(c) = chars.next() {
+        col += 1;
+        if c == '\n' {
+            (line, col, line_comment) = (line + 1, 0, false);
+            continue;
+        }
+        if line_comment {
+            continue;
+        }
+        if block_comment {
+            if c == '*' && chars.peek() == Some(&'/') {
+                chars.next();
+                col += 1;
+                block_comment = false;
+            }
+            continue;
+        }
+        if let Some(q) = quote {
+            match c {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                _ if c == q => quote = None,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '\'' | '"' | '`' => quote = Some(c),
+            '/' if chars.peek() == Some(&'/') => line_comment = true,
+            '/' if chars.peek() == Some(&'*') => {
+                chars.next();
+                col += 1;
+                block_comment = true;
+            }
+            '(' | '[' | '{' => stack.push((c, line, col)),
+            ')' | ']' | '}' => {
+                stack.pop();
+            }
+            _ => {}
+        }
+    }
+    stack.pop()
 }
 
 #[cfg(test)]
