@@ -519,9 +519,11 @@ impl Conversation {
         let results = turn.results();
         tokio::pin!(results);
         let mut hit_wall = false;
+        // A wall limit that already stopped the stream must not be polled again.
+        let wall_pending = !matches!(end, StreamEnd::Wall);
         let outputs = tokio::select! {
             r = &mut results => r,
-            () = &mut wall => {
+            () = &mut wall, if wall_pending => {
                 hit_wall = true;
                 turn_cancel.cancel();
                 results.await

@@ -1,0 +1,396 @@
+//! The agent loop end to end: a real Responses client against the loopback replay server,
+//! real tools (search, edit, shell) in a temporary workspace.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use kodik_agent::{AgentConfig, AgentEvent, ApprovalMode, CancellationToken, RunStatus};
+use kodik_core::ToolStatus;
+use kodik_model::Item;
+use kodik_model::Provider;
+use kodik_model::replay::{Exchange, Recording, ReplayOptions};
+use serde_json::json;
+
+fn position(events: &[AgentEvent], pred: impl Fn(&AgentEvent) -> bool) -> usize {
+    events.iter().position(pred).unwrap_or_else(|| panic!("event not found in {events:#?}"))
+}
+
+fn started(id: &'static str) -> impl Fn(&AgentEvent) -> bool {
+    move |e| matches!(e, AgentEvent::ToolCallStarted { call_id, .. } if call_id == id)
+}
+
+fn finished(id: &'static str) -> impl Fn(&AgentEvent) -> bool {
+    move |e| matches!(e, AgentEvent::ToolCallFinished { call_id, .. } if call_id == id)
+}
+
+fn delta(text: &'static str) -> impl Fn(&AgentEvent) -> bool {
+    move |e| matches!(e, AgentEvent::TextDelta { text: t } if t == text)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn g4_a_search_starts_while_the_response_streams_and_a_patch_waits_for_its_end() {
+    let patch = "*** Begin Patch\n*** Add File: new.txt\n+made by the patch\n*** End Patch\n";
+    let first = body(
+        &[
+            Step::Call("call_grep", "grep", json!({"pattern": "needle"})),
+            Step::Text("searching"),
+            Step::Text(" while"),
+            Step::Text(" the"),
+            Step::Text(" response"),
+            Step::Text(" streams"),
+            Step::Call("call_patch", "apply_patch", json!({"input": patch})),
+            Step::Text("."),
+        ],
+        100,
+        20,
+    );
+    // One SSE event per write, 80 ms apart: the response takes about a second to arrive.
+    let options = ReplayOptions { chunk_delay: Duration::from_millis(80), ..Default::default() };
+    let mut s = setup(vec![first, answer("done")], options, AgentConfig::default()).await;
+    std::fs::write(s.dir.path().join("hay.txt"), "hay\nneedle in the hay\n").unwrap();
+
+    let mut conv = s.agent.start().unwrap();
+    let outcome = conv.run("find the needle, then add new.txt", CancellationToken::new()).await;
+    assert_eq!(outcome.status, RunStatus::Completed, "{outcome:?}");
+    assert_eq!(outcome.final_text, "done");
+    let events = drain(&mut s.events);
+
+    // The grep ran and finished while text the model wrote after it was still on its way.
+    let last_delta = position(&events, delta(" streams"));
+    assert!(position(&events, started("call_grep")) < position(&events, delta("searching")), "{events:#?}");
+    assert!(position(&events, finished("call_grep")) < last_delta, "{events:#?}");
+    // The file change started only once the response was complete (after its last text).
+    assert!(position(&events, started("call_patch")) > position(&events, delta(".")), "{events:#?}");
+    assert_eq!(std::fs::read_to_string(s.dir.path().join("new.txt")).unwrap(), "made by the patch\n");
+
+    let requests = s.server.requests();
+    assert_eq!(requests.len(), 2);
+    assert!(output_of(&requests[1].body, "call_grep").contains("needle in the hay"));
+    // P5/G10: an OpenAI model on the Responses API gets apply_patch as a grammar tool and no
+    // create_file/edit_file/delete_file.
+    let tools = requests[0].body["tools"].as_array().unwrap();
+    let patch_tool = tools.iter().find(|t| t["name"] == "apply_patch").unwrap();
+    assert_eq!(patch_tool["type"], "custom");
+    assert_eq!(patch_tool["format"]["syntax"], "lark");
+    assert!(!tools.iter().any(|t| t["name"] == "edit_file" || t["name"] == "create_file"));
+    assert_eq!(requests[0].body["parallel_tool_calls"], true);
+    // G11: the system prompt carries the harness guidance of the offered tools.
+    let instructions = requests[0].body["instructions"].as_str().unwrap();
+    assert!(instructions.contains("- grep") && instructions.contains("- apply_patch"), "{instructions}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn g5_results_go_back_in_call_order_though_the_later_call_finished_first() {
+    let first = body(
+        &[
+            Step::Call("call_slow", "shell", json!({"command": "sleep 0.4; echo slow-done"})),
+            Step::Call("call_fast", "read_file", json!({"path": "a.txt"})),
+        ],
+        100,
+        20,
+    );
+    let mut s = setup(vec![first, answer("ok")], ReplayOptions::default(), AgentConfig::default()).await;
+    std::fs::write(s.dir.path().join("a.txt"), "alpha\n").unwrap();
+    let mut conv = s.agent.start().unwrap();
+    let outcome = conv.run("run both", CancellationToken::new()).await;
+    assert_eq!(outcome.status, RunStatus::Completed, "{outcome:?}");
+
+    let events = drain(&mut s.events);
+    assert!(position(&events, finished("call_fast")) < position(&events, finished("call_slow")), "{events:#?}");
+
+    let requests = s.server.requests();
+    let second = &requests[1].body;
+    let outline: Vec<(String, String)> = outline(second).into_iter().filter(|(_, id)| !id.is_empty()).collect();
+    let expect = [
+        ("function_call", "call_slow"),
+        ("function_call", "call_fast"),
+        ("function_call_output", "call_slow"),
+        ("function_call_output", "call_fast"),
+    ];
+    assert_eq!(outline, expect.map(|(a, b)| (a.to_string(), b.to_string())));
+    assert!(output_of(second, "call_slow").contains("slow-done"));
+    assert!(output_of(second, "call_fast").contains("alpha"));
+}
+
+/// Processes whose command line is exactly `argv` (NUL-separated in /proc).
+fn processes_running(argv: &[&str]) -> usize {
+    let want: Vec<u8> = argv.iter().flat_map(|a| a.bytes().chain([0])).collect();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_str().is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit())))
+        .filter(|e| std::fs::read(e.path().join("cmdline")).is_ok_and(|c| c == want))
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn g6_cancelling_mid_turn_stops_the_stream_and_the_running_command() {
+    let mut steps = vec![Step::Call("call_sleep", "shell", json!({"command": "sleep 29.25"}))];
+    for _ in 0..40 {
+        steps.push(Step::Text("."));
+    }
+    // 40 text events 150 ms apart: the response would take 6 s.
+    let options = ReplayOptions { chunk_delay: Duration::from_millis(150), ..Default::default() };
+    let s = setup(vec![body(&steps, 100, 20)], options, AgentConfig::default()).await;
+    let mut conv = s.agent.start().unwrap();
+    let cancel = CancellationToken::new();
+    let trigger = cancel.clone();
+    let watcher = tokio::spawn(async move {
+        // Cancel once the command really runs, so the test cannot pass on a call that never started.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while processes_running(&["sleep", "29.25"]) == 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let seen = processes_running(&["sleep", "29.25"]) > 0;
+        trigger.cancel();
+        (seen, Instant::now())
+    });
+    let outcome = conv.run("sleep", cancel).await;
+    let ended = Instant::now();
+    let (seen, cancelled_at) = watcher.await.unwrap();
+    assert!(seen, "the command never started");
+    assert_eq!(outcome.status, RunStatus::Cancelled, "{outcome:?}");
+    assert_eq!(outcome.status.exit_code(), 130);
+    assert!(ended.duration_since(cancelled_at) < Duration::from_secs(2), "the run took long to stop");
+
+    // The call has a `cancelled` result in the history and in the transcript.
+    let Some(Item::ToolResult { call_id, output, is_error, .. }) = conv.items().last() else {
+        panic!("{:#?}", conv.items())
+    };
+    assert_eq!(call_id, "call_sleep");
+    assert!(output.starts_with("[cancelled]") && *is_error, "{output}");
+    let transcript = std::fs::read_to_string(conv.transcript_path()).unwrap();
+    let last: serde_json::Value = serde_json::from_str(transcript.lines().last().unwrap()).unwrap();
+    assert_eq!(last["output"]["status"], "cancelled", "{last}");
+
+    // The host drops the agent (and with it the tools): nothing of the command is left.
+    drop(conv);
+    drop(s);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while processes_running(&["sleep", "29.25"]) > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(processes_running(&["sleep", "29.25"]), 0, "the command outlived the cancelled run");
+}
+
+#[tokio::test]
+async fn max_turns_stops_a_run_whose_model_keeps_calling_tools() {
+    let first = body(&[Step::Call("call_1", "read_file", json!({"path": "a.txt"}))], 100, 20);
+    let mut s =
+        setup(vec![first, answer("never sent")], ReplayOptions::default(), AgentConfig::default().max_turns(1)).await;
+    std::fs::write(s.dir.path().join("a.txt"), "alpha\n").unwrap();
+    let mut conv = s.agent.start().unwrap();
+    let outcome = conv.run("read", CancellationToken::new()).await;
+    assert_eq!(outcome.status, RunStatus::MaxTurns, "{outcome:?}");
+    assert_eq!(outcome.status.exit_code(), 1);
+    assert_eq!(outcome.turns, 1);
+    assert!(outcome.error.unwrap().contains("max_turns"));
+    assert_eq!(s.server.requests().len(), 1);
+    // The result of the last turn is in the history all the same.
+    assert!(matches!(conv.items().last(), Some(Item::ToolResult { is_error: false, .. })));
+    let events = drain(&mut s.events);
+    assert!(matches!(events.last(), Some(AgentEvent::RunFinished { status: RunStatus::MaxTurns, turns: 1, .. })));
+}
+
+#[tokio::test]
+async fn a_tool_error_goes_back_to_the_model_and_the_run_continues() {
+    let first = body(&[Step::Call("call_missing", "read_file", json!({"path": "missing.txt"}))], 100, 20);
+    let mut s =
+        setup(vec![first, answer("the file does not exist")], ReplayOptions::default(), AgentConfig::default()).await;
+    let mut conv = s.agent.start().unwrap();
+    let outcome = conv.run("read missing.txt", CancellationToken::new()).await;
+    assert_eq!(outcome.status, RunStatus::Completed, "{outcome:?}");
+    assert_eq!(outcome.turns, 2);
+    assert_eq!(outcome.final_text, "the file does not exist");
+    assert_eq!(outcome.usage.input_tokens, 200);
+    assert_eq!(outcome.usage.output_tokens, 30);
+    let requests = s.server.requests();
+    let out = output_of(&requests[1].body, "call_missing");
+    assert!(out.contains("missing.txt"), "{out}");
+    let events = drain(&mut s.events);
+    let status = events.iter().find_map(|e| match e {
+        AgentEvent::ToolCallFinished { call_id, status, .. } if call_id == "call_missing" => Some(*status),
+        _ => None,
+    });
+    assert_eq!(status, Some(ToolStatus::Error));
+    assert_eq!(events.iter().filter(|e| matches!(e, AgentEvent::TurnCompleted { .. })).count(), 2);
+}
+
+#[tokio::test]
+async fn g3_read_only_approval_denies_a_command_with_a_reason_the_model_can_act_on() {
+    let first = body(&[Step::Call("call_touch", "shell", json!({"command": "touch made.txt"}))], 100, 20);
+    let s = setup_with(
+        Recording::new(Provider::OpenAiResponses, "gpt-5"),
+        vec![first, answer("I may not run commands here")],
+        ReplayOptions::default(),
+        AgentConfig::default(),
+        ApprovalMode::ReadOnly,
+    )
+    .await;
+    let mut conv = s.agent.start().unwrap();
+    let outcome = conv.run("touch made.txt", CancellationToken::new()).await;
+    assert_eq!(outcome.status, RunStatus::Completed, "{outcome:?}");
+    let out = output_of(&s.server.requests()[1].body, "call_touch");
+    assert!(out.starts_with("[denied]") && out.contains("read-only"), "{out}");
+    assert!(!s.dir.path().join("made.txt").exists());
+    assert_eq!(ApprovalMode::parse("READ-ONLY"), Some(ApprovalMode::ReadOnly));
+    assert_eq!(ApprovalMode::parse("sometimes"), None);
+}
+
+#[tokio::test]
+async fn g7_a_transcript_resumes_by_id_and_as_the_last_session_with_its_history() {
+    let first = body(&[Step::Call("call_read", "read_file", json!({"path": "a.txt"}))], 100, 20);
+    let bodies = vec![first, answer("alpha it is"), answer("still alpha"), answer("third")];
+    let s = setup(bodies, ReplayOptions::default(), AgentConfig::default()).await;
+    std::fs::write(s.dir.path().join("a.txt"), "alpha\n").unwrap();
+
+    let mut conv = s.agent.start().unwrap();
+    let id = conv.id().to_string();
+    assert!(conv.transcript_path().starts_with(s.dir.path().join(".kodik/sessions")));
+    assert_eq!(conv.run("what is in a.txt?", CancellationToken::new()).await.status, RunStatus::Completed);
+    let history = conv.items().to_vec();
+    drop(conv);
+
+    // The transcript: meta first, the result with its full ToolOutput (G7), usage per turn.
+    let path = s.agent.sessions_dir().unwrap().join(format!("{id}.jsonl"));
+    let lines: Vec<serde_json::Value> =
+        std::fs::read_to_string(&path).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines[0]["type"], "meta");
+    assert_eq!(lines[0]["model"], "gpt-5");
+    let result = lines.iter().find(|l| l["item"]["type"] == "tool_result").unwrap();
+    assert_eq!(result["output"]["status"], "success");
+    assert_eq!(lines.iter().filter(|l| l["type"] == "usage").count(), 2);
+
+    let mut resumed = s.agent.resume(&id).unwrap();
+    assert_eq!(resumed.items(), &history[..]);
+    assert_eq!(resumed.run("and now?", CancellationToken::new()).await.final_text, "still alpha");
+    let third = &s.server.requests()[2].body;
+    let texts: Vec<String> = input(third)
+        .iter()
+        .map(|i| match i["type"].as_str().unwrap() {
+            "message" => i["content"][0]["text"].as_str().unwrap().to_string(),
+            other => other.to_string(),
+        })
+        .collect();
+    assert_eq!(
+        texts,
+        ["what is in a.txt?", "function_call", "function_call_output", "alpha it is", "and now?"],
+        "{third}"
+    );
+    drop(resumed);
+
+    // A crash mid-write leaves a partial last line: it is skipped and cut off.
+    let mut raw = std::fs::read(&path).unwrap();
+    raw.extend_from_slice(br#"{"type":"item","item":{"type":"user","te"#);
+    std::fs::write(&path, &raw).unwrap();
+    let other = s.agent.start().unwrap();
+    let other_id = other.id().to_string();
+    drop(other);
+    std::fs::remove_file(s.agent.sessions_dir().unwrap().join(format!("{other_id}.jsonl"))).unwrap();
+    let mut last = s.agent.resume_last().unwrap();
+    assert_eq!(last.id(), id);
+    assert_eq!(last.items().len(), history.len() + 2);
+    assert_eq!(last.run("third", CancellationToken::new()).await.status, RunStatus::Completed);
+    let text = std::fs::read_to_string(&path).unwrap();
+    for (n, line) in text.lines().enumerate() {
+        serde_json::from_str::<serde_json::Value>(line).unwrap_or_else(|e| panic!("line {}: {e}: {line}", n + 1));
+    }
+
+    assert!(matches!(s.agent.resume("no-such-session"), Err(kodik_agent::AgentError::NotFound { .. })));
+    assert!(matches!(s.agent.resume("../escape"), Err(kodik_agent::AgentError::BadId(_))));
+}
+
+#[tokio::test]
+async fn g20_old_outputs_are_compacted_to_a_line_and_a_path_that_holds_them() {
+    let big: String = (0..1500).map(|i| format!("line {i:04} {}\n", "x".repeat(89))).collect();
+    let first = body(&[Step::Call("call_big", "read_file", json!({"path": "big.txt"}))], 100, 20);
+    // The provider counts 25 000 input tokens for the second request: with the big output the
+    // third would pass 80 % of a 30 000-token window, whatever bytes/4 estimates.
+    let second = body(&[Step::Call("call_small", "read_file", json!({"path": "small.txt"}))], 25_000, 20);
+    let config = AgentConfig::default().context_window(30_000);
+    let s = setup(vec![first, second, answer("done")], ReplayOptions::default(), config).await;
+    std::fs::write(s.dir.path().join("big.txt"), &big).unwrap();
+    std::fs::write(s.dir.path().join("small.txt"), "small file\n").unwrap();
+    let mut conv = s.agent.start().unwrap();
+    let outcome = conv.run("read both", CancellationToken::new()).await;
+    assert_eq!(outcome.status, RunStatus::Completed, "{outcome:?}");
+
+    let requests = s.server.requests();
+    // The second request still carries the big output: it belongs to the latest turn.
+    let uncompacted = output_of(&requests[1].body, "call_big");
+    assert!(uncompacted.len() > 10_000 && uncompacted.contains("line 0000"), "{}", uncompacted.len());
+    // The third has it as one line pointing to a file with the full text.
+    let compacted = output_of(&requests[2].body, "call_big");
+    assert_eq!(compacted.lines().count(), 1, "{compacted}");
+    let (_, path) = compacted.split_once("[output compacted; full output: ").unwrap();
+    let path = std::path::Path::new(path.trim_end_matches(']'));
+    let saved = std::fs::read_to_string(path).unwrap();
+    assert_eq!(saved, uncompacted);
+    assert!(compacted.starts_with(uncompacted.lines().next().unwrap()), "{compacted}");
+    assert!(output_of(&requests[2].body, "call_small").contains("small file"));
+    // The transcript says so, and a resumed conversation sends the same compacted history.
+    let transcript = std::fs::read_to_string(conv.transcript_path()).unwrap();
+    assert!(transcript.lines().any(|l| l.contains(r#""type":"compacted""#)));
+    let id = conv.id().to_string();
+    let history = conv.items().to_vec();
+    drop(conv);
+    assert_eq!(s.agent.resume(&id).unwrap().items(), &history[..]);
+}
+
+#[tokio::test]
+async fn max_wall_aborts_a_stalled_response() {
+    let options = ReplayOptions { stall: Some((0, 200)), ..Default::default() };
+    let config = AgentConfig::default().max_wall(Duration::from_millis(500));
+    let mut s = setup(vec![answer("never completes")], options, config).await;
+    let mut conv = s.agent.start().unwrap();
+    let outcome = conv.run("wait", CancellationToken::new()).await;
+    assert_eq!(outcome.status, RunStatus::MaxWall, "{outcome:?}");
+    assert!(outcome.error.unwrap().contains("max_wall"));
+    let events = drain(&mut s.events);
+    assert!(matches!(events.last(), Some(AgentEvent::RunFinished { status: RunStatus::MaxWall, .. })));
+}
+
+#[tokio::test]
+async fn a_model_error_fails_the_run_with_the_providers_message() {
+    let recording = Recording::new(Provider::OpenAiResponses, "gpt-5")
+        .with(Exchange::error(400, "The model `gpt-5` does not exist or you do not have access to it."));
+    let s = setup_with(recording, vec![], ReplayOptions::default(), AgentConfig::default(), ApprovalMode::Auto).await;
+    let mut conv = s.agent.start().unwrap();
+    let outcome = conv.run("hello", CancellationToken::new()).await;
+    assert_eq!(outcome.status, RunStatus::Failed, "{outcome:?}");
+    assert!(outcome.error.as_deref().unwrap().contains("does not exist"), "{outcome:?}");
+}
+
+#[tokio::test]
+async fn a_plain_answer_reports_its_events_in_order() {
+    let mut s = setup(
+        vec![body(&[Step::Text("Hel"), Step::Text("lo")], 7, 3)],
+        ReplayOptions::default(),
+        AgentConfig::default(),
+    )
+    .await;
+    let mut conv = s.agent.start().unwrap();
+    let outcome = conv.run("greet", CancellationToken::new()).await;
+    assert_eq!((outcome.status, outcome.final_text.as_str(), outcome.turns), (RunStatus::Completed, "Hello", 1));
+    let kinds: Vec<String> = drain(&mut s.events)
+        .iter()
+        .map(|e| serde_json::to_value(e).unwrap()["type"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "session_started",
+            "turn_started",
+            "text_delta",
+            "text_delta",
+            "assistant_message",
+            "turn_completed",
+            "run_finished"
+        ]
+    );
+    assert_eq!(serde_json::to_value(RunStatus::MaxTokens).unwrap(), "max_tokens");
+    assert_eq!(conv.items().last(), Some(&Item::Assistant { text: "Hello".into() }));
+}
