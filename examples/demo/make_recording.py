@@ -176,8 +176,8 @@ PATCH = """*** Begin Patch
 *** End Patch
 """
 
-CHANGELOG_SCRIPT = """// edit_file wants the file read first (E2); the read also shows the current entries.
-await tools.read_file({ path: "CHANGELOG.md" });
+CHANGELOG_SCRIPT = """// Note the fix in CHANGELOG.md, then wait for the background test run.
+await tools.read_file({ path: "CHANGELOG.md" }); // edit_file wants the file read first
 await tools.edit_file({
   path: "CHANGELOG.md",
   edits: [{
@@ -185,15 +185,16 @@ await tools.edit_file({
     new_string: "## Unreleased\\n\\n- Fixed: `slugify` turns a run of separators into one dash (`Rust & Shell` -> `rust-shell`).\\n",
   }],
 });
-// The test run went to the background as term-2: wait here for its end.
-let last = "";
+console.log("CHANGELOG.md: entry added under Unreleased");
+// The test run went to the background as term-2: collect its output until it ends.
+const seen = [];
 for (let i = 0; i < 100; i++) {
-  last = await tools.get_terminal_output({ terminal_id: "term-2" });
-  if (!last.includes("still running")) break;
+  const poll = await tools.get_terminal_output({ terminal_id: "term-2" });
+  seen.push(...poll.split("\\n").filter((l) => l && !l.startsWith("(no new output") && !l.includes("still running")));
+  if (!poll.includes("still running")) break;
   await sleep(200);
 }
-console.log("CHANGELOG.md: entry added under Unreleased");
-return last;
+return seen.join("\\n");
 """
 
 DEMO = [
@@ -215,7 +216,7 @@ DEMO = [
     .call("call_test2", "shell", {"command": "sh test.sh", "description": "Re-run the slugify tests"})
     .call("call_sections", "call_tool", {"name": "grep", "arguments": {"pattern": "^## ", "path": "CHANGELOG.md", "output_mode": "content"}}),
     Response(5, (4040, 3648, 30, 0))
-    .text("The quick cases pass; the slow end-to-end check is still running. Checking on it:")
+    .text("The quick cases pass; the slow end-to-end check is still running in the background. A look at its progress:")
     .call("call_poll", "get_terminal_output", {"terminal_id": "term-2"}),
     Response(6, (4290, 3968, 260, 96))
     .text("While it finishes, one script notes the fix in the changelog and waits for the test run.")

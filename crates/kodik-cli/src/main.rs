@@ -1,7 +1,11 @@
-//! `kodik`: print tool schemas, run one tool call, run a batch of calls in one session, or
-//! serve the tool set over MCP.
+//! `kodik`: run an agent on a task, print tool schemas, run one tool call, run a batch of calls
+//! in one session, or serve the tool set over MCP.
 //!
-//! Exit codes: 0 success, 1 a tool reported a non-success status, 2 bad usage.
+//! Exit codes: 0 success, 1 a tool reported a non-success status (for `agent`: the run failed
+//! or hit a limit), 2 bad usage, 130 (`agent`) interrupted.
+
+mod agent;
+mod demo;
 
 use std::io::{BufRead as _, Write as _};
 use std::path::PathBuf;
@@ -9,6 +13,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use kodik_tools::Toolbox;
+use kodik_tools::agent::ApprovalMode;
 use kodik_tools::core::{Event, EventSink, ToolCall, ToolOutput, ToolStatus};
 use kodik_tools::harness::Mode;
 use kodik_tools::schema::providers::{self, Format};
@@ -19,7 +24,7 @@ use serde_json::Value;
 #[command(
     name = "kodik",
     version,
-    about = "The Kodik agent tool set: schemas, single calls, batches and an MCP server"
+    about = "The Kodik agent tool set: an agent, schemas, single calls, batches and an MCP server"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -28,6 +33,61 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run a task with a model and the tools: progress on stderr, the answer on stdout.
+    ///
+    /// The model comes from --model or KODIK_MODEL, its key from OPENAI_API_KEY or
+    /// ANTHROPIC_API_KEY. Exit code 0 when the run completed, 1 when it failed or hit a limit,
+    /// 130 when interrupted (Ctrl-C). `kodik agent --demo` replays a recorded session offline.
+    Agent {
+        /// The workspace root (ignored with --demo).
+        #[arg(long, default_value = ".")]
+        workspace: PathBuf,
+        /// The model id (gpt-5, claude-sonnet-4-5, llama3.1, …); default KODIK_MODEL.
+        #[arg(long)]
+        model: Option<String>,
+        /// The wire API: openai-responses, chat-completions or anthropic; default KODIK_PROVIDER,
+        /// else inferred from the model id.
+        #[arg(long)]
+        provider: Option<String>,
+        /// The API root (e.g. http://127.0.0.1:11434/v1 for Ollama); default KODIK_BASE_URL, else
+        /// the provider's.
+        #[arg(long)]
+        base_url: Option<String>,
+        /// The mode: code, ask, plan, debug or educator.
+        #[arg(long, default_value = "code", value_parser = parse_mode)]
+        mode: Mode,
+        /// Which calls run: auto (all), read-only (reads and searches; changes and commands are
+        /// denied) or deny (only pure reads).
+        #[arg(long, default_value = "auto", value_parser = parse_approval)]
+        approve: ApprovalMode,
+        /// Model requests per run, at most (default 50).
+        #[arg(long)]
+        max_turns: Option<u32>,
+        /// Wall-clock seconds per run, at most.
+        #[arg(long, value_name = "SECS")]
+        max_time: Option<u64>,
+        /// JSON Lines on stdout (thread.started, turn.started, item.started, item.completed,
+        /// turn.completed, result) instead of human progress.
+        #[arg(long)]
+        json: bool,
+        /// Continue the conversation with this session id (see `.kodik/sessions/`).
+        #[arg(long, conflicts_with = "last")]
+        resume: Option<String>,
+        /// Continue the newest conversation of the workspace.
+        #[arg(long)]
+        last: bool,
+        /// Save every model response to FILE as a replayable recording.
+        #[arg(long, value_name = "FILE", conflicts_with = "demo")]
+        record: Option<PathBuf>,
+        /// Replay the recorded demo session (no network, no key) on a fresh copy of the demo project.
+        #[arg(long, conflicts_with_all = ["resume", "last", "model", "provider", "base_url"])]
+        demo: bool,
+        /// Where --demo puts its project: a new or empty folder (default: a new temporary folder).
+        #[arg(long, value_name = "DIR", requires = "demo")]
+        demo_dir: Option<PathBuf>,
+        /// What to do.
+        task: Option<String>,
+    },
     /// Print the JSON Schemas of the tools (all of them, or the ones named).
     Schema {
         /// Provider format.
@@ -73,6 +133,10 @@ enum Command {
     CodemodeWorker,
 }
 
+fn parse_approval(s: &str) -> Result<ApprovalMode, String> {
+    ApprovalMode::parse(s).ok_or_else(|| format!("unknown approval mode `{s}`; use one of: auto, read-only, deny"))
+}
+
 fn parse_mode(s: &str) -> Result<Mode, String> {
     Mode::parse(s).ok_or_else(|| format!("unknown mode `{s}`; use one of: code, debug, plan, ask, educator"))
 }
@@ -114,6 +178,42 @@ fn main() -> ExitCode {
     }
     let cli = Cli::parse();
     match cli.command {
+        Command::Agent {
+            workspace,
+            model,
+            provider,
+            base_url,
+            mode,
+            approve,
+            max_turns,
+            max_time,
+            json,
+            resume,
+            last,
+            record,
+            demo,
+            demo_dir,
+            task,
+        } => {
+            let args = agent::Args {
+                workspace,
+                model,
+                provider,
+                base_url,
+                mode,
+                approve,
+                max_turns,
+                max_time,
+                json,
+                resume,
+                last,
+                record,
+                demo,
+                demo_dir,
+                task,
+            };
+            with_runtime(|| agent::run(args))
+        }
         Command::Schema { format, tools } => schema(format.into(), &tools),
         Command::Call { workspace, tool, args } => with_runtime(|| call(workspace, tool, args)),
         Command::Batch { workspace } => with_runtime(|| batch(workspace)),

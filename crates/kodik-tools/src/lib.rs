@@ -10,6 +10,9 @@
 //! | `edit` | [`kodik_edit`] | edit_file, create_file, delete_file, apply_patch, edit_notebook |
 //! | `search` | [`kodik_search`] | read_file, glob, grep |
 //! | `shell` | [`kodik_shell`] | shell, get_terminal_output, kill_terminal |
+//! | `codemode` | `kodik_codemode` | codemode |
+//! | `model` (off by default) | `kodik_model` | — the streaming model clients |
+//! | `agent` (off by default) | `kodik_agent` | — the agent loop; [`Toolbox::agent`] builds one |
 //!
 //! See the crate README for an embedding example.
 
@@ -24,12 +27,16 @@ pub struct WorkspaceReadmeDoctests;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+#[cfg(feature = "agent")]
+pub use kodik_agent as agent;
 #[cfg(feature = "codemode")]
 pub use kodik_codemode as codemode;
 pub use kodik_core as core;
 #[cfg(feature = "edit")]
 pub use kodik_edit as edit;
 pub use kodik_harness as harness;
+#[cfg(feature = "model")]
+pub use kodik_model as model;
 pub use kodik_scheduler as scheduler;
 pub use kodik_schema as schema;
 #[cfg(feature = "search")]
@@ -63,6 +70,8 @@ pub struct Toolbox {
     registry: Arc<ToolRegistry>,
     context: ToolContext,
     scheduler: Scheduler,
+    #[cfg_attr(not(feature = "agent"), allow(dead_code))]
+    scheduler_config: SchedulerConfig,
     harness: Harness,
     #[cfg(feature = "edit")]
     edit: kodik_edit::EditToolset,
@@ -145,6 +154,20 @@ impl Toolbox {
     #[cfg(feature = "shell")]
     pub fn shell(&self) -> &kodik_shell::ShellToolset {
         &self.shell
+    }
+
+    /// An agent that talks to `model` and runs its calls on this toolbox: every tool, the
+    /// shared context (workspace, approver, hooks, events), the mode policy and the
+    /// scheduler settings. Each request offers what the harness plans for `config.mode` and
+    /// the model (G10–G12).
+    #[cfg(feature = "agent")]
+    pub fn agent(
+        &self,
+        model: Arc<dyn kodik_model::ModelClient>,
+        config: kodik_agent::AgentConfig,
+    ) -> kodik_agent::Agent {
+        kodik_agent::Agent::new(model, Arc::clone(&self.registry), self.context.clone(), self.harness.clone(), config)
+            .with_scheduler_config(self.scheduler_config.clone())
     }
 }
 
@@ -276,11 +299,12 @@ impl ToolboxBuilder {
             harness.hide_from_model(name);
         }
         let registry = Arc::new(registry);
-        let scheduler = Scheduler::new(Arc::clone(&registry)).with_config(self.scheduler);
+        let scheduler = Scheduler::new(Arc::clone(&registry)).with_config(self.scheduler.clone());
         Ok(Toolbox {
             registry,
             context,
             scheduler,
+            scheduler_config: self.scheduler,
             harness,
             #[cfg(feature = "edit")]
             edit,
