@@ -54,10 +54,61 @@ impl PreviewConfig {
     }
 }
 
-/// Where spool files go by default: `$TMPDIR/kodik-output`. The paths are handed to the model,
-/// so the files outlive the call (G20); old ones are pruned as new ones start.
+/// The spool folder set for this process with [`set_default_spool_dir`], if any.
+static SPOOL_DIR_OVERRIDE: std::sync::RwLock<Option<PathBuf>> = std::sync::RwLock::new(None);
+
+/// Where spool files go by default: the folder set with [`set_default_spool_dir`], else
+/// `kodik-output-<uid>` in the temporary folder (`$TMPDIR`, else `/tmp`), one per user so two users
+/// of a machine never share full outputs. The paths are handed to the model, so the files outlive
+/// the call (G20); old ones are pruned as new ones start.
 pub fn default_spool_dir() -> PathBuf {
-    std::env::temp_dir().join("kodik-output")
+    let set = SPOOL_DIR_OVERRIDE.read().unwrap_or_else(|p| p.into_inner()).clone();
+    set.unwrap_or_else(per_user_spool_dir)
+}
+
+/// `kodik-output-<uid>` in the temporary folder: the default when nothing is set.
+pub fn per_user_spool_dir() -> PathBuf {
+    std::env::temp_dir().join(format!("kodik-output-{}", rustix::process::geteuid().as_raw()))
+}
+
+/// Sets the folder [`default_spool_dir`] returns for this process (`None`: back to
+/// [`per_user_spool_dir`]). A host calls it once at start-up, before building toolsets: every
+/// [`PreviewConfig::default`] made afterwards spools there. The folder is created (mode 0700)
+/// when the first output is saved.
+pub fn set_default_spool_dir(dir: Option<PathBuf>) {
+    *SPOOL_DIR_OVERRIDE.write().unwrap_or_else(|p| p.into_inner()) = dir;
+}
+
+/// Creates `dir` for spool files readable by this user only. The per-user default in a shared
+/// temporary folder must also be a real folder owned by this user with no access for others
+/// (anyone can create `/tmp/kodik-output-<uid>` first): a symlink or another owner is refused, and
+/// looser permissions on an own folder are tightened.
+fn prepare_spool_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, PermissionsExt as _};
+    if let Err(e) = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)
+        && e.kind() != std::io::ErrorKind::AlreadyExists
+    {
+        return Err(e);
+    }
+    if dir != per_user_spool_dir() {
+        return Ok(());
+    }
+    let meta = std::fs::symlink_metadata(dir)?;
+    let me = rustix::process::geteuid().as_raw();
+    if !meta.is_dir() || meta.uid() != me {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!(
+                "{} is not a folder of this user (uid {me}) — someone else made it; outputs are not saved \
+                 there. Remove it, or set another spool folder",
+                dir.display()
+            ),
+        ));
+    }
+    if meta.mode() & 0o077 != 0 {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    }
+    Ok(())
 }
 
 /// Spool files older than this are deleted when a new spool file starts in the same folder.
@@ -253,7 +304,7 @@ impl OutputPreview {
             return;
         };
         let result = (|| -> std::io::Result<(std::io::BufWriter<std::fs::File>, PathBuf)> {
-            std::fs::create_dir_all(&dir)?;
+            prepare_spool_dir(&dir)?;
             prune_spool_dir_now_and_then(&dir);
             let (file, path) = tempfile::Builder::new()
                 .prefix("output-")
@@ -395,6 +446,66 @@ mod tests {
         // Over budget with only young files left: they all stay.
         prune_spool_dir(dir.path(), now, 72 * hour, 0, 10 * hour);
         assert!(a.exists() && old_small.exists() && fresh_big.exists());
+    }
+
+    /// Runs in a child process of this test binary (the spool setting and `TMPDIR` are
+    /// process-wide), with `TMPDIR` set to a fresh folder.
+    fn spool_folder_child(tmp: &Path) {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        let spool = |cfg: PreviewConfig| {
+            let mut p = OutputPreview::new(PreviewConfig { head_bytes: 4, tail_bytes: 4, ..cfg });
+            p.push(b"0123456789abcdef");
+            p.summary()
+        };
+        let uid = rustix::process::geteuid().as_raw();
+        let mine = tmp.join(format!("kodik-output-{uid}"));
+        assert_eq!(default_spool_dir(), mine, "TMPDIR is honoured and the folder is per user");
+        let full = spool(PreviewConfig::default()).full_output.expect("saved");
+        assert_eq!(full.parent(), Some(mine.as_path()));
+        assert_eq!(mode(&mine), 0o700, "other users cannot list or read it");
+
+        // A folder someone else prepared (here: a symlink to theirs) is refused, with a reason.
+        std::fs::remove_dir_all(&mine).unwrap();
+        std::fs::create_dir(tmp.join("theirs")).unwrap();
+        std::os::unix::fs::symlink(tmp.join("theirs"), &mine).unwrap();
+        let s = spool(PreviewConfig::default());
+        assert_eq!(s.full_output, None);
+        assert!(s.spool_error.as_deref().unwrap_or("").contains("not a folder of this user"), "{s:?}");
+        assert_eq!(std::fs::read_dir(tmp.join("theirs")).unwrap().count(), 0);
+        // An own folder with loose permissions is tightened.
+        std::fs::remove_file(&mine).unwrap();
+        std::fs::create_dir(&mine).unwrap();
+        std::fs::set_permissions(&mine, std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(spool(PreviewConfig::default()).full_output.is_some());
+        assert_eq!(mode(&mine), 0o700);
+
+        // A host's setting wins for every default made afterwards, and can be undone.
+        let set = tmp.join("host-chosen");
+        set_default_spool_dir(Some(set.clone()));
+        let full = spool(PreviewConfig::default()).full_output.expect("saved");
+        assert_eq!(full.parent(), Some(set.as_path()));
+        set_default_spool_dir(None);
+        assert_eq!(default_spool_dir(), mine);
+    }
+
+    #[test]
+    fn g9_g18_spool_folder_is_per_user_private_honours_tmpdir_and_can_be_set() {
+        const CHILD: &str = "KODIK_SPOOL_FOLDER_CHILD";
+        if let Some(tmp) = std::env::var_os(CHILD) {
+            spool_folder_child(Path::new(&tmp));
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "preview::tests::g9_g18_spool_folder_is_per_user_private_honours_tmpdir_and_can_be_set"])
+            .args(["--nocapture", "--test-threads=1"])
+            .env("TMPDIR", tmp.path())
+            .env(CHILD, tmp.path())
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success() && text.contains("1 passed"), "{text}");
     }
 
     #[test]
