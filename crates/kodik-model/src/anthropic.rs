@@ -7,7 +7,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::config::ModelConfig;
+use crate::config::{ModelConfig, Provider};
+use crate::decode::BodyDecoder;
 use crate::openai::json_arguments;
 use crate::sse::SseEvent;
 use crate::transport::{Decoder, Flow, Transport, parse_event};
@@ -44,7 +45,7 @@ impl ModelClient for AnthropicClient {
         if let Some(key) = self.transport.config.key() {
             headers.push(("x-api-key", key.to_owned()));
         }
-        self.transport.stream("/v1/messages", &headers, &body, AnthropicDecoder::default(), cancel).await
+        self.transport.stream("/v1/messages", &headers, &body, BodyDecoder::new(Provider::Anthropic), cancel).await
     }
 
     fn model(&self) -> &str {

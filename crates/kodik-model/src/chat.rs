@@ -8,7 +8,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::config::ModelConfig;
+use crate::config::{ModelConfig, Provider};
+use crate::decode::BodyDecoder;
 use crate::openai::json_arguments;
 use crate::sse::SseEvent;
 use crate::transport::{Decoder, Flow, Transport, parse_event};
@@ -41,7 +42,9 @@ impl ModelClient for ChatClient {
         if let Some(key) = self.transport.config.key() {
             headers.push(("authorization", format!("Bearer {key}")));
         }
-        self.transport.stream("/chat/completions", &headers, &body, ChatDecoder::default(), cancel).await
+        self.transport
+            .stream("/chat/completions", &headers, &body, BodyDecoder::new(Provider::ChatCompletions), cancel)
+            .await
     }
 
     fn model(&self) -> &str {

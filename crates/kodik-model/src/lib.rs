@@ -10,6 +10,7 @@
 //! | [`types`] | [`Request`], [`Item`], [`ToolDef`], [`ModelEvent`], [`ToolInput`], [`Usage`], [`ModelClient`] |
 //! | [`config`] | [`ModelConfig`] (builder, `from_env`), [`Provider`] |
 //! | [`replay`] | [`Recording`](replay::Recording) files and the loopback [`ReplayServer`](replay::ReplayServer) |
+//! | [`decode`] | [`BodyDecoder`](decode::BodyDecoder): a raw body to events without HTTP |
 //! | [`sse`] | the incremental SSE parser |
 //!
 //! [`client`] builds the client a configuration names.
@@ -19,6 +20,7 @@ use std::sync::Arc;
 pub mod anthropic;
 pub mod chat;
 pub mod config;
+pub mod decode;
 pub mod openai;
 pub mod replay;
 pub mod sse;

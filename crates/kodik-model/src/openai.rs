@@ -7,7 +7,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::config::ModelConfig;
+use crate::config::{ModelConfig, Provider};
+use crate::decode::BodyDecoder;
 use crate::sse::SseEvent;
 use crate::transport::{Decoder, Flow, Transport, parse_event};
 use crate::types::{EventStream, Item, ModelClient, ModelError, ModelEvent, Request, StopReason, ToolInput, Usage};
@@ -40,7 +41,7 @@ impl ModelClient for ResponsesClient {
         if let Some(key) = self.transport.config.key() {
             headers.push(("authorization", format!("Bearer {key}")));
         }
-        self.transport.stream("/responses", &headers, &body, ResponsesDecoder::default(), cancel).await
+        self.transport.stream("/responses", &headers, &body, BodyDecoder::new(Provider::OpenAiResponses), cancel).await
     }
 
     fn model(&self) -> &str {

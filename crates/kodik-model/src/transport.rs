@@ -10,8 +10,9 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::ModelConfig;
+use crate::decode::BodyDecoder;
 use crate::replay::{Exchange, Recorder};
-use crate::sse::{SseError, SseEvent, SseParser};
+use crate::sse::{SseError, SseEvent};
 use crate::types::{EventStream, ModelError, ModelEvent};
 
 /// Whether a provider's event ended the response.
@@ -93,12 +94,12 @@ impl Transport {
 
     /// POSTs `body` to `{base}{path}` with `headers`, retrying 429, 5xx and connection failures
     /// before the first body byte, and returns the event stream `decoder` makes of the body.
-    pub(crate) async fn stream<D: Decoder>(
+    pub(crate) async fn stream(
         &self,
         path: &str,
         headers: &[(&str, String)],
         body: &Value,
-        decoder: D,
+        decoder: BodyDecoder,
         cancel: CancellationToken,
     ) -> Result<EventStream, ModelError> {
         let url = format!("{}{path}", self.config.base_url);
@@ -257,12 +258,11 @@ impl Drop for Tee {
     }
 }
 
-struct Drive<D> {
+struct Drive {
     /// `None` once finished: dropping it closes the connection.
     response: Option<reqwest::Response>,
     first: Option<Bytes>,
-    parser: SseParser,
-    decoder: D,
+    decoder: BodyDecoder,
     pending: VecDeque<ModelEvent>,
     idle: Duration,
     cancel: CancellationToken,
@@ -273,10 +273,10 @@ struct Drive<D> {
     error: Option<ModelError>,
 }
 
-fn drive<D: Decoder>(
+fn drive(
     response: reqwest::Response,
     first: Option<Bytes>,
-    decoder: D,
+    decoder: BodyDecoder,
     idle: Duration,
     cancel: CancellationToken,
     tee: Option<Tee>,
@@ -284,7 +284,6 @@ fn drive<D: Decoder>(
     let state = Drive {
         response: Some(response),
         first,
-        parser: SseParser::new(),
         decoder,
         pending: VecDeque::new(),
         idle,
@@ -322,11 +321,7 @@ fn drive<D: Decoder>(
             match chunk {
                 Err(e) => st.finish(Some(e)),
                 Ok(None) => {
-                    let result = if st.parser.has_pending() {
-                        Err(ModelError::Truncated)
-                    } else {
-                        st.decoder.end(&mut st.pending)
-                    };
+                    let result = st.decoder.end(&mut st.pending);
                     st.finish(result.err());
                 }
                 Ok(Some(bytes)) => st.feed(&bytes),
@@ -335,24 +330,15 @@ fn drive<D: Decoder>(
     }))
 }
 
-impl<D: Decoder> Drive<D> {
+impl Drive {
     fn feed(&mut self, bytes: &[u8]) {
         if let Some(tee) = &mut self.tee {
             tee.body.extend_from_slice(bytes);
         }
-        let (decoder, pending) = (&mut self.decoder, &mut self.pending);
-        let mut done = false;
-        let result = self.parser.feed(bytes, |event| {
-            if done {
-                return Ok(());
-            }
-            done = decoder.event(event, pending)? == Flow::Done;
-            Ok::<(), ModelError>(())
-        });
-        match result {
+        match self.decoder.feed(bytes, &mut self.pending) {
             Err(e) => self.finish(Some(e)),
-            Ok(()) if done => self.finish(None),
-            Ok(()) => {}
+            Ok(true) => self.finish(None),
+            Ok(false) => {}
         }
     }
 
