@@ -1,0 +1,331 @@
+//! `kodik agent` end to end: the binary against kodik-model's loopback replay server (the real
+//! OpenAI Responses client, the real agent loop, the real tools), and the offline demo.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use kodik_tools::Toolbox;
+use kodik_tools::harness::Mode;
+use kodik_tools::model::Provider;
+use kodik_tools::model::replay::{Exchange, Recording, ReplayOptions, ReplayServer};
+use serde_json::{Value, json};
+
+const KODIK: &str = env!("CARGO_BIN_EXE_kodik");
+const DEMO_RECORDING: &str = include_str!("../../../examples/demo/recording.json");
+const DEMO_WORKSPACE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/demo-workspace");
+
+/// The JSON Lines of a `--json` run; fails on any line that is not a JSON object.
+fn json_lines(out: &Output) -> Vec<Value> {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    stdout
+        .lines()
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {l}"));
+            assert!(v["type"].is_string(), "{l}");
+            v
+        })
+        .collect()
+}
+
+/// The finished tool calls of a `--json` run as (tool, status, output); a deferred tool called
+/// through `call_tool` counts as itself.
+fn finished_calls(lines: &[Value]) -> Vec<(String, String, String)> {
+    lines
+        .iter()
+        .filter(|l| l["type"] == "item.completed" && l["item"]["type"] == "tool_call")
+        .map(|l| {
+            let item = &l["item"];
+            let name = match item["name"].as_str().unwrap() {
+                "call_tool" => item["arguments"]["name"].as_str().unwrap(),
+                other => other,
+            };
+            (name.to_owned(), item["status"].as_str().unwrap().to_owned(), item["output"].as_str().unwrap().to_owned())
+        })
+        .collect()
+}
+
+fn demo(dir: &Path, extra: &[&str]) -> Output {
+    Command::new(KODIK).args(["agent", "--demo", "--demo-dir"]).arg(dir).args(extra).output().unwrap()
+}
+
+/// G1, G4, G10, G12, P5, S3, S4, K1, E2: the recorded session runs through the real client and
+/// tools: every tool family succeeds (search through call_tool, read, shell, the freeform
+/// apply_patch, the background test run polled by get_terminal_output, the codemode script
+/// that edits the changelog), the tests pass afterwards, and the checkout's copy is untouched.
+#[test]
+fn demo_json_run_fixes_the_project_with_every_tool_family() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("demo");
+    let started = std::time::Instant::now();
+    let out = demo(&dir, &["--json"]);
+    let elapsed = started.elapsed();
+    assert_eq!(out.status.code(), Some(0), "stderr:\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(elapsed < Duration::from_secs(30), "the demo took {elapsed:?}");
+    let lines = json_lines(&out);
+
+    assert_eq!(lines[0]["type"], "thread.started");
+    let result = lines.last().unwrap();
+    assert_eq!(result["type"], "result", "the last line is the result: {result}");
+    assert_eq!(result["status"], "completed");
+    assert_eq!(result["turns"], 7);
+    assert_eq!(result["session_id"], lines[0]["thread_id"]);
+    assert!(result["final_text"].as_str().unwrap().starts_with("Fixed."), "{result}");
+    assert!(result["usage"]["input_tokens"].as_u64().unwrap() > 0);
+    assert_eq!(lines.iter().filter(|l| l["type"] == "turn.completed").count(), 7);
+
+    let calls = finished_calls(&lines);
+    for family in ["grep", "glob", "read_file", "shell", "apply_patch", "get_terminal_output", "codemode"] {
+        assert!(
+            calls.iter().any(|(name, status, _)| name == family && status == "success"),
+            "no successful {family} call in {calls:?}"
+        );
+    }
+    // The first test run fails; the second goes to the background (S4) and the script waits for it.
+    let shells: Vec<_> = calls.iter().filter(|(n, _, _)| n == "shell").collect();
+    assert_eq!(shells[0].1, "error", "{}", shells[0].2);
+    assert!(shells[0].2.contains("FAIL - 'Rust & Shell: a tale'"), "{}", shells[0].2);
+    assert!(shells[1].2.contains("[terminal term-2 · still running"), "{}", shells[1].2);
+    let script = &calls.iter().find(|(n, _, _)| n == "codemode").unwrap().2;
+    assert!(script.contains("[exit code 0 ·") && script.contains("edit_file ×1"), "{script}");
+
+    let changelog = std::fs::read_to_string(dir.join("CHANGELOG.md")).unwrap();
+    assert!(changelog.contains("## Unreleased\n\n- Fixed: `slugify` turns a run of separators"), "{changelog}");
+    let tests = Command::new("sh").arg("test.sh").current_dir(&dir).output().unwrap();
+    assert!(tests.status.success(), "{}", String::from_utf8_lossy(&tests.stdout));
+    let original = std::fs::read_to_string(Path::new(DEMO_WORKSPACE).join("slugify.sh")).unwrap();
+    assert!(original.contains("s/[^a-z0-9]/-/g"), "the checkout's demo project must keep its bug");
+}
+
+/// The human mode: progress lines on stderr without escape codes (not a terminal), the final
+/// answer alone on stdout, exit 0.
+#[test]
+fn demo_human_run_prints_progress_on_stderr_and_the_answer_on_stdout() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = demo(&tmp.path().join("demo"), &[]);
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "stderr:\n{stderr}");
+    assert!(stdout.starts_with("Fixed. `slugify`"), "{stdout}");
+    assert!(stdout.contains("all tests pass"), "{stdout}");
+    assert!(!stderr.contains('\x1b'), "no ANSI escapes when stderr is not a terminal:\n{stderr}");
+    for line in ["✓ grep \"slugify\"", "✗ shell sh test.sh", "✓ apply_patch slugify.sh", "in the background as term-2"]
+    {
+        assert!(stderr.contains(line), "`{line}` missing from:\n{stderr}");
+    }
+    assert!(stderr.contains("completed · 7 turn(s)"), "{stderr}");
+}
+
+/// The demo never writes into a folder that holds files.
+#[test]
+fn demo_refuses_a_non_empty_demo_dir() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("mine.txt"), "keep me").unwrap();
+    let out = demo(tmp.path(), &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is not empty"));
+    assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 1);
+}
+
+/// The calls of the recording's SSE bodies: (name, arguments or freeform text, freeform?).
+fn recorded_calls(recording: &Recording) -> Vec<(String, Value, bool)> {
+    let mut calls = Vec::new();
+    for exchange in &recording.exchanges {
+        for line in exchange.body.lines().filter_map(|l| l.strip_prefix("data: ")) {
+            let event: Value = serde_json::from_str(line).unwrap();
+            if event["type"] != "response.output_item.done" {
+                continue;
+            }
+            let item = &event["item"];
+            match item["type"].as_str().unwrap() {
+                "function_call" => {
+                    let args = serde_json::from_str(item["arguments"].as_str().unwrap()).unwrap();
+                    calls.push((item["name"].as_str().unwrap().to_owned(), args, false));
+                }
+                "custom_tool_call" => {
+                    calls.push((item["name"].as_str().unwrap().to_owned(), item["input"].clone(), true))
+                }
+                _ => {}
+            }
+        }
+    }
+    calls
+}
+
+/// G10, G12, P5, K1: every call of the recording is one a gpt-5 request in Code mode can make:
+/// offered tools by name (apply_patch as the freeform tool), deferred ones through call_tool,
+/// and the tools the codemode script calls exist.
+#[test]
+fn g10_g12_every_recorded_call_fits_the_gpt5_code_mode_plan() {
+    let tmp = tempfile::tempdir().unwrap();
+    let toolbox = Toolbox::builder().workspace(tmp.path()).build().unwrap();
+    let plan = toolbox.plan(Mode::Code, "gpt-5");
+    let offered: Vec<&str> = plan.tools.iter().map(|t| t.name.as_str()).collect();
+    let deferred: Vec<&str> = plan.deferred.iter().map(|t| t.name.as_str()).collect();
+    let recording: Recording = serde_json::from_str(DEMO_RECORDING).unwrap();
+    assert_eq!(recording.provider, Provider::OpenAiResponses);
+    let calls = recorded_calls(&recording);
+    assert!(calls.len() >= 9, "{calls:?}");
+    for (name, args, freeform) in &calls {
+        assert!(offered.contains(&name.as_str()), "{name} is not offered to gpt-5 in Code mode: {offered:?}");
+        assert_eq!(*freeform, name == "apply_patch", "{name}: only apply_patch is sent as a freeform tool");
+        if name == "call_tool" {
+            let inner = args["name"].as_str().unwrap();
+            assert!(deferred.contains(&inner), "call_tool reaches {inner}, which is not deferred: {deferred:?}");
+            assert!(args["arguments"].is_object());
+        }
+        if name == "codemode" {
+            let code = args["code"].as_str().unwrap();
+            for called in code.split("tools.").skip(1).map(|s| s.split('(').next().unwrap()) {
+                assert!(toolbox.registry().get(called).is_some(), "the script calls unknown tool {called}");
+            }
+        }
+    }
+    for family in ["grep", "glob", "read_file"] {
+        assert!(calls.iter().any(|(n, a, _)| n == "call_tool" && a["name"] == family), "no {family} call");
+    }
+}
+
+/// A Responses stream that makes one function call.
+fn call_body(call_id: &str, name: &str, args: &Value) -> String {
+    let args = args.to_string();
+    let added = json!({"type": "response.output_item.added", "output_index": 0,
+        "item": {"type": "function_call", "id": "fc_1", "call_id": call_id, "name": name, "arguments": ""}});
+    let done = json!({"type": "response.output_item.done", "output_index": 0,
+        "item": {"type": "function_call", "id": "fc_1", "call_id": call_id, "name": name, "arguments": args}});
+    sse(&[added, done], 100)
+}
+
+/// A Responses stream that answers with text.
+fn text_body(text: &str) -> String {
+    sse(&[json!({"type": "response.output_text.delta", "output_index": 0, "content_index": 0, "delta": text})], 40)
+}
+
+fn sse(events: &[Value], input_tokens: u64) -> String {
+    let completed = json!({"type": "response.completed", "response": {"id": "resp_1", "status": "completed",
+        "usage": {"input_tokens": input_tokens, "output_tokens": 10}}});
+    events
+        .iter()
+        .chain([&completed])
+        .map(|e| format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap()))
+        .collect()
+}
+
+/// Runs `kodik agent` against `server` with a dummy key and `args`.
+async fn agent_against(server: &ReplayServer, workspace: &Path, args: &[&str]) -> Output {
+    tokio::process::Command::new(KODIK)
+        .arg("agent")
+        .arg("--workspace")
+        .arg(workspace)
+        .args(["--model", "gpt-5", "--base-url", &server.base_url()])
+        .args(args)
+        .env("OPENAI_API_KEY", "sk-test-not-a-real-key")
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .unwrap()
+}
+
+/// A real (non-demo) run: the model configured by flags and the key from the environment,
+/// the transcript saved, --record writing a replayable recording, exit 0 — and the key never
+/// printed.
+#[tokio::test]
+async fn agent_runs_a_task_records_it_and_never_prints_the_key() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("hello.txt"), "hi\n").unwrap();
+    let recording = Recording::new(Provider::OpenAiResponses, "gpt-5")
+        .with(Exchange::sse(call_body("call_1", "shell", &json!({"command": "cat hello.txt"}))))
+        .with(Exchange::sse(text_body("hello.txt says hi.")));
+    let server = ReplayServer::start(recording).await.unwrap();
+    let record = ws.path().join("session.json");
+    let out =
+        agent_against(&server, ws.path(), &["--record", record.to_str().unwrap(), "what does hello.txt say?"]).await;
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "stderr:\n{stderr}");
+    assert_eq!(stdout, "hello.txt says hi.\n");
+    assert!(stderr.contains("✓ shell cat hello.txt"), "{stderr}");
+    assert!(!stdout.contains("sk-test") && !stderr.contains("sk-test"));
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    let saved = Recording::load(&record).unwrap();
+    assert_eq!(saved.exchanges.len(), 2);
+    assert!(saved.exchanges[1].body.contains("hello.txt says hi."));
+    assert!(!std::fs::read_to_string(&record).unwrap().contains("sk-test"));
+    let sessions = std::fs::read_dir(ws.path().join(".kodik/sessions")).unwrap().count();
+    assert_eq!(sessions, 1, "one transcript");
+}
+
+/// A run that hits --max-turns ends with status max_turns and exit 1; `--last` resumes the
+/// same session.
+#[tokio::test]
+async fn agent_exits_1_at_max_turns_and_resumes_the_last_session() {
+    let ws = tempfile::tempdir().unwrap();
+    let recording = Recording::new(Provider::OpenAiResponses, "gpt-5")
+        .with(Exchange::sse(call_body("call_1", "shell", &json!({"command": "echo one"}))))
+        .with(Exchange::sse(text_body("done now")));
+    let server = ReplayServer::start(recording).await.unwrap();
+    let out = agent_against(&server, ws.path(), &["--json", "--max-turns", "1", "echo one"]).await;
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let lines = json_lines(&out);
+    let result = lines.last().unwrap();
+    assert_eq!(result["status"], "max_turns", "{result}");
+    let first_session = result["session_id"].as_str().unwrap().to_owned();
+
+    let out = agent_against(&server, ws.path(), &["--json", "--last", "and now?"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let lines = json_lines(&out);
+    assert_eq!(lines[0]["thread_id"], first_session.as_str(), "--last continues the same session");
+    assert_eq!(lines.last().unwrap()["final_text"], "done now");
+}
+
+/// No model configured: a usage error naming what to set, before anything runs.
+#[test]
+fn agent_without_a_model_says_what_to_set() {
+    let ws = tempfile::tempdir().unwrap();
+    let out = Command::new(KODIK)
+        .args(["agent", "--workspace"])
+        .arg(ws.path())
+        .arg("do something")
+        .env_remove("KODIK_MODEL")
+        .env_remove("OPENAI_API_KEY")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("KODIK_MODEL"), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// G6: Ctrl-C (SIGINT) while the model streams cancels the run: result status cancelled, exit 130.
+#[tokio::test]
+async fn agent_interrupted_by_sigint_exits_130() {
+    let ws = tempfile::tempdir().unwrap();
+    let recording = Recording::new(Provider::OpenAiResponses, "gpt-5").with(Exchange::sse(text_body("never finished")));
+    // The response stalls after 20 bytes and the connection stays open.
+    let options = ReplayOptions { stall: Some((0, 20)), ..ReplayOptions::default() };
+    let server = ReplayServer::start_with(recording, options).await.unwrap();
+    let child = tokio::process::Command::new(KODIK)
+        .arg("agent")
+        .arg("--workspace")
+        .arg(ws.path())
+        .args(["--model", "gpt-5", "--base-url", &server.base_url(), "--json", "wait"])
+        .env("OPENAI_API_KEY", "sk-test")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id().unwrap().to_string();
+    // Wait until the request is in flight, then interrupt.
+    for _ in 0..200 {
+        if !server.requests().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(server.requests().len(), 1, "the agent never sent its request");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(Command::new("kill").args(["-INT", &pid]).status().unwrap().success());
+    let out = tokio::time::timeout(Duration::from_secs(20), child.wait_with_output()).await.unwrap().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
+    let lines = json_lines(&out);
+    assert_eq!(lines.last().unwrap()["status"], "cancelled");
+}
