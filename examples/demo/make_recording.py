@@ -247,7 +247,7 @@ CODEMODE_EXAMPLE = [
     .text("I'll do this in one code-mode script.")
     .call("call_script", "codemode", {"code": CODEMODE_SCRIPT}),
     Response(2, (2150, 1792, 40, 0))
-    .text("The script counted the lines of every shell script in the workspace (see above)."),
+    .text("Counted in one code-mode script (one glob, one shell call per file): the line counts are in its output above."),
 ]
 
 

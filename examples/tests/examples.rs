@@ -100,3 +100,21 @@ fn mcp_server_answers_initialize_tools_list_and_a_call() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// K1, K11, G4: with no KODIK_MODEL the example replays its recording through the real client
+/// and agent loop; the model's one codemode script globs the shell scripts and runs `wc -l` on
+/// each, and the run completes with the recorded answer.
+#[test]
+fn codemode_agent_runs_its_script_offline() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("one.sh"), "echo 1\n").unwrap();
+    std::fs::write(dir.path().join("three.sh"), "echo 1\necho 2\necho 3\n").unwrap();
+    let out =
+        Command::new(env!("CARGO_BIN_EXE_codemode_agent")).arg(dir.path()).env_remove("KODIK_MODEL").output().unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(stderr.contains("< codemode [success]"), "{stderr}");
+    assert!(stderr.contains("Tool calls: 3 — glob ×1, shell ×2"), "{stderr}");
+    assert!(stderr.contains("one.sh: 1 lines") && stderr.contains("three.sh: 3 lines"), "{stderr}");
+    assert!(stdout.starts_with("Counted in one code-mode script"), "{stdout}");
+}
