@@ -76,6 +76,12 @@ fn demo_json_run_fixes_the_project_with_every_tool_family() {
     assert!(result["usage"]["input_tokens"].as_u64().unwrap() > 0);
     assert_eq!(lines.iter().filter(|l| l["type"] == "turn.completed").count(), 7);
 
+    // G4: the first turn's grep started while the response still streamed, before its text was complete.
+    let position = |pred: &dyn Fn(&Value) -> bool| lines.iter().position(pred).unwrap();
+    let grep_started = position(&|l| l["type"] == "item.started" && l["item"]["arguments"]["name"] == "grep");
+    let first_message = position(&|l| l["item"]["type"] == "agent_message");
+    assert!(grep_started < first_message, "grep did not start while the response streamed");
+
     let calls = finished_calls(&lines);
     for family in ["grep", "glob", "read_file", "shell", "apply_patch", "get_terminal_output", "codemode"] {
         assert!(
@@ -277,6 +283,36 @@ async fn agent_exits_1_at_max_turns_and_resumes_the_last_session() {
     let lines = json_lines(&out);
     assert_eq!(lines[0]["thread_id"], first_session.as_str(), "--last continues the same session");
     assert_eq!(lines.last().unwrap()["final_text"], "done now");
+}
+
+/// G3: with --approve read-only a command is denied (it never runs) and the model reads why;
+/// the run still completes.
+#[tokio::test]
+async fn g3_read_only_approval_denies_a_command_and_the_run_goes_on() {
+    let ws = tempfile::tempdir().unwrap();
+    let recording = Recording::new(Provider::OpenAiResponses, "gpt-5")
+        .with(Exchange::sse(call_body("call_1", "shell", &json!({"command": "touch made.txt"}))))
+        .with(Exchange::sse(text_body("I may not run commands here.")));
+    let server = ReplayServer::start(recording).await.unwrap();
+    let out = agent_against(&server, ws.path(), &["--json", "--approve", "read-only", "make a file"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let calls = finished_calls(&json_lines(&out));
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].1, "denied", "{calls:?}");
+    assert!(!ws.path().join("made.txt").exists(), "a denied command must not run");
+}
+
+/// --max-time stops a run whose model stalls: status max_wall, exit 1, well before the stall ends.
+#[tokio::test]
+async fn agent_max_time_stops_a_stalled_run_with_exit_1() {
+    let ws = tempfile::tempdir().unwrap();
+    let recording = Recording::new(Provider::OpenAiResponses, "gpt-5").with(Exchange::sse(text_body("never finished")));
+    let options = ReplayOptions { stall: Some((0, 20)), ..ReplayOptions::default() };
+    let server = ReplayServer::start_with(recording, options).await.unwrap();
+    let run = agent_against(&server, ws.path(), &["--json", "--max-time", "1", "wait"]);
+    let out = tokio::time::timeout(Duration::from_secs(30), run).await.expect("--max-time did not stop the run");
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(json_lines(&out).last().unwrap()["status"], "max_wall");
 }
 
 /// No model configured: a usage error naming what to set, before anything runs.
