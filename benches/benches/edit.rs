@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
-use kodik_core::{FileVersion, ToolCall, ToolContext, ToolRegistry, Workspace, dispatch};
+use kodik_core::{FileVersion, PreviewConfig, ToolCall, ToolContext, ToolRegistry, Workspace, dispatch};
 use kodik_edit::EditToolset;
 use serde_json::json;
 
@@ -24,31 +24,36 @@ fn source() -> String {
 struct Setup {
     _dir: tempfile::TempDir,
     path: PathBuf,
+    /// Where the tools save long diffs in full (G9): inside the bench's own temporary folder,
+    /// so a run leaves nothing behind (issue 20.4).
+    spool: PathBuf,
     registry: ToolRegistry,
     cx: ToolContext,
     rt: tokio::runtime::Runtime,
-    saved: std::cell::RefCell<Vec<PathBuf>>,
 }
 
 impl Setup {
     fn new(text: &str) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let cx = ToolContext::new(Workspace::new(dir.path()).unwrap());
+        let spool = dir.path().join("spool");
+        let root = dir.path().join("ws");
+        std::fs::create_dir(&root).unwrap();
+        let cx = ToolContext::new(Workspace::new(&root).unwrap());
         let path = cx.workspace.primary_root().join("big.rs");
         std::fs::write(&path, text).unwrap();
         let mut registry = ToolRegistry::new();
-        EditToolset::new().register(&mut registry);
+        EditToolset::new().preview(PreviewConfig::default().spool_in(&spool)).register(&mut registry);
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
-        Self { _dir: dir, path, registry, cx, rt, saved: Default::default() }
+        Self { _dir: dir, path, spool, registry, cx, rt }
     }
 
     /// Puts the original back, tells the session it was read and builds the call (not
     /// timed: a host has the call's JSON already, parsed from the model's response).
     fn reset(&self, text: &str, edits: &serde_json::Value) -> ToolCall {
-        // A whole-file diff (30 MB) is saved in full (G9); the host owns that file, and here
-        // the host is the bench: without this a run leaves gigabytes in $TMPDIR/kodik-output.
-        for full in self.saved.borrow_mut().drain(..) {
-            let _ = std::fs::remove_file(full);
+        // A whole-file diff (30 MB) is saved in full (G9); the host owns those files, and here
+        // the host is the bench: without this a run fills the disk before it ends.
+        for full in std::fs::read_dir(&self.spool).into_iter().flatten().flatten() {
+            let _ = std::fs::remove_file(full.path());
         }
         // Synced, like the floor's file: otherwise the timed edit's fsync would also flush
         // this set-up write (ext4 commits earlier dirty data with the journal).
@@ -60,9 +65,7 @@ impl Setup {
     }
 
     fn edit(&self, call: &ToolCall) -> bool {
-        let out = self.rt.block_on(dispatch(&self.registry, call, &self.cx));
-        self.saved.borrow_mut().extend(out.full_output.clone());
-        out.is_success()
+        self.rt.block_on(dispatch(&self.registry, call, &self.cx)).is_success()
     }
 }
 

@@ -379,6 +379,19 @@ impl OutputPreview {
     }
 }
 
+impl Drop for OutputPreview {
+    /// A spool file starts as soon as the output outgrows the head, but an output that ends
+    /// within head + tail is shown whole and its file is never named to anyone: it goes.
+    fn drop(&mut self) {
+        let kept = self.head.len() as u64 + self.tail.len as u64;
+        if self.total <= kept
+            && let Spool::Active { path, .. } = &self.spool
+        {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
 fn trim_partial_char_end(b: &[u8]) -> &[u8] {
     let mut end = b.len();
     // Walk back over at most 3 continuation bytes to the start of the last character.
@@ -506,6 +519,24 @@ mod tests {
             .unwrap();
         let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success() && text.contains("1 passed"), "{text}");
+    }
+
+    #[test]
+    fn g9_g21_output_that_ends_within_head_and_tail_leaves_no_spool_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = PreviewConfig { head_bytes: 10, tail_bytes: 10, spool_dir: Some(dir.path().into()) };
+        let mut p = OutputPreview::new(cfg.clone());
+        p.push(b"0123456789abcdef"); // past the head: a spool file starts
+        let s = p.summary();
+        assert!(!s.truncated && s.full_output.is_none());
+        drop(p);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "a file nobody was told of is gone");
+        // A truncated output's file stays: its path was handed out.
+        let mut p = OutputPreview::new(cfg);
+        p.push(&[b'x'; 100]);
+        let full = p.summary().full_output.expect("saved");
+        drop(p);
+        assert_eq!(std::fs::read(full).unwrap().len(), 100);
     }
 
     #[test]

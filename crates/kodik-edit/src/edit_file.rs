@@ -236,7 +236,7 @@ fn run_blocking(
                 &spans,
                 &format!("a/{shown}"),
                 &format!("b/{shown}"),
-                kodik_core::PreviewConfig::default(),
+                shared.preview.clone(),
             )
         },
     );

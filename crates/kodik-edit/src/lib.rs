@@ -100,6 +100,8 @@ impl FileOps {
 pub(crate) struct Shared {
     pub(crate) checkpoints: Arc<Checkpoints>,
     pub(crate) ops: FileOps,
+    /// Size of a diff in a result, and where a longer one is saved in full (G9).
+    pub(crate) preview: kodik_core::PreviewConfig,
 }
 
 /// A path error, with a hint for the tool that fits when the file does not exist.
@@ -142,7 +144,22 @@ impl EditToolset {
 
     /// A toolset that allows only `ops` (P4).
     pub fn with_file_ops(ops: FileOps) -> Self {
-        Self { shared: Arc::new(Shared { checkpoints: Arc::new(Checkpoints::new()), ops }) }
+        Self {
+            shared: Arc::new(Shared {
+                checkpoints: Arc::new(Checkpoints::new()),
+                ops,
+                preview: kodik_core::PreviewConfig::default(),
+            }),
+        }
+    }
+
+    /// How much of a diff a result shows and where a longer one is saved in full (G9); by
+    /// default [`kodik_core::PreviewConfig::default`]. Call it before [`register`](Self::register):
+    /// tools registered earlier keep the setting they were made with.
+    pub fn preview(mut self, cfg: kodik_core::PreviewConfig) -> Self {
+        let shared = Shared { checkpoints: Arc::clone(&self.shared.checkpoints), ops: self.shared.ops, preview: cfg };
+        self.shared = Arc::new(shared);
+        self
     }
 
     /// Registers `edit_file`, `create_file`, `delete_file`, `apply_patch` and `edit_notebook`.

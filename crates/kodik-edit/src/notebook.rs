@@ -290,7 +290,7 @@ fn run_blocking(
     let prior = Prior { content: Some((loaded.into_bytes(), perms)), created_dirs: Vec::new() };
     files::write_recorded(&path, &shown, &bytes, prior, session.message(), &shared.checkpoints)?;
     session.record_write(&path, FileVersion::of_bytes(&bytes));
-    let d = crate::diff::unified(&before, &after, "a/cell", "b/cell");
+    let d = crate::diff::unified_with(&before, &after, "a/cell", "b/cell", shared.preview.clone());
     let mut out = format!("`{shown}`: {summary}");
     if !d.text.is_empty() {
         out.push('\n');

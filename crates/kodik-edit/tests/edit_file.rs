@@ -10,7 +10,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use async_trait::async_trait;
 use common::Env;
-use kodik_core::{Diagnostic, DiagnosticSeverity, DiagnosticsProvider, ToolStatus};
+use kodik_core::{Diagnostic, DiagnosticSeverity, DiagnosticsProvider, PreviewConfig, ToolStatus};
+use kodik_edit::EditToolset;
 
 #[tokio::test]
 async fn e1_unique_match_is_replaced_and_empty_new_string_deletes() {
@@ -337,4 +338,32 @@ fn e3_reported_lines_follow_the_text_each_edit_saw() {
         kodik_edit::edit_file::apply_edits(&text, &[e("l3\n", "a\nb\nc\n"), e("l9", "x"), e("l1\n", "")]).unwrap();
     assert_eq!(applied.iter().map(|a| a.line).collect::<Vec<_>>(), vec![3, 11, 1]);
     assert!(out.starts_with("l2\na\nb\nc\nl4"));
+}
+
+#[tokio::test]
+async fn e6_g9_long_diffs_are_saved_in_the_toolsets_spool_folder_and_short_ones_leave_nothing() {
+    let spool = tempfile::tempdir().unwrap();
+    let env = Env::with_tools(EditToolset::new().preview(PreviewConfig::default().spool_in(spool.path())));
+    let text: String = (0..5000).map(|i| format!("let value_{i} = compute(alpha, beta, {i}); // line\n")).collect();
+    env.write("big.rs", &text);
+    // 50 edits: a diff of ~25 KB, longer than the head (16 KB) but within head + tail (32 KB),
+    // so it is shown whole and the spool file started for it must not stay behind (issue 20.4).
+    env.read("big.rs");
+    let edits: Vec<(String, String)> = (0..50)
+        .map(|k| (format!("let value_{} = compute", k * 100), format!("let value_{} = evaluate", k * 100)))
+        .collect();
+    let pairs: Vec<(&str, &str)> = edits.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+    let out = env.edit("big.rs", &pairs).await;
+    assert!(out.is_success(), "{}", out.text_content());
+    assert!(out.text_content().len() > 16 * 1024, "the case must pass the head: {}", out.text_content().len());
+    assert_eq!(out.full_output, None);
+    assert_eq!(std::fs::read_dir(spool.path()).unwrap().count(), 0);
+    // A whole-file change: the diff is cut, saved in full in the toolset's folder.
+    env.read("big.rs");
+    let new_text = env.text("big.rs").replace("compute", "calc");
+    let out = env.edit("big.rs", &[(env.text("big.rs").as_str(), new_text.as_str())]).await;
+    assert!(out.is_success(), "{}", out.text_content());
+    let full = out.full_output.expect("a long diff is saved");
+    assert_eq!(full.parent(), Some(spool.path()));
+    assert!(std::fs::read_to_string(&full).unwrap().contains("+let value_4999 = calc(alpha, beta, 4999); // line"));
 }

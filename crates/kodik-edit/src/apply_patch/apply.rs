@@ -384,7 +384,8 @@ impl Plan {
                         None => String::new(),
                     };
                     let from = if current.is_some() { format!("a/{shown}") } else { "/dev/null".into() };
-                    let d = diff::unified(&old_text, content, &from, &format!("b/{shown}"));
+                    let d =
+                        diff::unified_with(&old_text, content, &from, &format!("b/{shown}"), shared.preview.clone());
                     plan.touch(&path, &shown);
                     plan.states.insert(path.clone(), Planned { bytes: Some(content.as_bytes().to_vec()) });
                     plan.changes.push(FileChange {
@@ -403,7 +404,8 @@ impl Plan {
                         ))));
                     };
                     let old_text = files::decode_bytes(bytes, &shown, ws).map(|l| l.text).unwrap_or_default();
-                    let d = diff::unified(&old_text, "", &format!("a/{shown}"), "/dev/null");
+                    let d =
+                        diff::unified_with(&old_text, "", &format!("a/{shown}"), "/dev/null", shared.preview.clone());
                     plan.touch(&path, &shown);
                     plan.states.insert(path.clone(), Planned { bytes: None });
                     plan.changes.push(FileChange {
@@ -444,7 +446,13 @@ impl Plan {
                             {
                                 return Err(wrap(ToolError::failed(format!("move target `{to_shown}` is a folder"))));
                             }
-                            let d = diff::unified(&old_n, &new_n, &format!("a/{shown}"), &format!("b/{to_shown}"));
+                            let d = diff::unified_with(
+                                &old_n,
+                                &new_n,
+                                &format!("a/{shown}"),
+                                &format!("b/{to_shown}"),
+                                shared.preview.clone(),
+                            );
                             plan.touch(&path, &shown);
                             plan.touch(&to, &to_shown);
                             plan.states.insert(path.clone(), Planned { bytes: None });
@@ -458,7 +466,13 @@ impl Plan {
                             });
                         }
                         None => {
-                            let d = diff::unified(&old_n, &new_n, &format!("a/{shown}"), &format!("b/{shown}"));
+                            let d = diff::unified_with(
+                                &old_n,
+                                &new_n,
+                                &format!("a/{shown}"),
+                                &format!("b/{shown}"),
+                                shared.preview.clone(),
+                            );
                             plan.touch(&path, &shown);
                             plan.states.insert(path.clone(), Planned { bytes: Some(new_bytes) });
                             plan.changes.push(FileChange {
