@@ -40,6 +40,11 @@ struct Shared {
 }
 
 impl Shared {
+    /// Whether anyone listens: events that cost a copy are built only then.
+    fn listening(&self) -> bool {
+        self.events.receiver_count() > 0
+    }
+
     fn emit(&self, event: AgentEvent) {
         // Err only means nobody subscribed; the run does not depend on listeners.
         let _ = self.events.send(event);
@@ -229,8 +234,8 @@ pub struct Conversation {
     dir: PathBuf,
     writer: Writer,
     items: Vec<Item>,
-    /// Each tool result's full output, by call id (G7): where compaction points to.
-    outputs: HashMap<String, ToolOutput>,
+    /// Where a tool saved a result's full output, by call id: what compaction points to.
+    full_outputs: HashMap<String, PathBuf>,
     /// Call ids whose result text was already compacted.
     compacted: HashSet<String>,
     /// Where the items of the latest turn start; compaction never touches them.
@@ -287,7 +292,7 @@ impl Conversation {
             dir,
             writer,
             items: loaded.items,
-            outputs: loaded.outputs,
+            full_outputs: loaded.full_outputs,
             compacted: loaded.compacted,
             last_turn_start,
             token_correction: 0,
@@ -472,7 +477,9 @@ impl Conversation {
                     Some(Ok(ev)) => match ev {
                         ModelEvent::TextDelta { text: t } => {
                             text.push_str(&t);
-                            shared.emit(AgentEvent::TextDelta { text: t });
+                            if shared.listening() {
+                                shared.emit(AgentEvent::TextDelta { text: t });
+                            }
                         }
                         ModelEvent::ToolCallDone { call_id, name, input } => {
                             // G4: pushed the moment its arguments are complete; the scheduler
@@ -508,9 +515,7 @@ impl Conversation {
         if !text.is_empty() {
             turn_items.insert(at, Item::Assistant { text: text.clone() });
         }
-        for item in turn_items {
-            self.push(item, None);
-        }
+        self.push_all(turn_items.into_iter().map(|i| (i, None)).collect());
         if matches!(end, StreamEnd::Completed(_)) && !text.is_empty() {
             shared.emit(AgentEvent::AssistantMessage { text: text.clone() });
         }
@@ -530,9 +535,10 @@ impl Conversation {
             }
         };
         let n_calls = calls.len();
+        let mut results = Vec::with_capacity(n_calls);
         for ((call_id, name), out) in calls.into_iter().zip(outputs) {
             let output = model_text(&out);
-            if claim(&settled, &call_id) {
+            if shared.listening() && claim(&settled, &call_id) {
                 shared.emit(AgentEvent::ToolCallFinished {
                     call_id: call_id.clone(),
                     name: name.clone(),
@@ -542,9 +548,12 @@ impl Conversation {
                 });
             }
             let is_error = out.status != ToolStatus::Success;
-            self.outputs.insert(call_id.clone(), out.clone());
-            self.push(Item::ToolResult { call_id, name, output, is_error }, Some(out));
+            if let Some(p) = &out.full_output {
+                self.full_outputs.insert(call_id.clone(), p.clone());
+            }
+            results.push((Item::ToolResult { call_id, name, output, is_error }, Some(out)));
         }
+        self.push_all(results);
 
         if let StreamEnd::Completed(u) = &end {
             self.record(&Record::Usage { turn: n, usage: *u });
@@ -565,19 +574,35 @@ impl Conversation {
 
     /// Appends an item to the history and the transcript.
     fn push(&mut self, item: Item, output: Option<ToolOutput>) {
-        let record = Record::Item { item, output };
-        self.record(&record);
-        if let Record::Item { item, .. } = record {
-            self.items.push(item);
+        self.push_all(vec![(item, output)]);
+    }
+
+    /// Appends items known at the same moment, with one transcript write.
+    fn push_all(&mut self, items: Vec<(Item, Option<ToolOutput>)>) {
+        if items.is_empty() {
+            return;
+        }
+        let records: Vec<Record> = items.into_iter().map(|(item, output)| Record::Item { item, output }).collect();
+        if let Err(e) = self.writer.append_all(&records) {
+            self.transcript_failed(e);
+        }
+        for record in records {
+            if let Record::Item { item, .. } = record {
+                self.items.push(item);
+            }
         }
     }
 
     fn record(&mut self, record: &Record) {
         if let Err(e) = self.writer.append(record) {
-            tracing::warn!(path = %self.path.display(), error = %e, "cannot write the transcript");
-            if self.transcript_error.is_none() {
-                self.transcript_error = Some(format!("cannot write the transcript {}: {e}", self.path.display()));
-            }
+            self.transcript_failed(e);
+        }
+    }
+
+    fn transcript_failed(&mut self, e: std::io::Error) {
+        tracing::warn!(path = %self.path.display(), error = %e, "cannot write the transcript");
+        if self.transcript_error.is_none() {
+            self.transcript_error = Some(format!("cannot write the transcript {}: {e}", self.path.display()));
         }
     }
 
@@ -608,7 +633,6 @@ impl Conversation {
                 "the session ended before this call's result was recorded; run it again if it is still needed",
             );
             let output = model_text(&out);
-            self.outputs.insert(call_id.clone(), out.clone());
             self.push(Item::ToolResult { call_id, name, output, is_error: true }, Some(out));
         }
         self.last_turn_start = self.items.len();
@@ -654,16 +678,14 @@ impl Conversation {
     /// Where the full output of a result is on disk: the tool's own saved file when it still
     /// exists, else `ID.outputs/CALLID.txt` in the sessions folder, written now.
     fn full_output_path(&self, call_id: &str, index: usize) -> std::io::Result<PathBuf> {
-        let out = self.outputs.get(call_id);
-        if let Some(p) = out.and_then(|o| o.full_output.as_ref())
+        if let Some(p) = self.full_outputs.get(call_id)
             && p.is_file()
         {
             return Ok(p.clone());
         }
-        let text = match (out, &self.items[index]) {
-            (Some(o), _) => model_text(o),
-            (None, Item::ToolResult { output, .. }) => output.clone(),
-            (None, _) => String::new(),
+        let text = match &self.items[index] {
+            Item::ToolResult { output, .. } => output.as_str(),
+            _ => "",
         };
         let dir = self.dir.join(format!("{}.outputs", self.id));
         std::fs::create_dir_all(&dir)?;

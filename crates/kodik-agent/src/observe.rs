@@ -68,7 +68,11 @@ impl Tool for Observed {
             armed: true,
         };
         let out = self.inner.call(args, cx).await;
-        guard.report(out.status, &model_text(&out));
+        if self.events.receiver_count() > 0 {
+            guard.report(out.status, &model_text(&out));
+        } else {
+            guard.armed = false;
+        }
         out
     }
 }
@@ -86,7 +90,7 @@ struct FinishGuard<'a> {
 impl FinishGuard<'_> {
     fn report(&mut self, status: ToolStatus, text: &str) {
         self.armed = false;
-        if claim(self.settled, self.call_id) {
+        if self.events.receiver_count() > 0 && claim(self.settled, self.call_id) {
             let _ = self.events.send(AgentEvent::ToolCallFinished {
                 call_id: self.call_id.to_string(),
                 name: self.name.to_string(),

@@ -41,7 +41,8 @@ pub(crate) enum Record {
 #[derive(Debug, Default)]
 pub(crate) struct Loaded {
     pub items: Vec<Item>,
-    pub outputs: HashMap<String, ToolOutput>,
+    /// Where tools saved full outputs, by call id.
+    pub full_outputs: HashMap<String, PathBuf>,
     pub compacted: HashSet<String>,
 }
 
@@ -69,12 +70,20 @@ impl Writer {
         Ok(Self { file })
     }
 
-    /// Appends one record as one line; a line is written with one `write` call and reaches the
-    /// file before this returns.
+    /// Appends one record as one line; it reaches the file before this returns.
     pub fn append(&mut self, record: &Record) -> std::io::Result<()> {
-        let mut line = serde_json::to_vec(record).map_err(std::io::Error::other)?;
-        line.push(b'\n');
-        self.file.write_all(&line)?;
+        self.append_all(std::slice::from_ref(record))
+    }
+
+    /// Appends records known at the same moment (a response's calls, a turn's results), one
+    /// line each, in one write: nothing is held back for later.
+    pub fn append_all(&mut self, records: &[Record]) -> std::io::Result<()> {
+        let mut buf = Vec::new();
+        for record in records {
+            serde_json::to_writer(&mut buf, record).map_err(std::io::Error::other)?;
+            buf.push(b'\n');
+        }
+        self.file.write_all(&buf)?;
         self.file.flush()
     }
 }
@@ -121,8 +130,8 @@ pub(crate) fn load(path: &Path) -> Result<(Loaded, u64), AgentError> {
         }
         match record {
             Record::Item { item, output } => {
-                if let (Item::ToolResult { call_id, .. }, Some(out)) = (&item, output) {
-                    loaded.outputs.insert(call_id.clone(), out);
+                if let (Item::ToolResult { call_id, .. }, Some(path)) = (&item, output.and_then(|o| o.full_output)) {
+                    loaded.full_outputs.insert(call_id.clone(), path);
                 }
                 loaded.items.push(item);
             }
