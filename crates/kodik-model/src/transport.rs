@@ -198,7 +198,7 @@ impl Transport {
             first = tokio::time::timeout(idle, response.chunk()) => first,
         };
         match first {
-            Err(_) => Err(ModelError::IdleTimeout(idle.as_secs())),
+            Err(_) => Err(ModelError::IdleTimeout(whole_secs(idle))),
             Ok(Err(e)) => {
                 let error = ModelError::Transport(self.config.redact(transport_message(&e)));
                 Ok(Attempt::Retry { error, retry_after: None })
@@ -312,7 +312,7 @@ fn drive(
                         continue;
                     }
                     chunk = tokio::time::timeout(st.idle, response.chunk()) => match chunk {
-                        Err(_) => Err(ModelError::IdleTimeout(st.idle.as_secs())),
+                        Err(_) => Err(ModelError::IdleTimeout(whole_secs(st.idle))),
                         Ok(Err(e)) => Err(ModelError::Transport(transport_message(&e))),
                         Ok(Ok(chunk)) => Ok(chunk),
                     },
@@ -349,4 +349,9 @@ impl Drive {
         // Saving now, not at drop, keeps the recording complete while the caller still holds the stream.
         self.tee = None;
     }
+}
+
+/// Seconds rounded up, so a sub-second timeout is not reported as "0 s".
+fn whole_secs(d: Duration) -> u64 {
+    d.as_millis().div_ceil(1000).try_into().unwrap_or(u64::MAX)
 }
