@@ -94,6 +94,11 @@ pub async fn run(args: Args) -> ExitCode {
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
             on_interrupt.cancel();
+            // A second Ctrl-C does not wait for the calls to wind down.
+            if tokio::signal::ctrl_c().await.is_ok() {
+                eprintln!("kodik: interrupted twice; exiting without waiting for the run to stop");
+                std::process::exit(130);
+            }
         }
     });
 
