@@ -10,7 +10,7 @@ response.completed with its usage.
 
 The sessions are written by hand here, so they can be read and changed as a script; run
 `python3 examples/demo/make_recording.py` from the repository root after a change and commit
-the JSON it writes. `crates/kodik-cli/tests/agent_demo.rs` checks every call against the tool
+the JSON it writes. `crates/kodik-cli/tests/agent.rs` checks every call against the tool
 plan a gpt-5 request gets in Code mode.
 """
 
