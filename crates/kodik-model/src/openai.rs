@@ -72,7 +72,16 @@ pub(crate) fn request_body(request: &Request, default_model: &str) -> Value {
             Item::Assistant { text } => {
                 json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]})
             }
-            Item::Reasoning { raw } => raw.clone(),
+            Item::Reasoning { raw } => {
+                // With store:false the item's `id` names nothing on the server, and sending it
+                // fails the request ("Item with id 'rs_…' not found"); the encrypted content
+                // carries the reasoning, so everything else goes back as received.
+                let mut raw = raw.clone();
+                if let Some(fields) = raw.as_object_mut() {
+                    fields.remove("id");
+                }
+                raw
+            }
             Item::ToolCall { call_id, name, input: ToolInput::Json(args) } => {
                 json!({"type": "function_call", "call_id": call_id, "name": name, "arguments": args.to_string()})
             }

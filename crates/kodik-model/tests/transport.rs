@@ -214,3 +214,65 @@ fn a_base_url_without_scheme_is_a_config_error() {
     let error = client(ModelConfig::new(Provider::ChatCompletions, "m").base_url("localhost:8080")).err().unwrap();
     assert!(error.to_string().contains("must start with http:// or https://"), "{error}");
 }
+
+/// The shared transport behaves the same for every wire API: a 500 is retried into one event
+/// sequence, a stalled body ends in IdleTimeout after the events that did arrive, and a cancel
+/// mid-stream ends it with Cancelled and hangs up.
+#[tokio::test]
+async fn every_provider_retries_a_500_times_out_a_stall_and_cancels_mid_stream() {
+    use futures_util::StreamExt;
+    use kodik_model::replay::ReplayOptions;
+    for (provider, file) in [
+        (Provider::OpenAiResponses, "responses_text.sse"),
+        (Provider::ChatCompletions, "chat_text.sse"),
+        (Provider::Anthropic, "anthropic_text.sse"),
+    ] {
+        let body = fixture(file);
+        let cfg = |server: &ReplayServer| {
+            ModelConfig::new(provider, "m")
+                .base_url(server.base_url())
+                .api_key(KEY)
+                .retry_base_delay(Duration::from_millis(10))
+                .idle_timeout(Duration::from_millis(300))
+        };
+        let mut req = request();
+        req.model = String::new();
+
+        let recording = Recording::new(provider, "m").with(Exchange::error(500, "boom")).with(Exchange::sse(&body));
+        let server = ReplayServer::start(recording).await.unwrap();
+        let (events, error) =
+            collect(client(cfg(&server)).unwrap().stream(&req, CancellationToken::new()).await.unwrap()).await;
+        assert!(error.is_none(), "{provider}: {error:?}");
+        assert_eq!(kinds(&events), ["text", "text", "completed"], "{provider}");
+        assert_eq!(server.requests().len(), 2, "{provider}");
+
+        // Stall right after the first text delta.
+        let first_text = body.find("All 12 tests").or_else(|| body.find("The tests")).unwrap();
+        let stall_at = first_text + body[first_text..].find("\n\n").unwrap() + 2;
+        let options = ReplayOptions { stall: Some((0, stall_at)), ..ReplayOptions::default() };
+        let server =
+            ReplayServer::start_with(Recording::new(provider, "m").with(Exchange::sse(&body)), options.clone())
+                .await
+                .unwrap();
+        let (events, error) =
+            collect(client(cfg(&server)).unwrap().stream(&req, CancellationToken::new()).await.unwrap()).await;
+        assert_eq!(kinds(&events), ["text"], "{provider}");
+        assert!(matches!(error, Some(ModelError::IdleTimeout(1))), "{provider}: {error:?}");
+        assert_eq!(error.unwrap().to_string(), "the response stream sent nothing for 1 s and was closed");
+
+        let server =
+            ReplayServer::start_with(Recording::new(provider, "m").with(Exchange::sse(&body)), options).await.unwrap();
+        let cancel = CancellationToken::new();
+        let long_idle = cfg(&server).idle_timeout(Duration::from_secs(60));
+        let mut stream = client(long_idle).unwrap().stream(&req, cancel.clone()).await.unwrap();
+        assert!(matches!(stream.next().await, Some(Ok(kodik_model::ModelEvent::TextDelta { .. }))), "{provider}");
+        cancel.cancel();
+        assert!(matches!(stream.next().await, Some(Err(ModelError::Cancelled))), "{provider}");
+        assert!(stream.next().await.is_none());
+        let started = Instant::now();
+        while server.client_closed_early() == 0 {
+            assert!(started.elapsed() < Duration::from_secs(5), "{provider}: the connection stayed open");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
