@@ -150,3 +150,40 @@ impl Approver for Refuse {
         ))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(tool: &str, effect: Effect) -> ApprovalRequest {
+        ApprovalRequest { call_id: "1".into(), tool: tool.into(), effect, args: serde_json::Value::Null, server: None }
+    }
+
+    #[tokio::test]
+    async fn g3_approval_modes_allow_what_they_say_and_explain_refusals() {
+        let cases = [
+            (ApprovalMode::Auto, [true, true, true, true]),
+            (ApprovalMode::ReadOnly, [true, true, false, false]),
+            (ApprovalMode::Deny, [true, false, false, false]),
+        ];
+        let calls = [
+            ("read_file", Effect::ReadOnly),
+            ("web_fetch", Effect::Network),
+            ("shell", Effect::Process),
+            ("edit_file", Effect::MutatesFiles),
+        ];
+        for (mode, allowed) in cases {
+            let approver = mode.approver();
+            for ((tool, effect), allow) in calls.into_iter().zip(allowed) {
+                match approver.approve(&request(tool, effect)).await {
+                    Approval::Approved => assert!(allow, "{mode:?} approved {tool}"),
+                    Approval::Denied(reason) => {
+                        assert!(!allow, "{mode:?} denied {tool}");
+                        assert!(reason.contains(mode.as_str()) && reason.contains(tool), "{reason}");
+                    }
+                }
+            }
+            assert_eq!(ApprovalMode::parse(mode.as_str()), Some(mode));
+        }
+    }
+}

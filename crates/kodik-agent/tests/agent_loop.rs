@@ -394,3 +394,88 @@ async fn a_plain_answer_reports_its_events_in_order() {
     assert_eq!(serde_json::to_value(RunStatus::MaxTokens).unwrap(), "max_tokens");
     assert_eq!(conv.items().last(), Some(&Item::Assistant { text: "Hello".into() }));
 }
+
+#[tokio::test]
+async fn max_tokens_stops_the_run_between_turns_once_the_budget_is_spent() {
+    let call = |id| body(&[Step::Call(id, "read_file", json!({"path": "a.txt"}))], 100, 20);
+    let bodies = vec![call("call_1"), call("call_2"), answer("never sent")];
+    let s = setup(bodies, ReplayOptions::default(), AgentConfig::default().max_tokens(200)).await;
+    std::fs::write(s.dir.path().join("a.txt"), "alpha\n").unwrap();
+    let mut conv = s.agent.start().unwrap();
+    let outcome = conv.run("read twice", CancellationToken::new()).await;
+    assert_eq!(outcome.status, RunStatus::MaxTokens, "{outcome:?}");
+    assert_eq!(outcome.turns, 2);
+    assert_eq!(outcome.usage.input_tokens + outcome.usage.output_tokens, 240);
+    assert_eq!(s.server.requests().len(), 2);
+    // The second turn's result is recorded: the conversation can go on from here.
+    assert!(matches!(conv.items().last(), Some(Item::ToolResult { call_id, .. }) if call_id == "call_2"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn g12_a_deferred_search_through_call_tool_still_starts_while_the_response_streams() {
+    let mut steps =
+        vec![Step::Call("call_deferred", "call_tool", json!({"name": "grep", "arguments": {"pattern": "needle"}}))];
+    steps.extend([Step::Text("a"), Step::Text("b"), Step::Text("c"), Step::Text("d")]);
+    let options = ReplayOptions { chunk_delay: Duration::from_millis(80), ..Default::default() };
+    // The G12 defaults: in Code mode grep is deferred behind tool_search / call_tool.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("hay.txt"), "needle\n").unwrap();
+    let recording = [body(&steps, 100, 20), answer("found")]
+        .into_iter()
+        .fold(Recording::new(Provider::OpenAiResponses, "gpt-5"), |r, b| r.with(Exchange::sse(b)));
+    let server = kodik_model::replay::ReplayServer::start_with(recording, options).await.unwrap();
+    let model = kodik_model::client(
+        kodik_model::ModelConfig::new(Provider::OpenAiResponses, "gpt-5").base_url(server.base_url()).api_key("k"),
+    )
+    .unwrap();
+    let registry = registry();
+    let harness = kodik_harness::Harness::new(registry.specs().cloned());
+    let cx = kodik_core::ToolContext::new(kodik_core::Workspace::new(dir.path()).unwrap());
+    let agent = kodik_agent::Agent::new(model, std::sync::Arc::new(registry), cx, harness, AgentConfig::default());
+    let mut events = agent.subscribe();
+    let mut conv = agent.start().unwrap();
+    let outcome = conv.run("find the needle", CancellationToken::new()).await;
+    assert_eq!(outcome.status, RunStatus::Completed, "{outcome:?}");
+
+    let tools = server.requests()[0].body["tools"].as_array().unwrap().clone();
+    assert!(tools.iter().any(|t| t["name"] == "call_tool") && !tools.iter().any(|t| t["name"] == "grep"));
+    let events = drain(&mut events);
+    assert!(position(&events, finished("call_deferred")) < position(&events, delta("d")), "{events:#?}");
+    assert!(output_of(&server.requests()[1].body, "call_deferred").contains("hay.txt"));
+}
+
+#[tokio::test]
+async fn g7_a_transcript_cut_between_a_call_and_its_result_resumes_with_a_cancelled_result() {
+    let s = setup(vec![answer("picked up")], ReplayOptions::default(), AgentConfig::default()).await;
+    let conv = s.agent.start().unwrap();
+    let path = conv.transcript_path().to_path_buf();
+    let id = conv.id().to_string();
+    drop(conv);
+    // What a crash right after the model's call leaves behind.
+    let lines = [
+        json!({"type": "item", "item": {"type": "user", "text": "run the tests"}}),
+        json!({"type": "item", "item": {"type": "tool_call", "call_id": "call_lost", "name": "shell",
+            "input": {"kind": "json", "value": {"command": "cargo test"}}}}),
+    ];
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    for l in lines {
+        text.push_str(&format!("{l}\n"));
+    }
+    std::fs::write(&path, text).unwrap();
+
+    let mut events = s.agent.subscribe();
+    let mut conv = s.agent.resume(&format!("{id}.jsonl")).unwrap();
+    assert!(matches!(
+        drain(&mut events).first(),
+        Some(AgentEvent::SessionStarted { resumed: true, session_id, .. }) if *session_id == id
+    ));
+    let Some(Item::ToolResult { call_id, output, is_error: true, .. }) = conv.items().last() else {
+        panic!("{:#?}", conv.items())
+    };
+    assert_eq!(call_id, "call_lost");
+    assert!(output.starts_with("[cancelled]"), "{output}");
+    assert_eq!(conv.run("go on", CancellationToken::new()).await.status, RunStatus::Completed);
+    let outline = outline(&s.server.requests()[0].body);
+    assert_eq!(outline[1], ("function_call".to_string(), "call_lost".to_string()));
+    assert_eq!(outline[2], ("function_call_output".to_string(), "call_lost".to_string()));
+}
