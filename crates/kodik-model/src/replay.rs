@@ -38,7 +38,8 @@ pub struct Recording {
 pub struct Exchange {
     /// The HTTP status.
     pub status: u16,
-    /// Response headers worth replaying (lower-case names), e.g. `retry-after`.
+    /// Response headers worth replaying (lower-case names), e.g. `retry-after`. `content-type`
+    /// defaults to `text/event-stream` for 200 and `application/json` otherwise.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub headers: BTreeMap<String, String>,
     /// The raw response body (SSE text, or the provider's JSON error).
@@ -255,9 +256,11 @@ async fn serve(
         socket.write_all(body.as_bytes()).await?;
         return socket.shutdown().await;
     };
-    let content_type = if exchange.status == 200 { "text/event-stream" } else { "application/json" };
-    let mut head =
-        format!("HTTP/1.1 {} {}\r\ncontent-type: {content_type}\r\n", exchange.status, reason(exchange.status));
+    let mut head = format!("HTTP/1.1 {} {}\r\n", exchange.status, reason(exchange.status));
+    if !exchange.headers.contains_key("content-type") {
+        let content_type = if exchange.status == 200 { "text/event-stream" } else { "application/json" };
+        head.push_str(&format!("content-type: {content_type}\r\n"));
+    }
     for (name, value) in &exchange.headers {
         head.push_str(&format!("{name}: {value}\r\n"));
     }

@@ -191,6 +191,19 @@ impl Transport {
             }
             return Err(error);
         }
+        // A server that ignored `stream: true` (or a proxy's error page) answers 200 with JSON.
+        let content_type =
+            response.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+        if content_type.starts_with("application/json") {
+            let text = tokio::select! {
+                () = cancel.cancelled() => return Err(ModelError::Cancelled),
+                text = tokio::time::timeout(timeout, response.text()) => text.ok().and_then(Result::ok).unwrap_or_default(),
+            };
+            return Err(ModelError::Malformed(format!(
+                "expected an event stream (text/event-stream) but the server answered {content_type}: {}",
+                error_message(&self.config.redact(text))
+            )));
+        }
         // The first body byte decides whether a retry is still safe: nothing has been yielded yet.
         let idle = self.config.idle_timeout;
         let first = tokio::select! {

@@ -276,3 +276,18 @@ async fn every_provider_retries_a_500_times_out_a_stall_and_cancels_mid_stream()
         }
     }
 }
+
+#[tokio::test]
+async fn a_json_answer_to_a_streaming_request_is_malformed_with_the_servers_message() {
+    let recording = Recording::new(Provider::ChatCompletions, "m").with(
+        Exchange::sse(r#"{"error":{"message":"streaming is disabled on this deployment"}}"#)
+            .header("content-type", "application/json"),
+    );
+    let server = ReplayServer::start(recording).await.unwrap();
+    let config = ModelConfig::new(Provider::ChatCompletions, "m").base_url(server.base_url());
+    let error = client(config).unwrap().stream(&request(), CancellationToken::new()).await.err().unwrap();
+    assert_eq!(
+        error.to_string(),
+        "malformed event from the provider: expected an event stream (text/event-stream) but the server answered application/json: streaming is disabled on this deployment"
+    );
+}
