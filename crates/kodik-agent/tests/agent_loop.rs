@@ -128,7 +128,10 @@ fn processes_running(argv: &[&str]) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn g6_cancelling_mid_turn_stops_the_stream_and_the_running_command() {
-    let mut steps = vec![Step::Call("call_sleep", "shell", json!({"command": "sleep 29.25"}))];
+    // An argument no other process uses, so the checks below see this test's command only.
+    let secs = format!("29.{:07}", std::process::id());
+    let argv = ["sleep", secs.as_str()];
+    let mut steps = vec![Step::Call("call_sleep", "shell", json!({"command": format!("sleep {secs}")}))];
     for _ in 0..40 {
         steps.push(Step::Text("."));
     }
@@ -138,13 +141,15 @@ async fn g6_cancelling_mid_turn_stops_the_stream_and_the_running_command() {
     let mut conv = s.agent.start().unwrap();
     let cancel = CancellationToken::new();
     let trigger = cancel.clone();
+    let watched = secs.clone();
     let watcher = tokio::spawn(async move {
+        let argv = ["sleep", watched.as_str()];
         // Cancel once the command really runs, so the test cannot pass on a call that never started.
         let deadline = Instant::now() + Duration::from_secs(5);
-        while processes_running(&["sleep", "29.25"]) == 0 && Instant::now() < deadline {
+        while processes_running(&argv) == 0 && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        let seen = processes_running(&["sleep", "29.25"]) > 0;
+        let seen = processes_running(&argv) > 0;
         trigger.cancel();
         (seen, Instant::now())
     });
@@ -170,10 +175,10 @@ async fn g6_cancelling_mid_turn_stops_the_stream_and_the_running_command() {
     drop(conv);
     drop(s);
     let deadline = Instant::now() + Duration::from_secs(5);
-    while processes_running(&["sleep", "29.25"]) > 0 && Instant::now() < deadline {
+    while processes_running(&argv) > 0 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert_eq!(processes_running(&["sleep", "29.25"]), 0, "the command outlived the cancelled run");
+    assert_eq!(processes_running(&argv), 0, "the command outlived the cancelled run");
 }
 
 #[tokio::test]
