@@ -116,6 +116,10 @@ enum Command {
     },
     /// Serve the tools a mode offers to an MCP client over stdio (stdout is the protocol;
     /// logs go to stderr).
+    ///
+    /// Every tool the mode enables is listed directly: an MCP client (Claude Code, Codex,
+    /// Cursor, Zed) brings its own prompt and tool search. `--defer` puts the read/search
+    /// tools behind `tool_search`/`call_tool` as kodik's own agent does (G12).
     Serve {
         /// The workspace root.
         #[arg(long, default_value = ".")]
@@ -126,6 +130,10 @@ enum Command {
         /// The model the client runs (decides e.g. apply_patch vs create/edit/delete_file, G10).
         #[arg(long, default_value = "mcp-client")]
         model: String,
+        /// Defer tools as kodik's own agent does (G12): the read/search tools are reached through
+        /// `tool_search` and `call_tool` instead of being listed.
+        #[arg(long)]
+        defer: bool,
     },
     /// Run one `codemode` script for the codemode tool over stdin/stdout. The tool starts this
     /// itself, so a runaway script can be killed; not for use by hand.
@@ -217,7 +225,7 @@ fn main() -> ExitCode {
         Command::Schema { format, tools } => schema(format.into(), &tools),
         Command::Call { workspace, tool, args } => with_runtime(|| call(workspace, tool, args)),
         Command::Batch { workspace } => with_runtime(|| batch(workspace)),
-        Command::Serve { workspace, mode, model } => with_runtime(|| serve(workspace, mode, model)),
+        Command::Serve { workspace, mode, model, defer } => with_runtime(|| serve(workspace, mode, model, defer)),
         Command::CodemodeWorker => kodik_tools::codemode::worker::serve_stdio(),
     }
 }
@@ -373,12 +381,20 @@ async fn batch(workspace: PathBuf) -> ExitCode {
 ///
 /// Events reach the client as MCP logging notifications: the server forwards the context's
 /// event sink to its peer, so the toolbox itself keeps no other sink (stdout is the protocol).
-async fn serve(workspace: PathBuf, mode: Mode, model: String) -> ExitCode {
+async fn serve(workspace: PathBuf, mode: Mode, model: String, defer: bool) -> ExitCode {
     let tb = match builder(workspace).build() {
         Ok(t) => t,
         Err(e) => return usage_error(e),
     };
-    let plan = tb.plan(mode, &model);
+    let mut harness = tb.harness().clone();
+    if !defer {
+        // G12 shapes kodik's own requests; an MCP client has its own tool search.
+        let names: Vec<String> = harness.entries().iter().map(|e| e.spec.name.clone()).collect();
+        for name in names {
+            harness.set_deferred(mode, name, false);
+        }
+    }
+    let plan = harness.plan(mode, &model);
     let registry = tb.registry_for(&plan);
     let scheduler = kodik_tools::scheduler::Scheduler::new(registry);
     eprintln!("kodik: serving {} tools over MCP (mode {}, model {model})", plan.tools.len(), mode.as_str());

@@ -32,7 +32,8 @@ import asyncio, json, sys
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-kodik, workspace, mode = sys.argv[1:4]
+kodik, workspace, mode, what = sys.argv[1:5]
+extra = sys.argv[5:]
 
 def summary(result):
     return {
@@ -50,14 +51,14 @@ async def main():
         logs.append({"level": params.level, "logger": params.logger, "data": params.data})
         got_log.set()
 
-    server = StdioServerParameters(command=kodik, args=["serve", "--workspace", workspace, "--mode", mode])
+    server = StdioServerParameters(command=kodik, args=["serve", "--workspace", workspace, "--mode", mode, *extra])
     out = {}
     async with stdio_client(server) as (read, write):
         async with ClientSession(read, write, logging_callback=on_log) as session:
             init = await session.initialize()
             out["server"] = init.server_info.name
             out["tools"] = names = [t.name for t in (await session.list_tools()).tools]
-            if mode != "code":
+            if what == "list":
                 print(json.dumps(out))
                 return
 
@@ -137,15 +138,17 @@ fn mcp_python() -> PathBuf {
     python
 }
 
-/// Runs the client script against `kodik serve` in `workspace`, killed after `limit`.
-fn run_client(workspace: &Path, mode: &str, limit: Duration) -> Value {
+/// Runs the client script against `kodik serve EXTRA…` in `workspace`, killed after `limit`;
+/// `what` is `list` (list the tools only) or `full` (the code-mode session).
+fn run_client(workspace: &Path, mode: &str, what: &str, extra: &[&str], limit: Duration) -> Value {
     let python = mcp_python();
     let script_dir = tempfile::tempdir().unwrap();
     let script = script_dir.path().join("client.py");
     std::fs::write(&script, CLIENT).unwrap();
     let mut child = Command::new(python)
         .arg(&script)
-        .args([KODIK, workspace.to_str().unwrap(), mode])
+        .args([KODIK, workspace.to_str().unwrap(), mode, what])
+        .args(extra)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -192,12 +195,16 @@ fn g1_g8_g12_r5_s3_s4_mcp_round_trip_with_the_official_python_client() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("notes.txt"), "hello world\n").unwrap();
     std::fs::write(dir.path().join("dot.png"), PNG_1X1).unwrap();
-    let s = run_client(dir.path(), "code", Duration::from_secs(90));
+    let s = run_client(dir.path(), "code", "full", &[], Duration::from_secs(90));
 
     assert_eq!(s["server"], "kodik");
     let tools = names(&s);
-    for t in ["shell", "get_terminal_output", "edit_file", "create_file", "tool_search", "call_tool"] {
+    // An MCP client gets every tool of the mode directly; G12 deferral only with --defer.
+    for t in ["shell", "get_terminal_output", "edit_file", "create_file", "read_file", "grep", "glob"] {
         assert!(tools.contains(&t), "{t} missing from {tools:?}");
+    }
+    for t in ["tool_search", "call_tool"] {
+        assert!(!tools.contains(&t), "{t} listed without --defer: {tools:?}");
     }
     // G13: built-ins sorted by name.
     let mut sorted = tools.clone();
@@ -257,11 +264,41 @@ fn g1_g8_g12_r5_s3_s4_mcp_round_trip_with_the_official_python_client() {
 #[test]
 fn g11_serve_offers_only_the_modes_tools() {
     let dir = tempfile::tempdir().unwrap();
-    let s = run_client(dir.path(), "ask", Duration::from_secs(60));
+    let s = run_client(dir.path(), "ask", "list", &[], Duration::from_secs(60));
     let tools = names(&s);
     assert!(!tools.is_empty());
     for t in ["edit_file", "create_file", "delete_file", "apply_patch", "shell"] {
         assert!(!tools.contains(&t), "ask mode must not offer {t}: {tools:?}");
+    }
+}
+
+#[test]
+fn g12_serve_defers_read_and_search_tools_only_with_defer() {
+    let dir = tempfile::tempdir().unwrap();
+    let direct = run_client(dir.path(), "code", "list", &[], Duration::from_secs(60));
+    let deferred = run_client(dir.path(), "code", "list", &["--defer"], Duration::from_secs(60));
+    let (direct, deferred) = (names(&direct), names(&deferred));
+    for t in ["read_file", "grep", "glob"] {
+        assert!(direct.contains(&t), "{t} missing without --defer: {direct:?}");
+        assert!(!deferred.contains(&t), "{t} listed with --defer: {deferred:?}");
+    }
+    for t in ["tool_search", "call_tool"] {
+        assert!(!direct.contains(&t), "{t} listed without --defer: {direct:?}");
+        assert!(deferred.contains(&t), "{t} missing with --defer: {deferred:?}");
+    }
+    // Both lists keep the mode's other tools.
+    for t in ["shell", "edit_file", "codemode"] {
+        assert!(direct.contains(&t) && deferred.contains(&t), "{t}: {direct:?} / {deferred:?}");
+    }
+}
+
+#[test]
+fn g12_serve_help_names_its_flags() {
+    let out = Command::new(KODIK).args(["serve", "--help"]).output().unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    for flag in ["--defer", "tool_search"] {
+        assert!(help.contains(flag), "`kodik serve --help` lacks {flag}:\n{help}");
     }
 }
 
