@@ -3,9 +3,13 @@
 //! results are identical.
 //!
 //! ```text
-//! search_bench grep DIR PATTERN [--fixed]   prints the number of matching lines (content mode)
+//! search_bench grep DIR PATTERN [--fixed] [--mode M] [--head-limit N] [--offset N] [--rss] [--no-spool]
+//!     prints the number of matching lines (content mode unless --mode says otherwise)
 //! search_bench glob DIR PATTERN [--list]    prints the number of files, or every path with --list
 //! ```
+//!
+//! `--rss` also prints the process's peak resident memory (`VmHWM` in `/proc/self/status`) in
+//! KiB on a second line; the memory test and the README's figures use it.
 
 use std::process::ExitCode;
 
@@ -21,6 +25,8 @@ async fn main() -> ExitCode {
         return ExitCode::from(2);
     };
     let flag = |f: &str| args.iter().skip(3).any(|a| a == f);
+    let value = |f: &str| args.iter().skip(3).skip_while(|a| *a != f).nth(1).cloned();
+    let number = |f: &str| value(f).and_then(|v| v.parse::<u64>().ok());
     let ws = match Workspace::new(dir) {
         Ok(ws) => ws,
         Err(e) => {
@@ -30,9 +36,23 @@ async fn main() -> ExitCode {
     };
     let cx = ToolContext::new(ws);
     let mut registry = ToolRegistry::new();
-    SearchToolset::new().glob_limit(usize::MAX).register(&mut registry);
+    let mut tools = SearchToolset::new().glob_limit(usize::MAX);
+    if flag("--no-spool") {
+        tools = tools.spool_dir(None);
+    }
+    tools.register(&mut registry);
     let call = match tool.as_str() {
-        "grep" => json!({"pattern": pattern, "output_mode": "content", "fixed_strings": flag("--fixed")}),
+        "grep" => {
+            let mut call = json!({"pattern": pattern, "output_mode": value("--mode").unwrap_or("content".into()),
+                "fixed_strings": flag("--fixed")});
+            if let Some(n) = number("--head-limit") {
+                call["head_limit"] = n.into();
+            }
+            if let Some(n) = number("--offset") {
+                call["offset"] = n.into();
+            }
+            call
+        }
         "glob" => json!({"pattern": pattern}),
         other => {
             eprintln!("unknown tool {other}; use grep or glob");
@@ -57,6 +77,15 @@ async fn main() -> ExitCode {
         println!("{}", out.meta["total"]);
     } else {
         println!("{}", out.meta["total_matches"]);
+        if let Some(full) = out.meta["full_output"].as_str() {
+            // The spool file is the bench's by-product, not something to keep.
+            let _ = std::fs::remove_file(full);
+        }
+    }
+    if flag("--rss") {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        let hwm = status.lines().find_map(|l| l.strip_prefix("VmHWM:")).map(|v| v.trim().trim_end_matches(" kB"));
+        println!("{}", hwm.unwrap_or("unknown"));
     }
     ExitCode::SUCCESS
 }

@@ -24,8 +24,9 @@ use std::hash::{DefaultHasher, Hash as _, Hasher as _};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::TrySendError;
+use std::sync::mpsc::{SyncSender, TrySendError, sync_channel};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -35,8 +36,8 @@ use grep::searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkConte
 use ignore::overrides::{Override, OverrideBuilder};
 use ignore::types::TypesBuilder;
 use kodik_core::{
-    CancellationToken, OutputPreview, PreviewConfig, Session, ToolContext, ToolError, ToolOutput, ToolSpec, TypedTool,
-    Workspace,
+    CancellationToken, OutputPreview, PreviewConfig, PreviewSummary, Session, ToolContext, ToolError, ToolOutput,
+    ToolSpec, TypedTool, Workspace,
 };
 use kodik_schema::search::{GrepArgs, OutputMode};
 use serde_json::json;
@@ -147,17 +148,17 @@ impl<'a> FileSink<'a> {
         let out = &mut self.block.bytes;
         out.extend_from_slice(self.shown.as_bytes());
         out.push(sep);
-        // Writing into a Vec cannot fail.
-        let _ = write!(out, "{number}");
+        push_number(out, number);
         out.push(sep);
         let max = self.opts.max_line_chars;
-        match std::str::from_utf8(bytes) {
-            // Fewer bytes than the limit means fewer characters too: no counting needed.
-            Ok(s) if s.len() <= max => out.extend_from_slice(s.as_bytes()),
-            _ => {
-                let text = String::from_utf8_lossy(bytes);
-                push_long_line(out, &text, max, is_match.then_some(self.matcher));
-            }
+        if bytes.len() <= max {
+            // Fewer bytes than the limit means fewer characters too: no counting needed. Bytes
+            // that are not UTF-8 are replaced when the page becomes text, as ripgrep's output
+            // keeps them raw.
+            out.extend_from_slice(bytes);
+        } else {
+            let text = String::from_utf8_lossy(bytes);
+            push_long_line(out, &text, max, is_match.then_some(self.matcher));
         }
         out.push(b'\n');
         self.block.lines += 1;
@@ -203,7 +204,8 @@ impl Sink for FileSink<'_> {
     type Error = std::io::Error;
 
     fn matched(&mut self, _: &Searcher, m: &SinkMatch<'_>) -> Result<bool, Self::Error> {
-        if self.cancel.is_cancelled() {
+        // The token takes a lock; every 256 matches is still at once for a person.
+        if self.matches.is_multiple_of(256) && self.cancel.is_cancelled() {
             return Ok(false);
         }
         self.matches += 1;
@@ -221,7 +223,7 @@ impl Sink for FileSink<'_> {
 
     fn context(&mut self, _: &Searcher, c: &SinkContext<'_>) -> Result<bool, Self::Error> {
         self.line(c.line_number().unwrap_or(0), false, c.bytes());
-        Ok(!self.cancel.is_cancelled() && self.maybe_stream())
+        Ok((!self.block.lines.is_multiple_of(256) || !self.cancel.is_cancelled()) && self.maybe_stream())
     }
 
     fn context_break(&mut self, _: &Searcher) -> Result<bool, Self::Error> {
@@ -229,6 +231,21 @@ impl Sink for FileSink<'_> {
         self.block.lines += 1;
         Ok(true)
     }
+}
+
+/// Appends `n` in decimal; `write!` costs more than the search itself when every line matches.
+fn push_number(out: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[i..]);
 }
 
 /// Shows a line longer than `max` characters: for a matching line, a window around each match
@@ -405,6 +422,80 @@ fn types(name: &str) -> Result<ignore::types::Types, SearchError> {
     })
 }
 
+/// Bytes handed to the spool writer at a time.
+const SPOOL_CHUNK_BYTES: usize = 256 << 10;
+/// Chunks queued for the spool writer; a full queue makes the search wait for the disk (G19).
+const SPOOL_QUEUE: usize = 8;
+
+/// The full result's writer. A thread owns the file (kodik-core's [`OutputPreview`] with no
+/// head or tail kept: its spool writer, with its pruning and its G18 handling of an unwritable
+/// folder), fed through a bounded queue, so the disk write overlaps the search while memory
+/// stays a few chunks.
+enum Spool {
+    Thread {
+        pending: Vec<u8>,
+        tx: SyncSender<Vec<u8>>,
+        writer: JoinHandle<PreviewSummary>,
+    },
+    /// No thread could be started: the caller writes.
+    Inline(OutputPreview),
+}
+
+impl Spool {
+    fn start(dir: Option<PathBuf>) -> Self {
+        // A preview creates its file only when the first bytes arrive.
+        let cfg = PreviewConfig { head_bytes: 0, tail_bytes: 0, spool_dir: dir };
+        let (tx, rx) = sync_channel::<Vec<u8>>(SPOOL_QUEUE);
+        let thread_cfg = cfg.clone();
+        let spawned = std::thread::Builder::new().name("grep-spool".into()).spawn(move || {
+            let mut preview = OutputPreview::new(thread_cfg);
+            for chunk in rx {
+                preview.push(&chunk);
+            }
+            preview.summary()
+        });
+        match spawned {
+            Ok(writer) => Self::Thread { pending: Vec::with_capacity(SPOOL_CHUNK_BYTES), tx, writer },
+            Err(_) => Self::Inline(OutputPreview::new(cfg)),
+        }
+    }
+
+    fn push(&mut self, bytes: &[u8]) {
+        match self {
+            Self::Thread { pending, tx, .. } => {
+                pending.extend_from_slice(bytes);
+                if pending.len() >= SPOOL_CHUNK_BYTES {
+                    let chunk = std::mem::replace(pending, Vec::with_capacity(SPOOL_CHUNK_BYTES));
+                    // The writer only stops when this sender is dropped, so a send cannot fail
+                    // while it runs; if it panicked, `finish` reports that.
+                    let _ = tx.send(chunk);
+                }
+            }
+            Self::Inline(preview) => preview.push(bytes),
+        }
+    }
+
+    fn finish(self) -> PreviewSummary {
+        match self {
+            Self::Thread { pending, tx, writer } => {
+                if !pending.is_empty() {
+                    let _ = tx.send(pending);
+                }
+                drop(tx);
+                writer.join().unwrap_or_else(|_| PreviewSummary {
+                    text: String::new(),
+                    truncated: true,
+                    total_bytes: 0,
+                    total_lines: 0,
+                    full_output: None,
+                    spool_error: Some("the thread writing the full result failed".into()),
+                })
+            }
+            Self::Inline(mut preview) => preview.summary(),
+        }
+    }
+}
+
 /// Takes files' output in path order: counts every entry and match, keeps only the page's
 /// lines (and at most `max_bytes` of them), and streams the full result to a spool file once
 /// the answer cannot show it all.
@@ -421,7 +512,7 @@ struct Report {
     /// The first entry at or after `offset` that the page does not show.
     next: Option<u64>,
     spool_dir: Option<PathBuf>,
-    spool: Option<OutputPreview>,
+    spool: Option<Spool>,
     fingerprint: DefaultHasher,
 }
 
@@ -445,10 +536,7 @@ impl Report {
     }
 
     fn start_spool(&mut self) {
-        // No head or tail kept: the preview is only the spool writer (with its pruning and its
-        // G18 handling when the folder is not writable); memory stays one write buffer.
-        let cfg = PreviewConfig { head_bytes: 0, tail_bytes: 0, spool_dir: self.spool_dir.clone() };
-        self.spool = Some(OutputPreview::new(cfg));
+        self.spool = Some(Spool::start(self.spool_dir.clone()));
     }
 
     /// The next part of one file's output.
@@ -488,7 +576,7 @@ impl Report {
                 // From here on the answer is partial: the full result starts with what the page holds.
                 self.start_spool();
                 if let Some(s) = &mut self.spool {
-                    s.push(&self.page);
+                    s.push(&self.page.clone());
                 }
                 spool_from = pos;
             }
@@ -513,8 +601,8 @@ impl Report {
 
     /// Deletes the spool file of an answer that will not be given (cancelled, or an unchanged repeat).
     fn discard(&mut self) {
-        if let Some(mut s) = self.spool.take()
-            && let Some(path) = s.summary().full_output
+        if let Some(s) = self.spool.take()
+            && let Some(path) = s.finish().full_output
         {
             let _ = std::fs::remove_file(path);
         }
@@ -708,7 +796,8 @@ fn search_folders(
     let rx = Mutex::new(rx);
     std::thread::scope(|scope| {
         for _ in 0..workers {
-            let (shared, rx, matcher, mut searcher) = (&shared, &rx, matcher, searcher.clone());
+            // A clone has its own pool of regex caches: sharing one makes the threads contend.
+            let (shared, rx, matcher, mut searcher) = (&shared, &rx, matcher.clone(), searcher.clone());
             scope.spawn(move || {
                 loop {
                     let job = match rx.lock().unwrap_or_else(|p| p.into_inner()).recv() {
@@ -719,10 +808,10 @@ fn search_folders(
                         return;
                     }
                     let shown = show_path(ws, job.entry.path());
-                    let mut sink = FileSink::new(opts, matcher, cancel, &shown);
+                    let mut sink = FileSink::new(opts, &matcher, cancel, &shown);
                     sink.pipe = Some((shared, job.idx));
                     // An unreadable file is skipped, as ripgrep does (after saying so on stderr).
-                    let ok = searcher.search_path(matcher, job.entry.path(), &mut sink).is_ok();
+                    let ok = searcher.search_path(&matcher, job.entry.path(), &mut sink).is_ok();
                     if cancel.is_cancelled() {
                         return;
                     }
@@ -821,7 +910,7 @@ fn format_result(args: &GrepArgs, bases: &[String], mut report: Report, searched
         // Nothing of the result is on this page, so no page points at the saved copy.
         report.discard();
     }
-    let summary = report.spool.as_mut().map(|s| s.summary());
+    let summary = report.spool.take().map(Spool::finish);
     let saved = match &summary {
         Some(s) => match (&s.full_output, &s.spool_error) {
             (Some(p), _) => format!(" The full result ({total} entries) is in `{}`.", p.display()),

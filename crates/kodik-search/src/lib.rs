@@ -83,6 +83,12 @@ impl SearchToolset {
         self
     }
 
+    /// Where `grep` saves its full result when an answer shows only part of it; `None` saves nothing.
+    pub fn spool_dir(mut self, dir: Option<std::path::PathBuf>) -> Self {
+        self.config.spool_dir = dir;
+        self
+    }
+
     /// Worker threads for walks (0: ripgrep's default, one per core up to 12).
     pub fn threads(mut self, threads: usize) -> Self {
         self.config.threads = threads;
