@@ -54,3 +54,34 @@ pub trait CommandInterceptor: Send + Sync {
     /// `Some(result)` when the command was handled here and no process must start.
     async fn intercept(&self, command: &str, workdir: &Path, cx: &ToolContext) -> Option<ToolOutput>;
 }
+
+/// What a [`PageRenderer`] is asked to load.
+#[derive(Clone, Copy)]
+pub struct RenderRequest<'a> {
+    /// The page, already checked by the caller's address rules.
+    pub url: &'a str,
+    /// The caller's address rules for every request the page makes (its scripts, frames,
+    /// redirects): `Err` names the rule that refused the URL, and the renderer must then not
+    /// send that request. It may block briefly to resolve a name.
+    pub allow_request: &'a (dyn Fn(&str) -> Result<(), String> + Send + Sync),
+    /// How long the whole render may take.
+    pub timeout: std::time::Duration,
+    /// Stops the render; the renderer drops what it has in flight.
+    pub cancel: &'a tokio_util::sync::CancellationToken,
+}
+
+impl std::fmt::Debug for RenderRequest<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RenderRequest").field("url", &self.url).field("timeout", &self.timeout).finish_non_exhaustive()
+    }
+}
+
+/// Loads a page in a headless browser and returns the HTML of its rendered DOM, for pages that
+/// are empty application shells until their JavaScript runs (W2). kodik-web asks for it; the
+/// browser crate implements it; kodik-tools wires the two together.
+#[async_trait]
+pub trait PageRenderer: Send + Sync {
+    /// The rendered DOM's HTML (`document.documentElement.outerHTML`) once the page settled, or
+    /// a message saying why it could not be rendered.
+    async fn render(&self, request: RenderRequest<'_>) -> Result<String, String>;
+}

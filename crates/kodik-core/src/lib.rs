@@ -42,7 +42,7 @@ pub mod workspace;
 pub use context::{ToolContext, TurnSignals};
 pub use error::ToolError;
 pub use events::{Event, EventSink, NullSink, TerminalEvent};
-pub use ext::{CommandInterceptor, Diagnostic, DiagnosticSeverity, DiagnosticsProvider};
+pub use ext::{CommandInterceptor, Diagnostic, DiagnosticSeverity, DiagnosticsProvider, PageRenderer, RenderRequest};
 pub use hooks::{Approval, ApprovalPolicy, ApprovalRequest, Approver, HookDecision, Hooks, NoHooks};
 pub use output::{Content, ToolCall, ToolOutput, ToolStatus};
 pub use preview::{OutputPreview, PreviewConfig, PreviewSummary};
