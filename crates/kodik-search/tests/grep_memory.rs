@@ -41,7 +41,7 @@ fn child(dir: &str) {
     .enumerate()
     {
         cx.session.compacted();
-        let out = rt.block_on(reg.get("grep").unwrap().call(args.clone(), &cx.for_call(&format!("c{i}"))));
+        let out = rt.block_on(reg.get("grep").unwrap().call(args.clone(), &cx.for_call(format!("c{i}"))));
         assert!(out.is_success(), "{}", out.text_content());
         assert_eq!(out.meta["total_matches"], total, "{args}");
         if i < 2 {
