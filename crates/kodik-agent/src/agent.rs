@@ -115,7 +115,9 @@ impl Agent {
         &self.shared.config
     }
 
-    /// Every event of every conversation of this agent, from now on.
+    /// Every event of every conversation of this agent, from now on. A receiver that falls more
+    /// than 4096 events behind loses the oldest ones (`RecvError::Lagged`); the run never waits
+    /// for a receiver.
     pub fn subscribe(&self) -> broadcast::Receiver<AgentEvent> {
         self.shared.events.subscribe()
     }
@@ -317,6 +319,9 @@ impl Conversation {
 
     /// Sends `task` as a user message and runs turns until the model answers without calling a
     /// tool, a limit of [`AgentConfig`] is reached, `cancel` fires, or the model fails.
+    ///
+    /// Calls run with the agent's [`ToolContext`] whose cancellation token is replaced by one
+    /// derived from `cancel`: cancel the run through `cancel`.
     pub async fn run(&mut self, task: &str, cancel: CancellationToken) -> RunOutcome {
         let shared = Arc::clone(&self.shared);
         let config = &shared.config;

@@ -145,5 +145,13 @@ pub(crate) fn model_text(out: &ToolOutput) -> String {
     if first {
         text.push_str("(no output)");
     }
+    // G9: the model must learn where the whole output is, also from a tool whose preview
+    // text does not say it.
+    if let Some(path) = &out.full_output {
+        let shown = path.display().to_string();
+        if !text.contains(&shown) {
+            text.push_str(&format!("\n[full output: {shown}]"));
+        }
+    }
     text
 }

@@ -484,3 +484,22 @@ async fn g7_a_transcript_cut_between_a_call_and_its_result_resumes_with_a_cancel
     assert_eq!(outline[1], ("function_call".to_string(), "call_lost".to_string()));
     assert_eq!(outline[2], ("function_call_output".to_string(), "call_lost".to_string()));
 }
+
+#[tokio::test]
+async fn g9_an_over_large_result_reaches_the_model_as_head_and_tail_with_the_saved_path() {
+    let big: String = (0..1500).map(|i| format!("line {i:04} {}\n", "y".repeat(89))).collect();
+    let first = body(&[Step::Call("call_big", "read_file", json!({"path": "big.txt"}))], 100, 20);
+    let s = setup(vec![first, answer("read")], ReplayOptions::default(), AgentConfig::default()).await;
+    std::fs::write(s.dir.path().join("big.txt"), &big).unwrap();
+    let scheduler = kodik_scheduler::SchedulerConfig { max_output_bytes: 4_000, ..Default::default() };
+    let agent = s.agent.with_scheduler_config(scheduler);
+    let mut conv = agent.start().unwrap();
+    assert_eq!(conv.run("read big.txt", CancellationToken::new()).await.status, RunStatus::Completed);
+    let out = output_of(&s.server.requests()[1].body, "call_big");
+    assert!(out.len() < 6_000, "{} bytes", out.len());
+    assert!(out.contains("line 0000"), "{out}");
+    let (_, rest) = out.split_once("full output: ").unwrap_or_else(|| panic!("{out}"));
+    let path = rest.split_whitespace().next().unwrap().trim_end_matches([']', ')', '.', ',']);
+    let saved = std::fs::read_to_string(path).unwrap();
+    assert!(saved.len() > out.len() && saved.contains("line 0000"), "{path}");
+}
