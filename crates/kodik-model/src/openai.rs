@@ -200,14 +200,14 @@ impl Decoder for ResponsesDecoder {
                 let index = event.output_index.unwrap_or(0);
                 match item.get("type").and_then(Value::as_str) {
                     Some(kind @ "function_call") => {
-                        let call = self.take_call(index, &item, kind)?;
+                        let call = self.take_call(index, &item, kind, out)?;
                         let text = item.get("arguments").and_then(Value::as_str).unwrap_or(&call.input);
                         let input = ToolInput::Json(json_arguments(text));
                         self.made_calls = true;
                         out.push_back(ModelEvent::ToolCallDone { call_id: call.call_id, name: call.name, input });
                     }
                     Some(kind @ "custom_tool_call") => {
-                        let call = self.take_call(index, &item, kind)?;
+                        let call = self.take_call(index, &item, kind, out)?;
                         let text = item.get("input").and_then(Value::as_str).map_or(call.input, str::to_owned);
                         self.made_calls = true;
                         out.push_back(ModelEvent::ToolCallDone {
@@ -253,12 +253,19 @@ impl Decoder for ResponsesDecoder {
 
 impl ResponsesDecoder {
     /// The call started at `index`, or — when the stream skipped `output_item.added` — one made
-    /// from the finished item.
-    fn take_call(&mut self, index: u64, item: &Value, kind: &str) -> Result<Call, ModelError> {
+    /// from the finished item, announced now so every Done follows its Started.
+    fn take_call(
+        &mut self,
+        index: u64,
+        item: &Value,
+        kind: &str,
+        out: &mut VecDeque<ModelEvent>,
+    ) -> Result<Call, ModelError> {
         match self.calls.remove(&index) {
             Some(call) => Ok(call),
             None => {
                 let (call_id, name) = call_identity(item, kind)?;
+                out.push_back(ModelEvent::ToolCallStarted { call_id: call_id.clone(), name: name.clone() });
                 Ok(Call { call_id, name, input: String::new() })
             }
         }
