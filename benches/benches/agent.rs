@@ -97,13 +97,17 @@ fn body(calls: usize) -> String {
     for i in 0..calls {
         let item = json!({"id": format!("fc_{i}"), "type": "function_call", "arguments": "{}", "call_id": format!("call_{i}"), "name": "noop"});
         ev(json!({"type": "response.output_item.added", "output_index": i, "item": item}));
-        ev(json!({"type": "response.function_call_arguments.delta", "item_id": format!("fc_{i}"), "output_index": i, "delta": "{}"}));
+        ev(
+            json!({"type": "response.function_call_arguments.delta", "item_id": format!("fc_{i}"), "output_index": i, "delta": "{}"}),
+        );
         ev(json!({"type": "response.output_item.done", "output_index": i, "item": item}));
     }
     if calls == 0 {
         ev(json!({"type": "response.output_text.delta", "item_id": "msg", "output_index": 0, "delta": "done"}));
     }
-    ev(json!({"type": "response.completed", "response": {"id": "r", "status": "completed", "output": [], "usage": {"input_tokens": 10, "output_tokens": 10}}}));
+    ev(
+        json!({"type": "response.completed", "response": {"id": "r", "status": "completed", "output": [], "usage": {"input_tokens": 10, "output_tokens": 10}}}),
+    );
     out
 }
 
@@ -113,7 +117,13 @@ struct Fixture {
 }
 
 /// An agent whose server has `runs` conversations' worth of exchanges.
-async fn fixture(dir: &std::path::Path, registry: &Arc<ToolRegistry>, stamps: &(Stamps, Stamps), runs: u64, calls: usize) -> Fixture {
+async fn fixture(
+    dir: &std::path::Path,
+    registry: &Arc<ToolRegistry>,
+    stamps: &(Stamps, Stamps),
+    runs: u64,
+    calls: usize,
+) -> Fixture {
     let mut recording = Recording::new(Provider::OpenAiResponses, "gpt-5");
     let (with_calls, answer) = (body(calls), body(0));
     for _ in 0..runs {
