@@ -11,7 +11,7 @@ use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_mai
 use futures_util::StreamExt;
 use kodik_model::decode::BodyDecoder;
 use kodik_model::replay::{Exchange, Recording, ReplayOptions, ReplayServer};
-use kodik_model::{Item, ModelEvent, ModelConfig, Provider, Request};
+use kodik_model::{Item, ModelConfig, ModelEvent, Provider, Request};
 use tokio_util::sync::CancellationToken;
 
 const WORDS: [&str; 12] =
@@ -28,19 +28,34 @@ fn responses_body(target: usize) -> String {
     let mut out = 0u64;
     while s.len() < target {
         out += 1;
-        let _ = write!(s, "event: response.output_item.added\ndata: {{\"type\":\"response.output_item.added\",\"sequence_number\":{seq},\"output_index\":{out},\"item\":{{\"id\":\"msg_{out}\",\"type\":\"message\",\"status\":\"in_progress\",\"role\":\"assistant\",\"content\":[]}}}}\n\n");
+        let _ = write!(
+            s,
+            "event: response.output_item.added\ndata: {{\"type\":\"response.output_item.added\",\"sequence_number\":{seq},\"output_index\":{out},\"item\":{{\"id\":\"msg_{out}\",\"type\":\"message\",\"status\":\"in_progress\",\"role\":\"assistant\",\"content\":[]}}}}\n\n"
+        );
         for i in 0..500u64 {
             seq += 1;
             let w = WORDS[(seq % 12) as usize];
-            let _ = write!(s, "event: response.output_text.delta\ndata: {{\"type\":\"response.output_text.delta\",\"sequence_number\":{seq},\"item_id\":\"msg_{out}\",\"output_index\":{out},\"content_index\":0,\"delta\":\"{w}\",\"logprobs\":[],\"obfuscation\":\"aB3dE{i}\"}}\n\n");
+            let _ = write!(
+                s,
+                "event: response.output_text.delta\ndata: {{\"type\":\"response.output_text.delta\",\"sequence_number\":{seq},\"item_id\":\"msg_{out}\",\"output_index\":{out},\"content_index\":0,\"delta\":\"{w}\",\"logprobs\":[],\"obfuscation\":\"aB3dE{i}\"}}\n\n"
+            );
         }
         out += 1;
-        let _ = write!(s, "event: response.output_item.added\ndata: {{\"type\":\"response.output_item.added\",\"sequence_number\":{seq},\"output_index\":{out},\"item\":{{\"id\":\"fc_{out}\",\"type\":\"function_call\",\"status\":\"in_progress\",\"arguments\":\"\",\"call_id\":\"call_{out}\",\"name\":\"grep\"}}}}\n\n");
+        let _ = write!(
+            s,
+            "event: response.output_item.added\ndata: {{\"type\":\"response.output_item.added\",\"sequence_number\":{seq},\"output_index\":{out},\"item\":{{\"id\":\"fc_{out}\",\"type\":\"function_call\",\"status\":\"in_progress\",\"arguments\":\"\",\"call_id\":\"call_{out}\",\"name\":\"grep\"}}}}\n\n"
+        );
         for part in ["{\\\"pattern\\\":", "\\\"slugify\\\",", "\\\"path\\\":\\\"src\\\"}"] {
             seq += 1;
-            let _ = write!(s, "event: response.function_call_arguments.delta\ndata: {{\"type\":\"response.function_call_arguments.delta\",\"sequence_number\":{seq},\"item_id\":\"fc_{out}\",\"output_index\":{out},\"delta\":\"{part}\"}}\n\n");
+            let _ = write!(
+                s,
+                "event: response.function_call_arguments.delta\ndata: {{\"type\":\"response.function_call_arguments.delta\",\"sequence_number\":{seq},\"item_id\":\"fc_{out}\",\"output_index\":{out},\"delta\":\"{part}\"}}\n\n"
+            );
         }
-        let _ = write!(s, "event: response.output_item.done\ndata: {{\"type\":\"response.output_item.done\",\"sequence_number\":{seq},\"output_index\":{out},\"item\":{{\"id\":\"fc_{out}\",\"type\":\"function_call\",\"status\":\"completed\",\"arguments\":\"{{\\\"pattern\\\":\\\"slugify\\\",\\\"path\\\":\\\"src\\\"}}\",\"call_id\":\"call_{out}\",\"name\":\"grep\"}}}}\n\n");
+        let _ = write!(
+            s,
+            "event: response.output_item.done\ndata: {{\"type\":\"response.output_item.done\",\"sequence_number\":{seq},\"output_index\":{out},\"item\":{{\"id\":\"fc_{out}\",\"type\":\"function_call\",\"status\":\"completed\",\"arguments\":\"{{\\\"pattern\\\":\\\"slugify\\\",\\\"path\\\":\\\"src\\\"}}\",\"call_id\":\"call_{out}\",\"name\":\"grep\"}}}}\n\n"
+        );
     }
     s.push_str("event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"id\":\"resp_1\",\"status\":\"completed\",\"output\":[],\"usage\":{\"input_tokens\":10,\"output_tokens\":10}}}\n\n");
     s
@@ -52,7 +67,10 @@ fn chat_body(target: usize) -> String {
     while s.len() < target {
         i += 1;
         let w = WORDS[(i % 12) as usize];
-        let _ = write!(s, "data: {{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1764560000,\"model\":\"gpt-4.1\",\"system_fingerprint\":\"fp_1\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{w}\"}},\"logprobs\":null,\"finish_reason\":null}}]}}\n\n");
+        let _ = write!(
+            s,
+            "data: {{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1764560000,\"model\":\"gpt-4.1\",\"system_fingerprint\":\"fp_1\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{w}\"}},\"logprobs\":null,\"finish_reason\":null}}]}}\n\n"
+        );
     }
     s.push_str("data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n");
     s
@@ -65,7 +83,10 @@ fn anthropic_body(target: usize) -> String {
     while s.len() < target {
         i += 1;
         let w = WORDS[(i % 12) as usize];
-        let _ = write!(s, "event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{{\"type\":\"text_delta\",\"text\":\"{w}\"}}}}\n\n");
+        let _ = write!(
+            s,
+            "event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{{\"type\":\"text_delta\",\"text\":\"{w}\"}}}}\n\n"
+        );
     }
     s.push_str("event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\nevent: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":99}}\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n");
     s
@@ -96,7 +117,9 @@ fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("sse");
     g.sample_size(10);
     g.throughput(Throughput::Bytes(responses.len() as u64));
-    g.bench_function("baseline_line_split/responses", |b| b.iter(|| responses.lines().filter(|l| l.is_empty()).count()));
+    g.bench_function("baseline_line_split/responses", |b| {
+        b.iter(|| responses.lines().filter(|l| l.is_empty()).count())
+    });
     g.bench_function("baseline_serde_value_per_event/responses", |b| {
         b.iter(|| {
             responses
