@@ -22,6 +22,9 @@ pub struct WebFetchArgs {
     /// returned, each with its heading, in page order (the start of the page if none match).
     /// Use it on long documentation pages to save context.
     pub query: Option<String>,
+    /// Where to continue a long page: the byte offset of a section, as printed in the outline
+    /// or as "next offset" at the end of the previous result (default 0).
+    pub offset: Option<u64>,
 }
 
 impl ToolArgs for WebFetchArgs {

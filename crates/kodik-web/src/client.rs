@@ -202,7 +202,11 @@ impl GuardedResolver {
     }
 
     /// Keeps the allowed addresses among `addrs`, the addresses `host` resolved to.
-    pub fn filter(&self, host: &str, addrs: impl IntoIterator<Item = SocketAddr>) -> Result<Vec<SocketAddr>, FetchError> {
+    pub fn filter(
+        &self,
+        host: &str,
+        addrs: impl IntoIterator<Item = SocketAddr>,
+    ) -> Result<Vec<SocketAddr>, FetchError> {
         let mut ok = Vec::new();
         let mut refusals = Vec::new();
         for a in addrs {
@@ -383,7 +387,10 @@ impl GuardedClient {
                     reason: format!("the Location does not parse: {e}"),
                 })?;
                 if redirects >= self.config.max_redirects {
-                    return Err(FetchError::TooManyRedirects { limit: self.config.max_redirects, next: next.to_string() });
+                    return Err(FetchError::TooManyRedirects {
+                        limit: self.config.max_redirects,
+                        next: next.to_string(),
+                    });
                 }
                 self.check_hop(&start, &url, &next, local)?;
                 if !visited.insert(next.to_string()) {
@@ -401,11 +408,8 @@ impl GuardedClient {
 
     /// The rules of one redirect hop, on top of what the resolver enforces.
     fn check_hop(&self, start: &Url, from: &Url, next: &Url, local: bool) -> Result<(), FetchError> {
-        let refuse = |reason: String| FetchError::RedirectRefused {
-            from: from.to_string(),
-            to: next.to_string(),
-            reason,
-        };
+        let refuse =
+            |reason: String| FetchError::RedirectRefused { from: from.to_string(), to: next.to_string(), reason };
         match next.scheme() {
             "https" | "http" => {}
             other => return Err(refuse(format!("`{other}:` URLs are never fetched"))),
@@ -580,8 +584,11 @@ mod tests {
         assert!(domain_matches("docs.rs", "docs.rs"));
         assert!(domain_matches("a.docs.rs", "*.docs.rs"));
         assert!(!domain_matches("notdocs.rs", "docs.rs"));
-        let c = GuardedClient::new(Arc::new(WebConfig { blocked_domains: vec!["bad.example".into()], ..Default::default() }))
-            .unwrap();
+        let c = GuardedClient::new(Arc::new(WebConfig {
+            blocked_domains: vec!["bad.example".into()],
+            ..Default::default()
+        }))
+        .unwrap();
         assert!(c.check_start("https://x.bad.example/").unwrap_err().to_string().contains("blocked list"));
     }
 }

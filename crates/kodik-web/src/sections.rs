@@ -1,0 +1,226 @@
+//! A page's Markdown as sections (by heading): the 32 KB cut at a section boundary, the
+//! outline of what was left out, and `query` (W2, W3).
+
+use std::fmt::Write as _;
+
+/// One section: a heading and everything up to the next heading.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Section {
+    /// 1–6 for `#`…`######`; 0 for the text before the first heading.
+    pub level: u8,
+    /// The heading's text (empty for the preamble).
+    pub title: String,
+    /// The headings above it, outermost first.
+    pub path: Vec<String>,
+    /// Byte range in the Markdown, heading line included.
+    pub start: usize,
+    /// End of the range (exclusive).
+    pub end: usize,
+}
+
+/// Splits `md` at ATX headings outside fenced code.
+pub fn split(md: &str) -> Vec<Section> {
+    let mut out = Vec::new();
+    let mut stack: Vec<(u8, String)> = Vec::new();
+    let mut current = Section { level: 0, title: String::new(), path: Vec::new(), start: 0, end: md.len() };
+    let mut fence: Option<&str> = None;
+    let mut pos = 0;
+    for line in md.split_inclusive('\n') {
+        let t = line.trim_start();
+        if let Some(f) = fence {
+            if t.starts_with(f) {
+                fence = None;
+            }
+        } else if t.starts_with("```") || t.starts_with("~~~") {
+            fence = Some(&t[..3]);
+        } else if let Some((level, title)) = heading(line) {
+            current.end = pos;
+            if current.end > current.start || current.level > 0 {
+                out.push(current);
+            }
+            stack.retain(|(l, _)| *l < level);
+            let path = stack.iter().map(|(_, t)| t.clone()).collect();
+            stack.push((level, title.clone()));
+            current = Section { level, title, path, start: pos, end: md.len() };
+        }
+        pos += line.len();
+    }
+    current.end = md.len();
+    if current.end > current.start || current.level > 0 {
+        out.push(current);
+    }
+    out
+}
+
+fn heading(line: &str) -> Option<(u8, String)> {
+    if line.starts_with("    ") {
+        return None;
+    }
+    let t = line.trim();
+    let hashes = t.bytes().take_while(|b| *b == b'#').count();
+    if !(1..=6).contains(&hashes) {
+        return None;
+    }
+    let rest = &t[hashes..];
+    if !rest.is_empty() && !rest.starts_with(' ') {
+        return None;
+    }
+    let title = rest.trim().trim_end_matches('#').trim().to_string();
+    Some((hashes as u8, title))
+}
+
+/// One page of `md` from `offset`: whole sections while they fit in `budget` bytes; a first
+/// section longer than the budget is cut at its last paragraph break that fits. Returns the
+/// text's range and where the next page starts (`None` at the end).
+pub fn page(md: &str, sections: &[Section], offset: usize, budget: usize) -> (usize, usize, Option<usize>) {
+    let start = floor_char(md, offset.min(md.len()));
+    if md.len() - start <= budget {
+        return (start, md.len(), None);
+    }
+    let mut end = start;
+    for s in sections.iter().filter(|s| s.start >= start || s.end > start) {
+        let s_end = s.end;
+        if s_end - start <= budget {
+            end = s_end;
+        } else {
+            break;
+        }
+    }
+    if end == start {
+        end = paragraph_cut(md, start, start + budget);
+    }
+    (start, end, (end < md.len()).then_some(end))
+}
+
+/// The last paragraph break (or line break, or character boundary) before `limit`.
+fn paragraph_cut(md: &str, start: usize, limit: usize) -> usize {
+    let limit = floor_char(md, limit);
+    let window = &md[start..limit];
+    if let Some(p) = window.rfind("\n\n").filter(|p| *p > window.len() / 2) {
+        return start + p + 2;
+    }
+    if let Some(p) = window.rfind('\n').filter(|p| *p > window.len() / 2) {
+        return start + p + 1;
+    }
+    limit
+}
+
+fn floor_char(s: &str, mut i: usize) -> usize {
+    while i > 0 && !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+/// The outline of the sections that start at or after `from` (or are not in `shown`), one line
+/// each with its offset and size, at most `max_lines` lines.
+pub fn outline<'a>(sections: impl IntoIterator<Item = &'a Section>, max_lines: usize) -> String {
+    let mut out = String::new();
+    let mut n = 0;
+    let mut more = 0;
+    for s in sections {
+        if s.level == 0 {
+            continue;
+        }
+        if n == max_lines {
+            more += 1;
+            continue;
+        }
+        n += 1;
+        let indent = "  ".repeat(usize::from(s.level.saturating_sub(1)));
+        let _ = writeln!(out, "{indent}- {} (offset {}, {})", s.title, s.start, size(s.end - s.start));
+    }
+    if more > 0 {
+        let _ = writeln!(out, "- … and {more} more sections");
+    }
+    out
+}
+
+/// `1.2 KB`-style sizes.
+pub fn size(bytes: usize) -> String {
+    if bytes < 1024 {
+        format!("{bytes} B")
+    } else if bytes < 1024 * 1024 {
+        format!("{:.1} KB", bytes as f64 / 1024.0)
+    } else {
+        format!("{:.1} MB", bytes as f64 / (1024.0 * 1024.0))
+    }
+}
+
+/// The words of a query: lowercase, alphanumeric runs of two or more characters (one for
+/// digits), deduplicated.
+pub fn words(query: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for w in query.split(|c: char| !c.is_alphanumeric() && c != '_').map(str::to_lowercase) {
+        if (w.chars().count() >= 2 || w.chars().all(|c| c.is_ascii_digit())) && !w.is_empty() && !out.contains(&w) {
+            out.push(w);
+        }
+    }
+    out
+}
+
+/// Sections that hold the query's words, best first: more distinct words, then words in the
+/// heading, then occurrences per KB. Indexes into `sections`.
+pub fn rank(md: &str, sections: &[Section], words: &[String]) -> Vec<usize> {
+    let mut scored: Vec<(usize, usize, usize, u64)> = Vec::new();
+    for (i, s) in sections.iter().enumerate() {
+        let text = md[s.start..s.end].to_lowercase();
+        let title = s.title.to_lowercase();
+        let mut distinct = 0;
+        let mut in_title = 0;
+        let mut count = 0usize;
+        for w in words {
+            let c = text.matches(w.as_str()).count();
+            if c > 0 {
+                distinct += 1;
+                count += c;
+            }
+            if title.contains(w.as_str()) {
+                in_title += 1;
+            }
+        }
+        if distinct > 0 {
+            let density = (count as u64 * 1_000_000) / (s.end - s.start).max(1) as u64;
+            scored.push((i, distinct, in_title, density));
+        }
+    }
+    scored.sort_by(|a, b| b.1.cmp(&a.1).then(b.2.cmp(&a.2)).then(b.3.cmp(&a.3)).then(a.0.cmp(&b.0)));
+    scored.into_iter().map(|s| s.0).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MD: &str = "intro\n\n# Guide\n\ntext\n\n## Install\n\ncargo add x\n\n```sh\n# not a heading\n```\n\n## Usage\n\ncall x\n\n# Other\n\nmore\n";
+
+    #[test]
+    fn sections_follow_headings_outside_code() {
+        let s = split(MD);
+        let titles: Vec<&str> = s.iter().map(|s| s.title.as_str()).collect();
+        assert_eq!(titles, ["", "Guide", "Install", "Usage", "Other"]);
+        assert_eq!(s[3].path, ["Guide"]);
+        assert_eq!(s[4].path, Vec::<String>::new());
+        assert!(MD[s[2].start..s[2].end].contains("# not a heading"));
+        assert_eq!(s.last().unwrap().end, MD.len());
+    }
+
+    #[test]
+    fn w2_a_page_ends_at_a_section_boundary() {
+        let s = split(MD);
+        let (a, b, next) = page(MD, &s, 0, 60);
+        assert_eq!(a, 0);
+        assert!(s.iter().any(|s| s.start == b), "cut at {b} is not a section start");
+        assert_eq!(next, Some(b));
+        let (_, end, none) = page(MD, &s, b, 10_000);
+        assert_eq!((end, none), (MD.len(), None));
+    }
+
+    #[test]
+    fn w3_ranking_prefers_more_words_then_headings() {
+        let s = split(MD);
+        let r = rank(MD, &s, &words("install cargo"));
+        assert_eq!(s[r[0]].title, "Install");
+        assert!(rank(MD, &s, &words("zebra")).is_empty());
+    }
+}
