@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
+use criterion::{BatchSize, Criterion, criterion_group};
 use kodik_core::{FileVersion, PreviewConfig, ToolCall, ToolContext, ToolRegistry, Workspace, dispatch};
 use kodik_edit::EditToolset;
 use serde_json::json;
@@ -118,4 +118,107 @@ fn benches(c: &mut Criterion) {
 }
 
 criterion_group!(edit, benches);
-criterion_main!(edit);
+
+/// Peak memory of one 50 MB call (issue 18.2), each in a fresh child process of this bench so
+/// earlier allocations do not blur it: the resident set before the arguments exist, once they
+/// exist, and at its highest during the call (Linux `VmHWM`, reset through `clear_refs`). The
+/// call goes through the scheduler, as `kodik batch` runs it.
+mod memory {
+    use super::*;
+
+    pub const CHILD: &str = "KODIK_EDIT_BENCH_MEMORY_CASE";
+    const MB: usize = 1 << 20;
+    const SIZE: usize = 50 * MB;
+    pub const CASES: [&str; 4] = ["create_file", "edit_file_whole_file", "apply_patch_add", "apply_patch_update"];
+
+    fn status_kb(field: &str) -> usize {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let line = status.lines().find(|l| l.starts_with(field)).unwrap();
+        line.split_whitespace().nth(1).unwrap().parse::<usize>().unwrap() * 1024
+    }
+
+    fn text(tag: &str) -> String {
+        let line = format!("    let value = {tag}(alpha, beta); // a line of about sixty bytes\n");
+        line.repeat(SIZE / line.len())
+    }
+
+    /// In the child: runs `case` once and prints `base args peak content` in bytes.
+    pub fn child(case: &str) {
+        let dir = tempfile::tempdir().unwrap();
+        let cx = ToolContext::new(Workspace::new(dir.path()).unwrap());
+        let mut registry = ToolRegistry::new();
+        EditToolset::new()
+            .preview(PreviewConfig::default().spool_in(dir.path().join(".spool")))
+            .register(&mut registry);
+        let scheduler = kodik_scheduler::Scheduler::new(registry);
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+        // Warm-up: threads, lazy statics and the allocator's arenas exist before measuring.
+        let warm = ToolCall::new("w", "create_file", json!({"path": "warm.txt", "content": "x"}));
+        assert!(rt.block_on(scheduler.run([warm], &cx))[0].is_success());
+        let path = dir.path().join("big.rs");
+        if case == "edit_file_whole_file" || case == "apply_patch_update" {
+            let tail = if case == "apply_patch_update" { "// the one unique line\n" } else { "" };
+            std::fs::write(&path, text("compute") + tail).unwrap();
+            cx.session.record_read(&path, FileVersion::of_file(&path).unwrap(), None);
+        }
+        let base = status_kb("VmRSS:");
+        let args = match case {
+            "create_file" => json!({"path": "big.rs", "content": text("compute")}),
+            "edit_file_whole_file" => {
+                json!({"path": "big.rs", "edits": [{"old_string": text("compute"), "new_string": text("evaluate")}]})
+            }
+            "apply_patch_add" => {
+                let body: String = text("compute").lines().map(|l| format!("+{l}\n")).collect();
+                json!({"input": format!("*** Begin Patch\n*** Add File: big.rs\n{body}*** End Patch\n")})
+            }
+            "apply_patch_update" => {
+                json!({"input": "*** Begin Patch\n*** Update File: big.rs\n@@\n-// the one unique line\n+// the one changed line\n*** End Patch\n"})
+            }
+            other => panic!("unknown case {other}"),
+        };
+        let tool = if case.starts_with("apply_patch") { "apply_patch" } else { case.trim_end_matches("_whole_file") };
+        let call = ToolCall::new("m", tool, args);
+        let with_args = status_kb("VmRSS:");
+        std::fs::write("/proc/self/clear_refs", "5").unwrap();
+        let out = rt.block_on(scheduler.run([call], &cx));
+        assert!(out[0].is_success(), "{}", out[0].text_content());
+        drop(out);
+        let peak = status_kb("VmHWM:");
+        println!("{base} {with_args} {peak} {SIZE}");
+    }
+
+    /// In the parent: runs every case in a child and prints a table.
+    pub fn report() {
+        println!("peak memory of one 50 MB call (MB; × content size):");
+        println!("{:<22} {:>10} {:>10} {:>16}", "case", "arguments", "call adds", "peak over base");
+        for case in CASES {
+            let out = std::process::Command::new(std::env::current_exe().unwrap()).env(CHILD, case).output().unwrap();
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            let nums: Vec<f64> =
+                stdout.lines().last().unwrap_or("").split_whitespace().filter_map(|n| n.parse().ok()).collect();
+            let [base, args, peak, size] = nums[..] else {
+                panic!("{case}: {stdout}{}", String::from_utf8_lossy(&out.stderr));
+            };
+            let mb = |b: f64| b / MB as f64;
+            println!(
+                "{case:<22} {:>5.0} {:>4.1}× {:>5.0} {:>4.1}× {:>9.0} {:>5.1}×",
+                mb(args - base),
+                (args - base) / size,
+                mb(peak - args),
+                (peak - args) / size,
+                mb(peak - base),
+                (peak - base) / size
+            );
+        }
+    }
+}
+
+fn main() {
+    if let Ok(case) = std::env::var(memory::CHILD) {
+        memory::child(&case);
+        return;
+    }
+    memory::report();
+    edit();
+    Criterion::default().configure_from_args().final_summary();
+}

@@ -60,6 +60,21 @@ fn create_blocking(
         .with_meta(json!({"path": shown, "operation": "create", "bytes": bytes.len(), "lines": lines})))
 }
 
+/// [`CreateFileArgs`] with its strings borrowed from the call's JSON (the checks before the call).
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CreateFileArgsRef<'a> {
+    path: &'a str,
+    #[serde(rename = "content")]
+    _content: &'a str,
+}
+
+impl crate::lean::RawResources for CreateFileTool {
+    fn raw_resources(&self, args: &serde_json::Value, ws: &Workspace) -> Vec<Resource> {
+        crate::lean::borrowed::<CreateFileArgsRef<'_>>(args).map(|a| vec![ws.resource(a.path)]).unwrap_or_default()
+    }
+}
+
 #[async_trait]
 impl TypedTool for CreateFileTool {
     type Args = CreateFileArgs;
@@ -70,6 +85,15 @@ impl TypedTool for CreateFileTool {
 
     fn resources(&self, args: &CreateFileArgs, ws: &Workspace) -> Vec<Resource> {
         vec![ws.resource(&args.path)]
+    }
+
+    fn validate_args(&self, args: &serde_json::Value) -> Result<(), ToolError> {
+        // The content may be megabytes: check its shape by borrowing. Whatever the borrowed form
+        // refuses goes through the normal parse for its exact error.
+        match crate::lean::borrowed::<CreateFileArgsRef<'_>>(args) {
+            Some(_) => Ok(()),
+            None => kodik_core::parse_args::<CreateFileArgs>("create_file", args).map(|_| ()),
+        }
     }
 
     async fn run(&self, args: CreateFileArgs, cx: &ToolContext) -> Result<ToolOutput, ToolError> {

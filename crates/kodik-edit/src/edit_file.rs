@@ -163,8 +163,8 @@ fn leading_exact(
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 struct EditFileArgsRef<'a> {
-    #[serde(borrow, rename = "path")]
-    _path: &'a str,
+    #[serde(borrow)]
+    path: &'a str,
     #[serde(borrow)]
     edits: Vec<EditRef<'a>>,
 }
@@ -263,6 +263,12 @@ fn check_edit_count(edits: usize) -> Result<(), ToolError> {
         });
     }
     Ok(())
+}
+
+impl crate::lean::RawResources for EditFileTool {
+    fn raw_resources(&self, args: &serde_json::Value, ws: &Workspace) -> Vec<Resource> {
+        crate::lean::borrowed::<EditFileArgsRef<'_>>(args).map(|a| vec![ws.resource(a.path)]).unwrap_or_default()
+    }
 }
 
 #[async_trait]

@@ -25,6 +25,7 @@ pub mod diff;
 pub mod edit_file;
 mod edited;
 mod files;
+mod lean;
 pub mod matcher;
 pub mod notebook;
 
@@ -164,10 +165,10 @@ impl EditToolset {
 
     /// Registers `edit_file`, `create_file`, `delete_file`, `apply_patch` and `edit_notebook`.
     pub fn register(&self, registry: &mut ToolRegistry) {
-        registry.register(EditFileTool::new(Arc::clone(&self.shared)));
-        registry.register(CreateFileTool::new(Arc::clone(&self.shared)));
+        registry.register(lean::Lean(EditFileTool::new(Arc::clone(&self.shared))));
+        registry.register(lean::Lean(CreateFileTool::new(Arc::clone(&self.shared))));
         registry.register(DeleteFileTool::new(Arc::clone(&self.shared)));
-        registry.register(ApplyPatchTool::new(Arc::clone(&self.shared)));
+        registry.register(lean::Lean(ApplyPatchTool::new(Arc::clone(&self.shared))));
         registry.register(EditNotebookTool::new(Arc::clone(&self.shared)));
     }
 

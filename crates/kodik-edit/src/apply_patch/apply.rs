@@ -334,6 +334,11 @@ fn resolve(base: &Path, p: &str, ws: &Workspace) -> Result<PathBuf, ToolError> {
     Ok(ws.check(joined)?)
 }
 
+/// `t` with CRLF turned into LF, borrowed when it has no CR.
+fn lf(t: &str) -> std::borrow::Cow<'_, str> {
+    if t.contains('\r') { t.replace("\r\n", "\n").into() } else { t.into() }
+}
+
 fn op_context(op: &PatchOp) -> String {
     let verb = match op {
         PatchOp::Add { .. } => "Add File",
@@ -364,10 +369,10 @@ impl Plan {
     }
 
     /// Checks every operation of `patch` against the files, without writing anything.
-    pub(crate) fn build(patch: &Patch, base: &Path, ws: &Workspace, shared: &Shared) -> Result<Self, ToolError> {
+    pub(crate) fn build(patch: Patch, base: &Path, ws: &Workspace, shared: &Shared) -> Result<Self, ToolError> {
         let mut plan = Plan { order: Vec::new(), states: BTreeMap::new(), shown: HashMap::new(), changes: Vec::new() };
-        for op in &patch.ops {
-            let ctx = op_context(op);
+        for op in patch.ops {
+            let ctx = op_context(&op);
             let wrap = |e: ToolError| ToolError::failed(format!("{ctx}: {e}"));
             let path = resolve(base, op.path(), ws).map_err(wrap)?;
             let shown = ws.display(&path);
@@ -385,9 +390,11 @@ impl Plan {
                     };
                     let from = if current.is_some() { format!("a/{shown}") } else { "/dev/null".into() };
                     let d =
-                        diff::unified_with(&old_text, content, &from, &format!("b/{shown}"), shared.preview.clone());
+                        diff::unified_with(&old_text, &content, &from, &format!("b/{shown}"), shared.preview.clone());
+                    drop(old_text);
                     plan.touch(&path, &shown);
-                    plan.states.insert(path.clone(), Planned { bytes: Some(content.as_bytes().to_vec()) });
+                    // The patch's content becomes the bytes to write, without a copy.
+                    plan.states.insert(path.clone(), Planned { bytes: Some(content.into_bytes()) });
                     plan.changes.push(FileChange {
                         kind: ChangeKind::Added,
                         path: shown,
@@ -428,17 +435,11 @@ impl Plan {
                         ))));
                     };
                     let loaded = files::decode_bytes(bytes, &shown, ws).map_err(wrap)?;
-                    let (new_text, stages) = apply_hunks(&loaded.text, hunks)
+                    let (new_text, stages) = apply_hunks(&loaded.text, &hunks)
                         .map_err(|e| wrap(ToolError::failed(format!("`{shown}`: {e}"))))?;
-                    let new_bytes = files::encode_checked(&new_text, &loaded.format, &shown).map_err(wrap)?;
-                    let (old_n, new_n) = if loaded.text.contains('\r') || new_text.contains('\r') {
-                        (loaded.text.replace("\r\n", "\n"), new_text.replace("\r\n", "\n"))
-                    } else {
-                        (loaded.text.clone(), new_text.clone())
-                    };
-                    match move_to {
+                    let to = match move_to {
                         Some(dest) => {
-                            let to = resolve(base, dest, ws).map_err(wrap)?;
+                            let to = resolve(base, &dest, ws).map_err(wrap)?;
                             let to_shown = ws.display(&to);
                             if let Ok(m) = std::fs::metadata(&to)
                                 && m.is_dir()
@@ -446,13 +447,26 @@ impl Plan {
                             {
                                 return Err(wrap(ToolError::failed(format!("move target `{to_shown}` is a folder"))));
                             }
-                            let d = diff::unified_with(
-                                &old_n,
-                                &new_n,
-                                &format!("a/{shown}"),
-                                &format!("b/{to_shown}"),
-                                shared.preview.clone(),
-                            );
+                            Some((to, to_shown))
+                        }
+                        None => None,
+                    };
+                    let d = {
+                        // The diff compares LF text; a file without CR is compared as it is (a
+                        // copy of a 50 MB file is 50 MB).
+                        let new_label = format!("b/{}", to.as_ref().map_or(&shown, |(_, s)| s));
+                        let (old_n, new_n) = (lf(&loaded.text), lf(&new_text));
+                        diff::unified_with(&old_n, &new_n, &format!("a/{shown}"), &new_label, shared.preview.clone())
+                    };
+                    let new_bytes = if loaded.format == kodik_core::text::TextFormat::default() {
+                        // Plain UTF-8 without BOM: the text is the bytes to write.
+                        drop(loaded);
+                        new_text.into_bytes()
+                    } else {
+                        files::encode_checked(&new_text, &loaded.format, &shown).map_err(wrap)?
+                    };
+                    match to {
+                        Some((to, to_shown)) => {
                             plan.touch(&path, &shown);
                             plan.touch(&to, &to_shown);
                             plan.states.insert(path.clone(), Planned { bytes: None });
@@ -466,13 +480,6 @@ impl Plan {
                             });
                         }
                         None => {
-                            let d = diff::unified_with(
-                                &old_n,
-                                &new_n,
-                                &format!("a/{shown}"),
-                                &format!("b/{shown}"),
-                                shared.preview.clone(),
-                            );
                             plan.touch(&path, &shown);
                             plan.states.insert(path.clone(), Planned { bytes: Some(new_bytes) });
                             plan.changes.push(FileChange {

@@ -23,14 +23,16 @@ use crate::Shared;
 /// Parses, checks and applies `input` with relative paths resolved against `base`.
 /// Returns the per-file report; on any failure no file has changed.
 pub(crate) fn run_patch(
-    input: &str,
+    input: String,
     base: &Path,
     ws: &Workspace,
     session: &Session,
     shared: &Shared,
 ) -> Result<Vec<FileChange>, ToolError> {
-    let patch = parse_patch(input).map_err(|e| ToolError::failed(format!("{e}. No file was changed.")))?;
-    let plan = apply::Plan::build(&patch, base, ws, shared)
+    let patch = parse_patch(&input).map_err(|e| ToolError::failed(format!("{e}. No file was changed.")))?;
+    // The parsed patch holds every line it needs: the text (maybe megabytes) can go.
+    drop(input);
+    let plan = apply::Plan::build(patch, base, ws, shared)
         .map_err(|e| ToolError::failed(format!("apply_patch failed; no file was changed. {e}")))?;
     plan.commit(session, shared)?;
     Ok(plan.changes)
@@ -103,10 +105,34 @@ impl ApplyPatchTool {
 
 async fn run_in(input: String, base: PathBuf, cx: &ToolContext, shared: Arc<Shared>) -> Result<ToolOutput, ToolError> {
     let (ws, session) = (cx.workspace.clone(), Arc::clone(&cx.session));
-    let changes = tokio::task::spawn_blocking(move || run_patch(&input, &base, &ws, &session, &shared))
+    let changes = tokio::task::spawn_blocking(move || run_patch(input, &base, &ws, &session, &shared))
         .await
         .map_err(|e| ToolError::failed(format!("the patch task failed: {e}")))??;
     Ok(report(&changes))
+}
+
+/// [`ApplyPatchArgs`] borrowed from the call's JSON (the checks before the call).
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ApplyPatchArgsRef<'a> {
+    input: &'a str,
+}
+
+/// The check before approval: the patch must parse.
+fn check_patch(input: &str) -> Result<(), ToolError> {
+    parse_patch(input).map(|_| ()).map_err(|e| ToolError::InvalidInput {
+        tool: "apply_patch".into(),
+        field: Some("input".into()),
+        message: e.to_string(),
+    })
+}
+
+impl crate::lean::RawResources for ApplyPatchTool {
+    fn raw_resources(&self, args: &serde_json::Value, ws: &Workspace) -> Vec<Resource> {
+        crate::lean::borrowed::<ApplyPatchArgsRef<'_>>(args)
+            .map(|a| patch_resources(a.input, ws.primary_root(), ws))
+            .unwrap_or_default()
+    }
 }
 
 #[async_trait]
@@ -121,12 +147,11 @@ impl TypedTool for ApplyPatchTool {
         patch_resources(&args.input, ws.primary_root(), ws)
     }
 
-    fn check(&self, args: &ApplyPatchArgs) -> Result<(), ToolError> {
-        parse_patch(&args.input).map(|_| ()).map_err(|e| ToolError::InvalidInput {
-            tool: "apply_patch".into(),
-            field: Some("input".into()),
-            message: e.to_string(),
-        })
+    fn validate_args(&self, args: &serde_json::Value) -> Result<(), ToolError> {
+        match crate::lean::borrowed::<ApplyPatchArgsRef<'_>>(args) {
+            Some(a) => check_patch(a.input),
+            None => check_patch(&kodik_core::parse_args::<ApplyPatchArgs>("apply_patch", args)?.input),
+        }
     }
 
     async fn run(&self, args: ApplyPatchArgs, cx: &ToolContext) -> Result<ToolOutput, ToolError> {

@@ -177,7 +177,11 @@ pub fn parse_patch(input: &str) -> Result<Patch, ParseError> {
         }
         if let Some(path) = header_path(t, ADD, line_no)? {
             i += 1;
-            let mut content = String::new();
+            // Sized up front: growing a 50 MB file's content by doubling would briefly hold
+            // it one and a half times over.
+            let size: usize =
+                lines[i..body_end].iter().map_while(|l| l.strip_prefix('+')).map(|rest| rest.len() + 1).sum();
+            let mut content = String::with_capacity(size);
             while i < body_end {
                 let l = lines[i];
                 if let Some(rest) = l.strip_prefix('+') {
