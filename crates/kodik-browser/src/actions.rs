@@ -1,0 +1,332 @@
+//! Page-level building blocks of the actions: evaluating the injected helper, locating targets,
+//! real mouse and keyboard input, waiting for the page to settle.
+
+use std::time::{Duration, Instant};
+
+use chromiumoxide::cdp::browser_protocol::input::{DispatchKeyEventParams, DispatchMouseEventParams};
+use chromiumoxide::cdp::browser_protocol::page::NavigateParams;
+use chromiumoxide::cdp::js_protocol::runtime::EvaluateParams;
+use kodik_core::CancellationToken;
+use kodik_schema::browser::Target;
+use serde_json::{Value, json};
+
+use crate::error::{BrowserError, cdp};
+use crate::session::Tab;
+
+/// The helper installed in each document (see page.js).
+pub(crate) const PAGE_JS: &str = include_str!("page.js");
+
+/// `s` cut to at most `max` characters, with a marker when cut.
+pub(crate) fn clip_chars(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => format!("{}… ({} more characters)", &s[..i], s[i..].chars().count()),
+        None => s.to_string(),
+    }
+}
+
+/// Evaluates `expression` in the tab's page and returns its JSON value. Stops early when a
+/// JavaScript dialog opens, since the page is frozen until it is answered.
+pub(crate) async fn eval(tab: &Tab, expression: &str) -> Result<Value, BrowserError> {
+    let params = EvaluateParams::builder()
+        .expression(expression)
+        .return_by_value(true)
+        .await_promise(true)
+        .user_gesture(false)
+        .build()
+        .map_err(|e| BrowserError::Other(format!("cannot build the evaluation: {e}")))?;
+    let run = tab.page.execute(params);
+    let mut dialog = tab.shared.dialog_opened.subscribe();
+    dialog.mark_unchanged();
+    if let Some(d) = tab.shared.lock().dialog.clone() {
+        return Err(dialog_error(tab, &d));
+    }
+    let res = tokio::select! {
+        r = run => r.map_err(cdp("evaluate in the page"))?,
+        _ = dialog.changed() => {
+            let d = tab.shared.lock().dialog.clone();
+            return Err(match d { Some(d) => dialog_error(tab, &d), None => BrowserError::Other("a dialog opened and closed".into()) });
+        }
+    };
+    if let Some(ex) = &res.result.exception_details {
+        let text = ex.exception.as_ref().and_then(|e| e.description.clone()).unwrap_or_else(|| ex.text.clone());
+        return Err(BrowserError::Other(format!("the page's script failed: {}", text.lines().next().unwrap_or(""))));
+    }
+    Ok(res.result.result.value.clone().unwrap_or(Value::Null))
+}
+
+pub(crate) fn dialog_error(tab: &Tab, d: &crate::session::Dialog) -> BrowserError {
+    BrowserError::DialogOpen {
+        kind: d.kind.clone(),
+        tab: tab.id.clone(),
+        message: d.message.clone(),
+        prompt: if d.kind == "prompt" { ", prompt_text: the answer" } else { "" },
+    }
+}
+
+/// Runs `body` (JavaScript with `K`, `el` and `args` in scope, returning a JSON-able value)
+/// against the element `target` names. Locator errors become the matching [`BrowserError`].
+pub(crate) async fn with_element(tab: &Tab, target: &Target, args: Value, body: &str) -> Result<Value, BrowserError> {
+    let t = json!({
+        "ref": target.reference, "role": target.role, "name": target.name, "label": target.label,
+        "placeholder": target.placeholder, "text": target.text, "test_id": target.test_id,
+        "href": target.href, "css": target.css, "frame": target.frame,
+    });
+    let script = format!(
+        "(async () => {{ const K = {PAGE_JS}; const args = {args}; const __r = K.locate({t}); \
+         if (__r.error) return {{ __error: __r.error, detail: __r.detail }}; const el = __r.el; {body} }})()"
+    );
+    let v = eval(tab, &script).await?;
+    if let Some(kind) = v.get("__error").and_then(Value::as_str) {
+        let detail = v.get("detail").and_then(Value::as_str).unwrap_or("").to_string();
+        return Err(match kind {
+            "stale" => BrowserError::StaleRef(detail),
+            "ambiguous" => BrowserError::Ambiguous(detail),
+            "none" | "frame" | "css" => BrowserError::NoMatch(detail),
+            _ => BrowserError::NotActionable(detail),
+        });
+    }
+    Ok(v)
+}
+
+/// Scrolls the element into view and returns its description and centre in viewport
+/// coordinates, refusing hidden, disabled (when `enabled`) or covered elements.
+pub(crate) async fn point_of(tab: &Tab, target: &Target, enabled: bool) -> Result<(String, f64, f64), BrowserError> {
+    let v = with_element(
+        tab,
+        target,
+        json!({ "enabled": enabled }),
+        r#"
+        const desc = K.describe(el);
+        el.scrollIntoView({ block: 'center', inline: 'center', behavior: 'instant' });
+        if (!K.visible(el)) return { __error: 'actionable', detail: desc + ' is not visible' };
+        if (args.enabled && K.disabled(el)) return { __error: 'actionable', detail: desc + ' is disabled' };
+        const b = K.box(el);
+        const x = b.x + b.width / 2, y = b.y + b.height / 2;
+        const r = el.getBoundingClientRect();
+        const root = el.getRootNode();
+        const hit = root.elementFromPoint ? root.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2) : null;
+        if (hit && hit !== el && !el.contains(hit) && !(hit.shadowRoot && hit.contains(el)) && !(el.labels && Array.from(el.labels).some((l) => l === hit || l.contains(hit))))
+          return { __error: 'actionable', detail: desc + ' is covered by ' + K.describe(hit) };
+        return { desc, x, y };
+        "#,
+    )
+    .await?;
+    let desc = v.get("desc").and_then(Value::as_str).unwrap_or("the element").to_string();
+    let x = v.get("x").and_then(Value::as_f64).unwrap_or(0.0);
+    let y = v.get("y").and_then(Value::as_f64).unwrap_or(0.0);
+    Ok((desc, x, y))
+}
+
+fn mouse_params(
+    kind: &str,
+    x: f64,
+    y: f64,
+    button: &str,
+    clicks: i64,
+    modifiers: i64,
+) -> Result<DispatchMouseEventParams, BrowserError> {
+    serde_json::from_value(json!({
+        "type": kind, "x": x, "y": y, "button": button, "clickCount": clicks, "modifiers": modifiers,
+        "buttons": if kind == "mousePressed" || (kind == "mouseMoved" && button != "none") { 1 } else { 0 },
+    }))
+    .map_err(|e| BrowserError::Other(format!("cannot build a mouse event: {e}")))
+}
+
+/// Sends one mouse event; a dialog that opens in its handler ends the wait (the page is frozen).
+pub(crate) async fn mouse(
+    tab: &Tab,
+    kind: &str,
+    x: f64,
+    y: f64,
+    button: &str,
+    clicks: i64,
+    modifiers: i64,
+) -> Result<(), BrowserError> {
+    let params = mouse_params(kind, x, y, button, clicks, modifiers)?;
+    let mut dialog = tab.shared.dialog_opened.subscribe();
+    dialog.mark_unchanged();
+    tokio::select! {
+        r = tab.page.execute(params) => { r.map_err(cdp("send a mouse event"))?; }
+        _ = dialog.changed() => {}
+    }
+    Ok(())
+}
+
+/// A real click (pressed and released) at a viewport point, so the page sees a user gesture.
+pub(crate) async fn click_at(
+    tab: &Tab,
+    x: f64,
+    y: f64,
+    button: &str,
+    clicks: i64,
+    modifiers: i64,
+) -> Result<(), BrowserError> {
+    mouse(tab, "mouseMoved", x, y, "none", 0, modifiers).await?;
+    for n in 1..=clicks {
+        mouse(tab, "mousePressed", x, y, button, n, modifiers).await?;
+        if tab.shared.lock().dialog.is_some() {
+            return Ok(());
+        }
+        mouse(tab, "mouseReleased", x, y, button, n, modifiers).await?;
+        if tab.shared.lock().dialog.is_some() {
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
+/// Modifier bits of CDP input events.
+pub(crate) fn modifier_bit(name: &str) -> Option<i64> {
+    match name.to_ascii_lowercase().as_str() {
+        "alt" | "option" => Some(1),
+        "control" | "ctrl" => Some(2),
+        "meta" | "command" | "cmd" | "controlormeta" => Some(4),
+        "shift" => Some(8),
+        _ => None,
+    }
+}
+
+/// Presses a key or combination such as `Enter` or `Control+A` in the focused element.
+pub(crate) async fn press(tab: &Tab, combo: &str) -> Result<(), BrowserError> {
+    // `+` alone or at the end (`Control++`) is the plus key.
+    let mut parts: Vec<&str> = combo.split('+').collect();
+    if combo.ends_with("++") || combo == "+" {
+        parts.retain(|p| !p.is_empty());
+        parts.push("+");
+    }
+    let (key, mods) = parts.split_last().ok_or_else(|| BrowserError::Other("empty key".into()))?;
+    let mut modifiers = 0;
+    for m in mods {
+        modifiers |= modifier_bit(m).ok_or_else(|| {
+            BrowserError::NotActionable(format!(
+                "`{m}` in `{combo}` is not a modifier; use Control, Alt, Shift or Meta joined with +"
+            ))
+        })?;
+    }
+    let key = match key.to_ascii_lowercase().as_str() {
+        "esc" => "Escape",
+        "space" => " ",
+        "return" => "Enter",
+        "up" => "ArrowUp",
+        "down" => "ArrowDown",
+        "left" => "ArrowLeft",
+        "right" => "ArrowRight",
+        "del" => "Delete",
+        _ => key,
+    };
+    let def = chromiumoxide::keys::USKEYBOARD_LAYOUT.iter().find(|d| d.key == key).ok_or_else(|| {
+        BrowserError::NotActionable(format!(
+            "unknown key `{key}`; use names like Enter, Tab, Escape, Backspace, ArrowDown, a, A, 1"
+        ))
+    })?;
+    let text = if modifiers & (1 | 2 | 4) != 0 {
+        None
+    } else if def.key == "Enter" {
+        Some("\r".to_string())
+    } else {
+        def.text.map(str::to_string).or_else(|| (def.key.chars().count() == 1).then(|| def.key.to_string()))
+    };
+    // Editing shortcuts are browser commands: a synthetic Control+A types nothing on Linux.
+    let command = if modifiers & 2 != 0 {
+        match def.key.to_ascii_lowercase().as_str() {
+            "a" => Some("selectAll"),
+            "c" => Some("copy"),
+            "x" => Some("cut"),
+            "v" => Some("paste"),
+            "z" => Some("undo"),
+            _ => None,
+        }
+    } else {
+        None
+    };
+    let down = json!({
+        "type": if text.is_some() { "keyDown" } else { "rawKeyDown" },
+        "key": def.key, "code": def.code, "windowsVirtualKeyCode": def.key_code, "nativeVirtualKeyCode": def.key_code,
+        "modifiers": modifiers, "text": text, "unmodifiedText": text,
+        "commands": command.map(|c| vec![c]).unwrap_or_default(),
+    });
+    let up = json!({
+        "type": "keyUp", "key": def.key, "code": def.code, "windowsVirtualKeyCode": def.key_code,
+        "nativeVirtualKeyCode": def.key_code, "modifiers": modifiers,
+    });
+    for ev in [down, up] {
+        let params: DispatchKeyEventParams =
+            serde_json::from_value(ev).map_err(|e| BrowserError::Other(format!("cannot build a key event: {e}")))?;
+        let mut dialog = tab.shared.dialog_opened.subscribe();
+        dialog.mark_unchanged();
+        tokio::select! {
+            r = tab.page.execute(params) => { r.map_err(cdp("press a key"))?; }
+            _ = dialog.changed() => { return Ok(()); }
+        }
+    }
+    Ok(())
+}
+
+/// Navigates the tab and waits (bounded) for the load event.
+pub(crate) async fn goto(tab: &Tab, url: &str, timeout: Duration) -> Result<(), BrowserError> {
+    let params = NavigateParams::new(url);
+    let res = tokio::time::timeout(timeout, tab.page.execute(params))
+        .await
+        .map_err(|_| BrowserError::Timeout { what: format!("{url} to start loading"), ms: timeout.as_millis() as u64 })?
+        .map_err(cdp(format!("navigate to {url}")))?;
+    if let Some(err) = &res.result.error_text {
+        return Err(BrowserError::Other(format!("{url} did not load: {err}")));
+    }
+    wait_load(tab, timeout).await
+}
+
+/// Waits until the document is fully loaded, bounded by `timeout`.
+pub(crate) async fn wait_load(tab: &Tab, timeout: Duration) -> Result<(), BrowserError> {
+    let start = Instant::now();
+    loop {
+        if tab.shared.lock().dialog.is_some() {
+            return Ok(());
+        }
+        // A navigation in progress destroys the context the check runs in; just ask again.
+        if let Ok(Value::String(s)) = eval(tab, "document.readyState").await
+            && s == "complete"
+        {
+            return Ok(());
+        }
+        if start.elapsed() >= timeout {
+            return Err(BrowserError::Timeout { what: "the page to load".into(), ms: timeout.as_millis() as u64 });
+        }
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    }
+}
+
+/// After an action: let the page run its handlers and finish a navigation the action started.
+pub(crate) async fn settle(tab: &Tab) {
+    let _ = tokio::time::timeout(
+        Duration::from_secs(2),
+        eval(tab, "new Promise((r) => requestAnimationFrame(() => setTimeout(r, 0)))"),
+    )
+    .await;
+    let _ = wait_load(tab, Duration::from_secs(10)).await;
+}
+
+/// Polls `check` every 50 ms until it yields `Some`, `timeout` passes, or `cancel` fires.
+pub(crate) async fn poll<T, F, Fut>(
+    what: &str,
+    timeout: Duration,
+    cancel: &CancellationToken,
+    mut check: F,
+) -> Result<T, BrowserError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<Option<T>, BrowserError>>,
+{
+    let start = Instant::now();
+    loop {
+        if let Some(v) = check().await? {
+            return Ok(v);
+        }
+        if start.elapsed() >= timeout {
+            return Err(BrowserError::Timeout { what: what.to_string(), ms: timeout.as_millis() as u64 });
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+            _ = cancel.cancelled() => return Err(BrowserError::Other(format!("cancelled while waiting for {what}"))),
+        }
+    }
+}

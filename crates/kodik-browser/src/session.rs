@@ -1,0 +1,701 @@
+//! [`BrowserSession`]: one conversation's browser — its process, tabs, and what they reported.
+
+use std::collections::{HashSet, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use chromiumoxide::cdp::browser_protocol::browser::{
+    BrowserContextId, DownloadProgressState, EventDownloadProgress, EventDownloadWillBegin, SetDownloadBehaviorParams,
+};
+use chromiumoxide::cdp::browser_protocol::network::{
+    EventLoadingFailed, EventLoadingFinished, EventRequestWillBeSent, EventResponseReceived,
+};
+use chromiumoxide::cdp::browser_protocol::page::{
+    AddScriptToEvaluateOnNewDocumentParams, EventJavascriptDialogOpening,
+};
+use chromiumoxide::cdp::browser_protocol::target::{
+    CreateBrowserContextParams, CreateTargetParams, EventTargetCrashed, EventTargetCreated, TargetId,
+};
+use chromiumoxide::cdp::js_protocol::runtime::{
+    CallFunctionOnParams, EventConsoleApiCalled, EventExceptionThrown, RemoteObject,
+};
+use chromiumoxide::{Browser, Page};
+use futures_util::StreamExt;
+use kodik_schema::browser::StorageMode;
+use serde_json::Value;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+
+use crate::credentials::CredentialStore;
+use crate::error::{BrowserError, cdp};
+use crate::launch::{self, Launched};
+
+/// How many console entries, page errors and failed requests a tab keeps (B3, B11).
+pub(crate) const BUFFER: usize = 500;
+
+/// Options of a [`BrowserSession`].
+#[derive(Debug, Clone)]
+pub struct BrowserOptions {
+    /// The Chromium binary; `None` looks for `CHROME`, then Debian's `chromium`.
+    pub executable: Option<PathBuf>,
+    /// Where the persistent `global` and `workspace` profiles live; `None` is
+    /// `$XDG_CACHE_HOME/kodik/browser` (or `~/.cache/kodik/browser`).
+    pub profile_root: Option<PathBuf>,
+    /// A key for the `workspace` profile, e.g. the workspace's root path.
+    pub workspace_key: Option<String>,
+    /// Untrusted workspaces get only ephemeral storage (B1).
+    pub trusted: bool,
+    /// Longest wait for Chromium to start.
+    pub launch_timeout: Duration,
+}
+
+impl Default for BrowserOptions {
+    fn default() -> Self {
+        Self {
+            executable: None,
+            profile_root: None,
+            workspace_key: None,
+            trusted: true,
+            launch_timeout: Duration::from_secs(20),
+        }
+    }
+}
+
+impl BrowserOptions {
+    fn profile_dir(&self, storage: StorageMode) -> Option<PathBuf> {
+        let root = self.profile_root.clone().or_else(|| {
+            std::env::var_os("XDG_CACHE_HOME")
+                .map(PathBuf::from)
+                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+                .map(|c| c.join("kodik").join("browser"))
+        })?;
+        match storage {
+            StorageMode::Global => Some(root.join("global")),
+            StorageMode::Workspace => {
+                let key = self.workspace_key.clone().unwrap_or_default();
+                Some(root.join(format!("workspace-{:016x}", fnv(key.as_bytes()))))
+            }
+            StorageMode::Ephemeral => None,
+        }
+    }
+}
+
+fn fnv(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3))
+}
+
+/// One console message.
+#[derive(Debug, Clone)]
+pub(crate) struct ConsoleEntry {
+    pub level: String,
+    pub text: String,
+}
+
+/// A JavaScript dialog waiting for an answer (B6).
+#[derive(Debug, Clone)]
+pub(crate) struct Dialog {
+    pub kind: String,
+    pub message: String,
+    pub default_prompt: String,
+}
+
+/// The latest screenshot of a tab, for coordinate targets (B3).
+#[derive(Debug, Clone)]
+pub(crate) struct Shot {
+    pub id: String,
+    pub width: f64,
+    pub height: f64,
+    pub url: String,
+}
+
+/// What a tab's event listeners collect.
+#[derive(Debug, Default)]
+pub(crate) struct TabData {
+    pub console: VecDeque<ConsoleEntry>,
+    pub console_seen: u64,
+    pub errors: VecDeque<String>,
+    pub failed: VecDeque<String>,
+    pub dialog: Option<Dialog>,
+    pub inflight: HashSet<String>,
+    pub requests: u64,
+    pub last_network: Option<Instant>,
+    pub crashed: bool,
+    pub next_ref: u64,
+    pub snapshot_taken: bool,
+    pub shot: Option<Shot>,
+    pub shots: u64,
+}
+
+pub(crate) struct TabShared {
+    pub data: Mutex<TabData>,
+    /// Bumped when a dialog opens, so a running action can stop waiting for the page.
+    pub dialog_opened: watch::Sender<u64>,
+}
+
+impl TabShared {
+    pub fn lock(&self) -> std::sync::MutexGuard<'_, TabData> {
+        // A panicking listener cannot leave the buffers half-written in a way that matters.
+        self.data.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// One tab of the session.
+pub(crate) struct Tab {
+    pub id: String,
+    pub page: Page,
+    pub opener: Option<String>,
+    pub shared: Arc<TabShared>,
+    pub context: Option<BrowserContextId>,
+    pub last_url: String,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Drop for Tab {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+/// A finished or running download (B8).
+#[derive(Debug, Clone)]
+pub(crate) struct Download {
+    pub guid: String,
+    pub name: String,
+    pub url: String,
+    pub bytes: u64,
+    pub state: &'static str,
+    pub path: Option<PathBuf>,
+    pub reported: bool,
+}
+
+/// A running browser process and its tabs.
+pub(crate) struct Running {
+    pub browser: Browser,
+    handler: JoinHandle<()>,
+    pub storage: StorageMode,
+    _profile: Option<tempfile::TempDir>,
+    pub profile_dir: PathBuf,
+    pub tabs: Vec<Tab>,
+    pub current: Option<String>,
+    next_tab: u32,
+    new_targets: mpsc::UnboundedReceiver<(TargetId, Option<TargetId>)>,
+    crashed: mpsc::UnboundedReceiver<TargetId>,
+    pub downloads: Arc<Mutex<Vec<Download>>>,
+    pub download_dir: tempfile::TempDir,
+    background: Vec<JoinHandle<()>>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        for t in &self.background {
+            t.abort();
+        }
+        self.handler.abort();
+    }
+}
+
+impl Running {
+    /// Whether the DevTools connection is still up.
+    pub fn alive(&mut self) -> bool {
+        if self.handler.is_finished() {
+            return false;
+        }
+        !matches!(self.browser.try_wait(), Ok(Some(_)))
+    }
+
+    pub fn tab(&self, id: Option<&str>) -> Result<&Tab, BrowserError> {
+        let id = match id.or(self.current.as_deref()) {
+            Some(id) => id,
+            None => return Err(BrowserError::NoOpenTab),
+        };
+        self.tabs
+            .iter()
+            .find(|t| t.id == id)
+            .ok_or_else(|| BrowserError::NoTab { id: id.to_string(), open: self.tab_ids() })
+    }
+
+    pub fn tab_mut(&mut self, id: &str) -> Option<&mut Tab> {
+        self.tabs.iter_mut().find(|t| t.id == id)
+    }
+
+    pub fn tab_ids(&self) -> String {
+        if self.tabs.is_empty() {
+            "none".into()
+        } else {
+            self.tabs.iter().map(|t| t.id.as_str()).collect::<Vec<_>>().join(", ")
+        }
+    }
+
+    /// Opens a new tab at `url` (ephemeral tabs get their own browser context).
+    pub async fn open_tab(&mut self, url: &str, ephemeral: bool) -> Result<String, BrowserError> {
+        let context = if ephemeral {
+            let created = self
+                .browser
+                .execute(CreateBrowserContextParams::default())
+                .await
+                .map_err(cdp("create an isolated browser context"))?;
+            let id = created.result.browser_context_id.clone();
+            self.allow_downloads(Some(id.clone())).await?;
+            Some(id)
+        } else {
+            None
+        };
+        let mut params = CreateTargetParams::new("about:blank");
+        params.browser_context_id = context.clone();
+        let page = self.browser.new_page(params).await.map_err(cdp("open a tab"))?;
+        let id = self.add_tab(page, None, context).await;
+        if url != "about:blank" {
+            let tab = self.tab(Some(&id))?;
+            crate::actions::goto(tab, url, Duration::from_secs(30)).await?;
+        }
+        self.current = Some(id.clone());
+        Ok(id)
+    }
+
+    async fn add_tab(&mut self, page: Page, opener: Option<String>, context: Option<BrowserContextId>) -> String {
+        self.next_tab += 1;
+        let id = format!("t{}", self.next_tab);
+        let (dialog_opened, _) = watch::channel(0u64);
+        let shared = Arc::new(TabShared { data: Mutex::new(TabData::default()), dialog_opened });
+        let tasks = listen(&page, &shared).await;
+        // Installed before any page script runs, so a window.open on load is seen too (B7).
+        let _ = page.execute(AddScriptToEvaluateOnNewDocumentParams::new(BLOCKED_POPUPS_JS)).await;
+        let last_url = page.url().await.ok().flatten().unwrap_or_default();
+        self.tabs.push(Tab { id: id.clone(), page, opener, shared, context, last_url, tasks });
+        id
+    }
+
+    /// New tabs the page opened (popups, `target=_blank`) since the last call, registered with
+    /// their opener; returns their ids.
+    pub async fn adopt_new_targets(&mut self) -> Vec<String> {
+        let mut added = Vec::new();
+        while let Ok((target, opener)) = self.new_targets.try_recv() {
+            if self.tabs.iter().any(|t| t.page.target_id() == &target) {
+                continue;
+            }
+            // The handler attaches to the new target on its own; give it a moment.
+            let mut page = None;
+            for _ in 0..40 {
+                if let Ok(p) = self.browser.get_page(target.clone()).await {
+                    page = Some(p);
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+            let Some(page) = page else { continue };
+            let opener_tab =
+                opener.and_then(|o| self.tabs.iter().find(|t| t.page.target_id() == &o).map(|t| t.id.clone()));
+            let context = opener_tab
+                .as_deref()
+                .and_then(|o| self.tabs.iter().find(|t| t.id == o))
+                .and_then(|t| t.context.clone());
+            let id = self.add_tab(page, opener_tab, context).await;
+            added.push(id);
+        }
+        while let Ok(target) = self.crashed.try_recv() {
+            if let Some(t) = self.tabs.iter().find(|t| t.page.target_id() == &target) {
+                t.shared.lock().crashed = true;
+            }
+        }
+        added
+    }
+
+    /// Downloads go to the session's own folder, with events (B8).
+    async fn allow_downloads(&self, context: Option<BrowserContextId>) -> Result<(), BrowserError> {
+        let mut params = SetDownloadBehaviorParams::new(
+            chromiumoxide::cdp::browser_protocol::browser::SetDownloadBehaviorBehavior::Allow,
+        );
+        params.browser_context_id = context;
+        params.download_path = Some(self.download_dir.path().display().to_string());
+        params.events_enabled = Some(true);
+        self.browser.execute(params).await.map_err(cdp("set the download folder"))?;
+        Ok(())
+    }
+
+    /// Closes the browser and waits (bounded) for its process to exit, killing it if it lingers.
+    pub async fn shutdown(mut self) {
+        self.tabs.clear();
+        let closed = tokio::time::timeout(Duration::from_secs(3), self.browser.close()).await;
+        if !matches!(closed, Ok(Ok(_))) {
+            let _ = self.browser.kill().await;
+        }
+        if tokio::time::timeout(Duration::from_secs(5), self.browser.wait()).await.is_err() {
+            let _ = self.browser.kill().await;
+            let _ = self.browser.wait().await;
+        }
+    }
+
+    /// The browser's process id.
+    pub fn pid(&mut self) -> Option<u32> {
+        self.browser.get_mut_child().and_then(|c| c.as_mut_inner().id())
+    }
+}
+
+/// A window opened without a user gesture comes back null from Chrome's popup blocker, with no
+/// DevTools event; this wrapper remembers it so the next result can say so.
+const BLOCKED_POPUPS_JS: &str = "(() => { const open = window.open; window.__kodikBlocked = []; \
+    window.open = function (...a) { const w = open.apply(this, a); if (!w) window.__kodikBlocked.push(String(a[0] ?? '')); return w; }; })()";
+
+/// Starts the listeners of one tab.
+async fn listen(page: &Page, shared: &Arc<TabShared>) -> Vec<JoinHandle<()>> {
+    let mut tasks = Vec::new();
+    if let Ok(mut s) = page.event_listener::<EventJavascriptDialogOpening>().await {
+        let shared = shared.clone();
+        tasks.push(tokio::spawn(async move {
+            while let Some(e) = s.next().await {
+                let kind = serde_json::to_value(&e.r#type)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_else(|| "dialog".into());
+                shared.lock().dialog = Some(Dialog {
+                    kind,
+                    message: e.message.clone(),
+                    default_prompt: e.default_prompt.clone().unwrap_or_default(),
+                });
+                shared.dialog_opened.send_modify(|n| *n += 1);
+            }
+        }));
+    }
+    if let Ok(mut s) = page.event_listener::<EventConsoleApiCalled>().await {
+        let shared = shared.clone();
+        let page = page.clone();
+        tasks.push(tokio::spawn(async move {
+            while let Some(e) = s.next().await {
+                let mut parts = Vec::new();
+                for arg in &e.args {
+                    parts.push(render_arg(&page, arg).await);
+                }
+                let level = serde_json::to_value(&e.r#type)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_else(|| "log".into());
+                let mut d = shared.lock();
+                d.console_seen += 1;
+                d.console.push_back(ConsoleEntry { level, text: parts.join(" ") });
+                while d.console.len() > BUFFER {
+                    d.console.pop_front();
+                }
+            }
+        }));
+    }
+    if let Ok(mut s) = page.event_listener::<EventExceptionThrown>().await {
+        let shared = shared.clone();
+        tasks.push(tokio::spawn(async move {
+            while let Some(e) = s.next().await {
+                let d = &e.exception_details;
+                let text = d.exception.as_ref().and_then(|x| x.description.clone()).unwrap_or_else(|| d.text.clone());
+                let at = d.url.clone().map(|u| format!(" at {u}:{}:{}", d.line_number + 1, d.column_number + 1));
+                let line = format!("{}{}", first_line(&text), at.unwrap_or_default());
+                let mut data = shared.lock();
+                data.console_seen += 1;
+                data.console.push_back(ConsoleEntry { level: "error".into(), text: format!("Uncaught {line}") });
+                data.errors.push_back(line);
+                while data.console.len() > BUFFER {
+                    data.console.pop_front();
+                }
+                while data.errors.len() > BUFFER {
+                    data.errors.pop_front();
+                }
+            }
+        }));
+    }
+    if let Ok(mut s) = page.event_listener::<EventRequestWillBeSent>().await {
+        let shared = shared.clone();
+        tasks.push(tokio::spawn(async move {
+            while let Some(e) = s.next().await {
+                let mut d = shared.lock();
+                d.inflight.insert(e.request_id.inner().clone());
+                d.requests += 1;
+                d.last_network = Some(Instant::now());
+            }
+        }));
+    }
+    if let Ok(mut s) = page.event_listener::<EventLoadingFinished>().await {
+        let shared = shared.clone();
+        tasks.push(tokio::spawn(async move {
+            while let Some(e) = s.next().await {
+                let mut d = shared.lock();
+                d.inflight.remove(e.request_id.inner());
+                d.last_network = Some(Instant::now());
+            }
+        }));
+    }
+    if let Ok(mut s) = page.event_listener::<EventLoadingFailed>().await {
+        let shared = shared.clone();
+        tasks.push(tokio::spawn(async move {
+            while let Some(e) = s.next().await {
+                let mut d = shared.lock();
+                d.inflight.remove(e.request_id.inner());
+                d.last_network = Some(Instant::now());
+                if e.canceled != Some(true) {
+                    d.failed.push_back(format!("{} ({})", e.request_id.inner(), e.error_text));
+                    while d.failed.len() > BUFFER {
+                        d.failed.pop_front();
+                    }
+                }
+            }
+        }));
+    }
+    if let Ok(mut s) = page.event_listener::<EventResponseReceived>().await {
+        let shared = shared.clone();
+        tasks.push(tokio::spawn(async move {
+            while let Some(e) = s.next().await {
+                if e.response.status >= 400 {
+                    let mut d = shared.lock();
+                    d.failed.push_back(format!("{} {} {}", e.response.status, e.response.status_text, e.response.url));
+                    while d.failed.len() > BUFFER {
+                        d.failed.pop_front();
+                    }
+                }
+            }
+        }));
+    }
+    tasks
+}
+
+fn first_line(s: &str) -> &str {
+    s.lines().next().unwrap_or("")
+}
+
+/// A console argument as text: primitives as they are, objects as JSON (Chrome only says
+/// "Object" otherwise).
+async fn render_arg(page: &Page, arg: &RemoteObject) -> String {
+    if let Some(v) = &arg.value {
+        return match v {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+    }
+    if let Some(id) = &arg.object_id {
+        let call = CallFunctionOnParams::builder()
+            .function_declaration(
+                "function(){try{const s=JSON.stringify(this);if(s!==undefined&&s!=='{}')return s}catch(e){}return String(this)}",
+            )
+            .object_id(id.clone())
+            .return_by_value(true)
+            .build();
+        if let Ok(call) = call
+            && let Ok(Ok(r)) = tokio::time::timeout(Duration::from_millis(500), page.execute(call)).await
+            && let Some(Value::String(s)) = &r.result.result.value
+        {
+            return crate::actions::clip_chars(s, 2000);
+        }
+    }
+    arg.description.clone().or_else(|| arg.unserializable_value.as_ref().map(|u| u.inner().clone())).unwrap_or_default()
+}
+
+/// One entry of the audit trail (B11).
+#[derive(Debug, Clone)]
+pub(crate) struct Activity {
+    pub at: std::time::SystemTime,
+    pub tab: Option<String>,
+    pub line: String,
+    pub ok: bool,
+}
+
+/// One conversation's browser: started on first use, owning its tabs, closed with
+/// [`shutdown`](Self::shutdown) (or killed when dropped).
+pub struct BrowserSession {
+    pub(crate) options: BrowserOptions,
+    pub(crate) running: tokio::sync::Mutex<Option<Running>>,
+    pub(crate) activity: Mutex<VecDeque<Activity>>,
+    pub(crate) credentials: CredentialStore,
+    pub(crate) preview: tokio::sync::Mutex<Option<crate::preview::Preview>>,
+    pub(crate) executable: Mutex<Option<PathBuf>>,
+}
+
+impl std::fmt::Debug for BrowserSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BrowserSession").field("options", &self.options).finish_non_exhaustive()
+    }
+}
+
+impl BrowserSession {
+    /// A session that starts Chromium on its first action.
+    pub fn new(options: BrowserOptions) -> Self {
+        Self {
+            options,
+            running: tokio::sync::Mutex::new(None),
+            activity: Mutex::new(VecDeque::new()),
+            credentials: CredentialStore::default(),
+            preview: tokio::sync::Mutex::new(None),
+            executable: Mutex::new(None),
+        }
+    }
+
+    /// The host-side credential store (B10): add logins here; the model only sees labels and ids.
+    pub fn credentials(&self) -> &CredentialStore {
+        &self.credentials
+    }
+
+    /// Whether Chromium is running for this session.
+    pub async fn is_running(&self) -> bool {
+        self.running.lock().await.is_some()
+    }
+
+    /// The profile folder the running browser uses (`--user-data-dir`).
+    pub async fn profile_dir(&self) -> Option<PathBuf> {
+        self.running.lock().await.as_ref().map(|r| r.profile_dir.clone())
+    }
+
+    /// The browser's process id, when it runs.
+    pub async fn browser_pid(&self) -> Option<u32> {
+        self.running.lock().await.as_mut().and_then(Running::pid)
+    }
+
+    /// Closes every tab, stops the preview server and ends the browser process (bounded; the
+    /// process is killed if it does not exit).
+    pub async fn shutdown(&self) {
+        if let Some(p) = self.preview.lock().await.take() {
+            p.stop().await;
+        }
+        if let Some(r) = self.running.lock().await.take() {
+            r.shutdown().await;
+        }
+    }
+
+    /// Starts the browser for `storage` if it is not running.
+    pub(crate) async fn ensure_running<'a>(
+        &self,
+        guard: &'a mut Option<Running>,
+        storage: StorageMode,
+    ) -> Result<&'a mut Running, BrowserError> {
+        if let Some(r) = guard.as_mut()
+            && !r.alive()
+        {
+            *guard = None;
+        }
+        if guard.is_none() {
+            *guard = Some(self.start(storage).await?);
+        }
+        guard.as_mut().ok_or(BrowserError::NoOpenTab)
+    }
+
+    fn chromium(&self) -> Result<PathBuf, BrowserError> {
+        let mut cached = self.executable.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(p) = cached.as_ref() {
+            return Ok(p.clone());
+        }
+        let p = launch::find_chromium(self.options.executable.as_deref())?;
+        *cached = Some(p.clone());
+        Ok(p)
+    }
+
+    async fn start(&self, storage: StorageMode) -> Result<Running, BrowserError> {
+        let executable = self.chromium()?;
+        let storage = if self.options.trusted { storage } else { StorageMode::Ephemeral };
+        let (temp, dir) = match self.options.profile_dir(storage) {
+            Some(dir) => {
+                std::fs::create_dir_all(&dir).map_err(|e| {
+                    BrowserError::Other(format!("cannot create the browser profile folder {}: {e}", dir.display()))
+                })?;
+                (None, dir)
+            }
+            None => {
+                let t = tempfile::Builder::new()
+                    .prefix("kodik-browser-profile-")
+                    .tempdir()
+                    .map_err(|e| BrowserError::Other(format!("cannot create a temporary browser profile: {e}")))?;
+                let d = t.path().to_path_buf();
+                (Some(t), d)
+            }
+        };
+        let download_dir = tempfile::Builder::new()
+            .prefix("kodik-browser-downloads-")
+            .tempdir()
+            .map_err(|e| BrowserError::Other(format!("cannot create the download folder: {e}")))?;
+        let Launched { browser, handler } = launch::launch(&executable, &dir, self.options.launch_timeout).await?;
+        let (tx, new_targets) = mpsc::unbounded_channel();
+        let (crash_tx, crashed) = mpsc::unbounded_channel();
+        let downloads = Arc::new(Mutex::new(Vec::new()));
+        let mut background = Vec::new();
+        if let Ok(mut s) = browser.event_listener::<EventTargetCreated>().await {
+            background.push(tokio::spawn(async move {
+                while let Some(e) = s.next().await {
+                    if e.target_info.r#type == "page" {
+                        let _ = tx.send((e.target_info.target_id.clone(), e.target_info.opener_id.clone()));
+                    }
+                }
+            }));
+        }
+        if let Ok(mut s) = browser.event_listener::<EventTargetCrashed>().await {
+            background.push(tokio::spawn(async move {
+                while let Some(e) = s.next().await {
+                    let _ = crash_tx.send(e.target_id.clone());
+                }
+            }));
+        }
+        if let Ok(mut s) = browser.event_listener::<EventDownloadWillBegin>().await {
+            let downloads = downloads.clone();
+            background.push(tokio::spawn(async move {
+                while let Some(e) = s.next().await {
+                    let mut d = downloads.lock().unwrap_or_else(|p| p.into_inner());
+                    d.push(Download {
+                        guid: e.guid.clone(),
+                        name: e.suggested_filename.clone(),
+                        url: e.url.clone(),
+                        bytes: 0,
+                        state: "in progress",
+                        path: None,
+                        reported: false,
+                    });
+                }
+            }));
+        }
+        if let Ok(mut s) = browser.event_listener::<EventDownloadProgress>().await {
+            let downloads = downloads.clone();
+            let folder = download_dir.path().to_path_buf();
+            background.push(tokio::spawn(async move {
+                while let Some(e) = s.next().await {
+                    let mut d = downloads.lock().unwrap_or_else(|p| p.into_inner());
+                    if let Some(entry) = d.iter_mut().find(|x| x.guid == e.guid) {
+                        entry.bytes = e.received_bytes.max(0.0) as u64;
+                        match e.state {
+                            DownloadProgressState::Completed => {
+                                entry.state = "completed";
+                                entry.path = Some(
+                                    e.file_path.clone().map(PathBuf::from).unwrap_or_else(|| folder.join(&entry.name)),
+                                );
+                            }
+                            DownloadProgressState::Canceled => entry.state = "canceled",
+                            DownloadProgressState::InProgress => {}
+                        }
+                    }
+                }
+            }));
+        }
+        let running = Running {
+            browser,
+            handler,
+            storage,
+            _profile: temp,
+            profile_dir: dir,
+            tabs: Vec::new(),
+            current: None,
+            next_tab: 0,
+            new_targets,
+            crashed,
+            downloads,
+            download_dir,
+            background,
+        };
+        running.allow_downloads(None).await?;
+        Ok(running)
+    }
+
+    pub(crate) fn record(&self, tab: Option<&str>, line: String, ok: bool) {
+        let mut a = self.activity.lock().unwrap_or_else(|p| p.into_inner());
+        a.push_back(Activity { at: std::time::SystemTime::now(), tab: tab.map(str::to_string), line, ok });
+        while a.len() > 1000 {
+            a.pop_front();
+        }
+    }
+}
+
+/// The folder a download path is shown relative to.
+pub(crate) fn display_path(p: &Path) -> String {
+    p.display().to_string()
+}

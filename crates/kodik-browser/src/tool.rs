@@ -1,0 +1,1469 @@
+//! The `browser` tool: one action per call, run against the conversation's [`BrowserSession`].
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use base64::Engine as _;
+use chromiumoxide::cdp::browser_protocol::dom::SetFileInputFilesParams;
+use chromiumoxide::cdp::browser_protocol::emulation::SetDeviceMetricsOverrideParams;
+use chromiumoxide::cdp::browser_protocol::page::{
+    CaptureScreenshotFormat, CaptureScreenshotParams, HandleJavaScriptDialogParams, Viewport,
+};
+use chromiumoxide::cdp::browser_protocol::target::CloseTargetParams;
+use chromiumoxide::cdp::js_protocol::runtime::EvaluateParams;
+use kodik_core::{Content, ToolContext, ToolError, ToolOutput, ToolSpec, TypedTool};
+use kodik_schema::browser::{
+    BrowserAction, BrowserArgs, ElementState, ScrollDirection, StorageMode, Target, WaitCondition,
+};
+use serde_json::{Value, json};
+
+use crate::actions::{self, clip_chars, eval, with_element};
+use crate::error::{BrowserError, cdp};
+use crate::session::{BrowserSession, Running, Shot, Tab};
+
+/// The `browser` tool over one [`BrowserSession`] (one per conversation).
+pub struct BrowserTool {
+    spec: ToolSpec,
+    session: Arc<BrowserSession>,
+}
+
+impl std::fmt::Debug for BrowserTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BrowserTool").finish_non_exhaustive()
+    }
+}
+
+impl BrowserTool {
+    /// The tool over `session`.
+    pub fn new(session: Arc<BrowserSession>) -> Self {
+        Self { spec: kodik_schema::spec::<BrowserArgs>(), session }
+    }
+
+    /// The session it drives (for the host: credentials, shutdown).
+    pub fn session(&self) -> &Arc<BrowserSession> {
+        &self.session
+    }
+}
+
+#[async_trait]
+impl TypedTool for BrowserTool {
+    type Args = BrowserArgs;
+
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn check(&self, args: &BrowserArgs) -> Result<(), ToolError> {
+        args.check()
+    }
+
+    async fn run(&self, args: BrowserArgs, cx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let action = args.action;
+        let summary = activity_line(&args);
+        let result = self.session.act(args, cx).await;
+        let tab = self.session.current_tab().await;
+        self.session.record(tab.as_deref(), summary, result.is_ok());
+        let mut out = result.map_err(ToolError::from)?;
+        // Belt and braces for B10: no saved secret may leave in a result.
+        let secrets = self.session.credentials.secrets();
+        if !secrets.is_empty() {
+            for c in &mut out.content {
+                if let Content::Text { text } = c {
+                    for s in &secrets {
+                        if text.contains(s.as_str()) {
+                            *text = text.replace(s.as_str(), "[redacted]");
+                        }
+                    }
+                }
+            }
+        }
+        let _ = action;
+        Ok(out)
+    }
+}
+
+/// The audit line of a call: the action and its target, typed values shown only by length (B11).
+fn activity_line(a: &BrowserArgs) -> String {
+    let mut s = a.action.as_str().to_string();
+    if let Some(u) = &a.url {
+        let _ = write!(s, " url={u}");
+    }
+    if let Some(t) = &a.target {
+        let _ = write!(s, " target={}", target_text(t));
+    }
+    if let Some(v) = &a.value {
+        let _ = write!(s, " value=[{} characters, redacted]", v.chars().count());
+    }
+    if let Some(k) = &a.key {
+        let _ = write!(s, " key={k}");
+    }
+    if let Some(c) = &a.credential_id {
+        let _ = write!(s, " credential={c}");
+    }
+    if a.prompt_text.is_some() {
+        s.push_str(" prompt_text=[redacted]");
+    }
+    if a.text.is_some() && a.action == BrowserAction::WriteClipboard {
+        s.push_str(" text=[redacted]");
+    } else if let Some(t) = &a.text {
+        let _ = write!(s, " text={t:?}");
+    }
+    s
+}
+
+fn target_text(t: &Target) -> String {
+    let mut parts = Vec::new();
+    let mut add = |k: &str, v: &Option<String>| {
+        if let Some(v) = v {
+            parts.push(format!("{k}={v:?}"));
+        }
+    };
+    add("ref", &t.reference);
+    add("role", &t.role);
+    add("name", &t.name);
+    add("label", &t.label);
+    add("placeholder", &t.placeholder);
+    add("text", &t.text);
+    add("test_id", &t.test_id);
+    add("href", &t.href);
+    add("css", &t.css);
+    add("frame", &t.frame);
+    if let (Some(x), Some(y)) = (t.x, t.y) {
+        parts.push(format!("x={x} y={y}"));
+    }
+    parts.join(" ")
+}
+
+/// What an action reports besides its own message.
+struct Report {
+    lines: Vec<String>,
+    meta: serde_json::Map<String, Value>,
+    image: Option<Vec<u8>>,
+}
+
+impl Report {
+    fn new(first: impl Into<String>) -> Self {
+        Self { lines: vec![first.into()], meta: serde_json::Map::new(), image: None }
+    }
+    fn line(&mut self, l: impl Into<String>) {
+        self.lines.push(l.into());
+    }
+    fn into_output(self) -> ToolOutput {
+        let mut content = vec![Content::text(self.lines.join("\n"))];
+        if let Some(png) = &self.image {
+            content.push(Content::image(png, "image/png"));
+        }
+        let mut out = ToolOutput::text("");
+        out.content = content;
+        out.with_meta(Value::Object(self.meta))
+    }
+}
+
+/// Where a page was before an action, to say what changed after it.
+struct Before {
+    url: String,
+    title: String,
+    console_seen: u64,
+    tabs: usize,
+    downloads: usize,
+}
+
+const DEFAULT_WAIT: Duration = Duration::from_secs(10);
+
+fn timeout_of(args: &BrowserArgs, default: Duration) -> Duration {
+    args.timeout.map(Duration::from_millis).unwrap_or(default)
+}
+
+impl BrowserSession {
+    pub(crate) async fn current_tab(&self) -> Option<String> {
+        self.running.lock().await.as_ref().and_then(|r| r.current.clone())
+    }
+
+    /// Runs one action.
+    pub(crate) async fn act(&self, args: BrowserArgs, cx: &ToolContext) -> Result<ToolOutput, BrowserError> {
+        use BrowserAction as A;
+        match args.action {
+            A::Activity => return Ok(self.activity_report(args.limit)),
+            A::ListCredentials | A::ReadClipboard | A::WriteClipboard => {}
+            _ => {}
+        }
+        if args.action == A::ClosePreview {
+            let preview = self.preview.lock().await.take();
+            let Some(p) = preview else { return Err(BrowserError::Other("no preview is open".into())) };
+            let tab = p.tab.clone();
+            p.stop().await;
+            let mut guard = self.running.lock().await;
+            if let Some(r) = guard.as_mut()
+                && r.tabs.iter().any(|t| t.id == tab)
+            {
+                close_tab(r, &tab).await?;
+            }
+            return Ok(Report::new(format!("Closed the preview (tab {tab}) and stopped its dev server.")).into_output());
+        }
+        let mut guard = self.running.lock().await;
+        let storage = args.storage.unwrap_or(StorageMode::Global);
+        // B9: a browser that died (or whose connection dropped) is restarted once, and its tabs
+        // reopened at their last URLs.
+        let mut restored = None;
+        if let Some(r) = guard.as_mut()
+            && !r.alive()
+        {
+            let urls: Vec<String> = r.tabs.iter().map(|t| t.last_url.clone()).collect();
+            let old_storage = r.storage;
+            *guard = None;
+            let r = tokio::time::timeout(Duration::from_secs(30), self.ensure_running(&mut guard, old_storage))
+                .await
+                .map_err(|_| BrowserError::Other("the browser died and did not restart within 30 s".into()))??;
+            let mut reopened = Vec::new();
+            for u in urls {
+                let url = if u.is_empty() { "about:blank".to_string() } else { u };
+                if let Ok(id) = r.open_tab(&url, old_storage == StorageMode::Ephemeral).await {
+                    reopened.push(format!("{id} at {url}"));
+                }
+            }
+            restored = Some(format!(
+                "The browser had stopped; it was restarted and its tabs restored ({}). Refs from earlier snapshots are gone.",
+                if reopened.is_empty() { "none were open".to_string() } else { reopened.join(", ") }
+            ));
+        }
+        if args.action == A::ClearStorage {
+            return self.clear_storage(guard.as_mut(), storage).await;
+        }
+        let r = match args.action {
+            A::Open | A::Preview => self.ensure_running(&mut guard, storage).await?,
+            _ => match guard.as_mut() {
+                Some(r) => r,
+                None if args.action == A::ListTabs => {
+                    return Ok(Report::new("No tabs are open (the browser starts with `open`).").into_output());
+                }
+                None => return Err(BrowserError::NoOpenTab),
+            },
+        };
+        if args.action == A::Open
+            && let Some(asked) = args.storage
+            && asked != StorageMode::Ephemeral
+            && asked != r.storage
+            && self.options.trusted
+        {
+            return Err(BrowserError::Other(format!(
+                "this session's browser runs on the {:?} profile; a {:?} tab needs a new session (or use storage: ephemeral)",
+                r.storage, asked
+            )));
+        }
+        // A crashed renderer is reloaded at its last URL (B9).
+        let mut crash_note = None;
+        r.adopt_new_targets().await;
+        if let Some(id) = r.current.clone()
+            && let Some(tab) = r.tabs.iter().find(|t| t.id == id)
+            && tab.shared.lock().crashed
+            && !matches!(args.action, A::ListTabs | A::CloseTab | A::Console | A::Diagnostics)
+        {
+            let url = tab.last_url.clone();
+            let _ = tab.page.reload().await;
+            tab.shared.lock().crashed = false;
+            let reloaded = actions::wait_load(tab, Duration::from_secs(10)).await.is_ok();
+            crash_note = Some(if reloaded {
+                format!("The page of tab {id} had crashed; it was reloaded at {url}. Take a new snapshot.")
+            } else {
+                format!("The page of tab {id} had crashed and did not reload; navigate again.")
+            });
+        }
+        let mut out = self.dispatch(r, &args, cx).await;
+        if let Ok(out) = out.as_mut() {
+            for note in [restored, crash_note].into_iter().flatten() {
+                if let Some(Content::Text { text }) = out.content.first_mut() {
+                    *text = format!("{note}\n{text}");
+                }
+            }
+        }
+        out
+    }
+
+    async fn dispatch(
+        &self,
+        r: &mut Running,
+        args: &BrowserArgs,
+        cx: &ToolContext,
+    ) -> Result<ToolOutput, BrowserError> {
+        use BrowserAction as A;
+        // While a dialog is open the page is frozen: only these go ahead (B6).
+        if let Ok(tab) = r.tab(None) {
+            let dialog = tab.shared.lock().dialog.clone();
+            if let Some(d) = dialog
+                && !matches!(
+                    args.action,
+                    A::HandleDialog
+                        | A::ListTabs
+                        | A::SelectTab
+                        | A::Open
+                        | A::CloseTab
+                        | A::Navigate
+                        | A::Console
+                        | A::ClearConsole
+                        | A::Diagnostics
+                        | A::Wait
+                        | A::ListCredentials
+                )
+            {
+                return Err(actions::dialog_error(tab, &d));
+            }
+        }
+        match args.action {
+            A::ListTabs => Ok(list_tabs(r).await.into_output()),
+            A::SelectTab => {
+                let id = args.tab_id.clone().unwrap_or_default();
+                r.tab(Some(&id))?;
+                r.current = Some(id.clone());
+                let tab = r.tab(None)?;
+                let _ = tab.page.bring_to_front().await;
+                let url = tab.page.url().await.ok().flatten().unwrap_or_default();
+                Ok(Report::new(format!("Tab {id} is now current ({url}).")).into_output())
+            }
+            A::Open => {
+                let url = args.url.clone().unwrap_or_default();
+                let ephemeral = args.storage == Some(StorageMode::Ephemeral) || !self.options.trusted;
+                let id = r.open_tab(&url, ephemeral).await?;
+                let tab = r.tab(Some(&id))?;
+                let mut rep = Report::new(format!("Opened tab {id}."));
+                rep.meta.insert("tab_id".into(), json!(id));
+                self.page_state(tab, &mut rep, true).await;
+                Ok(rep.into_output())
+            }
+            A::CloseTab => {
+                let id = match &args.tab_id {
+                    Some(id) => id.clone(),
+                    None => r.current.clone().ok_or(BrowserError::NoOpenTab)?,
+                };
+                r.tab(Some(&id))?;
+                close_tab(r, &id).await?;
+                Ok(Report::new(format!(
+                    "Closed tab {id}.{}",
+                    r.current.as_ref().map(|c| format!(" Current tab: {c}.")).unwrap_or_default()
+                ))
+                .into_output())
+            }
+            A::Preview => self.preview(r, args, cx).await,
+            A::Navigate | A::Reload | A::Back | A::Forward => self.navigate(r, args).await,
+            A::Resize => {
+                let (w, h) = match (args.breakpoint, args.width, args.height) {
+                    (Some(b), _, _) => b.size(),
+                    (None, Some(w), Some(h)) => (w, h),
+                    _ => return Err(BrowserError::Other("resize needs breakpoint or width and height".into())),
+                };
+                let tab = r.tab(None)?;
+                let mobile = w < 500;
+                let params = SetDeviceMetricsOverrideParams::new(i64::from(w), i64::from(h), 1.0, mobile);
+                tab.page.execute(params).await.map_err(cdp("resize the viewport"))?;
+                tab.shared.lock().shot = None;
+                let mut rep = Report::new(format!("Viewport of tab {} is now {w}×{h}.", tab.id));
+                rep.meta.insert("width".into(), json!(w));
+                rep.meta.insert("height".into(), json!(h));
+                Ok(rep.into_output())
+            }
+            A::Screenshot => self.screenshot(r.tab(None)?, args).await,
+            A::Snapshot => {
+                let tab = r.tab(None)?;
+                let mut rep = Report::new(String::new());
+                rep.lines.clear();
+                self.page_state(tab, &mut rep, true).await;
+                Ok(rep.into_output())
+            }
+            A::Inspect => inspect(r.tab(None)?, target(args)?).await,
+            A::Console => {
+                let tab = r.tab(None)?;
+                let limit = args.limit.unwrap_or(50) as usize;
+                let d = tab.shared.lock();
+                let n = d.console.len();
+                let mut rep = Report::new(format!(
+                    "Console of tab {} ({} entries kept{}):",
+                    tab.id,
+                    n,
+                    if n > limit { format!(", the latest {limit} shown") } else { String::new() }
+                ));
+                for e in d.console.iter().skip(n.saturating_sub(limit)) {
+                    rep.line(format!("[{}] {}", e.level, clip_chars(&e.text, 2000)));
+                }
+                Ok(rep.into_output())
+            }
+            A::ClearConsole => {
+                let tab = r.tab(None)?;
+                tab.shared.lock().console.clear();
+                Ok(Report::new(format!("Cleared the console of tab {}.", tab.id)).into_output())
+            }
+            A::Diagnostics => diagnostics(r, args.limit.unwrap_or(20) as usize).await,
+            A::Activity => Ok(self.activity_report(args.limit)),
+            A::Click | A::Hover | A::Fill | A::Press | A::Select | A::Check | A::Drag | A::Scroll => {
+                self.interact(r, args).await
+            }
+            A::Upload => self.upload(r, args, cx).await,
+            A::Wait => self.wait(r, args, cx).await,
+            A::HandleDialog => self.handle_dialog(r, args).await,
+            A::ListCredentials => {
+                let tab = r.tab(None)?;
+                let origin = origin_of(tab).await?;
+                let creds = self.credentials.for_origin(&origin);
+                let mut rep = Report::new(if creds.is_empty() {
+                    format!("No saved credentials for {origin}.")
+                } else {
+                    format!("Saved credentials for {origin}:")
+                });
+                for c in creds {
+                    rep.line(format!("- {} (credential_id: {})", c.label(), c.id()));
+                }
+                Ok(rep.into_output())
+            }
+            A::FillCredential => self.fill_credential(r, args).await,
+            A::ReadClipboard | A::WriteClipboard => Err(BrowserError::NotImplemented(args.action.as_str().into())),
+            A::Eval => self.eval_action(r, args).await,
+            A::ClosePreview | A::ClearStorage => Err(BrowserError::Other("handled above".into())),
+        }
+    }
+
+    fn activity_report(&self, limit: Option<u32>) -> ToolOutput {
+        let a = self.activity.lock().unwrap_or_else(|p| p.into_inner());
+        let limit = limit.unwrap_or(50) as usize;
+        let mut rep = Report::new(format!("Browser activity ({} actions):", a.len()));
+        for e in a.iter().skip(a.len().saturating_sub(limit)) {
+            let secs = e.at.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+            rep.line(format!(
+                "{:02}:{:02}:{:02} {}{} {}",
+                (secs / 3600) % 24,
+                (secs / 60) % 60,
+                secs % 60,
+                e.tab.as_deref().map(|t| format!("[{t}] ")).unwrap_or_default(),
+                e.line,
+                if e.ok { "ok" } else { "failed" }
+            ));
+        }
+        rep.into_output()
+    }
+
+    async fn clear_storage(&self, r: Option<&mut Running>, storage: StorageMode) -> Result<ToolOutput, BrowserError> {
+        match r {
+            Some(r) if r.storage == storage => {
+                let tab_pages: Vec<_> = r.tabs.iter().filter(|t| t.context.is_none()).map(|t| t.page.clone()).collect();
+                r.browser.clear_cookies().await.map_err(cdp("clear cookies"))?;
+                for p in tab_pages {
+                    let _ = p
+                        .evaluate("(() => { try { localStorage.clear(); sessionStorage.clear(); } catch (e) {} })()")
+                        .await;
+                }
+                Ok(Report::new(format!("Cleared cookies and site storage of the {storage:?} profile.")).into_output())
+            }
+            Some(r) => Err(BrowserError::Other(format!(
+                "the running browser uses the {:?} profile; clear {:?} storage when no browser runs on it",
+                r.storage, storage
+            ))),
+            None => match self.options_profile(storage) {
+                Some(dir) => {
+                    if dir.exists() {
+                        std::fs::remove_dir_all(&dir)
+                            .map_err(|e| BrowserError::Other(format!("cannot clear {}: {e}", dir.display())))?;
+                    }
+                    Ok(Report::new(format!("Cleared the {storage:?} browser profile.")).into_output())
+                }
+                None => Err(BrowserError::Other("no persistent profile folder is configured".into())),
+            },
+        }
+    }
+
+    fn options_profile(&self, storage: StorageMode) -> Option<std::path::PathBuf> {
+        // Same rule as the launcher's.
+        let opts = &self.options;
+        let root = opts.profile_root.clone()?;
+        match storage {
+            StorageMode::Global => Some(root.join("global")),
+            _ => None,
+        }
+    }
+
+    /// URL, title, new tabs, dialog, console errors, and (with `snapshot`) the page snapshot.
+    async fn page_state(&self, tab: &Tab, rep: &mut Report, snapshot: bool) {
+        let dialog = tab.shared.lock().dialog.clone();
+        if let Some(d) = dialog {
+            rep.line(format!(
+                "Dialog: {} {:?}{} — the page waits; answer with handle_dialog.",
+                d.kind,
+                d.message,
+                if d.kind == "prompt" { format!(" (default {:?})", d.default_prompt) } else { String::new() }
+            ));
+            rep.meta
+                .insert("dialog".into(), json!({"type": d.kind, "message": d.message, "default": d.default_prompt}));
+            return;
+        }
+        if let Ok(Value::Array(blocked)) = eval(tab, "(window.__kodikBlocked || []).splice(0)").await
+            && !blocked.is_empty()
+        {
+            rep.line(format!(
+                "Blocked popup(s) opened without a user gesture: {}",
+                blocked.iter().map(|b| b.to_string()).collect::<Vec<_>>().join(", ")
+            ));
+        }
+        if snapshot {
+            match take_snapshot(tab).await {
+                Ok((url, title, text)) => {
+                    rep.line(format!("URL: {url}"));
+                    rep.line(format!("Title: {title}"));
+                    rep.line("Snapshot:".to_string());
+                    rep.line(text);
+                    rep.meta.insert("url".into(), json!(url));
+                    rep.meta.insert("title".into(), json!(title));
+                }
+                Err(e) => rep.line(format!("(no snapshot: {e})")),
+            }
+        }
+    }
+
+    async fn navigate(&self, r: &mut Running, args: &BrowserArgs) -> Result<ToolOutput, BrowserError> {
+        let id = r.current.clone().ok_or(BrowserError::NoOpenTab)?;
+        let timeout = timeout_of(args, Duration::from_secs(30));
+        {
+            let tab = r.tab(Some(&id))?;
+            // Navigating away cancels a pending dialog (B6).
+            let pending = tab.shared.lock().dialog.take();
+            if pending.is_some() {
+                let _ = tab.page.execute(HandleJavaScriptDialogParams::new(false)).await;
+            }
+            match args.action {
+                BrowserAction::Navigate => actions::goto(tab, args.url.as_deref().unwrap_or(""), timeout).await?,
+                BrowserAction::Reload => {
+                    tab.page.reload().await.map_err(cdp("reload"))?;
+                    actions::wait_load(tab, timeout).await?;
+                }
+                BrowserAction::Back | BrowserAction::Forward => {
+                    let step = if args.action == BrowserAction::Back { "-1" } else { "1" };
+                    let before = eval(tab, "location.href").await.ok();
+                    let _ = eval(tab, &format!("history.go({step})")).await;
+                    // history.go is asynchronous: wait for the URL to change, then for the load.
+                    let cancel = kodik_core::CancellationToken::new();
+                    let moved = actions::poll("the history step", Duration::from_secs(3), &cancel, || async {
+                        let now = eval(tab, "location.href").await.ok();
+                        Ok(if now.is_some() && now != before { Some(()) } else { None })
+                    })
+                    .await;
+                    if moved.is_err() {
+                        return Err(BrowserError::Other(format!(
+                            "there is no page to go {} to",
+                            if step == "-1" { "back" } else { "forward" }
+                        )));
+                    }
+                    actions::wait_load(tab, timeout).await?;
+                }
+                _ => {}
+            }
+        }
+        let url = {
+            let tab = r.tab(Some(&id))?;
+            eval(tab, "location.href").await.ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
+        };
+        if let Some(t) = r.tab_mut(&id) {
+            t.last_url = url;
+            let mut d = t.shared.lock();
+            d.shot = None;
+        }
+        let tab = r.tab(Some(&id))?;
+        let mut rep = Report::new(format!("{} done.", args.action.as_str()));
+        self.page_state(tab, &mut rep, true).await;
+        Ok(rep.into_output())
+    }
+
+    async fn screenshot(&self, tab: &Tab, args: &BrowserArgs) -> Result<ToolOutput, BrowserError> {
+        let mut params = CaptureScreenshotParams::builder().format(CaptureScreenshotFormat::Png);
+        let mut what = "the viewport".to_string();
+        let (mut width, mut height) = viewport_size(tab).await?;
+        if let Some(t) = &args.target {
+            let v = with_element(
+                tab,
+                t,
+                json!({}),
+                "el.scrollIntoView({block: 'center', behavior: 'instant'}); const b = K.box(el); \
+                 return { desc: K.describe(el), x: b.x + window.scrollX, y: b.y + window.scrollY, w: b.width, h: b.height };",
+            )
+            .await?;
+            let f = |k: &str| v.get(k).and_then(Value::as_f64).unwrap_or(0.0);
+            if f("w") <= 0.0 || f("h") <= 0.0 {
+                return Err(BrowserError::NotActionable(format!(
+                    "{} has no size to capture",
+                    v.get("desc").and_then(Value::as_str).unwrap_or("the element")
+                )));
+            }
+            params = params.clip(Viewport { x: f("x"), y: f("y"), width: f("w"), height: f("h"), scale: 1.0 });
+            params = params.capture_beyond_viewport(true);
+            what = v.get("desc").and_then(Value::as_str).unwrap_or("the element").to_string();
+            (width, height) = (f("w"), f("h"));
+        } else if let Some(c) = &args.clip {
+            let scroll = eval(tab, "[window.scrollX, window.scrollY]").await?;
+            let sx = scroll.get(0).and_then(Value::as_f64).unwrap_or(0.0);
+            let sy = scroll.get(1).and_then(Value::as_f64).unwrap_or(0.0);
+            params = params.clip(Viewport { x: c.x + sx, y: c.y + sy, width: c.width, height: c.height, scale: 1.0 });
+            what = format!("the region {}×{} at ({}, {})", c.width, c.height, c.x, c.y);
+            (width, height) = (c.width, c.height);
+        } else if args.full_page == Some(true) {
+            let size =
+                eval(tab, "[document.documentElement.scrollWidth, document.documentElement.scrollHeight]").await?;
+            let w = size.get(0).and_then(Value::as_f64).unwrap_or(width);
+            let h = size.get(1).and_then(Value::as_f64).unwrap_or(height).min(16384.0);
+            params = params.clip(Viewport { x: 0.0, y: 0.0, width: w, height: h, scale: 1.0 });
+            params = params.capture_beyond_viewport(true);
+            what = "the full page".into();
+            (width, height) = (w, h);
+        }
+        let shot = tab.page.execute(params.build()).await.map_err(cdp("take a screenshot"))?;
+        let png = base64::engine::general_purpose::STANDARD
+            .decode(shot.result.data.as_ref() as &str)
+            .map_err(|e| BrowserError::Other(format!("the screenshot was not valid base64: {e}")))?;
+        let viewport = args.target.is_none() && args.clip.is_none() && args.full_page != Some(true);
+        let url =
+            eval(tab, "location.href").await.ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+        let id = {
+            let mut d = tab.shared.lock();
+            d.shots += 1;
+            let id = format!("{}-s{}", tab.id, d.shots);
+            // Only viewport screenshots define a coordinate space for x/y targets.
+            if viewport {
+                d.shot = Some(Shot { id: id.clone(), width, height, url });
+            }
+            id
+        };
+        let mut rep = Report::new(format!(
+            "Screenshot {id} of {what} ({}×{} CSS pixels{}).",
+            width.round(),
+            height.round(),
+            if viewport { "; x/y targets may refer to it with screenshot_id" } else { "" }
+        ));
+        rep.meta.insert("screenshot_id".into(), json!(id));
+        rep.meta.insert("width".into(), json!(width));
+        rep.meta.insert("height".into(), json!(height));
+        rep.image = Some(png);
+        Ok(rep.into_output())
+    }
+
+    async fn interact(&self, r: &mut Running, args: &BrowserArgs) -> Result<ToolOutput, BrowserError> {
+        use BrowserAction as A;
+        let id = r.current.clone().ok_or(BrowserError::NoOpenTab)?;
+        let before = {
+            let tab = r.tab(Some(&id))?;
+            before(tab, r).await
+        };
+        let message = {
+            let tab = r.tab(Some(&id))?;
+            match args.action {
+                A::Click => {
+                    let (desc, x, y) = point(tab, target(args)?, true).await?;
+                    actions::click_at(tab, x, y, "left", 1, 0).await?;
+                    format!("Clicked {desc}.")
+                }
+                A::Hover => {
+                    let (desc, x, y) = point(tab, target(args)?, false).await?;
+                    actions::mouse(tab, "mouseMoved", x, y, "none", 0, 0).await?;
+                    format!("Hovered {desc}.")
+                }
+                A::Fill => {
+                    let value = args.value.clone().unwrap_or_default();
+                    let v = with_element(
+                        tab,
+                        target(args)?,
+                        json!({ "value": value }),
+                        r#"
+                        const desc = K.describe(el);
+                        const editable = el.isContentEditable || (el.tagName === 'TEXTAREA') ||
+                          (el.tagName === 'INPUT' && !['checkbox','radio','button','submit','reset','file','image','hidden'].includes((el.type||'').toLowerCase()));
+                        if (!editable) return { __error: 'actionable', detail: desc + ' is not a text field (fill needs an input, textarea or contenteditable)' };
+                        if (K.disabled(el) || el.readOnly) return { __error: 'actionable', detail: desc + ' is ' + (el.readOnly ? 'read-only' : 'disabled') };
+                        el.scrollIntoView({ block: 'center', behavior: 'instant' });
+                        el.focus();
+                        if (el.isContentEditable) { el.textContent = args.value; }
+                        else {
+                          const proto = el.tagName === 'TEXTAREA' ? HTMLTextAreaElement.prototype : HTMLInputElement.prototype;
+                          const set = Object.getOwnPropertyDescriptor(proto, 'value').set;
+                          set.call(el, args.value);
+                        }
+                        el.dispatchEvent(new InputEvent('input', { bubbles: true, composed: true, inputType: 'insertText', data: args.value }));
+                        el.dispatchEvent(new Event('change', { bubbles: true }));
+                        return { desc };
+                        "#,
+                    )
+                    .await?;
+                    format!(
+                        "Filled {} with {} characters.",
+                        v.get("desc").and_then(Value::as_str).unwrap_or("the field"),
+                        value.chars().count()
+                    )
+                }
+                A::Press => {
+                    let key = args.key.clone().unwrap_or_default();
+                    let mut on = String::new();
+                    if let Some(t) = &args.target {
+                        let v = with_element(tab, t, json!({}), "el.focus(); return { desc: K.describe(el) };").await?;
+                        on = format!(" in {}", v.get("desc").and_then(Value::as_str).unwrap_or("the element"));
+                    }
+                    actions::press(tab, &key).await?;
+                    format!("Pressed {key}{on}.")
+                }
+                A::Select => {
+                    let v = with_element(
+                        tab,
+                        target(args)?,
+                        json!({ "values": args.values }),
+                        r#"
+                        const desc = K.describe(el);
+                        if (el.tagName !== 'SELECT') return { __error: 'actionable', detail: desc + ' is not a select element' };
+                        if (K.disabled(el)) return { __error: 'actionable', detail: desc + ' is disabled' };
+                        const opts = Array.from(el.options);
+                        const chosen = [];
+                        for (const want of args.values) {
+                          const hit = opts.filter((o) => o.value === want || K.norm(o.textContent) === K.norm(want));
+                          if (!hit.length) return { __error: 'actionable', detail: 'no option ' + JSON.stringify(want) + ' in ' + desc + '; options: ' + opts.map((o) => JSON.stringify(K.norm(o.textContent))).join(', ') };
+                          chosen.push(hit[0]);
+                        }
+                        if (!el.multiple && chosen.length > 1) return { __error: 'actionable', detail: desc + ' takes one option, ' + chosen.length + ' were given' };
+                        for (const o of opts) o.selected = chosen.includes(o);
+                        el.dispatchEvent(new Event('input', { bubbles: true }));
+                        el.dispatchEvent(new Event('change', { bubbles: true }));
+                        return { desc, chosen: chosen.map((o) => K.norm(o.textContent)) };
+                        "#,
+                    )
+                    .await?;
+                    format!(
+                        "Selected {} in {}.",
+                        v.get("chosen").map(Value::to_string).unwrap_or_default(),
+                        v.get("desc").and_then(Value::as_str).unwrap_or("the select")
+                    )
+                }
+                A::Check => {
+                    let want = args.checked.unwrap_or(true);
+                    let t = target(args)?;
+                    let state_js = "const c = el.getAttribute('aria-checked'); return { desc: K.describe(el), \
+                                    checkable: el.type === 'checkbox' || el.type === 'radio' || c !== null, \
+                                    checked: el.checked === true || c === 'true' };";
+                    let s = with_element(tab, t, json!({}), state_js).await?;
+                    let desc = s.get("desc").and_then(Value::as_str).unwrap_or("the element").to_string();
+                    if s.get("checkable") != Some(&Value::Bool(true)) {
+                        return Err(BrowserError::NotActionable(format!("{desc} is not a checkbox, radio or switch")));
+                    }
+                    if s.get("checked") == Some(&Value::Bool(want)) {
+                        format!("{desc} was already {}.", if want { "checked" } else { "unchecked" })
+                    } else {
+                        let (_, x, y) = point(tab, t, true).await?;
+                        actions::click_at(tab, x, y, "left", 1, 0).await?;
+                        let after = with_element(tab, t, json!({}), state_js).await?;
+                        if after.get("checked") != Some(&Value::Bool(want)) {
+                            return Err(BrowserError::NotActionable(format!(
+                                "clicking {desc} did not {} it (a radio cannot be unchecked by clicking)",
+                                if want { "check" } else { "uncheck" }
+                            )));
+                        }
+                        format!("{} {desc}.", if want { "Checked" } else { "Unchecked" })
+                    }
+                }
+                A::Drag => {
+                    let (from, x1, y1) = point(tab, target(args)?, true).await?;
+                    let to = args.to.as_ref().ok_or_else(|| BrowserError::Other("drag needs `to`".into()))?;
+                    let (dest, x2, y2) = point(tab, to, false).await?;
+                    actions::mouse(tab, "mouseMoved", x1, y1, "none", 0, 0).await?;
+                    actions::mouse(tab, "mousePressed", x1, y1, "left", 1, 0).await?;
+                    for i in 1..=10 {
+                        let f = f64::from(i) / 10.0;
+                        actions::mouse(tab, "mouseMoved", x1 + (x2 - x1) * f, y1 + (y2 - y1) * f, "left", 0, 0).await?;
+                    }
+                    actions::mouse(tab, "mouseReleased", x2, y2, "left", 1, 0).await?;
+                    format!(
+                        "Dragged {from} onto {dest} (mouse events; HTML5 draggable elements may need their own handler)."
+                    )
+                }
+                A::Scroll => {
+                    let dir = args.direction.unwrap_or(ScrollDirection::Down);
+                    let (dx, dy) = match dir {
+                        ScrollDirection::Up => (0, -1),
+                        ScrollDirection::Down => (0, 1),
+                        ScrollDirection::Left => (-1, 0),
+                        ScrollDirection::Right => (1, 0),
+                    };
+                    let amount = args.amount.map(f64::from);
+                    let body = r#"
+                        const box = el === null ? null : el;
+                        const target = box || document.scrollingElement || document.documentElement;
+                        const step = args.amount ?? Math.round((args.dy ? target.clientHeight : target.clientWidth) * 0.8 || (args.dy ? innerHeight : innerWidth) * 0.8);
+                        const x0 = target.scrollLeft, y0 = target.scrollTop;
+                        target.scrollBy({ left: args.dx * step, top: args.dy * step, behavior: 'instant' });
+                        return { desc: box ? K.describe(box) : 'the page', moved: [target.scrollLeft - x0, target.scrollTop - y0], at: [target.scrollLeft, target.scrollTop],
+                                 max: [target.scrollWidth - target.clientWidth, target.scrollHeight - target.clientHeight] };
+                    "#;
+                    let a = json!({ "dx": dx, "dy": dy, "amount": amount });
+                    let v = match &args.target {
+                        Some(t) => with_element(tab, t, a, body).await?,
+                        None => {
+                            let script = format!(
+                                "(() => {{ const K = {}; const args = {a}; const el = null; {body} }})()",
+                                actions::PAGE_JS
+                            );
+                            eval(tab, &script).await?
+                        }
+                    };
+                    format!(
+                        "Scrolled {} {:?} by {} px; now at {} of {}.",
+                        v.get("desc").and_then(Value::as_str).unwrap_or("the page"),
+                        dir,
+                        v.get("moved").map(Value::to_string).unwrap_or_default(),
+                        v.get("at").map(Value::to_string).unwrap_or_default(),
+                        v.get("max").map(Value::to_string).unwrap_or_default(),
+                    )
+                }
+                _ => return Err(BrowserError::Other("not an interaction".into())),
+            }
+        };
+        let snapshot = !matches!(args.action, A::Hover | A::Scroll | A::Fill);
+        self.after_action(r, &id, before, message, snapshot).await
+    }
+
+    /// The result of an acting action: its message, what changed, and a fresh snapshot.
+    async fn after_action(
+        &self,
+        r: &mut Running,
+        id: &str,
+        before: Before,
+        message: String,
+        snapshot: bool,
+    ) -> Result<ToolOutput, BrowserError> {
+        {
+            let tab = r.tab(Some(id))?;
+            if tab.shared.lock().dialog.is_none() {
+                actions::settle(tab).await;
+            }
+        }
+        let new_tabs = r.adopt_new_targets().await;
+        let tab = r.tab(Some(id))?;
+        let mut rep = Report::new(message);
+        let dialog_open = tab.shared.lock().dialog.is_some();
+        if !dialog_open {
+            let now = eval(tab, "[location.href, document.title, (window.__kodikBlocked || []).splice(0)]")
+                .await
+                .unwrap_or(Value::Null);
+            let url = now.get(0).and_then(Value::as_str).unwrap_or("").to_string();
+            let title = now.get(1).and_then(Value::as_str).unwrap_or("").to_string();
+            if url != before.url && !url.is_empty() {
+                rep.line(format!("The page navigated to {url}."));
+            }
+            if title != before.title && !title.is_empty() {
+                rep.line(format!("Title: {title}"));
+            }
+            if let Some(blocked) = now.get(2).and_then(Value::as_array)
+                && !blocked.is_empty()
+            {
+                rep.line(format!(
+                    "Blocked popup(s) opened without a user gesture: {}",
+                    blocked.iter().map(|b| b.to_string()).collect::<Vec<_>>().join(", ")
+                ));
+            }
+        }
+        let _ = before.tabs;
+        for t in &new_tabs {
+            if let Ok(nt) = r.tab(Some(t)) {
+                let url = nt.page.url().await.ok().flatten().unwrap_or_default();
+                rep.line(format!(
+                    "New tab {t} opened{} at {url}; select_tab {t} to work in it.",
+                    nt.opener.as_ref().map(|o| format!(" by {o}")).unwrap_or_default()
+                ));
+            }
+        }
+        if !new_tabs.is_empty() {
+            rep.meta.insert("new_tabs".into(), json!(new_tabs));
+        }
+        let tab = r.tab(Some(id))?;
+        {
+            let d = tab.shared.lock();
+            let fresh = d.console_seen.saturating_sub(before.console_seen) as usize;
+            let errors: Vec<String> = d
+                .console
+                .iter()
+                .rev()
+                .take(fresh)
+                .filter(|e| e.level == "error")
+                .map(|e| clip_chars(&e.text, 300))
+                .collect();
+            if !errors.is_empty() {
+                rep.line(format!("Console errors: {}", errors.into_iter().rev().collect::<Vec<_>>().join(" | ")));
+            }
+        }
+        {
+            let dl = r.downloads.lock().unwrap_or_else(|p| p.into_inner());
+            if dl.len() > before.downloads {
+                for d in dl.iter().skip(before.downloads) {
+                    rep.line(format!("Download started: {} from {}", d.name, d.url));
+                }
+            }
+        }
+        self.page_state(tab, &mut rep, snapshot).await;
+        if let Ok(Value::String(u)) = eval(tab, "location.href").await
+            && let Some(t) = r.tab_mut(id)
+        {
+            t.last_url = u;
+        }
+        Ok(rep.into_output())
+    }
+
+    async fn upload(&self, r: &mut Running, args: &BrowserArgs, cx: &ToolContext) -> Result<ToolOutput, BrowserError> {
+        let tab = r.tab(None)?;
+        let mut paths = Vec::new();
+        for f in args.files.clone().unwrap_or_default() {
+            // B8: only workspace files that .kodikignore does not hide.
+            let p =
+                cx.workspace.check_file(&f).map_err(|e| BrowserError::Refused(format!("cannot upload {f}: {e}")))?;
+            paths.push(p.display().to_string());
+        }
+        let t = args.target.clone().unwrap_or(Target { css: Some("input[type=file]".into()), ..Default::default() });
+        let v = with_element(
+            tab,
+            &t,
+            json!({}),
+            "if (!(el.tagName === 'INPUT' && el.type === 'file')) return { __error: 'actionable', detail: K.describe(el) + ' is not a file input' }; \
+             window.__kodik.upload = el; return { desc: K.describe(el), multiple: el.multiple };",
+        )
+        .await?;
+        let desc = v.get("desc").and_then(Value::as_str).unwrap_or("the file input").to_string();
+        if paths.len() > 1 && v.get("multiple") != Some(&Value::Bool(true)) {
+            return Err(BrowserError::NotActionable(format!("{desc} takes one file, {} were given", paths.len())));
+        }
+        let params = EvaluateParams::builder()
+            .expression("window.__kodik.upload")
+            .build()
+            .map_err(|e| BrowserError::Other(format!("cannot build the evaluation: {e}")))?;
+        let obj = tab.page.execute(params).await.map_err(cdp("find the file input"))?;
+        let object_id =
+            obj.result.result.object_id.clone().ok_or_else(|| BrowserError::Other("the file input vanished".into()))?;
+        let mut set = SetFileInputFilesParams::new(paths.clone());
+        set.object_id = Some(object_id);
+        tab.page.execute(set).await.map_err(cdp("set the files"))?;
+        let _ = eval(tab, "(() => { const el = window.__kodik.upload; delete window.__kodik.upload; el.dispatchEvent(new Event('change', {bubbles: true})); return 1 })()").await;
+        let names: Vec<String> = paths
+            .iter()
+            .map(|p| std::path::Path::new(p).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default())
+            .collect();
+        Ok(Report::new(format!("Set {} on {desc}.", names.join(", "))).into_output())
+    }
+
+    async fn wait(&self, r: &mut Running, args: &BrowserArgs, cx: &ToolContext) -> Result<ToolOutput, BrowserError> {
+        let timeout = timeout_of(args, DEFAULT_WAIT);
+        let cancel = &cx.cancel;
+        let condition = args.condition.unwrap_or(WaitCondition::Load);
+        let id = r.current.clone().ok_or(BrowserError::NoOpenTab)?;
+        let started = Instant::now();
+        let msg = match condition {
+            WaitCondition::Dialog => {
+                let tab = r.tab(Some(&id))?;
+                let shared = tab.shared.clone();
+                let d = actions::poll("a dialog", timeout, cancel, || {
+                    let shared = shared.clone();
+                    async move { Ok(shared.lock().dialog.clone()) }
+                })
+                .await?;
+                let mut rep = Report::new(format!(
+                    "A {} dialog is open: {:?}{}. Answer with handle_dialog.",
+                    d.kind,
+                    d.message,
+                    if d.kind == "prompt" { format!(" (default {:?})", d.default_prompt) } else { String::new() }
+                ));
+                rep.meta.insert(
+                    "dialog".into(),
+                    json!({"type": d.kind, "message": d.message, "default": d.default_prompt}),
+                );
+                return Ok(rep.into_output());
+            }
+            WaitCondition::Popup => {
+                let known = r.tabs.len();
+                let deadline = started + timeout;
+                loop {
+                    let added = r.adopt_new_targets().await;
+                    if let Some(t) = added.first() {
+                        let tab = r.tab(Some(t))?;
+                        let _ = actions::wait_load(tab, Duration::from_secs(5)).await;
+                        let url = eval(tab, "location.href")
+                            .await
+                            .ok()
+                            .and_then(|v| v.as_str().map(str::to_string))
+                            .unwrap_or_default();
+                        break format!("New tab {t} opened at {url}; select_tab {t} to work in it.");
+                    }
+                    if r.tabs.len() > known {
+                        break "A new tab opened; see list_tabs.".to_string();
+                    }
+                    if Instant::now() >= deadline {
+                        return Err(BrowserError::Timeout { what: "a popup".into(), ms: timeout.as_millis() as u64 });
+                    }
+                    tokio::select! {
+                        _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+                        _ = cancel.cancelled() => return Err(BrowserError::Other("cancelled while waiting for a popup".into())),
+                    }
+                }
+            }
+            WaitCondition::Download => {
+                let downloads = r.downloads.clone();
+                let d = actions::poll("a download to finish", timeout, cancel, || {
+                    let downloads = downloads.clone();
+                    async move {
+                        let mut dl = downloads.lock().unwrap_or_else(|p| p.into_inner());
+                        Ok(dl.iter_mut().find(|d| !d.reported && d.state != "in progress").map(|d| {
+                            d.reported = true;
+                            d.clone()
+                        }))
+                    }
+                })
+                .await?;
+                let path = d.path.as_deref().map(crate::session::display_path).unwrap_or_default();
+                let mut rep = Report::new(format!("Download {}: {} ({} bytes) at {path}", d.state, d.name, d.bytes));
+                rep.meta.insert(
+                    "download".into(),
+                    json!({"name": d.name, "bytes": d.bytes, "path": path, "state": d.state}),
+                );
+                return Ok(rep.into_output());
+            }
+            WaitCondition::FileChooser => {
+                return Err(BrowserError::NotImplemented(
+                    "wait for a file chooser (use upload with the file input as target instead)".into(),
+                ));
+            }
+            WaitCondition::Load => {
+                let tab = r.tab(Some(&id))?;
+                actions::wait_load(tab, timeout).await?;
+                "The page has loaded.".to_string()
+            }
+            WaitCondition::NetworkIdle => {
+                let tab = r.tab(Some(&id))?;
+                let shared = tab.shared.clone();
+                actions::poll("the network to be idle", timeout, cancel, || {
+                    let shared = shared.clone();
+                    async move {
+                        let d = shared.lock();
+                        let quiet = d.last_network.is_none_or(|t| t.elapsed() >= Duration::from_millis(500));
+                        Ok((d.inflight.is_empty() && quiet).then_some(()))
+                    }
+                })
+                .await?;
+                "The network is idle (no requests for 500 ms).".to_string()
+            }
+            WaitCondition::Url => {
+                let tab = r.tab(Some(&id))?;
+                let want = args.url.clone().unwrap_or_default();
+                let url = actions::poll(&format!("the URL to contain {want:?}"), timeout, cancel, || async {
+                    let u = eval(tab, "location.href").await.ok().and_then(|v| v.as_str().map(str::to_string));
+                    Ok(u.filter(|u| url_matches(u, &want)))
+                })
+                .await?;
+                format!("The URL is {url}.")
+            }
+            WaitCondition::Text => {
+                let tab = r.tab(Some(&id))?;
+                let want = args.text.clone().unwrap_or_default();
+                let script = format!(
+                    "(() => {{ const K = {}; return K.textOf(document.body).toLowerCase().includes({}) }})()",
+                    actions::PAGE_JS,
+                    serde_json::to_string(&want.to_lowercase()).unwrap_or_default()
+                );
+                actions::poll(&format!("the text {want:?}"), timeout, cancel, || async {
+                    Ok(matches!(eval(tab, &script).await, Ok(Value::Bool(true))).then_some(()))
+                })
+                .await?;
+                format!("{want:?} is on the page.")
+            }
+            WaitCondition::Element => {
+                let tab = r.tab(Some(&id))?;
+                let t = target(args)?;
+                let state = args.state.unwrap_or(ElementState::Visible);
+                let want = serde_json::to_value(state).unwrap_or(Value::Null);
+                actions::poll(&format!("{} to be {want}", target_text(t)), timeout, cancel, || async {
+                    let v =
+                        with_element(tab, t, json!({}), "return { visible: K.visible(el), disabled: K.disabled(el) };")
+                            .await;
+                    let ok = match (&v, state) {
+                        (Err(BrowserError::NoMatch(_)), ElementState::Detached | ElementState::Hidden) => true,
+                        (Err(BrowserError::NoMatch(_)), _) => false,
+                        (Err(BrowserError::StaleRef(_)), ElementState::Detached) => true,
+                        (Err(e), _) => return Err(BrowserError::Other(e.to_string())),
+                        (Ok(v), s) => {
+                            let visible = v.get("visible") == Some(&Value::Bool(true));
+                            let disabled = v.get("disabled") == Some(&Value::Bool(true));
+                            match s {
+                                ElementState::Visible => visible,
+                                ElementState::Hidden => !visible,
+                                ElementState::Attached => true,
+                                ElementState::Detached => false,
+                                ElementState::Enabled => visible && !disabled,
+                                ElementState::Disabled => disabled,
+                            }
+                        }
+                    };
+                    Ok(ok.then_some(()))
+                })
+                .await?;
+                format!("{} is {want}.", target_text(t))
+            }
+        };
+        let tab = r.tab(Some(&id))?;
+        let mut rep = Report::new(format!("{msg} (waited {} ms)", started.elapsed().as_millis()));
+        self.page_state(tab, &mut rep, false).await;
+        Ok(rep.into_output())
+    }
+
+    async fn handle_dialog(&self, r: &mut Running, args: &BrowserArgs) -> Result<ToolOutput, BrowserError> {
+        let id = r.current.clone().ok_or(BrowserError::NoOpenTab)?;
+        let tab = r.tab(Some(&id))?;
+        let Some(d) = tab.shared.lock().dialog.clone() else { return Err(BrowserError::NoDialog(id)) };
+        let accept = args.accept.unwrap_or(false);
+        let mut params = HandleJavaScriptDialogParams::new(accept);
+        // Accept without text keeps the prompt's default, as a user pressing OK would.
+        let answer = if d.kind == "prompt" && accept {
+            Some(args.prompt_text.clone().unwrap_or_else(|| d.default_prompt.clone()))
+        } else {
+            None
+        };
+        params.prompt_text = answer.clone();
+        tab.page.execute(params).await.map_err(cdp("answer the dialog"))?;
+        tab.shared.lock().dialog = None;
+        let message = match (d.kind.as_str(), accept) {
+            ("prompt", true) => {
+                format!("Accepted the prompt {:?}; it returns {:?}.", d.message, answer.unwrap_or_default())
+            }
+            ("prompt", false) => format!("Dismissed the prompt {:?}; it returns null.", d.message),
+            ("confirm", a) => {
+                format!("{} the confirm {:?}; it returns {a}.", if a { "Accepted" } else { "Dismissed" }, d.message)
+            }
+            (k, a) => format!("{} the {k} {:?}.", if a { "Accepted" } else { "Dismissed" }, d.message),
+        };
+        let before = Before {
+            url: String::new(),
+            title: String::new(),
+            console_seen: tab.shared.lock().console_seen,
+            tabs: r.tabs.len(),
+            downloads: 0,
+        };
+        let before = Before { downloads: r.downloads.lock().map(|d| d.len()).unwrap_or(0), ..before };
+        let before = {
+            let mut b = before;
+            // The URL before the dialog is unknown here; comparing with it would always say "navigated".
+            b.url = eval(r.tab(Some(&id))?, "location.href")
+                .await
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default();
+            b
+        };
+        self.after_action(r, &id, before, message, true).await
+    }
+
+    async fn fill_credential(&self, r: &mut Running, args: &BrowserArgs) -> Result<ToolOutput, BrowserError> {
+        let tab = r.tab(None)?;
+        let cid = args.credential_id.clone().unwrap_or_default();
+        let cred = self
+            .credentials
+            .get(&cid)
+            .ok_or_else(|| BrowserError::Other(format!("no saved credential {cid}; see list_credentials")))?;
+        let origin = origin_of(tab).await?;
+        if origin != cred.origin() {
+            return Err(BrowserError::Refused(format!(
+                "credential {cid} belongs to {}, but this tab is on {origin}; it is never filled on another origin",
+                cred.origin()
+            )));
+        }
+        let form = args.target.clone().unwrap_or(Target { css: Some("body".into()), ..Default::default() });
+        // The values travel only in this call's arguments and never come back.
+        let v = with_element(
+            tab,
+            &form,
+            json!({ "u": cred.username(), "p": cred.password() }),
+            r#"
+            const scope = el.tagName === 'FORM' || el.tagName === 'BODY' ? el : (el.closest('form') || el);
+            const pw = Array.from(scope.querySelectorAll('input[type=password]')).filter(K.visible);
+            if (pw.length !== 1) return { __error: 'actionable', detail: (pw.length ? pw.length + ' password fields' : 'no password field') + ' in ' + K.describe(el) + '; give the login form as target' };
+            const inputs = Array.from(scope.querySelectorAll('input')).filter((i) => K.visible(i) && /^(text|email|tel|)$/.test((i.getAttribute('type') || '').toLowerCase()));
+            const user = inputs.filter((i) => (i.compareDocumentPosition(pw[0]) & Node.DOCUMENT_POSITION_FOLLOWING)).pop();
+            const set = (f, v) => { const s = Object.getOwnPropertyDescriptor(HTMLInputElement.prototype, 'value').set; f.focus(); s.call(f, v);
+              f.dispatchEvent(new InputEvent('input', { bubbles: true, composed: true })); f.dispatchEvent(new Event('change', { bubbles: true })); };
+            if (user) set(user, args.u);
+            set(pw[0], args.p);
+            return { user: user ? K.describe(user) : null, pw: K.describe(pw[0]) };
+            "#,
+        )
+        .await?;
+        let user = v.get("user").and_then(Value::as_str).map(|u| format!("{u} and ")).unwrap_or_default();
+        Ok(Report::new(format!(
+            "Filled {user}{} with the saved credential {:?} (values not shown).",
+            v.get("pw").and_then(Value::as_str).unwrap_or("the password field"),
+            cred.label()
+        ))
+        .into_output())
+    }
+
+    async fn eval_action(&self, r: &mut Running, args: &BrowserArgs) -> Result<ToolOutput, BrowserError> {
+        let tab = r.tab(None)?;
+        let src = args.expression.clone().unwrap_or_default();
+        let expr = crate::eval::parse(&src)?;
+        let mut reads = Vec::new();
+        crate::eval::reads(&expr, &mut reads);
+        let mut values = std::collections::HashMap::new();
+        for read in reads {
+            let v = if crate::eval::needs_element(read) {
+                let t = args.target.as_ref().ok_or_else(|| {
+                    BrowserError::Refused(format!("`{read}` reads an element: give `target` (a ref or locator)"))
+                })?;
+                let prop = read.trim_start_matches("element.");
+                with_element(
+                    tab,
+                    t,
+                    json!({ "p": prop }),
+                    "const v = el[args.p]; return { v: v === undefined ? null : v };",
+                )
+                .await?
+                .get("v")
+                .cloned()
+                .unwrap_or(Value::Null)
+            } else {
+                // `read` is one of the fixed whitelisted property paths, never model text.
+                eval(tab, read).await?
+            };
+            values.insert(read, v);
+        }
+        let result = crate::eval::compute(&expr, &|k| values.get(k).cloned().unwrap_or(Value::Null));
+        let mut rep = Report::new(format!("{src} = {result}"));
+        rep.meta.insert("value".into(), result);
+        Ok(rep.into_output())
+    }
+
+    async fn preview(&self, r: &mut Running, args: &BrowserArgs, cx: &ToolContext) -> Result<ToolOutput, BrowserError> {
+        let url = args.url.clone().unwrap_or_default();
+        if let Some(old) = self.preview.lock().await.take() {
+            old.stop().await;
+        }
+        let mut server = None;
+        if let Some(command) = &args.command {
+            let workdir = match &args.workdir {
+                Some(w) => cx.workspace.resolve(w).map_err(|e| BrowserError::Refused(format!("workdir {w}: {e}")))?,
+                None => cx.workspace.primary_root().to_path_buf(),
+            };
+            let mut child = crate::preview::start_server(command, &workdir)?;
+            let timeout = timeout_of(args, Duration::from_secs(60));
+            let up = tokio::select! {
+                r = crate::preview::wait_until_up(&url, timeout, &mut child) => r,
+                _ = cx.cancel.cancelled() => Err(BrowserError::Other("cancelled while waiting for the dev server".into())),
+            };
+            if let Err(e) = up {
+                crate::preview::Preview::new(String::new(), Some(child)).stop().await;
+                return Err(e);
+            }
+            server = Some(child);
+        }
+        let id = match r.open_tab(&url, false).await {
+            Ok(id) => id,
+            Err(e) => {
+                crate::preview::Preview::new(String::new(), server).stop().await;
+                return Err(e);
+            }
+        };
+        let started = server.is_some();
+        *self.preview.lock().await = Some(crate::preview::Preview::new(id.clone(), server));
+        let tab = r.tab(Some(&id))?;
+        let mut rep = Report::new(format!(
+            "Preview of {url} in tab {id}{}.",
+            if started { " (dev server started; close_preview stops it)" } else { "" }
+        ));
+        rep.meta.insert("tab_id".into(), json!(id));
+        self.page_state(tab, &mut rep, true).await;
+        Ok(rep.into_output())
+    }
+}
+
+/// `*`-globs match anything; otherwise the URL must contain `want`.
+fn url_matches(url: &str, want: &str) -> bool {
+    if !want.contains('*') {
+        return url.contains(want);
+    }
+    let parts: Vec<&str> = want.split('*').collect();
+    let mut rest = url;
+    for (i, p) in parts.iter().enumerate() {
+        if p.is_empty() {
+            continue;
+        }
+        match rest.find(p) {
+            Some(at) if i > 0 || at == 0 => rest = &rest[at + p.len()..],
+            _ => return false,
+        }
+    }
+    parts.last().is_none_or(|l| l.is_empty() || url.ends_with(l))
+}
+
+fn target(args: &BrowserArgs) -> Result<&Target, BrowserError> {
+    args.target.as_ref().ok_or_else(|| BrowserError::Other(format!("`{}` needs `target`", args.action.as_str())))
+}
+
+/// The point to act on: an element's centre, or coordinates checked against the latest screenshot.
+async fn point(tab: &Tab, t: &Target, enabled: bool) -> Result<(String, f64, f64), BrowserError> {
+    if let (Some(x), Some(y), Some(sid)) = (t.x, t.y, &t.screenshot_id) {
+        let shot = tab.shared.lock().shot.clone();
+        let Some(shot) = shot else {
+            return Err(BrowserError::StaleScreenshot(format!(
+                "no viewport screenshot of tab {} is current; take one and use its id",
+                tab.id
+            )));
+        };
+        if &shot.id != sid {
+            return Err(BrowserError::StaleScreenshot(format!(
+                "screenshot {sid} is not the latest of tab {} (that is {}); coordinates are read from the latest one",
+                tab.id, shot.id
+            )));
+        }
+        let url =
+            eval(tab, "location.href").await.ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+        if url != shot.url {
+            return Err(BrowserError::StaleScreenshot(format!(
+                "the page changed since screenshot {sid} (now {url}); take a new screenshot"
+            )));
+        }
+        if x < 0.0 || y < 0.0 || x > shot.width || y > shot.height {
+            return Err(BrowserError::StaleScreenshot(format!(
+                "({x}, {y}) is outside screenshot {sid} ({}×{})",
+                shot.width, shot.height
+            )));
+        }
+        return Ok((format!("the point ({x}, {y}) of {sid}"), x, y));
+    }
+    actions::point_of(tab, t, enabled).await
+}
+
+async fn viewport_size(tab: &Tab) -> Result<(f64, f64), BrowserError> {
+    let v = eval(tab, "[innerWidth, innerHeight]").await?;
+    Ok((v.get(0).and_then(Value::as_f64).unwrap_or(0.0), v.get(1).and_then(Value::as_f64).unwrap_or(0.0)))
+}
+
+async fn before(tab: &Tab, r: &Running) -> Before {
+    let v = eval(tab, "[location.href, document.title]").await.unwrap_or(Value::Null);
+    Before {
+        url: v.get(0).and_then(Value::as_str).unwrap_or("").to_string(),
+        title: v.get(1).and_then(Value::as_str).unwrap_or("").to_string(),
+        console_seen: tab.shared.lock().console_seen,
+        tabs: r.tabs.len(),
+        downloads: r.downloads.lock().map(|d| d.len()).unwrap_or(0),
+    }
+}
+
+/// Takes a snapshot; refs issued in it are the only valid ones afterwards (B4).
+pub(crate) async fn take_snapshot(tab: &Tab) -> Result<(String, String, String), BrowserError> {
+    let start = tab.shared.lock().next_ref.max(1);
+    let script = format!("(() => {{ const K = {}; return K.snapshot({start}); }})()", actions::PAGE_JS);
+    let v = eval(tab, &script).await?;
+    let next = v.get("next").and_then(Value::as_u64).unwrap_or(start);
+    {
+        let mut d = tab.shared.lock();
+        d.next_ref = next;
+        d.snapshot_taken = true;
+    }
+    Ok((
+        v.get("url").and_then(Value::as_str).unwrap_or("").to_string(),
+        v.get("title").and_then(Value::as_str).unwrap_or("").to_string(),
+        v.get("text").and_then(Value::as_str).unwrap_or("").to_string(),
+    ))
+}
+
+async fn inspect(tab: &Tab, t: &Target) -> Result<ToolOutput, BrowserError> {
+    let v = with_element(
+        tab,
+        t,
+        json!({}),
+        r#"
+        const s = getComputedStyle(el);
+        const keep = ['display','position','visibility','opacity','color','background-color','font-size','font-weight','width','height','margin','padding','border','overflow','z-index','cursor','pointer-events'];
+        const styles = {}; for (const k of keep) styles[k] = s.getPropertyValue(k);
+        const b = K.box(el);
+        const html = el.outerHTML;
+        return { desc: K.describe(el), html: html.length > 4000 ? html.slice(0, 4000) + '… (' + (html.length - 4000) + ' more characters)' : html,
+                 styles, box: { x: Math.round(b.x), y: Math.round(b.y), width: Math.round(b.width), height: Math.round(b.height) },
+                 visible: K.visible(el), disabled: K.disabled(el) };
+        "#,
+    )
+    .await?;
+    let mut rep = Report::new(format!("Inspected {}:", v.get("desc").and_then(Value::as_str).unwrap_or("the element")));
+    rep.line(format!("Box: {}", v.get("box").cloned().unwrap_or(Value::Null)));
+    rep.line(format!(
+        "Visible: {}, disabled: {}",
+        v.get("visible").cloned().unwrap_or(Value::Null),
+        v.get("disabled").cloned().unwrap_or(Value::Null)
+    ));
+    if let Some(Value::Object(styles)) = v.get("styles") {
+        let s: Vec<String> = styles.iter().map(|(k, v)| format!("{k}: {}", v.as_str().unwrap_or(""))).collect();
+        rep.line(format!("Styles: {}", s.join("; ")));
+    }
+    rep.line("HTML:".to_string());
+    rep.line(v.get("html").and_then(Value::as_str).unwrap_or("").to_string());
+    Ok(rep.into_output())
+}
+
+async fn diagnostics(r: &Running, limit: usize) -> Result<ToolOutput, BrowserError> {
+    let tab = r.tab(None)?;
+    let perf = eval(
+        tab,
+        r#"(() => { const n = performance.getEntriesByType('navigation')[0]; const res = performance.getEntriesByType('resource');
+           const imgs = Array.from(document.images); return {
+           timing: n ? { dom_content_loaded_ms: Math.round(n.domContentLoadedEventEnd), load_ms: Math.round(n.loadEventEnd), transfer_bytes: n.transferSize } : null,
+           resources: res.length, resource_bytes: res.reduce((a, r) => a + (r.transferSize || 0), 0),
+           broken_images: imgs.filter((i) => i.complete && i.naturalWidth === 0).map((i) => i.currentSrc || i.src).slice(0, 20),
+           stylesheets: document.styleSheets.length, scripts: document.scripts.length }; })()"#,
+    )
+    .await
+    .unwrap_or(Value::Null);
+    let d = tab.shared.lock();
+    let mut rep = Report::new(format!("Diagnostics of tab {}:", tab.id));
+    rep.line(format!("Page errors ({}):", d.errors.len()));
+    for e in d.errors.iter().skip(d.errors.len().saturating_sub(limit)) {
+        rep.line(format!("- {}", clip_chars(e, 500)));
+    }
+    rep.line(format!("Failed requests ({}):", d.failed.len()));
+    for e in d.failed.iter().skip(d.failed.len().saturating_sub(limit)) {
+        rep.line(format!("- {}", clip_chars(e, 500)));
+    }
+    rep.line(format!("Requests: {} sent, {} in flight", d.requests, d.inflight.len()));
+    rep.line(format!("Performance and assets: {perf}"));
+    rep.meta.insert("errors".into(), json!(d.errors.len()));
+    rep.meta.insert("failed_requests".into(), json!(d.failed.len()));
+    Ok(rep.into_output())
+}
+
+async fn list_tabs(r: &Running) -> Report {
+    let mut rep = Report::new(format!("{} tab(s):", r.tabs.len()));
+    for t in &r.tabs {
+        let url = t.page.url().await.ok().flatten().unwrap_or_default();
+        let title = t.page.get_title().await.ok().flatten().unwrap_or_default();
+        rep.line(format!(
+            "- {}{}: {title:?} {url}{}",
+            t.id,
+            if r.current.as_deref() == Some(t.id.as_str()) { " (current)" } else { "" },
+            t.opener.as_ref().map(|o| format!(" (opened by {o})")).unwrap_or_default()
+        ));
+    }
+    rep
+}
+
+async fn close_tab(r: &mut Running, id: &str) -> Result<(), BrowserError> {
+    let Some(pos) = r.tabs.iter().position(|t| t.id == id) else {
+        return Err(BrowserError::NoTab { id: id.to_string(), open: r.tab_ids() });
+    };
+    let tab = r.tabs.remove(pos);
+    // Closing cancels a pending dialog (B6): the page is gone with it.
+    let target = tab.page.target_id().clone();
+    let _ = r.browser.execute(CloseTargetParams::new(target)).await;
+    if let Some(ctx) = tab.context.clone()
+        && !r.tabs.iter().any(|t| t.context.as_ref() == Some(&ctx))
+    {
+        let _ = r.browser.dispose_browser_context(ctx).await;
+    }
+    if r.current.as_deref() == Some(id) {
+        r.current = r.tabs.last().map(|t| t.id.clone());
+    }
+    Ok(())
+}
+
+async fn origin_of(tab: &Tab) -> Result<String, BrowserError> {
+    match eval(tab, "location.origin").await? {
+        Value::String(s) => Ok(s),
+        _ => Err(BrowserError::Other("the page has no origin".into())),
+    }
+}

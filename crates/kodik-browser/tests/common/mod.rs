@@ -1,0 +1,118 @@
+//! A tiny HTTP server on 127.0.0.1 with the test pages, and helpers to call the tool.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)] // helpers outside #[test] fns
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use kodik_browser::{BrowserOptions, BrowserSession, BrowserTool};
+use kodik_core::{Content, Tool, ToolContext, ToolOutput, Workspace};
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+/// path → (content type, body, extra headers)
+pub type Routes = HashMap<&'static str, (&'static str, String, &'static str)>;
+
+/// Serves `routes` on an ephemeral port; unknown paths are 404. Returns the base URL.
+pub async fn serve(routes: Routes) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let routes = Arc::new(routes);
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut sock, _)) = listener.accept().await else { return };
+            let routes = routes.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 16384];
+                let mut got = 0;
+                loop {
+                    let Ok(n) = sock.read(&mut buf[got..]).await else { return };
+                    if n == 0 {
+                        return;
+                    }
+                    got += n;
+                    if buf[..got].windows(4).any(|w| w == b"\r\n\r\n") || got == buf.len() {
+                        break;
+                    }
+                }
+                let head = String::from_utf8_lossy(&buf[..got]).to_string();
+                let path = head.split_whitespace().nth(1).unwrap_or("/").to_string();
+                let path = path.split('?').next().unwrap_or("/").to_string();
+                let (status, ctype, body, extra) = match routes.get(path.as_str()) {
+                    Some((c, b, e)) => ("200 OK", *c, b.clone(), *e),
+                    None => ("404 Not Found", "text/plain", "not found".to_string(), ""),
+                };
+                let resp = format!(
+                    "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n{extra}\r\n",
+                    body.len()
+                );
+                let _ = sock.write_all(resp.as_bytes()).await;
+                let _ = sock.write_all(body.as_bytes()).await;
+                let _ = sock.shutdown().await;
+            });
+        }
+    });
+    format!("http://{addr}")
+}
+
+pub struct Harness {
+    pub tool: BrowserTool,
+    pub session: Arc<BrowserSession>,
+    pub cx: ToolContext,
+    pub dir: tempfile::TempDir,
+    pub profiles: tempfile::TempDir,
+}
+
+pub fn harness() -> Harness {
+    let dir = tempfile::tempdir().unwrap();
+    let profiles = tempfile::tempdir().unwrap();
+    let ws = Workspace::new(dir.path()).unwrap();
+    let options = BrowserOptions {
+        profile_root: Some(profiles.path().to_path_buf()),
+        workspace_key: Some(dir.path().display().to_string()),
+        ..BrowserOptions::default()
+    };
+    let session = Arc::new(BrowserSession::new(options));
+    Harness { tool: BrowserTool::new(session.clone()), session, cx: ToolContext::new(ws), dir, profiles }
+}
+
+impl Harness {
+    /// Runs one call the way dispatch does: validation first, then the call.
+    pub async fn call(&self, args: Value) -> ToolOutput {
+        if let Err(e) = self.tool.validate(&args) {
+            return e.into_output();
+        }
+        self.tool.call(args, &self.cx).await
+    }
+
+    /// A call that must succeed; returns its text.
+    pub async fn ok(&self, args: Value) -> String {
+        let out = self.call(args.clone()).await;
+        let text = out.text_content();
+        assert!(out.is_success(), "{args} failed: {text}");
+        text
+    }
+
+    /// A call that must fail; returns its message.
+    pub async fn err(&self, args: Value) -> String {
+        let out = self.call(args.clone()).await;
+        let text = out.text_content();
+        assert!(!out.is_success(), "{args} should have failed but said: {text}");
+        text
+    }
+}
+
+pub fn has_image(out: &ToolOutput) -> bool {
+    out.content.iter().any(|c| matches!(c, Content::Image { .. }))
+}
+
+/// The ref on the snapshot line that contains `needle`.
+pub fn ref_of(snapshot: &str, needle: &str) -> String {
+    let line = snapshot
+        .lines()
+        .find(|l| l.contains(needle) && l.contains("[ref="))
+        .unwrap_or_else(|| panic!("no line with {needle:?} and a ref in:\n{snapshot}"));
+    let at = line.find("[ref=").unwrap() + 5;
+    line[at..].split(']').next().unwrap().to_string()
+}
