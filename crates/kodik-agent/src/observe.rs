@@ -155,3 +155,25 @@ pub(crate) fn model_text(out: &ToolOutput) -> String {
     }
     text
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn g8_the_model_text_names_statuses_describes_images_and_points_to_full_output() {
+        let mut out = ToolOutput::with_status(ToolStatus::TimedOut, "<raw & kept>");
+        out.content.push(Content::image(&[0u8; 300], "image/png"));
+        out.full_output = Some("/tmp/full-output.log".into());
+        let text = model_text(&out);
+        assert_eq!(
+            text,
+            "[timed_out] <raw & kept>\n[image image/png, 300 bytes, not shown to this model]\n\
+             [full output: /tmp/full-output.log]"
+        );
+        assert_eq!(model_text(&ToolOutput::text("")), "");
+        assert_eq!(model_text(&ToolOutput { content: vec![], ..ToolOutput::text("") }), "(no output)");
+        assert_eq!(model_text(&ToolOutput::error("boom")), "boom");
+        assert_eq!(head("añb", 2), "a");
+    }
+}
