@@ -40,11 +40,18 @@ pub(crate) async fn eval(tab: &Tab, expression: &str) -> Result<Value, BrowserEr
     if let Some(d) = tab.shared.lock().dialog.clone() {
         return Err(dialog_error(tab, &d));
     }
+    if tab.shared.lock().closed {
+        return Err(BrowserError::Other(format!("tab {} was closed", tab.id)));
+    }
     let res = tokio::select! {
         r = run => r.map_err(cdp("evaluate in the page"))?,
         _ = dialog.changed() => {
-            let d = tab.shared.lock().dialog.clone();
-            return Err(match d { Some(d) => dialog_error(tab, &d), None => BrowserError::Other("a dialog opened and closed".into()) });
+            let (d, closed) = { let s = tab.shared.lock(); (s.dialog.clone(), s.closed) };
+            return Err(match d {
+                Some(d) => dialog_error(tab, &d),
+                None if closed => BrowserError::Other(format!("tab {} was closed", tab.id)),
+                None => BrowserError::Other("a dialog opened and closed".into()),
+            });
         }
     };
     if let Some(ex) = &res.result.exception_details {
@@ -279,8 +286,11 @@ pub(crate) async fn goto(tab: &Tab, url: &str, timeout: Duration) -> Result<(), 
 pub(crate) async fn wait_load(tab: &Tab, timeout: Duration) -> Result<(), BrowserError> {
     let start = Instant::now();
     loop {
-        if tab.shared.lock().dialog.is_some() {
-            return Ok(());
+        {
+            let s = tab.shared.lock();
+            if s.dialog.is_some() || s.closed {
+                return Ok(());
+            }
         }
         // A navigation in progress destroys the context the check runs in; just ask again.
         if let Ok(Value::String(s)) = eval(tab, "document.readyState").await

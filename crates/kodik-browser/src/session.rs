@@ -15,7 +15,8 @@ use chromiumoxide::cdp::browser_protocol::page::{
     AddScriptToEvaluateOnNewDocumentParams, EventJavascriptDialogOpening,
 };
 use chromiumoxide::cdp::browser_protocol::target::{
-    CreateBrowserContextParams, CreateTargetParams, EventTargetCrashed, EventTargetCreated, TargetId,
+    CreateBrowserContextParams, CreateTargetParams, EventTargetCrashed, EventTargetCreated, EventTargetDestroyed,
+    TargetId,
 };
 use chromiumoxide::cdp::js_protocol::runtime::{
     CallFunctionOnParams, EventConsoleApiCalled, EventExceptionThrown, RemoteObject,
@@ -121,6 +122,8 @@ pub(crate) struct TabData {
     pub requests: u64,
     pub last_network: Option<Instant>,
     pub crashed: bool,
+    /// The page closed itself (window.close) or was closed by the browser.
+    pub closed: bool,
     pub next_ref: u64,
     pub snapshot_taken: bool,
     pub shot: Option<Shot>,
@@ -129,7 +132,7 @@ pub(crate) struct TabData {
 
 pub(crate) struct TabShared {
     pub data: Mutex<TabData>,
-    /// Bumped when a dialog opens, so a running action can stop waiting for the page.
+    /// Bumped when a dialog opens or the page closes, so a running action stops waiting for it.
     pub dialog_opened: watch::Sender<u64>,
 }
 
@@ -180,8 +183,14 @@ pub(crate) struct Running {
     pub profile_dir: PathBuf,
     pub tabs: Vec<Tab>,
     pub current: Option<String>,
+    /// Tabs that closed themselves since the last result said so.
+    pub closed_tabs: Vec<String>,
     next_tab: u32,
     new_targets: mpsc::UnboundedReceiver<(TargetId, Option<TargetId>)>,
+    /// Pages that existed before the session's first tab (Chromium's start-up tab).
+    ignored: HashSet<TargetId>,
+    /// Every tab's shared state by target, for the browser-level listeners.
+    registry: Arc<Mutex<std::collections::HashMap<TargetId, Arc<TabShared>>>>,
     crashed: mpsc::UnboundedReceiver<TargetId>,
     pub downloads: Arc<Mutex<Vec<Download>>>,
     pub download_dir: tempfile::TempDir,
@@ -261,6 +270,7 @@ impl Running {
         let (dialog_opened, _) = watch::channel(0u64);
         let shared = Arc::new(TabShared { data: Mutex::new(TabData::default()), dialog_opened });
         let tasks = listen(&page, &shared).await;
+        self.registry.lock().unwrap_or_else(|p| p.into_inner()).insert(page.target_id().clone(), shared.clone());
         // Installed before any page script runs, so a window.open on load is seen too (B7).
         let _ = page.execute(AddScriptToEvaluateOnNewDocumentParams::new(BLOCKED_POPUPS_JS)).await;
         let last_url = page.url().await.ok().flatten().unwrap_or_default();
@@ -273,7 +283,7 @@ impl Running {
     pub async fn adopt_new_targets(&mut self) -> Vec<String> {
         let mut added = Vec::new();
         while let Ok((target, opener)) = self.new_targets.try_recv() {
-            if self.tabs.iter().any(|t| t.page.target_id() == &target) {
+            if self.ignored.contains(&target) || self.tabs.iter().any(|t| t.page.target_id() == &target) {
                 continue;
             }
             // The handler attaches to the new target on its own; give it a moment.
@@ -294,6 +304,17 @@ impl Running {
                 .and_then(|t| t.context.clone());
             let id = self.add_tab(page, opener_tab, context).await;
             added.push(id);
+        }
+        let gone: Vec<String> = self.tabs.iter().filter(|t| t.shared.lock().closed).map(|t| t.id.clone()).collect();
+        for id in gone {
+            let opener = self.tabs.iter().find(|t| t.id == id).and_then(|t| t.opener.clone());
+            self.tabs.retain(|t| t.id != id);
+            if self.current.as_deref() == Some(id.as_str()) {
+                self.current = opener
+                    .filter(|o| self.tabs.iter().any(|t| &t.id == o))
+                    .or_else(|| self.tabs.last().map(|t| t.id.clone()));
+            }
+            self.closed_tabs.push(id);
         }
         while let Ok(target) = self.crashed.try_recv() {
             if let Some(t) = self.tabs.iter().find(|t| t.page.target_id() == &target) {
@@ -667,7 +688,28 @@ impl BrowserSession {
                 }
             }));
         }
+        let registry: Arc<Mutex<std::collections::HashMap<TargetId, Arc<TabShared>>>> = Arc::default();
+        if let Ok(mut s) = browser.event_listener::<EventTargetDestroyed>().await {
+            let registry = registry.clone();
+            background.push(tokio::spawn(async move {
+                while let Some(e) = s.next().await {
+                    let shared = registry.lock().unwrap_or_else(|p| p.into_inner()).remove(&e.target_id);
+                    if let Some(shared) = shared {
+                        shared.lock().closed = true;
+                        shared.dialog_opened.send_modify(|n| *n += 1);
+                    }
+                }
+            }));
+        }
+        let mut browser = browser;
+        let ignored: HashSet<TargetId> = browser
+            .fetch_targets()
+            .await
+            .map(|ts| ts.into_iter().filter(|t| t.r#type == "page").map(|t| t.target_id).collect())
+            .unwrap_or_default();
         let running = Running {
+            ignored,
+            registry,
             browser,
             handler,
             storage,
@@ -675,6 +717,7 @@ impl BrowserSession {
             profile_dir: dir,
             tabs: Vec::new(),
             current: None,
+            closed_tabs: Vec::new(),
             next_tab: 0,
             new_targets,
             crashed,

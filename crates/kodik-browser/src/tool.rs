@@ -834,8 +834,16 @@ impl BrowserSession {
             }
         }
         let new_tabs = r.adopt_new_targets().await;
-        let tab = r.tab(Some(id))?;
         let mut rep = Report::new(message);
+        for closed in std::mem::take(&mut r.closed_tabs) {
+            rep.line(format!(
+                "Tab {closed} closed itself.{}",
+                r.current.as_ref().map(|c| format!(" The current tab is now {c}.")).unwrap_or_default()
+            ));
+        }
+        let Ok(tab) = r.tab(Some(id)) else {
+            return Ok(rep.into_output());
+        };
         let dialog_open = tab.shared.lock().dialog.is_some();
         if !dialog_open {
             let now = eval(tab, "[location.href, document.title, (window.__kodikBlocked || []).splice(0)]")

@@ -83,7 +83,12 @@ impl Harness {
         if let Err(e) = self.tool.validate(&args) {
             return e.into_output();
         }
-        self.tool.call(args, &self.cx).await
+        let start = std::time::Instant::now();
+        let out = self.tool.call(args.clone(), &self.cx).await;
+        if start.elapsed() > std::time::Duration::from_secs(2) {
+            eprintln!("slow call ({:?}): {args}", start.elapsed());
+        }
+        out
     }
 
     /// A call that must succeed; returns its text.

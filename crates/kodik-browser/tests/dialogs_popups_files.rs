@@ -1,0 +1,136 @@
+//! JavaScript dialogs incl. prompt() (B6), popups with their opener (B7), downloads and uploads
+//! (B8) and credentials (B10) against real Chromium. One browser for the whole file.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
+
+mod common;
+
+use common::{Routes, harness, serve};
+use serde_json::json;
+
+const DIALOGS: &str = r#"<!doctype html><title>Dialogs</title>
+<button onclick="document.getElementById('out').textContent = 'answer=' + JSON.stringify(prompt('Your name?', 'Anon'))">Ask</button>
+<button onclick="document.getElementById('out').textContent = 'confirmed=' + confirm('Sure?')">Confirm</button>
+<p id="out">none</p>"#;
+
+const OPENER: &str = r#"<!doctype html><title>App</title>
+<button onclick="window.open('/login', 'login', 'width=400,height=300')">Log in with popup</button>
+<p id="token">no token</p>
+<a href="/file.txt" download>Get report</a>
+<input type="file" id="up" aria-label="Attachment" onchange="document.getElementById('picked').textContent = 'picked ' + this.files[0].name + ' ' + this.files[0].size">
+<p id="picked"></p>
+<form id="login"><input name="user" type="email" aria-label="User"><input name="pass" type="password" aria-label="Pass"></form>
+<script>window.addEventListener('message', (e) => { document.getElementById('token').textContent = 'token ' + e.data; });</script>"#;
+
+const LOGIN: &str = r#"<!doctype html><title>Login popup</title>
+<button onclick="window.opener.postMessage('token-123', '*'); window.close()">Approve</button>"#;
+
+const AUTOPOPUP: &str = r#"<!doctype html><title>Ads</title><script>window.open('/ad')</script><p>page with an ad</p>"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn b6_b7_b8_b10_dialogs_popups_files_and_credentials() {
+    let mut routes = Routes::new();
+    routes.insert("/dialogs", ("text/html", DIALOGS.to_string(), ""));
+    routes.insert("/app", ("text/html", OPENER.to_string(), ""));
+    routes.insert("/login", ("text/html", LOGIN.to_string(), ""));
+    routes.insert("/auto", ("text/html", AUTOPOPUP.to_string(), ""));
+    routes.insert("/ad", ("text/html", "<title>Ad</title>".to_string(), ""));
+    routes.insert(
+        "/file.txt",
+        (
+            "text/plain",
+            "quarterly numbers\n".to_string(),
+            "Content-Disposition: attachment; filename=\"report.txt\"\r\n",
+        ),
+    );
+    let base = serve(routes).await;
+    let h = harness();
+
+    // B6: prompt() is reported in the result of the click that raised it; the tab is blocked.
+    h.ok(json!({"action": "open", "url": format!("{base}/dialogs")})).await;
+    let r = h.ok(json!({"action": "click", "target": {"role": "button", "name": "Ask"}})).await;
+    assert!(r.contains(r#"Dialog: prompt "Your name?" (default "Anon")"#), "{r}");
+    let e = h.err(json!({"action": "snapshot"})).await;
+    assert!(e.contains("prompt dialog is open") && e.contains("handle_dialog"), "{e}");
+    let w = h.ok(json!({"action": "wait", "condition": "dialog"})).await;
+    assert!(w.contains("Your name?"), "{w}");
+    // Accept with an empty string returns the empty string.
+    let r = h.ok(json!({"action": "handle_dialog", "accept": true, "prompt_text": ""})).await;
+    assert!(r.contains(r#"it returns """#) && r.contains(r#"answer=\"\""#) || r.contains(r#"answer="""#), "{r}");
+    // Accept without text keeps the default.
+    h.ok(json!({"action": "click", "target": {"role": "button", "name": "Ask"}})).await;
+    let r = h.ok(json!({"action": "handle_dialog", "accept": true})).await;
+    assert!(r.contains(r#"answer="Anon""#), "{r}");
+    // Dismiss returns null.
+    h.ok(json!({"action": "click", "target": {"role": "button", "name": "Ask"}})).await;
+    let r = h.ok(json!({"action": "handle_dialog", "accept": false})).await;
+    assert!(r.contains("answer=null") && r.contains("returns null"), "{r}");
+    h.ok(json!({"action": "click", "target": {"role": "button", "name": "Confirm"}})).await;
+    let r = h.ok(json!({"action": "handle_dialog", "accept": true})).await;
+    assert!(r.contains("confirmed=true"), "{r}");
+    let e = h.err(json!({"action": "handle_dialog", "accept": true})).await;
+    assert!(e.contains("no JavaScript dialog is open"), "{e}");
+    // Navigating away cancels a pending dialog.
+    h.ok(json!({"action": "click", "target": {"role": "button", "name": "Ask"}})).await;
+    let r = h.ok(json!({"action": "navigate", "url": format!("{base}/app")})).await;
+    assert!(r.contains("Title: App"), "{r}");
+
+    // B7: a popup from a user click becomes a tab with its opener; it can hand back a result.
+    let r = h.ok(json!({"action": "click", "target": {"role": "button", "name": "Log in with popup"}})).await;
+    assert!(r.contains("New tab t2 opened by t1"), "{r}");
+    let tabs = h.ok(json!({"action": "list_tabs"})).await;
+    assert!(tabs.contains("t2") && tabs.contains("(opened by t1)"), "{tabs}");
+    h.ok(json!({"action": "select_tab", "tab_id": "t2"})).await;
+    h.ok(json!({"action": "wait", "condition": "text", "text": "Approve"})).await;
+    let r = h.ok(json!({"action": "click", "target": {"role": "button", "name": "Approve"}})).await;
+    assert!(r.contains("Tab t2 closed itself. The current tab is now t1."), "{r}");
+    let s = h.ok(json!({"action": "wait", "condition": "text", "text": "token token-123"})).await;
+    assert!(s.contains("on the page"), "{s}");
+    // A window.open without a user gesture is blocked and reported.
+    let r = h.ok(json!({"action": "navigate", "url": format!("{base}/auto")})).await;
+    assert!(r.contains("Blocked popup(s) opened without a user gesture") && r.contains("/ad"), "{r}");
+    let tabs = h.ok(json!({"action": "list_tabs"})).await;
+    assert!(!tabs.contains("\"Ad\""), "{tabs}");
+
+    // B8: downloads land in the session's folder, reported with name, size and path.
+    h.ok(json!({"action": "navigate", "url": format!("{base}/app")})).await;
+    h.ok(json!({"action": "click", "target": {"role": "link", "name": "Get report"}})).await;
+    let out = h.call(json!({"action": "wait", "condition": "download"})).await;
+    let text = out.text_content();
+    assert!(out.is_success() && text.contains("report.txt") && text.contains("(18 bytes)"), "{text}");
+    let path = out.meta["download"]["path"].as_str().unwrap().to_string();
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "quarterly numbers\n");
+
+    // B8: uploads only from workspace files that .kodikignore does not hide.
+    std::fs::write(h.dir.path().join("cv.pdf"), b"%PDF-1.4 fake").unwrap();
+    std::fs::write(h.dir.path().join("secret.key"), b"k").unwrap();
+    std::fs::write(h.dir.path().join(".kodikignore"), "*.key\n").unwrap();
+    let r = h.ok(json!({"action": "upload", "files": ["cv.pdf"], "target": {"label": "Attachment"}})).await;
+    assert!(r.contains("cv.pdf"), "{r}");
+    h.ok(json!({"action": "wait", "condition": "text", "text": "picked cv.pdf 13"})).await;
+    let e = h.err(json!({"action": "upload", "files": ["secret.key"], "target": {"label": "Attachment"}})).await;
+    assert!(e.contains("secret.key"), "{e}");
+    let e = h.err(json!({"action": "upload", "files": ["/etc/passwd"], "target": {"label": "Attachment"}})).await;
+    assert!(e.contains("/etc/passwd"), "{e}");
+
+    // B10: the model sees a label and an id; the secret never appears in any result.
+    let origin = base.clone();
+    let id = h.session.credentials().add(&origin, "Staging admin", "admin@example.com", "pa55-w0rd-XYZ");
+    h.session.credentials().add("http://other.example", "Elsewhere", "x", "other-secret");
+    let l = h.ok(json!({"action": "list_credentials"})).await;
+    assert!(l.contains("Staging admin") && l.contains(&id) && !l.contains("Elsewhere"), "{l}");
+    assert!(!l.contains("pa55") && !l.contains("admin@example.com"), "{l}");
+    let f = h.ok(json!({"action": "fill_credential", "credential_id": id, "target": {"css": "#login"}})).await;
+    assert!(!f.contains("pa55-w0rd-XYZ"), "{f}");
+    let v = h.ok(json!({"action": "eval", "expression": "element.value", "target": {"label": "Pass"}})).await;
+    assert!(v.contains("[redacted]") && !v.contains("pa55-w0rd-XYZ"), "{v}");
+    let snap = h.ok(json!({"action": "snapshot"})).await;
+    assert!(!snap.contains("pa55-w0rd-XYZ"), "{snap}");
+    let other = h.session.credentials().for_origin("http://other.example")[0].id().to_string();
+    let e = h.err(json!({"action": "fill_credential", "credential_id": other})).await;
+    assert!(e.contains("belongs to http://other.example") && !e.contains("other-secret"), "{e}");
+    let a = h.ok(json!({"action": "activity"})).await;
+    assert!(!a.contains("pa55-w0rd-XYZ") && a.contains("fill_credential"), "{a}");
+
+    h.session.shutdown().await;
+}
