@@ -202,7 +202,7 @@ pub async fn authorize(
         tool: call.name.clone(),
         effect,
         args: call.args.clone(),
-        server: None,
+        server: tool.server().map(str::to_owned),
     };
     let approval = tokio::select! {
         a = cx.approver.approve(&request) => a,

@@ -91,6 +91,12 @@ pub trait Tool: Send + Sync {
         self.spec().streaming_start
     }
 
+    /// The MCP server this tool comes from, shown in approval requests (G13); `None` for
+    /// built-in tools.
+    fn server(&self) -> Option<&str> {
+        None
+    }
+
     /// Runs the call. Never panics on bad input: every failure is a result.
     async fn call(&self, args: Value, cx: &ToolContext) -> ToolOutput;
 }

@@ -30,10 +30,14 @@
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
+pub mod client;
+pub mod config;
 mod convert;
 pub mod events;
 mod server;
 
+pub use client::{ClientError, ClientOptions, McpClient, McpTool};
+pub use config::{ConfigError, McpConfig, ServerConfig};
 pub use convert::{call_result, mcp_tool, terminal_note};
 pub use events::McpEvents;
 pub use server::McpServer;

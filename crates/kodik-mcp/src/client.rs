@@ -1,0 +1,607 @@
+//! The MCP client: other servers' tools as Kodik tools (A8, G13).
+//!
+//! Each configured server is started (stdio: a child process in its own process group) and
+//! initialized with a deadline; its tools become [`McpTool`]s named `server__tool`. A call
+//! that is cancelled or runs past its timeout is abandoned with `notifications/cancelled`.
+//! A server that dies fails the calls it was running with an error naming it, and is started
+//! again for the next call, a bounded number of times.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use kodik_core::{Content, Effect, Tool, ToolContext, ToolError, ToolOutput, ToolSpec, ToolStatus};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig, ContentBlock,
+    Implementation, ResourceContents,
+};
+use rmcp::service::{NotificationContext, Peer, RunningService, ServiceError};
+use rmcp::transport::TokioChildProcess;
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use serde_json::{Value, json};
+use tokio::io::AsyncBufReadExt as _;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{McpConfig, ServerConfig};
+
+/// How long to wait for servers, and how often to start a dead one again.
+#[derive(Debug, Clone)]
+pub struct ClientOptions {
+    /// The longest wait for a server's `initialize` answer (default 30 s).
+    pub init_timeout: Duration,
+    /// The longest wait for one tool call (default 10 min); then it is cancelled and
+    /// reported as `timed_out`.
+    pub call_timeout: Duration,
+    /// How many times a server that died is started again (default 1).
+    pub max_restarts: u32,
+    /// Where a relative `cwd` of a stdio server is taken from (the workspace root).
+    pub base_dir: Option<std::path::PathBuf>,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        Self {
+            init_timeout: Duration::from_secs(30),
+            call_timeout: Duration::from_secs(600),
+            max_restarts: 1,
+            base_dir: None,
+        }
+    }
+}
+
+/// Why a server could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The program could not be started.
+    #[error("MCP server `{server}`: cannot start `{command}`: {source}")]
+    Spawn {
+        /// The server's name.
+        server: String,
+        /// The program.
+        command: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The server did not answer `initialize` in time.
+    #[error("MCP server `{server}` did not answer `initialize` within {secs} s{stderr}")]
+    InitTimeout {
+        /// The server's name.
+        server: String,
+        /// The deadline.
+        secs: u64,
+        /// The server's last stderr lines, if any.
+        stderr: String,
+    },
+    /// The handshake failed (the server exited, or answered with an error).
+    #[error("MCP server `{server}` failed its handshake: {message}{stderr}")]
+    Initialize {
+        /// The server's name.
+        server: String,
+        /// rmcp's reason.
+        message: String,
+        /// The server's last stderr lines, if any.
+        stderr: String,
+    },
+    /// `tools/list` failed.
+    #[error("MCP server `{server}` could not list its tools: {message}")]
+    ListTools {
+        /// The server's name.
+        server: String,
+        /// rmcp's reason.
+        message: String,
+    },
+    /// The configuration asks for a transport this build does not have.
+    #[error("MCP server `{server}`: {message}")]
+    Unsupported {
+        /// The server's name.
+        server: String,
+        /// What is missing.
+        message: String,
+    },
+}
+
+/// The last lines a server wrote to stderr, for error messages.
+#[derive(Default)]
+struct StderrTail(Mutex<VecDeque<String>>);
+
+impl StderrTail {
+    const LINES: usize = 20;
+
+    fn push(&self, line: String) {
+        if let Ok(mut q) = self.0.lock() {
+            if q.len() == Self::LINES {
+                q.pop_front();
+            }
+            q.push_back(line);
+        }
+    }
+
+    fn render(&self) -> String {
+        match self.0.lock() {
+            Ok(q) if !q.is_empty() => {
+                format!("; its stderr ended with:\n{}", q.iter().cloned().collect::<Vec<_>>().join("\n"))
+            }
+            _ => String::new(),
+        }
+    }
+}
+
+/// What the connection's handler shares with the server handle.
+struct Shared {
+    /// The server's current tool list (refreshed on `tools/list_changed`).
+    tools: RwLock<Vec<rmcp::model::Tool>>,
+    /// Bumped on every refresh.
+    generation: tokio::sync::watch::Sender<u64>,
+}
+
+impl Shared {
+    fn set_tools(&self, tools: Vec<rmcp::model::Tool>) {
+        if let Ok(mut t) = self.tools.write() {
+            *t = tools;
+        }
+        self.generation.send_modify(|g| *g += 1);
+    }
+}
+
+/// The rmcp client handler: identifies as kodik, follows `tools/list_changed`.
+#[derive(Clone)]
+struct Handler {
+    shared: Arc<Shared>,
+}
+
+impl ClientHandler for Handler {
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(ClientCapabilities::default(), Implementation::new("kodik", env!("CARGO_PKG_VERSION")))
+    }
+
+    async fn on_tool_list_changed(&self, context: NotificationContext<RoleClient>) {
+        // The handler runs on the connection's loop: the request goes out from a task so the
+        // loop can read its answer.
+        let shared = Arc::clone(&self.shared);
+        tokio::spawn(async move {
+            match context.peer.list_all_tools().await {
+                Ok(tools) => shared.set_tools(tools),
+                Err(e) => tracing::warn!("refreshing an MCP server's tools after list_changed failed: {e}"),
+            }
+        });
+    }
+}
+
+type Service = RunningService<RoleClient, Handler>;
+
+/// One configured server and its current connection.
+struct Server {
+    name: String,
+    config: ServerConfig,
+    options: ClientOptions,
+    shared: Arc<Shared>,
+    stderr: Arc<StderrTail>,
+    conn: tokio::sync::Mutex<Option<Service>>,
+    restarts: AtomicU32,
+}
+
+impl Server {
+    async fn start(&self) -> Result<Service, ClientError> {
+        let handler = Handler { shared: Arc::clone(&self.shared) };
+        let server = self.name.clone();
+        let init_failed = |e: &rmcp::service::ClientInitializeError| ClientError::Initialize {
+            server: server.clone(),
+            message: e.to_string(),
+            stderr: self.stderr.render(),
+        };
+        let timed_out = || ClientError::InitTimeout {
+            server: self.name.clone(),
+            secs: self.options.init_timeout.as_secs(),
+            stderr: self.stderr.render(),
+        };
+        if let Some(command) = &self.config.command {
+            let mut cmd = tokio::process::Command::new(command);
+            cmd.args(&self.config.args).envs(&self.config.env).kill_on_drop(true);
+            if let Some(cwd) = &self.config.cwd {
+                cmd.current_dir(match &self.options.base_dir {
+                    Some(base) if cwd.is_relative() => base.join(cwd),
+                    _ => cwd.clone(),
+                });
+            }
+            let mut wrap = process_wrap::tokio::CommandWrap::from(cmd);
+            // Its own process group: killing the server also kills what it started.
+            wrap.wrap(process_wrap::tokio::ProcessGroup::leader());
+            let (transport, stderr) = TokioChildProcess::builder(wrap)
+                .stderr(Stdio::piped())
+                .spawn()
+                .map_err(|source| ClientError::Spawn { server: self.name.clone(), command: command.clone(), source })?;
+            if let Some(stderr) = stderr {
+                let tail = Arc::clone(&self.stderr);
+                let name = self.name.clone();
+                tokio::spawn(async move {
+                    let mut lines = tokio::io::BufReader::new(stderr).lines();
+                    while let Ok(Some(line)) = lines.next_line().await {
+                        tracing::debug!(target: "kodik_mcp::server_stderr", server = %name, "{line}");
+                        tail.push(line);
+                    }
+                });
+            }
+            // Dropping the transport on a timeout kills the child.
+            return match tokio::time::timeout(self.options.init_timeout, handler.serve(transport)).await {
+                Ok(Ok(service)) => Ok(service),
+                Ok(Err(e)) => Err(init_failed(&e)),
+                Err(_) => Err(timed_out()),
+            };
+        }
+        match &self.config.url {
+            Some(url) => self.start_http(handler, url).await.map_err(|e| match e {
+                HttpStartError::Init(e) => init_failed(&e),
+                HttpStartError::Timeout => timed_out(),
+                HttpStartError::Other(message) => ClientError::Unsupported { server: self.name.clone(), message },
+            }),
+            None => {
+                Err(ClientError::Unsupported { server: self.name.clone(), message: "needs `command` or `url`".into() })
+            }
+        }
+    }
+
+    async fn start_http(&self, handler: Handler, url: &str) -> Result<Service, HttpStartError> {
+        use rmcp::transport::StreamableHttpClientTransport;
+        use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+        // reqwest is built without a default TLS provider; ring is the one the workspace uses.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let mut config = StreamableHttpClientTransportConfig::with_uri(url.to_owned());
+        let mut headers = std::collections::HashMap::new();
+        for (name, value) in &self.config.headers {
+            // rmcp sends the bearer token itself and refuses `Authorization` among custom headers.
+            if name.eq_ignore_ascii_case("authorization") {
+                let token = value.strip_prefix("Bearer ").or_else(|| value.strip_prefix("bearer ")).unwrap_or(value);
+                config = config.auth_header(token.to_owned());
+                continue;
+            }
+            let name = reqwest::header::HeaderName::from_bytes(name.as_bytes())
+                .map_err(|e| HttpStartError::Other(format!("header name `{name}` is not valid: {e}")))?;
+            let value = reqwest::header::HeaderValue::from_str(value)
+                .map_err(|e| HttpStartError::Other(format!("the value of header `{name}` is not valid: {e}")))?;
+            headers.insert(name, value);
+        }
+        let client = reqwest::Client::builder()
+            // Pooled idle connections stall on delayed ACKs when a body was left unread (rmcp's note).
+            .pool_max_idle_per_host(0)
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|e| HttpStartError::Other(format!("cannot build the HTTP client: {e}")))?;
+        let transport = StreamableHttpClientTransport::with_client(client, config.custom_headers(headers));
+        match tokio::time::timeout(self.options.init_timeout, handler.serve(transport)).await {
+            Ok(Ok(service)) => Ok(service),
+            Ok(Err(e)) => Err(HttpStartError::Init(Box::new(e))),
+            Err(_) => Err(HttpStartError::Timeout),
+        }
+    }
+
+    async fn list_tools(&self, service: &Service) -> Result<(), ClientError> {
+        let tools = service
+            .peer()
+            .list_all_tools()
+            .await
+            .map_err(|e| ClientError::ListTools { server: self.name.clone(), message: e.to_string() })?;
+        self.shared.set_tools(tools);
+        Ok(())
+    }
+
+    /// The live connection's peer; a dead server is started again while restarts remain.
+    async fn peer(&self) -> Result<Peer<RoleClient>, String> {
+        let mut conn = self.conn.lock().await;
+        if let Some(service) = conn.as_ref()
+            && !service.is_closed()
+            && !service.peer().is_transport_closed()
+        {
+            return Ok(service.peer().clone());
+        }
+        let done = self.restarts.load(Ordering::Relaxed);
+        if done >= self.options.max_restarts {
+            return Err(format!(
+                "MCP server `{}` has stopped and was already restarted {done} time(s); it is not started again{}",
+                self.name,
+                self.stderr.render()
+            ));
+        }
+        self.restarts.store(done + 1, Ordering::Relaxed);
+        tracing::warn!(server = %self.name, "MCP server stopped; starting it again");
+        let service =
+            self.start().await.map_err(|e| format!("MCP server `{}` stopped; restarting it failed: {e}", self.name))?;
+        self.list_tools(&service).await.map_err(|e| e.to_string())?;
+        let peer = service.peer().clone();
+        *conn = Some(service);
+        Ok(peer)
+    }
+
+    async fn call(&self, tool: &str, args: Value, cancel: &CancellationToken) -> ToolOutput {
+        let meta = || json!({"server": self.name, "tool": tool});
+        let peer = match self.peer().await {
+            Ok(p) => p,
+            Err(msg) => {
+                return ToolOutput::error(msg)
+                    .with_meta(json!({"server": self.name, "tool": tool, "error_kind": "mcp_server_unavailable"}));
+            }
+        };
+        let mut params = CallToolRequestParams::new(tool.to_owned());
+        match args {
+            Value::Object(map) => params = params.with_arguments(map),
+            Value::Null => {}
+            other => return not_an_object(tool, &other).into_output(),
+        }
+        // Dropping the request (timeout, cancellation) sends notifications/cancelled.
+        let request = peer.call_tool_once(params);
+        let answer = tokio::select! {
+            a = tokio::time::timeout(self.options.call_timeout, request) => a,
+            () = cancel.cancelled() => return ToolError::Cancelled.into_output().with_meta(meta()),
+        };
+        match answer {
+            Ok(Ok(CallToolResponse::Complete(result))) => result_output(result, &self.name, tool),
+            Ok(Ok(_)) => ToolOutput::error(format!(
+                "MCP server `{}` answered `{tool}` with a task or an input request, which kodik does not support",
+                self.name
+            ))
+            .with_meta(meta()),
+            Ok(Err(ServiceError::McpError(e))) => {
+                ToolOutput::error(format!("MCP server `{}` refused `{tool}`: {}", self.name, e.message))
+                    .with_meta(meta())
+            }
+            Ok(Err(e @ (ServiceError::TransportClosed | ServiceError::TransportSend(_)))) => {
+                let again = if self.restarts.load(Ordering::Relaxed) < self.options.max_restarts {
+                    "it is started again for the next call"
+                } else {
+                    "it is not started again"
+                };
+                ToolOutput::error(format!(
+                    "MCP server `{}` stopped during the call to `{tool}` ({e}); {again}{}",
+                    self.name,
+                    self.stderr.render()
+                ))
+                .with_meta(json!({"server": self.name, "tool": tool, "error_kind": "mcp_server_stopped"}))
+            }
+            Ok(Err(e)) => ToolOutput::error(format!("MCP call `{}__{tool}` failed: {e}", self.name)).with_meta(meta()),
+            Err(_) => ToolOutput::with_status(
+                ToolStatus::TimedOut,
+                format!(
+                    "MCP server `{}` did not answer `{tool}` within {} s; the call was cancelled",
+                    self.name,
+                    self.options.call_timeout.as_secs()
+                ),
+            )
+            .with_meta(meta()),
+        }
+    }
+}
+
+enum HttpStartError {
+    Init(Box<rmcp::service::ClientInitializeError>),
+    Timeout,
+    Other(String),
+}
+
+/// An MCP result as a Kodik output, raw text untouched (G8): text blocks as they are, images
+/// as images, embedded text resources as their text, other blocks as a one-line note;
+/// `isError` → `error`; `structuredContent` in `meta.structured_content` (and as the text
+/// when the server sent no content).
+pub fn result_output(result: CallToolResult, server: &str, tool: &str) -> ToolOutput {
+    let mut content = Vec::new();
+    let mut resources = Vec::new();
+    for block in result.content {
+        match block {
+            ContentBlock::Text(t) => content.push(Content::Text { text: t.text }),
+            ContentBlock::Image(i) => content.push(Content::Image { data: i.data, mime_type: i.mime_type }),
+            ContentBlock::Audio(a) => {
+                content.push(Content::text(format!("[audio {}, {} bytes of base64]", a.mime_type, a.data.len())));
+            }
+            ContentBlock::Resource(r) => match r.resource {
+                ResourceContents::TextResourceContents { uri, text, mime_type, .. } => {
+                    resources.push(json!({"uri": uri, "mime_type": mime_type}));
+                    content.push(Content::Text { text });
+                }
+                ResourceContents::BlobResourceContents { uri, blob, mime_type, .. } => {
+                    resources.push(json!({"uri": uri, "mime_type": mime_type}));
+                    match mime_type {
+                        Some(m) if m.starts_with("image/") => content.push(Content::Image { data: blob, mime_type: m }),
+                        m => content.push(Content::text(format!(
+                            "[resource {uri} ({}), {} bytes of base64]",
+                            m.as_deref().unwrap_or("unknown type"),
+                            blob.len()
+                        ))),
+                    }
+                }
+                _ => content.push(Content::text("[a resource of a kind this kodik does not know]")),
+            },
+            ContentBlock::ResourceLink(link) => {
+                resources.push(json!({"uri": link.uri, "mime_type": link.mime_type}));
+                content.push(Content::text(format!("[resource link {} ({})]", link.uri, link.name)));
+            }
+            _ => content.push(Content::text("[a content block of a kind this kodik does not know]")),
+        }
+    }
+    let mut meta = json!({"server": server, "tool": tool});
+    if let Some(structured) = result.structured_content {
+        if content.is_empty() {
+            content.push(Content::text(structured.to_string()));
+        }
+        meta["structured_content"] = structured;
+    }
+    if !resources.is_empty() {
+        meta["resources"] = Value::Array(resources);
+    }
+    let status = if result.is_error == Some(true) { ToolStatus::Error } else { ToolStatus::Success };
+    ToolOutput { status, content, meta, full_output: None }
+}
+
+fn not_an_object(tool: &str, args: &Value) -> ToolError {
+    ToolError::InvalidInput {
+        tool: tool.to_owned(),
+        field: None,
+        message: format!("the arguments must be a JSON object, got {args}"),
+    }
+}
+
+/// `server__tool` with every character outside `[A-Za-z0-9_-]` replaced by `_`, at most 64
+/// characters (the providers' limit).
+pub fn tool_name(server: &str, tool: &str) -> String {
+    let clean = |s: &str| -> String {
+        s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).collect()
+    };
+    let mut name = format!("{}__{}", clean(server), clean(tool));
+    name.truncate(64);
+    name
+}
+
+/// One tool of a mounted server, as a Kodik [`Tool`].
+pub struct McpTool {
+    server: Arc<Server>,
+    remote: String,
+    spec: ToolSpec,
+}
+
+impl std::fmt::Debug for McpTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpTool").field("name", &self.spec.name).field("server", &self.server.name).finish()
+    }
+}
+
+impl McpTool {
+    /// The server's name.
+    pub fn server_name(&self) -> &str {
+        &self.server.name
+    }
+
+    /// The tool's name on its server.
+    pub fn remote_name(&self) -> &str {
+        &self.remote
+    }
+}
+
+#[async_trait::async_trait]
+impl Tool for McpTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn validate(&self, args: &Value) -> Result<(), ToolError> {
+        match args {
+            Value::Object(_) | Value::Null => Ok(()),
+            other => Err(not_an_object(&self.spec.name, other)),
+        }
+    }
+
+    fn server(&self) -> Option<&str> {
+        Some(&self.server.name)
+    }
+
+    async fn call(&self, args: Value, cx: &ToolContext) -> ToolOutput {
+        self.server.call(&self.remote, args, &cx.cancel).await
+    }
+}
+
+/// The connected MCP servers of one toolbox.
+pub struct McpClient {
+    servers: Vec<Arc<Server>>,
+    errors: Vec<ClientError>,
+}
+
+impl std::fmt::Debug for McpClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpClient")
+            .field("servers", &self.servers.iter().map(|s| &s.name).collect::<Vec<_>>())
+            .field("errors", &self.errors)
+            .finish()
+    }
+}
+
+impl McpClient {
+    /// Starts and initializes every server of `config` at once and lists their tools. A
+    /// server that fails (cannot start, no `initialize` answer within
+    /// [`ClientOptions::init_timeout`]) is left out and reported in [`errors`](Self::errors).
+    pub async fn connect(config: &McpConfig, options: ClientOptions) -> Self {
+        let starts = config.servers.iter().map(|(name, server)| {
+            let (generation, _) = tokio::sync::watch::channel(0);
+            let server = Arc::new(Server {
+                name: name.clone(),
+                config: server.clone(),
+                options: options.clone(),
+                shared: Arc::new(Shared { tools: RwLock::new(Vec::new()), generation }),
+                stderr: Arc::new(StderrTail::default()),
+                conn: tokio::sync::Mutex::new(None),
+                restarts: AtomicU32::new(0),
+            });
+            async move {
+                let service = server.start().await?;
+                server.list_tools(&service).await?;
+                *server.conn.lock().await = Some(service);
+                Ok::<_, ClientError>(server)
+            }
+        });
+        let mut servers = Vec::new();
+        let mut errors = Vec::new();
+        for result in futures_util::future::join_all(starts).await {
+            match result {
+                Ok(s) => servers.push(s),
+                Err(e) => errors.push(e),
+            }
+        }
+        Self { servers, errors }
+    }
+
+    /// The servers that could not be used, with why.
+    pub fn errors(&self) -> &[ClientError] {
+        &self.errors
+    }
+
+    /// The connected servers' names.
+    pub fn server_names(&self) -> Vec<&str> {
+        self.servers.iter().map(|s| s.name.as_str()).collect()
+    }
+
+    /// Every server's current tools as Kodik tools named `server__tool`, kept unique (and
+    /// apart from `taken`, the built-ins) with a `_2`, `_3`… suffix. Tools without
+    /// `readOnlyHint: true` are side-effecting in every mode (A8); all start while the
+    /// response still streams (G4).
+    pub fn tools(&self, taken: &HashSet<String>) -> Vec<McpTool> {
+        let mut used: HashSet<String> = taken.clone();
+        let mut out = Vec::new();
+        for server in &self.servers {
+            let tools = server.shared.tools.read().map(|t| t.clone()).unwrap_or_default();
+            for tool in tools {
+                let base = tool_name(&server.name, &tool.name);
+                let mut name = base.clone();
+                let mut n = 2;
+                while used.contains(&name) {
+                    let suffix = format!("_{n}");
+                    name = format!("{}{suffix}", &base[..base.len().min(64 - suffix.len())]);
+                    n += 1;
+                }
+                used.insert(name.clone());
+                let read_only = tool.annotations.as_ref().and_then(|a| a.read_only_hint) == Some(true);
+                let effect = if read_only { Effect::ReadOnly } else { Effect::Process };
+                let mut spec = ToolSpec::new(
+                    name,
+                    tool.description.as_deref().unwrap_or_default(),
+                    Value::Object(tool.input_schema.as_ref().clone()),
+                    effect,
+                );
+                spec.streaming_start = true;
+                out.push(McpTool { server: Arc::clone(server), remote: tool.name.to_string(), spec });
+            }
+        }
+        out
+    }
+
+    /// A receiver that changes whenever a server's tool list is refreshed
+    /// (`tools/list_changed`, or a restart); per server name.
+    pub fn changes(&self) -> HashMap<String, tokio::sync::watch::Receiver<u64>> {
+        self.servers.iter().map(|s| (s.name.clone(), s.shared.generation.subscribe())).collect()
+    }
+
+    /// Closes every connection (stdio servers are killed with their process group).
+    pub async fn shutdown(&self) {
+        for server in &self.servers {
+            if let Some(mut service) = server.conn.lock().await.take() {
+                let _ = service.close().await;
+            }
+        }
+    }
+}

@@ -1,0 +1,373 @@
+//! The MCP client against a real server written with the official Python SDK
+//! (`tests/fixture/server.py`, started by each test over stdio).
+//!
+//! The SDK lives in the venv `cargo xtask ci` creates and names in `KODIK_MCP_PYTHON` (else
+//! `$CARGO_TARGET_DIR/mcp-venv/bin/python`); a missing SDK fails the test, never skips it.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // helpers outside #[test] fns may unwrap too
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use kodik_core::{
+    Approval, ApprovalRequest, Approver, Content, Effect, Tool, ToolCall, ToolContext, ToolOutput, ToolRegistry,
+    ToolStatus, Workspace,
+};
+use kodik_mcp::{ClientError, ClientOptions, McpClient, McpConfig, McpTool, ServerConfig};
+use serde_json::{Value, json};
+
+fn mcp_python() -> PathBuf {
+    let python = match std::env::var_os("KODIK_MCP_PYTHON") {
+        Some(p) => PathBuf::from(p),
+        None => std::env::var_os("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"))
+            .join("mcp-venv/bin/python"),
+    };
+    let ok = std::process::Command::new(&python)
+        .args(["-c", "import mcp.server.mcpserver"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        ok,
+        "the official Python MCP SDK is missing at {}: run `cargo xtask test-tools` (or point KODIK_MCP_PYTHON at a \
+         python with `mcp` 2.x)",
+        python.display()
+    );
+    python
+}
+
+fn fixture() -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixture/server.py").to_string_lossy().into_owned()
+}
+
+/// The Python fixture as server `py`, leaving its markers in `markers`.
+fn py_config(markers: &Path) -> McpConfig {
+    let python = mcp_python().to_string_lossy().into_owned();
+    McpConfig::new().server("py", ServerConfig::stdio(python, [fixture(), markers.to_string_lossy().into_owned()]))
+}
+
+struct Mounted {
+    client: McpClient,
+    tools: Vec<McpTool>,
+    cx: ToolContext,
+    markers: tempfile::TempDir,
+    _ws: tempfile::TempDir,
+}
+
+impl Mounted {
+    async fn new(options: ClientOptions) -> Self {
+        let markers = tempfile::tempdir().unwrap();
+        let client = McpClient::connect(&py_config(markers.path()), options).await;
+        assert!(client.errors().is_empty(), "{:?}", client.errors());
+        let tools = client.tools(&HashSet::new());
+        let ws = tempfile::tempdir().unwrap();
+        let cx = ToolContext::new(Workspace::new(ws.path()).unwrap());
+        Self { client, tools, cx, markers, _ws: ws }
+    }
+
+    fn tool(&self, name: &str) -> &McpTool {
+        self.tools.iter().find(|t| t.spec().name == name).unwrap_or_else(|| {
+            panic!("no {name} in {:?}", self.tools.iter().map(|t| &t.spec().name).collect::<Vec<_>>())
+        })
+    }
+
+    async fn call(&self, name: &str, args: Value) -> ToolOutput {
+        tokio::time::timeout(Duration::from_secs(30), self.tool(name).call(args, &self.cx))
+            .await
+            .unwrap_or_else(|_| panic!("{name} hung"))
+    }
+
+    async fn wait_marker(&self, name: &str) -> String {
+        let path = self.markers.path().join(name);
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(10) {
+            if let Ok(text) = std::fs::read_to_string(&path) {
+                return text;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("the server never left {name}");
+    }
+}
+
+fn text(out: &ToolOutput) -> String {
+    out.text_content()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a8_g8_g13_a_python_sdk_servers_tools_are_listed_and_called_unchanged() {
+    let m = Mounted::new(ClientOptions::default()).await;
+    let names: Vec<&str> = m.tools.iter().map(|t| t.spec().name.as_str()).collect();
+    for n in ["py__echo", "py__write_note", "py__picture", "py__fail", "py__stats", "py__dotted_name", "py__slow"] {
+        assert!(names.contains(&n), "{n} missing from {names:?}");
+    }
+    // Schemas pass through; readOnlyHint decides the effect, anything else has side effects (A8).
+    let echo = m.tool("py__echo");
+    assert_eq!(echo.spec().input_schema["properties"]["text"]["type"], "string", "{}", echo.spec().input_schema);
+    assert_eq!(echo.spec().effect, Effect::ReadOnly);
+    assert_eq!(m.tool("py__write_note").spec().effect, Effect::Process);
+    assert_eq!(m.tool("py__dotted_name").remote_name(), "dotted.name");
+    assert!(m.tools.iter().all(|t| t.spec().streaming_start), "G4: MCP calls start while streaming");
+
+    // G8: raw text untouched (no escaping of markup).
+    let raw = "<b>&amp;</b> \"q\"\n  indented\n";
+    let out = m.call("py__echo", json!({"text": raw})).await;
+    assert_eq!(out.status, ToolStatus::Success, "{out:?}");
+    assert_eq!(text(&out), raw);
+    assert_eq!(out.meta["server"], "py");
+
+    let out = m.call("py__picture", json!({})).await;
+    assert_eq!(out.status, ToolStatus::Success, "{out:?}");
+    match &out.content[0] {
+        Content::Image { data, mime_type } => {
+            assert_eq!(mime_type, "image/png");
+            assert!(data.starts_with("iVBORw0KGgo"), "{data}");
+        }
+        other => panic!("not an image: {other:?}"),
+    }
+
+    let out = m.call("py__fail", json!({"reason": "disk <full>"})).await;
+    assert_eq!(out.status, ToolStatus::Error, "isError must be an error status: {out:?}");
+    assert!(text(&out).contains("disk <full>"), "{out:?}");
+
+    let out = m.call("py__stats", json!({"n": 7})).await;
+    assert_eq!(out.status, ToolStatus::Success, "{out:?}");
+    assert_eq!(out.meta["structured_content"], json!({"n": 7, "square": 49}), "{out:?}");
+
+    let out = m.call("py__resource", json!({})).await;
+    assert_eq!(text(&out), "<a>&amp;</a>", "{out:?}");
+    assert_eq!(out.meta["resources"][0]["uri"], "file:///notes/a.xml");
+
+    let out = m.call("py__write_note", json!({"name": "note.txt", "text": "hi"})).await;
+    assert_eq!(out.status, ToolStatus::Success, "{out:?}");
+    assert_eq!(std::fs::read_to_string(m.markers.path().join("note.txt")).unwrap(), "hi");
+
+    // The server's own argument check comes back as an error result, not a hang or a panic.
+    let out = m.call("py__echo", json!({"nope": 1})).await;
+    assert_eq!(out.status, ToolStatus::Error, "{out:?}");
+    m.client.shutdown().await;
+}
+
+/// Records every approval request and denies side effects.
+#[derive(Default)]
+struct Recorder(Mutex<Vec<ApprovalRequest>>);
+
+#[async_trait]
+impl Approver for Recorder {
+    async fn approve(&self, request: &ApprovalRequest) -> Approval {
+        self.0.lock().unwrap().push(request.clone());
+        if request.effect == Effect::ReadOnly { Approval::Approved } else { Approval::Denied("read-only".into()) }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a8_g13_approval_shows_server_tool_and_arguments_and_side_effects_are_not_read_only() {
+    let mut m = Mounted::new(ClientOptions::default()).await;
+    let recorder = Arc::new(Recorder::default());
+    m.cx.approver = recorder.clone();
+    let mut registry = ToolRegistry::new();
+    for t in std::mem::take(&mut m.tools) {
+        registry.register(t);
+    }
+    let call = ToolCall::new("c1", "py__write_note", json!({"name": "x.txt", "text": "no"}));
+    let out = kodik_core::registry::dispatch(&registry, &call, &m.cx).await;
+    assert_eq!(out.status, ToolStatus::Denied, "{out:?}");
+    assert!(!m.markers.path().join("x.txt").exists(), "a denied call ran");
+    let ok =
+        kodik_core::registry::dispatch(&registry, &ToolCall::new("c2", "py__echo", json!({"text": "a"})), &m.cx).await;
+    assert_eq!(ok.status, ToolStatus::Success, "{ok:?}");
+    let seen = recorder.0.lock().unwrap().clone();
+    assert_eq!(seen[0].tool, "py__write_note");
+    assert_eq!(seen[0].server.as_deref(), Some("py"));
+    assert_eq!(seen[0].args, json!({"name": "x.txt", "text": "no"}));
+    assert_eq!(seen[0].effect, Effect::Process);
+    m.client.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn g6_a_cancelled_or_timed_out_call_sends_cancelled_to_the_server() {
+    let options = ClientOptions { call_timeout: Duration::from_millis(1500), ..ClientOptions::default() };
+    let m = Mounted::new(options).await;
+
+    let mut cx = m.cx.clone();
+    cx.cancel = m.cx.cancel.child_token();
+    let cancel = cx.cancel.clone();
+    let slow = m.tool("py__slow");
+    let call = slow.call(json!({"seconds": 60, "tag": "a"}), &cx);
+    let canceller = async {
+        m.wait_marker("started-a").await;
+        cancel.cancel();
+    };
+    let (out, ()) = tokio::join!(call, canceller);
+    assert_eq!(out.status, ToolStatus::Cancelled, "{out:?}");
+    m.wait_marker("cancelled-a").await;
+
+    let started = Instant::now();
+    let out = m.call("py__slow", json!({"seconds": 60, "tag": "b"})).await;
+    assert_eq!(out.status, ToolStatus::TimedOut, "{out:?}");
+    assert!(text(&out).contains("within 1 s"), "{out:?}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    m.wait_marker("cancelled-b").await;
+
+    // The connection is still good afterwards.
+    assert_eq!(text(&m.call("py__echo", json!({"text": "still here"})).await), "still here");
+    m.client.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a8_list_changed_refreshes_the_servers_tools() {
+    let m = Mounted::new(ClientOptions::default()).await;
+    assert!(m.tools.iter().all(|t| t.spec().name != "py__late"));
+    let mut changes = m.client.changes().remove("py").unwrap();
+    changes.borrow_and_update();
+    let out = m.call("py__grow", json!({})).await;
+    assert_eq!(out.status, ToolStatus::Success, "{out:?}");
+    tokio::time::timeout(Duration::from_secs(10), changes.changed()).await.expect("no list_changed refresh").unwrap();
+    let tools = m.client.tools(&HashSet::new());
+    let late = tools.iter().find(|t| t.spec().name == "py__late").expect("py__late after the refresh");
+    assert_eq!(text(&late.call(json!({}), &m.cx).await), "late");
+    m.client.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a8_a_server_killed_mid_call_fails_that_call_and_is_restarted_once() {
+    let m = Mounted::new(ClientOptions::default()).await;
+    let first_pid = text(&m.call("py__pid", json!({})).await);
+
+    // A call in flight when the server dies fails with an error that names the server.
+    let in_flight = m.call("py__slow", json!({"seconds": 60, "tag": "c"}));
+    let killer = async {
+        m.wait_marker("started-c").await;
+        m.call("py__die", json!({})).await
+    };
+    let (out, died) = tokio::join!(in_flight, killer);
+    assert_eq!(out.status, ToolStatus::Error, "{out:?}");
+    assert!(text(&out).contains("MCP server `py` stopped during the call to `slow`"), "{}", text(&out));
+    assert_eq!(out.meta["error_kind"], "mcp_server_stopped");
+    assert_eq!(died.status, ToolStatus::Error, "{died:?}");
+
+    // The next call starts it again.
+    let second = m.call("py__pid", json!({})).await;
+    assert_eq!(second.status, ToolStatus::Success, "{second:?}");
+    assert_ne!(text(&second), first_pid, "not a new process");
+
+    // Bounded: after the one restart, a second death is final.
+    let _ = m.call("py__die", json!({})).await;
+    let out = m.call("py__pid", json!({})).await;
+    assert_eq!(out.status, ToolStatus::Error, "{out:?}");
+    assert!(text(&out).contains("already restarted 1 time"), "{}", text(&out));
+    m.client.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a8_a_server_that_never_initializes_is_reported_not_waited_on() {
+    let markers = tempfile::tempdir().unwrap();
+    let python = mcp_python().to_string_lossy().into_owned();
+    let config = py_config(markers.path())
+        .server(
+            "mute",
+            ServerConfig::stdio(
+                &python,
+                ["-c", "import sys,time; print('hung up', file=sys.stderr, flush=True); time.sleep(60)"],
+            ),
+        )
+        .server("missing", ServerConfig::stdio("/no/such/mcp-server", Vec::<String>::new()));
+    let started = Instant::now();
+    let options = ClientOptions { init_timeout: Duration::from_secs(2), ..ClientOptions::default() };
+    let client = McpClient::connect(&config, options).await;
+    assert!(started.elapsed() < Duration::from_secs(15), "{:?}", started.elapsed());
+    assert_eq!(client.server_names(), ["py"], "the good server still mounts");
+    let errors: Vec<String> = client.errors().iter().map(ToString::to_string).collect();
+    assert!(
+        client.errors().iter().any(|e| matches!(e, ClientError::InitTimeout { server, .. } if server == "mute")),
+        "{errors:?}"
+    );
+    let mute = errors.iter().find(|e| e.contains("`mute`")).unwrap();
+    assert!(mute.contains("did not answer `initialize` within 2 s") && mute.contains("hung up"), "{mute}");
+    assert!(
+        errors.iter().any(|e| e.contains("`missing`") && e.contains("cannot start `/no/such/mcp-server`")),
+        "{errors:?}"
+    );
+    client.shutdown().await;
+}
+
+/// The fixture over streamable HTTP on a free loopback port; killed on drop.
+struct HttpFixture {
+    child: std::process::Child,
+    url: String,
+    markers: tempfile::TempDir,
+}
+
+impl HttpFixture {
+    fn start() -> Self {
+        let markers = tempfile::tempdir().unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let child = std::process::Command::new(mcp_python())
+            .arg(fixture())
+            .arg(markers.path())
+            .args(["http", &port.to_string()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let start = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(start.elapsed() < Duration::from_secs(20), "the HTTP fixture never listened on {port}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Self { child, url: format!("http://127.0.0.1:{port}/mcp"), markers }
+    }
+}
+
+impl Drop for HttpFixture {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a8_g6_g8_a_streamable_http_server_is_mounted_like_a_stdio_one() {
+    let server = HttpFixture::start();
+    let config = McpConfig::new().server("web", ServerConfig::http(&server.url));
+    let client = McpClient::connect(&config, ClientOptions::default()).await;
+    assert!(client.errors().is_empty(), "{:?}", client.errors());
+    let tools = client.tools(&HashSet::new());
+    let ws = tempfile::tempdir().unwrap();
+    let cx = ToolContext::new(Workspace::new(ws.path()).unwrap());
+    let tool = |name: &str| tools.iter().find(|t| t.spec().name == name).unwrap_or_else(|| panic!("no {name}"));
+    assert_eq!(tool("web__echo").spec().effect, Effect::ReadOnly);
+    assert_eq!(tool("web__write_note").spec().effect, Effect::Process);
+
+    let raw = "<b>&amp;</b>\n";
+    let out = tool("web__echo").call(json!({"text": raw}), &cx).await;
+    assert_eq!((out.status, text(&out)), (ToolStatus::Success, raw.to_owned()), "{out:?}");
+    let out = tool("web__picture").call(json!({}), &cx).await;
+    assert!(matches!(&out.content[0], Content::Image { mime_type, .. } if mime_type == "image/png"), "{out:?}");
+    let out = tool("web__fail").call(json!({"reason": "nope"}), &cx).await;
+    assert_eq!(out.status, ToolStatus::Error, "{out:?}");
+    let out = tool("web__stats").call(json!({"n": 3}), &cx).await;
+    assert_eq!(out.meta["structured_content"], json!({"n": 3, "square": 9}), "{out:?}");
+
+    let mut slow_cx = cx.clone();
+    slow_cx.cancel = cx.cancel.child_token();
+    let cancel = slow_cx.cancel.clone();
+    let marker = server.markers.path().join("started-h");
+    let (out, ()) = tokio::join!(tool("web__slow").call(json!({"seconds": 60, "tag": "h"}), &slow_cx), async {
+        while !marker.exists() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        cancel.cancel();
+    });
+    assert_eq!(out.status, ToolStatus::Cancelled, "{out:?}");
+    let cancelled = server.markers.path().join("cancelled-h");
+    let start = Instant::now();
+    while !cancelled.exists() {
+        assert!(start.elapsed() < Duration::from_secs(10), "the server never saw notifications/cancelled");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    client.shutdown().await;
+}
