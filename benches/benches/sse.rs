@@ -126,6 +126,7 @@ fn bench(c: &mut Criterion) {
                 .lines()
                 .filter_map(|l| l.strip_prefix("data: "))
                 .map(|d| serde_json::from_str::<serde_json::Value>(d).unwrap())
+                .filter(serde_json::Value::is_object)
                 .count()
         })
     });
