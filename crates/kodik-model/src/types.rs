@@ -41,7 +41,8 @@ pub enum Item {
         text: String,
     },
     /// A reasoning item the provider wants back on the next request (OpenAI Responses keeps
-    /// encrypted reasoning this way); `raw` is the provider's item, sent back unchanged.
+    /// encrypted reasoning this way); `raw` is the provider's item as it arrived. It goes back
+    /// without its `id`: with `store: false` the provider keeps no item an id could refer to.
     Reasoning {
         /// The provider's item, verbatim.
         raw: Value,
@@ -174,7 +175,7 @@ pub enum ModelEvent {
         /// The complete input.
         input: ToolInput,
     },
-    /// An item to carry back unchanged on the next request (OpenAI reasoning).
+    /// An item to carry back on the next request (OpenAI reasoning), see [`Item::Reasoning`].
     Reasoning {
         /// The provider's item, verbatim.
         raw: Value,
