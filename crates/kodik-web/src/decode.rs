@@ -56,7 +56,7 @@ fn meta_charset(body: &[u8]) -> Option<&'static Encoding> {
             let end = v
                 .find(|ch: char| ch == '"' || ch == '\'' || ch == ';' || ch.is_whitespace() || ch == '/')
                 .unwrap_or(v.len());
-            if let Some(e) = Encoding::for_label(v[..end].as_bytes()) {
+            if let Some(e) = Encoding::for_label(&v.as_bytes()[..end]) {
                 return Some(e);
             }
         }

@@ -56,7 +56,10 @@ pub fn convert(html: &str, url: Option<&str>) -> Converted {
     let body_text_len = doc.select("body").text().split_whitespace().map(str::len).sum::<usize>();
     let cleaned = doc.html();
 
-    let article = dom_smoothie::Readability::new(cleaned.as_ref(), url, None).ok().and_then(|mut r| r.parse().ok());
+    // Classes carry the code blocks' languages (normalised above) through extraction.
+    let cfg = dom_smoothie::Config { keep_classes: true, ..Default::default() };
+    let article =
+        dom_smoothie::Readability::new(cleaned.as_ref(), url, Some(cfg)).ok().and_then(|mut r| r.parse().ok());
     let (content, extracted, title) = match article {
         Some(a) if a.text_content.split_whitespace().map(str::len).sum::<usize>() >= MIN_ARTICLE_CHARS => {
             let t = if title.is_empty() { a.title.clone() } else { title };
@@ -90,9 +93,9 @@ fn converter() -> &'static HtmlToMarkdown {
                     .attrs
                     .iter()
                     .find(|a| a.name.local.as_ref() == "alt")
-                    .map(|a| a.value.trim().replace(['[', ']', '\n'], " "))
+                    .map(|a| a.value.trim().replace(['(', ')', '\n'], " "))
                     .unwrap_or_default();
-                if alt.is_empty() { Some("".into()) } else { Some(format!("[image: {alt}]").into()) }
+                if alt.is_empty() { Some("".into()) } else { Some(format!("(image: {alt})").into()) }
             })
             .build()
     })
@@ -116,9 +119,20 @@ fn clean(doc: &Document) {
         }
     }
     doc.select(&banners.join(", ")).remove();
+    // Heading permalinks (`§`, `#`, `¶`) would end up inside every heading's title.
+    for a in doc.select("a[href^='#']").iter() {
+        if matches!(a.text().trim(), "" | "§" | "#" | "¶" | "🔗") {
+            a.remove();
+        }
+    }
     // Images carry only their alt text; a data: URI is megabytes of nothing for the model.
     for img in doc.select("img[src^='data:']").iter() {
-        img.remove_attr("src");
+        let alt = img.attr("alt").map(|a| a.trim().to_string()).unwrap_or_default();
+        if alt.is_empty() {
+            img.remove();
+        } else {
+            img.replace_with_html(format!("<span>(image: {})</span>", escape_text(&alt)));
+        }
     }
 }
 
@@ -153,6 +167,10 @@ fn language_of(class: Option<&str>, data_lang: Option<&str>) -> Option<String> {
             .filter(|l| is_lang_token(l))
             .map(str::to_ascii_lowercase)
     })
+}
+
+fn escape_text(t: &str) -> String {
+    t.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
 }
 
 fn is_lang_token(l: &str) -> bool {

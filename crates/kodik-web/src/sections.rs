@@ -159,10 +159,11 @@ pub fn words(query: &str) -> Vec<String> {
     out
 }
 
-/// Sections that hold the query's words, best first: more distinct words, then words in the
-/// heading, then occurrences per KB. Indexes into `sections`.
+/// Sections that hold the query's words, best first: the whole query as a phrase, then more
+/// distinct words, then words in the heading, then occurrences per KB. Indexes into `sections`.
 pub fn rank(md: &str, sections: &[Section], words: &[String]) -> Vec<usize> {
-    let mut scored: Vec<(usize, usize, usize, u64)> = Vec::new();
+    let phrase = words.join(" ");
+    let mut scored: Vec<(usize, bool, usize, usize, u64)> = Vec::new();
     for (i, s) in sections.iter().enumerate() {
         let text = md[s.start..s.end].to_lowercase();
         let title = s.title.to_lowercase();
@@ -181,11 +182,18 @@ pub fn rank(md: &str, sections: &[Section], words: &[String]) -> Vec<usize> {
         }
         if distinct > 0 {
             let density = (count as u64 * 1_000_000) / (s.end - s.start).max(1) as u64;
-            scored.push((i, distinct, in_title, density));
+            let has_phrase = words.len() > 1 && normalised(&text).contains(&phrase);
+            scored.push((i, has_phrase, distinct, in_title, density));
         }
     }
-    scored.sort_by(|a, b| b.1.cmp(&a.1).then(b.2.cmp(&a.2)).then(b.3.cmp(&a.3)).then(a.0.cmp(&b.0)));
+    scored
+        .sort_by(|a, b| b.1.cmp(&a.1).then(b.2.cmp(&a.2)).then(b.3.cmp(&a.3)).then(b.4.cmp(&a.4)).then(a.0.cmp(&b.0)));
     scored.into_iter().map(|s| s.0).collect()
+}
+
+/// Lowercase words joined by single spaces, punctuation dropped: how a phrase is matched.
+fn normalised(text: &str) -> String {
+    text.split(|c: char| !c.is_alphanumeric() && c != '_').filter(|w| !w.is_empty()).collect::<Vec<_>>().join(" ")
 }
 
 #[cfg(test)]
