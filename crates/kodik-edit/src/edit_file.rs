@@ -96,6 +96,20 @@ pub fn apply_edits_tracked(
     Ok((current.into_owned(), applied, spans))
 }
 
+/// Whether replacing all of `text` by `new` is what the exact stage gives with no further
+/// work: the texts differ and the file's line breaks are already those of `new`.
+fn whole_file_fast_path_applies(text: &str, new: &str) -> bool {
+    new != text
+        && (!new.contains('\n') || (crate::matcher::ending_for(text, 0, text.len()) == "\n" && !new.contains("\r\n")))
+}
+
+/// What the exact stage gives when the one place is the whole non-empty `text`: `new` itself.
+fn whole_file_result(text: &str, new: String) -> (String, Vec<AppliedEdit>, Vec<diff::Span>) {
+    let mut spans = Vec::new();
+    diff::track(&mut spans, 0, text.len(), new.len());
+    (new, vec![AppliedEdit { stage: Stage::Exact, line: 1, similarity: None }], spans)
+}
+
 /// [`apply_edits_tracked`] for edits the caller owns: a whole-file replacement then becomes
 /// the new text itself instead of a 10 MB copy of it (same result, checked in the tests).
 fn apply_edits_owned(
@@ -105,17 +119,10 @@ fn apply_edits_owned(
     if let [e] = edits.as_slice()
         && !text.is_empty()
         && e.old_string == text
-        && e.new_string != text
-        && (!e.new_string.contains('\n')
-            || (crate::matcher::ending_for(text, 0, text.len()) == "\n" && !e.new_string.contains("\r\n")))
+        && whole_file_fast_path_applies(text, &e.new_string)
         && let Some(e) = edits.pop()
     {
-        // What the exact stage gives: the one place is the whole text, and the file's line
-        // breaks are already those of new_string.
-        let mut spans = Vec::new();
-        diff::track(&mut spans, 0, text.len(), e.new_string.len());
-        let applied = vec![AppliedEdit { stage: Stage::Exact, line: 1, similarity: None }];
-        return Ok((e.new_string, applied, spans));
+        return Ok(whole_file_result(text, e.new_string));
     }
     apply_edits_tracked(text, &edits)
 }
@@ -209,9 +216,38 @@ fn run_blocking(
     shared.ops.require(&[crate::FileOp::Change], "edit_file")?;
     let path = ws.check_file(&args.path).map_err(|e| crate::path_error(e, "create_file"))?;
     let shown = ws.display(&path);
-    let loaded = files::load(&path, &shown, ws)?;
+    let mut edits = args.edits;
+    // A whole-file replacement already carries the file's text: compare instead of reading a
+    // second copy of it (a 50 MB file is then held once less).
+    let mut whole = None;
+    if let [e] = edits.as_mut_slice() {
+        match files::load_if_equal(&path, std::mem::take(&mut e.old_string)) {
+            Ok(loaded) => whole = Some(loaded),
+            Err(old) => e.old_string = old,
+        }
+    }
+    let is_whole = whole.is_some();
+    let loaded = match whole {
+        Some(l) => l,
+        None => files::load(&path, &shown, ws)?,
+    };
     files::check_read(cx_session, &path, &shown, loaded.bytes())?;
-    let (new_text, applied, spans) = apply_edits_owned(&loaded.text, args.edits).map_err(|e| {
+    let result = match edits.pop() {
+        Some(e) if is_whole && whole_file_fast_path_applies(&loaded.text, &e.new_string) => {
+            Ok(whole_file_result(&loaded.text, e.new_string))
+        }
+        Some(mut e) => {
+            if is_whole {
+                // Rare (the new text changes line endings, or equals the old): the cascade
+                // decides, on its own copy of the old text.
+                e.old_string = loaded.text.clone();
+            }
+            edits.push(e);
+            apply_edits_owned(&loaded.text, edits)
+        }
+        None => apply_edits_owned(&loaded.text, edits),
+    };
+    let (new_text, applied, spans) = result.map_err(|e| {
         ToolError::failed(format!("`{shown}`: {e} No edit of this call was applied; the file is unchanged."))
     })?;
     if new_text == loaded.text {

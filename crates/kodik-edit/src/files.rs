@@ -41,6 +41,33 @@ pub(crate) fn load(path: &Path, shown: &str, ws: &Workspace) -> Result<Loaded, T
     decode_bytes(bytes, shown, ws)
 }
 
+/// [`load`] for a file the caller already holds the text of, as `expected` (a whole-file
+/// `old_string`): when the file's bytes are exactly `expected` and [`decode_bytes`] would take
+/// them as plain UTF-8 text, the file is compared in pieces instead of read into a second copy,
+/// and `expected` becomes the loaded text. Otherwise `Err(expected)` and the caller loads.
+pub(crate) fn load_if_equal(path: &Path, expected: String) -> Result<Loaded, String> {
+    use std::io::Read as _;
+    let plain = !expected.starts_with('\u{FEFF}') && memchr::memchr(0, expected.as_bytes()).is_none();
+    let same_len = std::fs::metadata(path).is_ok_and(|m| m.len() == expected.len() as u64);
+    if !plain || !same_len || expected.is_empty() {
+        return Err(expected);
+    }
+    let Ok(mut file) = std::fs::File::open(path) else { return Err(expected) };
+    let mut buf = vec![0u8; 1 << 20];
+    let mut at = 0;
+    loop {
+        match file.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) if expected.as_bytes().get(at..at + n) == Some(&buf[..n]) => at += n,
+            Ok(_) | Err(_) => return Err(expected),
+        }
+    }
+    if at != expected.len() {
+        return Err(expected);
+    }
+    Ok(Loaded { raw: None, text: expected, format: TextFormat::default() })
+}
+
 /// [`load`] for bytes already in memory.
 pub(crate) fn decode_bytes(bytes: Vec<u8>, shown: &str, ws: &Workspace) -> Result<Loaded, ToolError> {
     // Fast path for the common case (plain UTF-8, no BOM, no NUL): what `decode` would do, but

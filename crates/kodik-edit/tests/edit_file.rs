@@ -367,3 +367,40 @@ async fn e6_g9_long_diffs_are_saved_in_the_toolsets_spool_folder_and_short_ones_
     assert_eq!(full.parent(), Some(spool.path()));
     assert!(std::fs::read_to_string(&full).unwrap().contains("+let value_4999 = calc(alpha, beta, 4999); // line"));
 }
+
+#[tokio::test]
+async fn e1_e2_e4_e12_whole_file_replacement_taken_without_a_second_read_keeps_every_rule() {
+    let env = Env::new();
+    // CRLF file, LF new text: the file's line endings are kept (the cascade decides).
+    env.write("crlf.txt", "a\r\nb\r\n");
+    env.read("crlf.txt");
+    assert!(env.edit("crlf.txt", &[("a\r\nb\r\n", "x\ny\n")]).await.is_success());
+    assert_eq!(env.text("crlf.txt"), "x\r\ny\r\n");
+    // Identical new text: refused, file untouched.
+    env.write("same.txt", "keep\n");
+    env.read("same.txt");
+    let out = env.edit("same.txt", &[("keep\n", "keep\n")]).await;
+    assert_eq!(out.status, ToolStatus::Error, "{}", out.text_content());
+    assert_eq!(env.text("same.txt"), "keep\n");
+    // Changed on disk since the read, to exactly the old_string: still refused (E2).
+    env.write("moved.txt", "one\n");
+    env.read("moved.txt");
+    env.write("moved.txt", "two\n");
+    let out = env.edit("moved.txt", &[("two\n", "three\n")]).await;
+    assert!(out.text_content().contains("changed on disk"), "{}", out.text_content());
+    assert_eq!(env.text("moved.txt"), "two\n");
+    // A BOM file: the BOM is not part of the text and survives.
+    env.write("bom.txt", "\u{FEFF}old\n");
+    env.read("bom.txt");
+    assert!(env.edit("bom.txt", &[("old\n", "new\n")]).await.is_success());
+    assert_eq!(env.bytes("bom.txt"), "\u{FEFF}new\n".as_bytes());
+    // The plain case, then undo: the checkpoint holds the old text.
+    env.write("plain.txt", "first\nsecond\n");
+    env.read("plain.txt");
+    let out = env.edit("plain.txt", &[("first\nsecond\n", "only\n")]).await;
+    assert!(out.is_success(), "{}", out.text_content());
+    assert_eq!(out.meta["stage"], "exact");
+    assert_eq!(env.text("plain.txt"), "only\n");
+    env.tools.checkpoints().undo_all();
+    assert_eq!(env.text("plain.txt"), "first\nsecond\n");
+}
