@@ -10,12 +10,14 @@ mod demo;
 use std::io::{BufRead as _, Write as _};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use kodik_tools::Toolbox;
 use kodik_tools::agent::ApprovalMode;
 use kodik_tools::core::{Event, EventSink, ToolCall, ToolOutput, ToolStatus};
 use kodik_tools::harness::Mode;
+use kodik_tools::mcp::{ClientOptions, McpClient, McpConfig};
 use kodik_tools::schema::providers::{self, Format};
 use serde::Serialize;
 use serde_json::Value;
@@ -101,6 +103,10 @@ enum Command {
         /// The workspace root.
         #[arg(long, default_value = ".")]
         workspace: PathBuf,
+        /// Mount the MCP servers of this `{"mcpServers": …}` file (besides the workspace's
+        /// `.kodik/mcp.json` and the user's `~/.config/kodik/mcp.json`); repeatable.
+        #[arg(long, value_name = "FILE")]
+        mcp_config: Vec<PathBuf>,
         /// The tool's name.
         tool: String,
         /// The arguments as a JSON object.
@@ -113,6 +119,10 @@ enum Command {
         /// The workspace root.
         #[arg(long, default_value = ".")]
         workspace: PathBuf,
+        /// Mount the MCP servers of this `{"mcpServers": …}` file (besides the workspace's
+        /// `.kodik/mcp.json` and the user's `~/.config/kodik/mcp.json`); repeatable.
+        #[arg(long, value_name = "FILE")]
+        mcp_config: Vec<PathBuf>,
     },
     /// Serve the tools a mode offers to an MCP client over stdio (stdout is the protocol;
     /// logs go to stderr).
@@ -134,6 +144,11 @@ enum Command {
         /// `tool_search` and `call_tool` instead of being listed.
         #[arg(long)]
         defer: bool,
+        /// Mount the MCP servers of this `{"mcpServers": …}` file (besides the workspace's
+        /// `.kodik/mcp.json` and the user's `~/.config/kodik/mcp.json`) and serve their tools
+        /// too, as `server__tool` after the built-ins: one endpoint for several servers.
+        #[arg(long, value_name = "FILE")]
+        mcp_config: Vec<PathBuf>,
     },
     /// Run one `codemode` script for the codemode tool over stdin/stdout. The tool starts this
     /// itself, so a runaway script can be killed; not for use by hand.
@@ -223,9 +238,11 @@ fn main() -> ExitCode {
             with_runtime(|| agent::run(args))
         }
         Command::Schema { format, tools } => schema(format.into(), &tools),
-        Command::Call { workspace, tool, args } => with_runtime(|| call(workspace, tool, args)),
-        Command::Batch { workspace } => with_runtime(|| batch(workspace)),
-        Command::Serve { workspace, mode, model, defer } => with_runtime(|| serve(workspace, mode, model, defer)),
+        Command::Call { workspace, mcp_config, tool, args } => with_runtime(|| call(workspace, mcp_config, tool, args)),
+        Command::Batch { workspace, mcp_config } => with_runtime(|| batch(workspace, mcp_config)),
+        Command::Serve { workspace, mode, model, defer, mcp_config } => {
+            with_runtime(|| serve(workspace, mode, model, defer, mcp_config))
+        }
         Command::CodemodeWorker => kodik_tools::codemode::worker::serve_stdio(),
     }
 }
@@ -281,20 +298,60 @@ fn schema(format: Format, names: &[String]) -> ExitCode {
     }
 }
 
-fn toolbox(workspace: PathBuf) -> Result<Toolbox, ExitCode> {
-    builder(workspace).events(std::sync::Arc::new(StderrEvents)).build().map_err(usage_error)
+/// Connects the MCP servers of the workspace's and the user's `mcp.json` and of `files`;
+/// servers that fail are reported on stderr and left out. `None` when none is configured.
+async fn mount_mcp(workspace: &std::path::Path, files: &[PathBuf]) -> Result<Option<Arc<McpClient>>, ExitCode> {
+    let mut config = McpConfig::load_default(workspace).map_err(usage_error)?;
+    for file in files {
+        config.merge(McpConfig::load(file).map_err(usage_error)?);
+    }
+    if config.is_empty() {
+        return Ok(None);
+    }
+    let options = ClientOptions { base_dir: Some(workspace.to_path_buf()), ..ClientOptions::default() };
+    let client = McpClient::connect(&config, options).await;
+    for e in client.errors() {
+        eprintln!("kodik: {e}");
+    }
+    Ok(Some(Arc::new(client)))
 }
 
-async fn call(workspace: PathBuf, tool: String, args: String) -> ExitCode {
+/// The builder for `workspace` with the configured MCP servers mounted.
+async fn builder_with_mcp(
+    workspace: PathBuf,
+    mcp_config: &[PathBuf],
+) -> Result<(kodik_tools::ToolboxBuilder, Option<Arc<McpClient>>), ExitCode> {
+    let mcp = mount_mcp(&workspace, mcp_config).await?;
+    let b = builder(workspace);
+    Ok(match &mcp {
+        Some(client) => (b.mcp(Arc::clone(client)), mcp),
+        None => (b, None),
+    })
+}
+
+async fn toolbox(workspace: PathBuf, mcp_config: &[PathBuf]) -> Result<(Toolbox, Option<Arc<McpClient>>), ExitCode> {
+    let (b, mcp) = builder_with_mcp(workspace, mcp_config).await?;
+    Ok((b.events(Arc::new(StderrEvents)).build().map_err(usage_error)?, mcp))
+}
+
+/// Stops the mounted servers (their stdin closes, then they are killed) before exiting.
+async fn unmount(mcp: Option<Arc<McpClient>>) {
+    if let Some(client) = mcp {
+        client.shutdown().await;
+    }
+}
+
+async fn call(workspace: PathBuf, mcp_config: Vec<PathBuf>, tool: String, args: String) -> ExitCode {
     let args: Value = match serde_json::from_str(&args) {
         Ok(v) => v,
         Err(e) => return usage_error(format!("the arguments are not valid JSON: {e}")),
     };
-    let tb = match toolbox(workspace) {
+    let (tb, mcp) = match toolbox(workspace, &mcp_config).await {
         Ok(t) => t,
         Err(code) => return code,
     };
     let out = tb.call(&ToolCall::new("call_1", tool, args)).await;
+    unmount(mcp).await;
     match serde_json::to_string(&out) {
         Ok(s) => println!("{s}"),
         Err(e) => return usage_error(e),
@@ -337,11 +394,17 @@ fn parse_line(line: &str, counter: &mut u64) -> Result<Vec<ToolCall>, String> {
         .collect()
 }
 
-async fn batch(workspace: PathBuf) -> ExitCode {
-    let tb = match toolbox(workspace) {
+async fn batch(workspace: PathBuf, mcp_config: Vec<PathBuf>) -> ExitCode {
+    let (tb, mcp) = match toolbox(workspace, &mcp_config).await {
         Ok(t) => t,
         Err(code) => return code,
     };
+    let code = batch_lines(&tb).await;
+    unmount(mcp).await;
+    code
+}
+
+async fn batch_lines(tb: &Toolbox) -> ExitCode {
     let stdin = std::io::stdin();
     let mut stdout = std::io::stdout();
     let mut counter = 0u64;
@@ -381,8 +444,12 @@ async fn batch(workspace: PathBuf) -> ExitCode {
 ///
 /// Events reach the client as MCP logging notifications: the server forwards the context's
 /// event sink to its peer, so the toolbox itself keeps no other sink (stdout is the protocol).
-async fn serve(workspace: PathBuf, mode: Mode, model: String, defer: bool) -> ExitCode {
-    let tb = match builder(workspace).build() {
+async fn serve(workspace: PathBuf, mode: Mode, model: String, defer: bool, mcp_config: Vec<PathBuf>) -> ExitCode {
+    let (b, mcp) = match builder_with_mcp(workspace, &mcp_config).await {
+        Ok(b) => b,
+        Err(code) => return code,
+    };
+    let tb = match b.build() {
         Ok(t) => t,
         Err(e) => return usage_error(e),
     };
@@ -400,7 +467,9 @@ async fn serve(workspace: PathBuf, mode: Mode, model: String, defer: bool) -> Ex
     eprintln!("kodik: serving {} tools over MCP (mode {}, model {model})", plan.tools.len(), mode.as_str());
     let server = kodik_mcp::McpServer::new(scheduler, tb.context().clone(), plan.tools.clone())
         .with_instructions(plan.guidance.clone());
-    match server.serve_stdio().await {
+    let served = server.serve_stdio().await;
+    unmount(mcp).await;
+    match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("kodik: {e}");

@@ -61,6 +61,10 @@ async def main():
             if what == "list":
                 print(json.dumps(out))
                 return
+            if what == "aggregate":
+                out["echo"] = summary(await session.call_tool("py__echo", {"text": "<b>&amp;</b>\n"}))
+                print(json.dumps(out))
+                return
 
             async def run(name, args):
                 # Deferred tools (G12) are reached through call_tool.
@@ -297,7 +301,7 @@ fn g12_serve_help_names_its_flags() {
     let out = Command::new(KODIK).args(["serve", "--help"]).output().unwrap();
     assert!(out.status.success());
     let help = String::from_utf8_lossy(&out.stdout);
-    for flag in ["--defer", "tool_search"] {
+    for flag in ["--defer", "tool_search", "--mcp-config"] {
         assert!(help.contains(flag), "`kodik serve --help` lacks {flag}:\n{help}");
     }
 }
@@ -362,4 +366,91 @@ fn g11_serve_refuses_an_unknown_mode_with_the_valid_ones() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("unknown mode `yolo`") && err.contains("code, debug, plan, ask, educator"), "{err}");
     assert!(out.stdout.is_empty());
+}
+
+/// An `mcpServers` file mounting the kodik-mcp test fixture (a Python-SDK server) as `py`.
+fn fixture_config(dir: &Path) -> PathBuf {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../kodik-mcp/tests/fixture/server.py");
+    let markers = dir.join("markers");
+    std::fs::create_dir_all(&markers).unwrap();
+    let config = dir.join("servers.json");
+    let body = serde_json::json!({"mcpServers": {"py": {
+        "command": mcp_python(),
+        "args": [fixture, markers],
+    }}});
+    std::fs::write(&config, body.to_string()).unwrap();
+    config
+}
+
+#[test]
+fn a8_g13_serve_mcp_config_aggregates_another_servers_tools_after_the_built_ins() {
+    let ws = tempfile::tempdir().unwrap();
+    let conf = tempfile::tempdir().unwrap();
+    let config = fixture_config(conf.path());
+    let s = run_client(
+        ws.path(),
+        "code",
+        "aggregate",
+        &["--mcp-config", config.to_str().unwrap()],
+        Duration::from_secs(90),
+    );
+    let tools = names(&s);
+    let first_mcp = tools.iter().position(|t| t.starts_with("py__")).unwrap_or_else(|| panic!("{tools:?}"));
+    let (builtins, mounted) = tools.split_at(first_mcp);
+    assert!(builtins.contains(&"read_file") && builtins.contains(&"shell"), "{tools:?}");
+    assert!(mounted.iter().all(|t| t.starts_with("py__")), "G13: MCP tools after every built-in: {tools:?}");
+    assert!(mounted.contains(&"py__echo") && mounted.contains(&"py__dotted_name"), "{tools:?}");
+    let mut sorted = mounted.to_vec();
+    sorted.sort_unstable();
+    assert_eq!(mounted, sorted, "G13: sorted by name inside the group");
+    // G8: the other server's text comes through kodik unchanged.
+    assert_eq!(s["echo"]["is_error"], false, "{}", s["echo"]);
+    assert_eq!(s["echo"]["text"], "<b>&amp;</b>\n");
+}
+
+#[test]
+fn a8_call_and_batch_mount_mcp_config_and_report_a_bad_file() {
+    let ws = tempfile::tempdir().unwrap();
+    let conf = tempfile::tempdir().unwrap();
+    let config = fixture_config(conf.path());
+    let out = Command::new(KODIK)
+        .args(["call", "--workspace", ws.path().to_str().unwrap(), "--mcp-config", config.to_str().unwrap()])
+        .args(["py__echo", r#"{"text":"<x> & y"}"#])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["status"], "success", "{v}");
+    assert_eq!(v["content"][0]["text"], "<x> & y", "{v}");
+    assert_eq!(v["meta"]["server"], "py", "{v}");
+
+    let mut child = Command::new(KODIK)
+        .args(["batch", "--workspace", ws.path().to_str().unwrap(), "--mcp-config", config.to_str().unwrap()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write as _;
+        let mut stdin = child.stdin.take().unwrap();
+        writeln!(stdin, r#"[{{"id":"a","name":"py__stats","args":{{"n":4}}}},{{"id":"b","name":"py__fail","args":{{"reason":"no"}}}}]"#).unwrap();
+    }
+    let status = wait_exit(&mut child, Duration::from_secs(60));
+    let mut stdout = String::new();
+    child.stdout.take().unwrap().read_to_string(&mut stdout).unwrap();
+    assert!(status.success(), "{stdout}");
+    let lines: Vec<Value> = stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines[0]["meta"]["structured_content"]["square"], 16, "{stdout}");
+    assert_eq!(lines[1]["status"], "error", "{stdout}");
+
+    let bad = conf.path().join("bad.json");
+    std::fs::write(&bad, r#"{"mcpServers": {"x": {"args": []}}}"#).unwrap();
+    let out = Command::new(KODIK)
+        .args(["call", "--workspace", ws.path().to_str().unwrap(), "--mcp-config", bad.to_str().unwrap(), "glob"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("MCP server `x`") && err.contains("bad.json"), "{err}");
 }

@@ -198,7 +198,7 @@ impl Server {
         };
         if let Some(command) = &self.config.command {
             let mut cmd = tokio::process::Command::new(command);
-            cmd.args(&self.config.args).envs(&self.config.env).kill_on_drop(true);
+            cmd.args(&self.config.args).envs(&self.config.env);
             if let Some(cwd) = &self.config.cwd {
                 cmd.current_dir(match &self.options.base_dir {
                     Some(base) if cwd.is_relative() => base.join(cwd),
@@ -208,6 +208,7 @@ impl Server {
             let mut wrap = process_wrap::tokio::CommandWrap::from(cmd);
             // Its own process group: killing the server also kills what it started.
             wrap.wrap(process_wrap::tokio::ProcessGroup::leader());
+            wrap.wrap(process_wrap::tokio::KillOnDrop);
             let (transport, stderr) = TokioChildProcess::builder(wrap)
                 .stderr(Stdio::piped())
                 .spawn()

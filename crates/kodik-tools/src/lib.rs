@@ -35,6 +35,8 @@ pub use kodik_core as core;
 #[cfg(feature = "edit")]
 pub use kodik_edit as edit;
 pub use kodik_harness as harness;
+#[cfg(feature = "mcp")]
+pub use kodik_mcp as mcp;
 #[cfg(feature = "model")]
 pub use kodik_model as model;
 pub use kodik_scheduler as scheduler;
@@ -77,6 +79,8 @@ pub struct Toolbox {
     edit: kodik_edit::EditToolset,
     #[cfg(feature = "shell")]
     shell: kodik_shell::ShellToolset,
+    #[cfg(feature = "mcp")]
+    mcp: Option<Arc<kodik_mcp::McpClient>>,
 }
 
 impl std::fmt::Debug for Toolbox {
@@ -156,6 +160,12 @@ impl Toolbox {
         &self.shell
     }
 
+    /// The mounted MCP servers, if any (for their errors and shutdown).
+    #[cfg(feature = "mcp")]
+    pub fn mcp(&self) -> Option<&Arc<kodik_mcp::McpClient>> {
+        self.mcp.as_ref()
+    }
+
     /// An agent that talks to `model` and runs its calls on this toolbox: every tool, the
     /// shared context (workspace, approver, hooks, events), the mode policy and the
     /// scheduler settings. Each request offers what the harness plans for `config.mode` and
@@ -183,6 +193,8 @@ pub struct ToolboxBuilder {
     scheduler: SchedulerConfig,
     #[cfg(feature = "codemode")]
     codemode: Option<kodik_codemode::CodeModeConfig>,
+    #[cfg(feature = "mcp")]
+    mcp: Option<Arc<kodik_mcp::McpClient>>,
 }
 
 impl ToolboxBuilder {
@@ -235,6 +247,26 @@ impl ToolboxBuilder {
         self
     }
 
+    /// Mounts the tools of connected MCP servers as `server__tool`, after the built-ins (A8,
+    /// G13). Connect first (it is async), e.g. from the `mcpServers` files:
+    ///
+    /// ```no_run
+    /// # async fn f(dir: &std::path::Path) -> Result<(), Box<dyn std::error::Error>> {
+    /// use kodik_tools::mcp::{ClientOptions, McpClient, McpConfig};
+    /// let config = McpConfig::load_default(dir)?; // ~/.config/kodik/mcp.json, then .kodik/mcp.json
+    /// let client = McpClient::connect(&config, ClientOptions::default()).await;
+    /// for e in client.errors() {
+    ///     eprintln!("{e}");
+    /// }
+    /// let tb = kodik_tools::Toolbox::builder().workspace(dir).mcp(std::sync::Arc::new(client)).build()?;
+    /// # Ok(()) }
+    /// ```
+    #[cfg(feature = "mcp")]
+    pub fn mcp(mut self, client: Arc<kodik_mcp::McpClient>) -> Self {
+        self.mcp = Some(client);
+        self
+    }
+
     /// Builds the toolbox.
     pub fn build(self) -> Result<Toolbox, BuildError> {
         if self.roots.is_empty() {
@@ -277,6 +309,24 @@ impl ToolboxBuilder {
             }
         }
 
+        // MCP tools join before code mode, so scripts reach them too (K1).
+        #[cfg(feature = "mcp")]
+        let mcp_tools: Vec<(String, ToolSpec)> = match &self.mcp {
+            Some(client) => {
+                let taken = registry.names().map(String::from).collect();
+                client
+                    .tools(&taken)
+                    .into_iter()
+                    .map(|tool| {
+                        let entry = (tool.server_name().to_owned(), kodik_core::Tool::spec(&tool).clone());
+                        registry.register(tool);
+                        entry
+                    })
+                    .collect()
+            }
+            None => Vec::new(),
+        };
+
         // Code mode calls the other tools, so it is built last, over everything else (K5:
         // it cannot call itself).
         #[cfg(feature = "codemode")]
@@ -293,6 +343,16 @@ impl ToolboxBuilder {
             }
         };
 
+        #[cfg(feature = "mcp")]
+        let mut harness = {
+            let from_mcp: std::collections::HashSet<&str> = mcp_tools.iter().map(|(_, s)| s.name.as_str()).collect();
+            let mut harness = Harness::new(registry.specs().filter(|s| !from_mcp.contains(s.name.as_str())).cloned());
+            for (server, spec) in &mcp_tools {
+                harness.add_mcp_tool(server.clone(), spec.clone());
+            }
+            harness
+        };
+        #[cfg(not(feature = "mcp"))]
         let mut harness = Harness::new(registry.specs().cloned());
         #[cfg(feature = "codemode")]
         for name in script_only {
@@ -310,6 +370,8 @@ impl ToolboxBuilder {
             edit,
             #[cfg(feature = "shell")]
             shell,
+            #[cfg(feature = "mcp")]
+            mcp: self.mcp,
         })
     }
 }
