@@ -320,11 +320,22 @@ impl Conversation {
     /// Sends `task` as a user message and runs turns until the model answers without calling a
     /// tool, a limit of [`AgentConfig`] is reached, `cancel` fires, or the model fails.
     ///
-    /// Calls run with the agent's [`ToolContext`] whose cancellation token is replaced by one
-    /// derived from `cancel`: cancel the run through `cancel`.
+    /// Cancelling `cancel` or the agent's [`ToolContext::cancel`] aborts the run (G6); so does
+    /// dropping the returned future, which also stops its calls.
     pub async fn run(&mut self, task: &str, cancel: CancellationToken) -> RunOutcome {
         let shared = Arc::clone(&self.shared);
         let config = &shared.config;
+        // The run stops when the caller's token or the context's own token fires; dropping the
+        // run's future stops its calls too (the guard cancels the run's token).
+        let cancel = cancel.child_token();
+        let _stop_on_drop = cancel.clone().drop_guard();
+        let (context_cancel, linked) = (shared.context.cancel.clone(), cancel.clone());
+        tokio::spawn(async move {
+            tokio::select! {
+                () = context_cancel.cancelled() => linked.cancel(),
+                () = linked.cancelled() => {}
+            }
+        });
         let deadline = config.max_wall.map(|d| Instant::now() + d);
         self.push(Item::User { text: task.to_string() }, None);
         self.last_turn_start = self.items.len();

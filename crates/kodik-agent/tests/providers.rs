@@ -84,3 +84,29 @@ async fn g10_a_claude_model_gets_the_file_tools_and_no_apply_patch() {
     }
     assert!(!names.contains(&"apply_patch"), "{names:?}");
 }
+
+#[tokio::test]
+async fn g6_cancelling_the_contexts_token_aborts_the_run_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let body = body(&[Step::Text("never"), Step::Text(" ends")], 10, 1);
+    let recording = Recording::new(Provider::OpenAiResponses, "gpt-5").with(Exchange::sse(body));
+    let options = kodik_model::replay::ReplayOptions { stall: Some((0, 120)), ..Default::default() };
+    let server = ReplayServer::start_with(recording, options).await.unwrap();
+    let client = kodik_model::client(
+        ModelConfig::new(Provider::OpenAiResponses, "gpt-5").base_url(server.base_url()).api_key("k"),
+    )
+    .unwrap();
+    let registry = registry();
+    let harness = harness(&registry);
+    let cx = ToolContext::new(Workspace::new(dir.path()).unwrap());
+    let host_token = cx.cancel.clone();
+    let agent = Agent::new(client, Arc::new(registry), cx, harness, AgentConfig::default());
+    let mut conv = agent.start().unwrap();
+    tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        host_token.cancel();
+    });
+    let outcome = conv.run("wait", CancellationToken::new()).await;
+    assert_eq!(outcome.status, RunStatus::Cancelled, "{outcome:?}");
+    assert_eq!(server.requests().len(), 1);
+}
