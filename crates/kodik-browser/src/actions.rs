@@ -43,13 +43,22 @@ pub(crate) async fn eval(tab: &Tab, expression: &str) -> Result<Value, BrowserEr
     if tab.shared.lock().closed {
         return Err(BrowserError::Other(format!("tab {} was closed", tab.id)));
     }
+    if tab.shared.lock().crashed {
+        return Err(crashed(tab));
+    }
     let res = tokio::select! {
         r = run => r.map_err(cdp("evaluate in the page"))?,
+        _ = tokio::time::sleep(EVAL_LIMIT) => {
+            return Err(BrowserError::Other(format!(
+                "the page of tab {} did not answer within {} s (busy script or hung renderer)", tab.id, EVAL_LIMIT.as_secs()
+            )));
+        }
         _ = dialog.changed() => {
-            let (d, closed) = { let s = tab.shared.lock(); (s.dialog.clone(), s.closed) };
+            let (d, closed, crash) = { let s = tab.shared.lock(); (s.dialog.clone(), s.closed, s.crashed) };
             return Err(match d {
                 Some(d) => dialog_error(tab, &d),
                 None if closed => BrowserError::Other(format!("tab {} was closed", tab.id)),
+                None if crash => crashed(tab),
                 None => BrowserError::Other("a dialog opened and closed".into()),
             });
         }
@@ -59,6 +68,16 @@ pub(crate) async fn eval(tab: &Tab, expression: &str) -> Result<Value, BrowserEr
         return Err(BrowserError::Other(format!("the page's script failed: {}", text.lines().next().unwrap_or(""))));
     }
     Ok(res.result.result.value.clone().unwrap_or(Value::Null))
+}
+
+/// The longest a single evaluation may take; waits poll with short evaluations instead.
+const EVAL_LIMIT: Duration = Duration::from_secs(15);
+
+fn crashed(tab: &Tab) -> BrowserError {
+    BrowserError::Other(format!(
+        "the page of tab {} crashed (its renderer is gone); the next action reloads it at its last URL",
+        tab.id
+    ))
 }
 
 pub(crate) fn dialog_error(tab: &Tab, d: &crate::session::Dialog) -> BrowserError {
@@ -272,10 +291,22 @@ pub(crate) async fn press(tab: &Tab, combo: &str) -> Result<(), BrowserError> {
 /// Navigates the tab and waits (bounded) for the load event.
 pub(crate) async fn goto(tab: &Tab, url: &str, timeout: Duration) -> Result<(), BrowserError> {
     let params = NavigateParams::new(url);
-    let res = tokio::time::timeout(timeout, tab.page.execute(params))
-        .await
-        .map_err(|_| BrowserError::Timeout { what: format!("{url} to start loading"), ms: timeout.as_millis() as u64 })?
-        .map_err(cdp(format!("navigate to {url}")))?;
+    let mut events = tab.shared.dialog_opened.subscribe();
+    events.mark_unchanged();
+    let res = tokio::select! {
+        r = tokio::time::timeout(timeout, tab.page.execute(params)) => r
+            .map_err(|_| BrowserError::Timeout { what: format!("{url} to start loading"), ms: timeout.as_millis() as u64 })?
+            .map_err(cdp(format!("navigate to {url}")))?,
+        _ = events.changed() => {
+            let s = tab.shared.lock();
+            if s.crashed {
+                drop(s);
+                return Err(crashed(tab));
+            }
+            // A beforeunload dialog or a closed tab: the caller reports it.
+            return Ok(());
+        }
+    };
     if let Some(err) = &res.result.error_text {
         return Err(BrowserError::Other(format!("{url} did not load: {err}")));
     }
@@ -290,6 +321,9 @@ pub(crate) async fn wait_load(tab: &Tab, timeout: Duration) -> Result<(), Browse
             let s = tab.shared.lock();
             if s.dialog.is_some() || s.closed {
                 return Ok(());
+            }
+            if s.crashed {
+                return Err(crashed(tab));
             }
         }
         // A navigation in progress destroys the context the check runs in; just ask again.

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use chromiumoxide::cdp::browser_protocol::browser::{
     BrowserContextId, DownloadProgressState, EventDownloadProgress, EventDownloadWillBegin, SetDownloadBehaviorParams,
 };
+use chromiumoxide::cdp::browser_protocol::inspector::EventTargetCrashed as InspectorTargetCrashed;
 use chromiumoxide::cdp::browser_protocol::network::{
     EventLoadingFailed, EventLoadingFinished, EventRequestWillBeSent, EventResponseReceived,
 };
@@ -122,6 +123,9 @@ pub(crate) struct TabData {
     pub requests: u64,
     pub last_network: Option<Instant>,
     pub crashed: bool,
+    /// When the last crash was reported: Chrome reports one crash on the page and on the
+    /// target, and the second must not mark the reloaded page as crashed again.
+    pub crashed_at: Option<Instant>,
     /// The page closed itself (window.close) or was closed by the browser.
     pub closed: bool,
     pub next_ref: u64,
@@ -137,6 +141,19 @@ pub(crate) struct TabShared {
 }
 
 impl TabShared {
+    /// Marks the page crashed, once per crash.
+    pub fn mark_crashed(&self) {
+        {
+            let mut d = self.lock();
+            if d.crashed_at.is_some_and(|t| t.elapsed() < Duration::from_secs(2)) {
+                return;
+            }
+            d.crashed = true;
+            d.crashed_at = Some(Instant::now());
+        }
+        self.dialog_opened.send_modify(|n| *n += 1);
+    }
+
     pub fn lock(&self) -> std::sync::MutexGuard<'_, TabData> {
         // A panicking listener cannot leave the buffers half-written in a way that matters.
         self.data.lock().unwrap_or_else(|p| p.into_inner())
@@ -264,6 +281,42 @@ impl Running {
         Ok(id)
     }
 
+    /// Replaces a tab whose renderer crashed with a fresh page at its last URL, keeping its id,
+    /// opener and storage context (a crashed target does not navigate again).
+    pub async fn replace_crashed(&mut self, id: &str) -> Result<String, BrowserError> {
+        let Some(pos) = self.tabs.iter().position(|t| t.id == id) else {
+            return Err(BrowserError::NoTab { id: id.to_string(), open: self.tab_ids() });
+        };
+        let (context, url, old_target) = {
+            let t = &self.tabs[pos];
+            (t.context.clone(), t.last_url.clone(), t.page.target_id().clone())
+        };
+        let mut params = CreateTargetParams::new("about:blank");
+        params.browser_context_id = context;
+        let page = self.browser.new_page(params).await.map_err(cdp("open a tab"))?;
+        let (dialog_opened, _) = watch::channel(0u64);
+        let shared = Arc::new(TabShared { data: Mutex::new(TabData::default()), dialog_opened });
+        let tasks = listen(&page, &shared).await;
+        let _ = page.execute(AddScriptToEvaluateOnNewDocumentParams::new(BLOCKED_POPUPS_JS)).await;
+        self.registry.lock().unwrap_or_else(|p| p.into_inner()).insert(page.target_id().clone(), shared.clone());
+        {
+            let t = &mut self.tabs[pos];
+            t.page = page;
+            t.shared = shared;
+            for old in std::mem::replace(&mut t.tasks, tasks) {
+                old.abort();
+            }
+        }
+        let _ = tokio::time::timeout(
+            Duration::from_secs(2),
+            self.browser.execute(chromiumoxide::cdp::browser_protocol::target::CloseTargetParams::new(old_target)),
+        )
+        .await;
+        let target = if url.is_empty() { "about:blank".to_string() } else { url };
+        crate::actions::goto(&self.tabs[pos], &target, Duration::from_secs(15)).await?;
+        Ok(target)
+    }
+
     async fn add_tab(&mut self, page: Page, opener: Option<String>, context: Option<BrowserContextId>) -> String {
         self.next_tab += 1;
         let id = format!("t{}", self.next_tab);
@@ -318,7 +371,7 @@ impl Running {
         }
         while let Ok(target) = self.crashed.try_recv() {
             if let Some(t) = self.tabs.iter().find(|t| t.page.target_id() == &target) {
-                t.shared.lock().crashed = true;
+                t.shared.mark_crashed();
             }
         }
         added
@@ -377,6 +430,14 @@ async fn listen(page: &Page, shared: &Arc<TabShared>) -> Vec<JoinHandle<()>> {
                     default_prompt: e.default_prompt.clone().unwrap_or_default(),
                 });
                 shared.dialog_opened.send_modify(|n| *n += 1);
+            }
+        }));
+    }
+    if let Ok(mut s) = page.event_listener::<InspectorTargetCrashed>().await {
+        let shared = shared.clone();
+        tasks.push(tokio::spawn(async move {
+            while s.next().await.is_some() {
+                shared.mark_crashed();
             }
         }));
     }
@@ -642,13 +703,6 @@ impl BrowserSession {
                 }
             }));
         }
-        if let Ok(mut s) = browser.event_listener::<EventTargetCrashed>().await {
-            background.push(tokio::spawn(async move {
-                while let Some(e) = s.next().await {
-                    let _ = crash_tx.send(e.target_id.clone());
-                }
-            }));
-        }
         if let Ok(mut s) = browser.event_listener::<EventDownloadWillBegin>().await {
             let downloads = downloads.clone();
             background.push(tokio::spawn(async move {
@@ -698,6 +752,18 @@ impl BrowserSession {
                         shared.lock().closed = true;
                         shared.dialog_opened.send_modify(|n| *n += 1);
                     }
+                }
+            }));
+        }
+        if let Ok(mut s) = browser.event_listener::<EventTargetCrashed>().await {
+            let registry = registry.clone();
+            background.push(tokio::spawn(async move {
+                while let Some(e) = s.next().await {
+                    let shared = registry.lock().unwrap_or_else(|p| p.into_inner()).get(&e.target_id).cloned();
+                    if let Some(shared) = shared {
+                        shared.mark_crashed();
+                    }
+                    let _ = crash_tx.send(e.target_id.clone());
                 }
             }));
         }

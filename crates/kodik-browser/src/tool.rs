@@ -252,25 +252,22 @@ impl BrowserSession {
                 r.storage, asked
             )));
         }
-        // A crashed renderer is reloaded at its last URL (B9).
-        let mut crash_note = None;
+        // A crashed renderer is reloaded at its last URL (B9), before the action or, when it
+        // crashed during it, after; a snapshot or screenshot is then taken again.
         r.adopt_new_targets().await;
-        if let Some(id) = r.current.clone()
-            && let Some(tab) = r.tabs.iter().find(|t| t.id == id)
-            && tab.shared.lock().crashed
-            && !matches!(args.action, A::ListTabs | A::CloseTab | A::Console | A::Diagnostics)
-        {
-            let url = tab.last_url.clone();
-            let _ = tab.page.reload().await;
-            tab.shared.lock().crashed = false;
-            let reloaded = actions::wait_load(tab, Duration::from_secs(10)).await.is_ok();
-            crash_note = Some(if reloaded {
-                format!("The page of tab {id} had crashed; it was reloaded at {url}. Take a new snapshot.")
-            } else {
-                format!("The page of tab {id} had crashed and did not reload; navigate again.")
-            });
+        let mut crash_note = None;
+        if !matches!(args.action, A::ListTabs | A::CloseTab | A::Console | A::Diagnostics) {
+            crash_note = recover_crash(r).await;
         }
         let mut out = self.dispatch(r, &args, cx).await;
+        if crash_note.is_none()
+            && let Some(note) = recover_crash(r).await
+        {
+            crash_note = Some(note);
+            if matches!(args.action, A::Snapshot | A::Screenshot | A::Navigate | A::Reload) {
+                out = self.dispatch(r, &args, cx).await;
+            }
+        }
         if let Ok(out) = out.as_mut() {
             for note in [restored, crash_note].into_iter().flatten() {
                 if let Some(Content::Text { text }) = out.content.first_mut() {
@@ -1279,6 +1276,19 @@ impl BrowserSession {
         self.page_state(tab, &mut rep, true).await;
         Ok(rep.into_output())
     }
+}
+
+/// Reloads the current tab at its last URL when its renderer crashed; says what happened.
+async fn recover_crash(r: &mut Running) -> Option<String> {
+    let id = r.current.clone()?;
+    let tab = r.tabs.iter().find(|t| t.id == id)?;
+    if !tab.shared.lock().crashed {
+        return None;
+    }
+    Some(match r.replace_crashed(&id).await {
+        Ok(url) => format!("The page of tab {id} had crashed; it was reloaded at {url}. Take a new snapshot."),
+        Err(e) => format!("The page of tab {id} had crashed and did not reload ({e}); navigate again."),
+    })
 }
 
 /// `*`-globs match anything; otherwise the URL must contain `want`.

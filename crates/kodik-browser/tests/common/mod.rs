@@ -77,6 +77,18 @@ pub fn harness() -> Harness {
     Harness { tool: BrowserTool::new(session.clone()), session, cx: ToolContext::new(ws), dir, profiles }
 }
 
+/// A new session (as for a new conversation) over the same workspace and profile folder.
+pub fn harness_with_profiles(old: Harness) -> Harness {
+    let Harness { dir, profiles, cx, .. } = old;
+    let options = BrowserOptions {
+        profile_root: Some(profiles.path().to_path_buf()),
+        workspace_key: Some(dir.path().display().to_string()),
+        ..BrowserOptions::default()
+    };
+    let session = Arc::new(BrowserSession::new(options));
+    Harness { tool: BrowserTool::new(session.clone()), session, cx, dir, profiles }
+}
+
 impl Harness {
     /// Runs one call the way dispatch does: validation first, then the call.
     pub async fn call(&self, args: Value) -> ToolOutput {

@@ -1,0 +1,108 @@
+//! A crashed renderer and a killed browser (B9), storage modes (B1), preview with a dev server
+//! (B2) and the remaining waits (B5) against real Chromium.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Routes, harness, serve};
+use serde_json::json;
+
+const COOKIE: &str = r#"<!doctype html><title>Cookie</title><p id="c"></p>
+<script>if (location.search === '?set') document.cookie = 'sid=abc123; max-age=3600';
+document.getElementById('c').textContent = 'cookies: [' + document.cookie + ']';</script>"#;
+
+const LATER: &str = r#"<!doctype html><title>Later</title>
+<button id="go" disabled>Go</button><p id="spin">Loading…</p>
+<script>setTimeout(() => { document.getElementById('go').disabled = false; document.getElementById('spin').remove();
+  history.pushState({}, '', '/later/done'); fetch('/slow-asset'); }, 300);</script>"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn b1_b5_b9_crash_and_kill_recovery_storage_modes_and_waits() {
+    let mut routes = Routes::new();
+    routes.insert("/cookie", ("text/html", COOKIE.to_string(), ""));
+    routes.insert("/later", ("text/html", LATER.to_string(), ""));
+    routes.insert("/slow-asset", ("text/plain", "x".to_string(), ""));
+    let base = serve(routes).await;
+    let h = harness();
+
+    // B5: element state, URL and network idle waits, each bounded.
+    h.ok(json!({"action": "open", "url": format!("{base}/later")})).await;
+    let w = h.ok(json!({"action": "wait", "condition": "element", "state": "enabled", "target": {"role": "button", "name": "Go"}})).await;
+    assert!(w.contains("is \"enabled\""), "{w}");
+    h.ok(json!({"action": "wait", "condition": "element", "state": "detached", "target": {"css": "#spin"}})).await;
+    h.ok(json!({"action": "wait", "condition": "url", "url": "*/later/done"})).await;
+    h.ok(json!({"action": "wait", "condition": "network_idle", "timeout": 5000})).await;
+    let e = h.err(json!({"action": "wait", "condition": "text", "text": "never shown", "timeout": 300})).await;
+    assert!(e.contains("timed out after 300 ms"), "{e}");
+
+    // B1: global storage keeps cookies; an ephemeral tab does not see them.
+    let r = h.ok(json!({"action": "navigate", "url": format!("{base}/cookie?set")})).await;
+    assert!(r.contains("cookies: [sid=abc123]"), "{r}");
+    let r = h.ok(json!({"action": "open", "url": format!("{base}/cookie"), "storage": "ephemeral"})).await;
+    assert!(r.contains("cookies: []"), "ephemeral tab saw global cookies: {r}");
+    h.ok(json!({"action": "close_tab"})).await;
+
+    // B9: a crashed renderer is reloaded at its last URL on the next action, and says so.
+    h.ok(json!({"action": "navigate", "url": format!("{base}/cookie")})).await;
+    let _ = h.call(json!({"action": "navigate", "url": "chrome://crash", "timeout": 3000})).await;
+    let r = h.ok(json!({"action": "snapshot"})).await;
+    assert!(r.contains("had crashed; it was reloaded"), "{r}");
+    assert!(r.contains("cookies: [sid=abc123]"), "{r}");
+
+    // B9: a killed browser is restarted once and the tab restored at its last URL.
+    let pid = h.session.browser_pid().await.unwrap();
+    std::process::Command::new("kill").arg("-9").arg(pid.to_string()).status().unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let r = h.ok(json!({"action": "snapshot"})).await;
+    assert!(r.contains("The browser had stopped; it was restarted and its tabs restored"), "{r}");
+    assert_ne!(h.session.browser_pid().await.unwrap(), pid);
+
+    // B1: global storage is persistent: a new session on the same profile keeps the cookie.
+    h.ok(json!({"action": "navigate", "url": format!("{base}/cookie?set")})).await;
+    h.session.shutdown().await;
+    let h = common::harness_with_profiles(h);
+    let r = h.ok(json!({"action": "open", "url": format!("{base}/cookie")})).await;
+    assert!(r.contains("cookies: [sid=abc123]"), "{r}");
+
+    // clear_storage empties the persistent profile.
+    h.ok(json!({"action": "clear_storage", "storage": "global"})).await;
+    let r = h.ok(json!({"action": "reload"})).await;
+    assert!(r.contains("cookies: []"), "{r}");
+    let e = h.err(json!({"action": "clear_storage", "storage": "ephemeral"})).await;
+    assert!(e.contains("ephemeral storage is dropped with its tab"), "{e}");
+    h.session.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn b2_preview_starts_and_stops_its_dev_server() {
+    let h = harness();
+    std::fs::create_dir(h.dir.path().join("site")).unwrap();
+    std::fs::write(h.dir.path().join("site/index.html"), "<title>My app</title><h1>Hello preview</h1>").unwrap();
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let url = format!("http://127.0.0.1:{port}/");
+    let r = h
+        .ok(json!({"action": "preview", "url": url, "command": format!("python3 -m http.server {port} --bind 127.0.0.1"), "workdir": "site"}))
+        .await;
+    assert!(r.contains("dev server started") && r.contains(r#"heading "Hello preview""#), "{r}");
+    h.ok(json!({"action": "close_preview"})).await;
+    // The server is gone with the preview.
+    let mut stopped = false;
+    for _ in 0..30 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            stopped = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(stopped, "the dev server still answers after close_preview");
+    // A server command that exits is reported instead of waiting out the timeout.
+    let e = h.err(json!({"action": "preview", "url": url, "command": "exit 3", "timeout": 20000})).await;
+    assert!(e.contains("exited") && e.contains("before"), "{e}");
+    h.session.shutdown().await;
+}
