@@ -1,6 +1,6 @@
-//! The loop over the other wire APIs: P5's JSON form of apply_patch where freeform tools do
-//! not exist (Chat Completions), and a Claude model over Anthropic Messages getting the three
-//! file tools instead of apply_patch (G10).
+//! Agents built by hand: the other wire APIs (P5's JSON form of apply_patch over Chat
+//! Completions; a Claude model over Anthropic Messages getting the three file tools, G10), the
+//! context's own cancellation (G6), and a tool switched off for the mode (G11).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
 
 mod common;
@@ -109,4 +109,30 @@ async fn g6_cancelling_the_contexts_token_aborts_the_run_too() {
     let outcome = conv.run("wait", CancellationToken::new()).await;
     assert_eq!(outcome.status, RunStatus::Cancelled, "{outcome:?}");
     assert_eq!(server.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn g11_a_tool_switched_off_for_the_mode_leaves_the_schemas_and_the_guidance() {
+    let dir = tempfile::tempdir().unwrap();
+    let recording = Recording::new(Provider::OpenAiResponses, "gpt-5").with(Exchange::sse(answer("ok")));
+    let server = ReplayServer::start(recording).await.unwrap();
+    let client = kodik_model::client(
+        ModelConfig::new(Provider::OpenAiResponses, "gpt-5").base_url(server.base_url()).api_key("k"),
+    )
+    .unwrap();
+    let registry = registry();
+    let mut harness = harness(&registry);
+    harness.set_enabled(kodik_harness::Mode::Code, "shell", false);
+    let cx = ToolContext::new(Workspace::new(dir.path()).unwrap());
+    let config = AgentConfig::default().system_prompt("You are terse.");
+    let agent = Agent::new(client, Arc::new(registry), cx, harness, config);
+    let mut conv = agent.start().unwrap();
+    assert_eq!(conv.run("hi", CancellationToken::new()).await.status, RunStatus::Completed);
+
+    let body = &server.requests()[0].body;
+    let names: Vec<&str> = body["tools"].as_array().unwrap().iter().filter_map(|t| t["name"].as_str()).collect();
+    assert!(names.contains(&"grep") && !names.contains(&"shell"), "{names:?}");
+    let instructions = body["instructions"].as_str().unwrap();
+    assert!(instructions.starts_with("You are terse."), "{instructions}");
+    assert!(instructions.contains("- grep") && !instructions.contains("- shell"), "{instructions}");
 }
