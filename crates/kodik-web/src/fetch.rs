@@ -279,7 +279,7 @@ impl TypedTool for WebFetchTool {
 }
 
 /// The framing nonce: the page cannot know it, so it cannot fake the end of the frame.
-fn nonce() -> String {
+pub(crate) fn nonce() -> String {
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
     format!("{:016x}", h.finish())

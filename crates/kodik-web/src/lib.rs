@@ -8,6 +8,7 @@
 //! - [`WebFetchTool`]: HTML → Markdown with main-content extraction, JSON, text, PDF, images
 //!   described; a 32 KB page cut at a section boundary with the outline of the rest; `query`;
 //!   the text framed as untrusted; a 15-minute cache revalidated with ETag/Last-Modified.
+//! - [`WebSearchTool`] over a [`SearchProvider`]: SearXNG, Brave, Tavily, Exa.
 
 pub mod addr;
 pub mod client;
@@ -16,8 +17,80 @@ pub mod content;
 pub mod decode;
 pub mod fetch;
 pub mod html;
+pub mod search;
 pub mod sections;
+
+use std::sync::Arc;
+
+use kodik_core::{PageRenderer, ToolRegistry};
 
 pub use client::{FetchError, Fetched, GuardedClient, GuardedResolver};
 pub use config::WebConfig;
 pub use fetch::WebFetchTool;
+pub use search::{
+    BraveProvider, ExaProvider, SearchError, SearchHit, SearchProvider, SearchResults, SearxngProvider, TavilyProvider,
+    WebSearchTool,
+};
+
+/// Both web tools, ready to register.
+#[derive(Clone, Default)]
+pub struct WebToolset {
+    config: WebConfig,
+    provider: Option<Arc<dyn SearchProvider>>,
+    renderer: Option<Arc<dyn PageRenderer>>,
+}
+
+impl std::fmt::Debug for WebToolset {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WebToolset")
+            .field("search_provider", &self.provider.as_ref().map(|p| p.name()))
+            .field("renderer", &self.renderer.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl WebToolset {
+    /// The tools with `config` and no search provider yet.
+    pub fn new(config: WebConfig) -> Self {
+        Self { config, provider: None, renderer: None }
+    }
+
+    /// Default configuration and the search provider the environment names
+    /// ([`search::provider_from_env`]).
+    pub fn from_env() -> Result<Self, SearchError> {
+        Ok(Self { provider: search::provider_from_env()?, ..Self::default() })
+    }
+
+    /// Searches through `provider`.
+    pub fn with_search_provider(mut self, provider: Arc<dyn SearchProvider>) -> Self {
+        self.provider = Some(provider);
+        self
+    }
+
+    /// Renders client-side pages through `renderer`.
+    pub fn with_renderer(mut self, renderer: Arc<dyn PageRenderer>) -> Self {
+        self.renderer = Some(renderer);
+        self
+    }
+
+    /// Whether `web_search` has a provider (W5: offered only then).
+    pub fn search_configured(&self) -> bool {
+        self.provider.is_some()
+    }
+
+    /// Registers `web_fetch` and `web_search`.
+    pub fn register(&self, registry: &mut ToolRegistry) -> Result<(), FetchError> {
+        let config = Arc::new(self.config.clone());
+        let mut fetch = WebFetchTool::with_client(GuardedClient::new(config.clone())?);
+        if let Some(r) = &self.renderer {
+            fetch = fetch.with_renderer(r.clone());
+        }
+        registry.register(fetch);
+        registry.register(WebSearchTool::new(self.provider.clone(), config));
+        Ok(())
+    }
+}
+
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

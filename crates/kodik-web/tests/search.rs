@@ -1,0 +1,205 @@
+//! web_search through the shipped providers against SearXNG-, Brave-, Tavily- and Exa-shaped
+//! JSON endpoints on 127.0.0.1 (W5).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{Reply, Server, context};
+use kodik_core::TypedTool;
+use kodik_schema::web::WebSearchArgs;
+use kodik_web::search::provider_from;
+use kodik_web::{
+    BraveProvider, ExaProvider, SearchProvider, SearxngProvider, TavilyProvider, WebConfig, WebSearchTool,
+};
+
+const KEY: &str = "BSA-secret-key-0123456789";
+
+async fn search(tool: &WebSearchTool, query: &str, limit: Option<u32>) -> Result<String, String> {
+    let args = WebSearchArgs { query: query.into(), limit };
+    tool.check(&args).map_err(|e| e.to_string())?;
+    match tool.run(args, &context()).await {
+        Ok(out) if out.is_success() => Ok(out.text_content()),
+        Ok(out) => Err(out.text_content()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+fn tool(p: impl SearchProvider + 'static, config: WebConfig) -> WebSearchTool {
+    WebSearchTool::new(Some(Arc::new(p)), Arc::new(config))
+}
+
+fn searxng_json() -> String {
+    serde_json::json!({
+        "query": "tokio timeout",
+        "number_of_results": 3,
+        "results": [
+            {"url": "https://docs.rs/tokio/latest/tokio/time/fn.timeout.html", "title": "timeout in tokio::time - Rust",
+             "content": "Requires a Future to complete before the specified duration has elapsed.", "engine": "duckduckgo",
+             "publishedDate": "2026-10-01T00:00:00"},
+            {"url": "https://tokio.rs/tokio/tutorial", "title": "Tutorial | Tokio", "content": "Tokio is a runtime for writing reliable asynchronous applications."},
+            {"url": "https://spam.example/tokio", "title": "Tokio tips!!!", "content": "Click here."}
+        ],
+        "answers": ["tokio::time::timeout wraps a future with a deadline."],
+        "suggestions": []
+    })
+    .to_string()
+}
+
+#[tokio::test]
+async fn w5_searxng_results_are_ranked_with_the_answer_and_framed() {
+    let s = Server::start(|r| {
+        assert!(
+            r.path.starts_with("/search?q=tokio+timeout&format=json") || r.path.contains("q=tokio%20timeout"),
+            "{}",
+            r.path
+        );
+        Reply::ok("application/json", searxng_json())
+    })
+    .await;
+    let t = tool(SearxngProvider::new(format!("http://{}", s.addr)).unwrap(), WebConfig::default());
+    let out = search(&t, "tokio timeout", Some(2)).await.unwrap();
+    assert!(out.starts_with("2 results for \"tokio timeout\" from searxng"), "{out}");
+    assert!(out.contains("Answer: tokio::time::timeout wraps a future with a deadline."), "{out}");
+    let first = out
+        .find("1. timeout in tokio::time - Rust\n   https://docs.rs/tokio/latest/tokio/time/fn.timeout.html")
+        .unwrap();
+    let second = out.find("2. Tutorial | Tokio\n   https://tokio.rs/tokio/tutorial").unwrap();
+    assert!(first < second, "{out}");
+    assert!(out.contains("Published: 2026-10-01T00:00:00") && out.contains("Requires a Future to complete"), "{out}");
+    assert!(!out.contains("spam.example"), "limit 2: {out}");
+    assert!(out.contains("<<<untrusted web content ") && out.contains("<<<end of untrusted web content "), "{out}");
+}
+
+#[tokio::test]
+async fn w5_blocked_domains_never_show_up_in_results() {
+    let s = Server::start(|_| Reply::ok("application/json", searxng_json())).await;
+    let config = WebConfig { blocked_domains: vec!["docs.rs".into()], ..WebConfig::default() };
+    let t = tool(SearxngProvider::new(format!("http://{}", s.addr)).unwrap(), config);
+    let out = search(&t, "tokio timeout", None).await.unwrap();
+    assert!(out.starts_with("2 results") && !out.contains("docs.rs") && out.contains("spam.example"), "{out}");
+    let config = WebConfig { allowed_domains: vec!["tokio.rs".into()], ..WebConfig::default() };
+    let t = tool(SearxngProvider::new(format!("http://{}", s.addr)).unwrap(), config);
+    let out = search(&t, "tokio timeout", None).await.unwrap();
+    assert!(out.starts_with("1 result ") && out.contains("https://tokio.rs/tokio/tutorial"), "{out}");
+}
+
+#[tokio::test]
+async fn w5_brave_sends_its_key_in_a_header_and_never_shows_it() {
+    let s = Server::start(|r| {
+        if r.headers.get("x-subscription-token").map(String::as_str) != Some(KEY) {
+            return Reply::Full { status: 401, headers: vec![], body: b"{\"error\":\"bad token\"}".to_vec() };
+        }
+        if r.path.contains("q=fail") {
+            // Some APIs echo the credential back in their error.
+            let body = format!("{{\"error\":\"token {KEY} is over quota\"}}");
+            return Reply::Full { status: 429, headers: vec![], body: body.into_bytes() };
+        }
+        Reply::ok(
+            "application/json",
+            serde_json::json!({"type": "search", "web": {"results": [
+                {"title": "Rust Release Notes", "url": "https://doc.rust-lang.org/releases.html",
+                 "description": "The <strong>Rust</strong> release notes &amp; changes.", "page_age": "2026-11-20"}
+            ]}})
+            .to_string(),
+        )
+    })
+    .await;
+    let t =
+        tool(BraveProvider::new(KEY, format!("http://{}/res/v1/web/search", s.addr)).unwrap(), WebConfig::default());
+    let out = search(&t, "rust release notes", None).await.unwrap();
+    assert!(out.contains("1. Rust Release Notes\n   https://doc.rust-lang.org/releases.html"), "{out}");
+    assert!(out.contains("The Rust release notes & changes."), "{out}");
+    assert!(!out.contains(KEY));
+    let err = search(&t, "fail", None).await.unwrap_err();
+    assert!(err.contains("brave answered HTTP 429") && err.contains("[redacted]") && !err.contains(KEY), "{err}");
+    let wrong = tool(BraveProvider::new("other-key", format!("http://{}/x", s.addr)).unwrap(), WebConfig::default());
+    let err = search(&wrong, "q", None).await.unwrap_err();
+    assert!(err.contains("HTTP 401"), "{err}");
+    assert!(!format!("{:?}", BraveProvider::new(KEY, "http://x").unwrap()).contains(KEY));
+}
+
+#[tokio::test]
+async fn w5_tavily_and_exa_answers_are_read() {
+    let s = Server::start(|r| {
+        if r.path == "/tavily" {
+            assert_eq!(r.headers.get("authorization").map(String::as_str), Some(format!("Bearer {KEY}").as_str()));
+            return Reply::ok(
+                "application/json",
+                r#"{"answer":"Use tokio::time::timeout.","results":[{"title":"T","url":"https://t.example/","content":"tc","published_date":"2026-01-02"}]}"#,
+            );
+        }
+        assert_eq!(r.headers.get("x-api-key").map(String::as_str), Some(KEY));
+        Reply::ok("application/json", r#"{"results":[{"title":"E","url":"https://e.example/","text":"exa text","publishedDate":"2025-05-05"}]}"#)
+    })
+    .await;
+    let t = tool(TavilyProvider::new(KEY, format!("http://{}/tavily", s.addr)).unwrap(), WebConfig::default());
+    let out = search(&t, "q", None).await.unwrap();
+    assert!(out.contains("Answer: Use tokio::time::timeout.") && out.contains("1. T\n   https://t.example/"), "{out}");
+    let t = tool(ExaProvider::new(KEY, format!("http://{}/exa", s.addr)).unwrap(), WebConfig::default());
+    let out = search(&t, "q", None).await.unwrap();
+    assert!(out.contains("1. E\n   https://e.example/\n   Published: 2025-05-05\n   exa text"), "{out}");
+}
+
+#[tokio::test]
+async fn w5_an_unreadable_answer_is_an_error() {
+    let s = Server::start(|r| {
+        if r.path.contains("shape") {
+            Reply::ok("application/json", r#"{"results": "nope"}"#)
+        } else {
+            Reply::html("<html><body>Too many requests, please solve this CAPTCHA</body></html>")
+        }
+    })
+    .await;
+    let t = tool(SearxngProvider::new(format!("http://{}", s.addr)).unwrap(), WebConfig::default());
+    let err = search(&t, "anything", None).await.unwrap_err();
+    assert!(err.contains("searxng's answer could not be read: not JSON") && err.contains("CAPTCHA"), "{err}");
+    let err = search(&t, "shape", None).await.unwrap_err();
+    assert!(err.contains("the result list is not an array"), "{err}");
+}
+
+#[tokio::test]
+async fn w5_a_timed_out_search_is_not_sent_again() {
+    let s = Server::start(|_| Reply::Drip {
+        headers: vec![("Content-Type".into(), "application/json".into())],
+        body: searxng_json().into_bytes(),
+        every: Duration::from_millis(200),
+    })
+    .await;
+    let config = WebConfig { total_timeout: Duration::from_millis(800), ..WebConfig::default() };
+    let t = tool(SearxngProvider::new(format!("http://{}", s.addr)).unwrap(), config);
+    let started = Instant::now();
+    let err = search(&t, "slow", None).await.unwrap_err();
+    assert!(err.contains("timed out after 800 ms"), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(3));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let hits: usize = ["/search?q=slow&format=json"].iter().map(|p| s.hits(p)).sum();
+    assert_eq!(hits, 1, "one request, never re-sent");
+}
+
+#[tokio::test]
+async fn w5_without_a_provider_the_tool_says_how_to_configure_one() {
+    let t = WebSearchTool::new(None, Arc::new(WebConfig::default()));
+    assert!(!t.is_configured());
+    let err = search(&t, "x", None).await.unwrap_err();
+    assert!(err.contains("no search provider configured") && err.contains("KODIK_SEARXNG_URL"), "{err}");
+    assert!(search(&t, "  ", None).await.unwrap_err().contains("the query is empty"));
+    assert!(search(&t, "x", Some(50)).await.unwrap_err().contains("between 1 and 20"));
+}
+
+#[test]
+fn w5_the_environment_picks_the_provider() {
+    let env = |pairs: &'static [(&'static str, &'static str)]| {
+        move |k: &str| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+    };
+    assert!(provider_from(env(&[])).unwrap().is_none());
+    let p = provider_from(env(&[("BRAVE_API_KEY", "k"), ("KODIK_SEARXNG_URL", "http://127.0.0.1:8888")])).unwrap();
+    assert_eq!(p.unwrap().name(), "searxng", "SearXNG is the default when set");
+    assert_eq!(provider_from(env(&[("TAVILY_API_KEY", "k")])).unwrap().unwrap().name(), "tavily");
+    let p = provider_from(env(&[("KODIK_SEARCH_PROVIDER", "exa"), ("EXA_API_KEY", "k"), ("BRAVE_API_KEY", "b")]));
+    assert_eq!(p.unwrap().unwrap().name(), "exa");
+    let err = provider_from(env(&[("KODIK_SEARCH_PROVIDER", "brave")])).err().unwrap().to_string();
+    assert!(err.contains("needs BRAVE_API_KEY"), "{err}");
+}
