@@ -681,6 +681,9 @@ pub struct GeneratePlanArgs {
     pub summary: String,
     /// The steps in the order to carry them out.
     pub steps: Vec<PlanStep>,
+    /// What could go wrong or is still uncertain, one line each, for the reviewer to weigh.
+    #[serde(default)]
+    pub risks: Vec<String>,
 }
 
 impl GeneratePlanArgs {
@@ -698,6 +701,9 @@ impl GeneratePlanArgs {
         if let Some(i) = self.steps.iter().position(|s| blank(&s.title)) {
             return Err(invalid_input(Self::NAME, &format!("steps[{i}].title"), "the step's title is empty"));
         }
+        if let Some(i) = self.risks.iter().position(|r| blank(r)) {
+            return Err(invalid_input(Self::NAME, &format!("risks[{i}]"), "a risk is empty: leave it out"));
+        }
         Ok(())
     }
 }
@@ -706,6 +712,6 @@ impl ToolArgs for GeneratePlanArgs {
     const NAME: &'static str = "generate_plan";
     const EFFECT: Effect = Effect::Conversation;
     const DESCRIPTION: &'static str = "Plan mode: present a reviewable implementation plan — a title, a summary of the \
-goal and the approach, and ordered steps, each with details and the files it touches. Research first (read, search); \
+goal and the approach, and ordered steps, each with details and the files it touches, and the risks. Research first (read, search); \
 the user reviews the plan before anything is changed.";
 }

@@ -1,0 +1,212 @@
+//! Which server speaks for which files, and the manager's timing.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+/// One language server: how to start it and which files it serves.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// A short name shown in results (`pyright`).
+    pub name: String,
+    /// The program, found on `PATH` unless absolute.
+    pub command: PathBuf,
+    /// Its arguments (`--stdio`).
+    pub args: Vec<String>,
+    /// File extensions (without the dot) and the LSP `languageId` each is opened as.
+    pub extensions: Vec<(String, String)>,
+    /// Files or folders whose presence marks a project root, nearest first wins.
+    pub root_markers: Vec<String>,
+    /// `initializationOptions` sent with `initialize`.
+    pub initialization_options: Value,
+    /// Settings answered to `workspace/configuration`, looked up by dotted section.
+    pub settings: Value,
+    /// A `window/logMessage` text (substring) that says the first scan of the project is done;
+    /// until it arrives the server counts as indexing (pyright: "source file"). `None` for
+    /// servers that report `$/progress` instead.
+    pub ready_log: Option<String>,
+}
+
+impl ServerConfig {
+    /// A server started as `command args…` for files with these `(extension, languageId)` pairs.
+    pub fn new(name: &str, command: impl Into<PathBuf>, args: &[&str], extensions: &[(&str, &str)]) -> Self {
+        Self {
+            name: name.to_owned(),
+            command: command.into(),
+            args: args.iter().map(|s| (*s).to_owned()).collect(),
+            extensions: extensions.iter().map(|(e, l)| ((*e).to_owned(), (*l).to_owned())).collect(),
+            root_markers: Vec::new(),
+            initialization_options: Value::Null,
+            settings: Value::Null,
+            ready_log: None,
+        }
+    }
+
+    /// Sets the root markers.
+    pub fn root_markers(mut self, markers: &[&str]) -> Self {
+        self.root_markers = markers.iter().map(|s| (*s).to_owned()).collect();
+        self
+    }
+
+    /// Sets the settings answered to `workspace/configuration`.
+    pub fn settings(mut self, settings: Value) -> Self {
+        self.settings = settings;
+        self
+    }
+
+    /// Sets [`ServerConfig::ready_log`].
+    pub fn ready_log(mut self, text: &str) -> Self {
+        self.ready_log = Some(text.to_owned());
+        self
+    }
+
+    /// Sets `initializationOptions`.
+    pub fn initialization_options(mut self, options: Value) -> Self {
+        self.initialization_options = options;
+        self
+    }
+
+    /// The `languageId` of `path`, when this server serves its extension.
+    pub fn language_id(&self, path: &Path) -> Option<&str> {
+        let ext = path.extension()?.to_str()?;
+        self.extensions.iter().find(|(e, _)| e == ext).map(|(_, l)| l.as_str())
+    }
+
+    /// The program's full path when it can be run (absolute and present, or found on `PATH`).
+    pub fn resolve_program(&self) -> Option<PathBuf> {
+        if self.command.components().count() > 1 {
+            return self.command.is_file().then(|| self.command.clone());
+        }
+        let path = std::env::var_os("PATH")?;
+        std::env::split_paths(&path).map(|d| d.join(&self.command)).find(|p| p.is_file())
+    }
+}
+
+/// The manager's configuration: servers in order of preference, and its waits.
+#[derive(Debug, Clone)]
+pub struct LspConfig {
+    /// Candidate servers; for a file, the first one that serves its extension and is installed
+    /// is used.
+    pub servers: Vec<ServerConfig>,
+    /// Deadline of one request; past it the request is cancelled (`$/cancelRequest`).
+    pub request_timeout: Duration,
+    /// Deadline of `initialize`.
+    pub start_timeout: Duration,
+    /// Pushed diagnostics count as settled after this long without a newer publish and with no
+    /// progress open.
+    pub diagnostics_quiet: Duration,
+    /// Diagnostics are answered after this long at most, marked possibly stale.
+    pub diagnostics_cap: Duration,
+    /// How long an empty answer from a server that is still indexing is retried.
+    pub indexing_wait: Duration,
+    /// Restarts allowed per server within [`LspConfig::restart_window`] before it is given up.
+    pub max_restarts: u32,
+    /// See [`LspConfig::max_restarts`].
+    pub restart_window: Duration,
+}
+
+impl Default for LspConfig {
+    fn default() -> Self {
+        Self {
+            servers: default_servers(),
+            request_timeout: Duration::from_secs(30),
+            start_timeout: Duration::from_secs(60),
+            diagnostics_quiet: Duration::from_millis(150),
+            diagnostics_cap: Duration::from_secs(10),
+            indexing_wait: Duration::from_secs(10),
+            max_restarts: 3,
+            restart_window: Duration::from_secs(120),
+        }
+    }
+}
+
+impl LspConfig {
+    /// Puts `server` before the defaults, so it wins for its extensions.
+    pub fn with_server(mut self, server: ServerConfig) -> Self {
+        self.servers.insert(0, server);
+        self
+    }
+
+    /// The server for `path`: the first configured one that serves its extension and is
+    /// installed. `Err` lists the names tried when some serve it but none is installed.
+    pub fn server_for(&self, path: &Path) -> Result<(&ServerConfig, PathBuf), Vec<String>> {
+        let mut tried = Vec::new();
+        for s in self.servers.iter().filter(|s| s.language_id(path).is_some()) {
+            match s.resolve_program() {
+                Some(p) => return Ok((s, p)),
+                None => tried.push(s.command.display().to_string()),
+            }
+        }
+        Err(tried)
+    }
+}
+
+const PY: &[(&str, &str)] = &[("py", "python"), ("pyi", "python")];
+const TS: &[(&str, &str)] = &[
+    ("ts", "typescript"),
+    ("tsx", "typescriptreact"),
+    ("mts", "typescript"),
+    ("cts", "typescript"),
+    ("js", "javascript"),
+    ("jsx", "javascriptreact"),
+    ("mjs", "javascript"),
+    ("cjs", "javascript"),
+];
+const C: &[(&str, &str)] = &[
+    ("c", "c"),
+    ("h", "c"),
+    ("cc", "cpp"),
+    ("cpp", "cpp"),
+    ("cxx", "cpp"),
+    ("hpp", "cpp"),
+    ("hh", "cpp"),
+    ("hxx", "cpp"),
+];
+
+/// rust-analyzer, pyright (or basedpyright), typescript-language-server, clangd and gopls.
+pub fn default_servers() -> Vec<ServerConfig> {
+    let py_markers = ["pyproject.toml", "pyrightconfig.json", "setup.py", "setup.cfg", "requirements.txt"];
+    // Open-file diagnostics are what read_lints and E9 ask for; `workspace` mode would make
+    // pyright check every file of a large project on start.
+    let py_settings = json!({"python": {"analysis": {"diagnosticMode": "openFilesOnly", "autoSearchPaths": true}}});
+    vec![
+        ServerConfig::new("rust-analyzer", "rust-analyzer", &[], &[("rs", "rust")]).root_markers(&["Cargo.toml"]),
+        ServerConfig::new("pyright", "pyright-langserver", &["--stdio"], PY)
+            .root_markers(&py_markers)
+            .settings(py_settings.clone())
+            // pyright answers references from the files it has found so far; this log line
+            // ("Found 12 source files") says the search is done.
+            .ready_log("source file"),
+        ServerConfig::new("basedpyright", "basedpyright-langserver", &["--stdio"], PY)
+            .root_markers(&py_markers)
+            .settings(py_settings)
+            .ready_log("source file"),
+        ServerConfig::new("typescript-language-server", "typescript-language-server", &["--stdio"], TS)
+            .root_markers(&["tsconfig.json", "jsconfig.json", "package.json"]),
+        ServerConfig::new("clangd", "clangd", &["--background-index=false"], C).root_markers(&[
+            "compile_commands.json",
+            "compile_flags.txt",
+            ".clangd",
+        ]),
+        ServerConfig::new("gopls", "gopls", &[], &[("go", "go")]).root_markers(&["go.work", "go.mod"]),
+    ]
+}
+
+/// The project root of `file`: the nearest folder at or above it holding one of `markers`,
+/// not going above the workspace root that contains it; else that workspace root (or the
+/// file's folder when it lies outside every root).
+pub fn find_root(file: &Path, markers: &[String], roots: &[PathBuf]) -> PathBuf {
+    let ws_root = roots.iter().filter(|r| file.starts_with(r)).max_by_key(|r| r.components().count());
+    let mut dir = file.parent();
+    while let Some(d) = dir {
+        if markers.iter().any(|m| d.join(m).exists()) {
+            return d.to_path_buf();
+        }
+        if ws_root.is_some_and(|r| r == d) {
+            break;
+        }
+        dir = d.parent();
+    }
+    ws_root.cloned().or_else(|| file.parent().map(Path::to_path_buf)).unwrap_or_else(|| PathBuf::from("/"))
+}

@@ -1,0 +1,208 @@
+//! `LanguageServers`: one server per (server, project root), started on first use, restarted
+//! after a crash, killed with its process group when the manager drops.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use kodik_core::{Diagnostic, DiagnosticSeverity, DiagnosticsProvider};
+use serde_json::Value;
+
+use crate::LspError;
+use crate::config::{LspConfig, find_root};
+use crate::position::{Encoding, from_lsp_column, line_of};
+use crate::server::Server;
+use crate::transport::RpcError;
+
+#[derive(Default)]
+struct Slot {
+    server: Option<Arc<Server>>,
+    restarts: Vec<Instant>,
+    starts: u32,
+}
+
+type SlotKey = (String, PathBuf);
+
+/// The language servers of one workspace.
+pub struct LanguageServers {
+    config: LspConfig,
+    roots: Vec<PathBuf>,
+    slots: Mutex<HashMap<SlotKey, Arc<tokio::sync::Mutex<Slot>>>>,
+}
+
+impl std::fmt::Debug for LanguageServers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LanguageServers").field("roots", &self.roots).finish_non_exhaustive()
+    }
+}
+
+impl LanguageServers {
+    /// A manager for the workspace `roots` (project roots are looked for below them).
+    pub fn new(config: LspConfig, roots: Vec<PathBuf>) -> Self {
+        let roots = roots.into_iter().map(|r| r.canonicalize().unwrap_or(r)).collect();
+        Self { config, roots, slots: Mutex::default() }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &LspConfig {
+        &self.config
+    }
+
+    /// Whether a configured, installed server serves `path`'s file type.
+    pub fn serves(&self, path: &Path) -> bool {
+        self.config.server_for(path).is_ok()
+    }
+
+    /// The running server for `path`, started (or restarted after a crash) when needed.
+    pub async fn server_for(&self, path: &Path) -> Result<Arc<Server>, LspError> {
+        let (cfg, program) = self.config.server_for(path).map_err(|tried| no_server(path, tried))?;
+        let root = find_root(path, &cfg.root_markers, &self.roots);
+        let slot = {
+            let mut slots = self.slots.lock().map_err(|_| LspError::Poisoned)?;
+            slots.entry((cfg.name.clone(), root.clone())).or_default().clone()
+        };
+        let mut slot = slot.lock().await;
+        if let Some(s) = &slot.server
+            && !s.is_closed()
+        {
+            return Ok(s.clone());
+        }
+        if slot.server.take().is_some() {
+            let now = Instant::now();
+            slot.restarts.retain(|t| now.duration_since(*t) < self.config.restart_window);
+            if slot.restarts.len() as u32 >= self.config.max_restarts {
+                return Err(LspError::GaveUp {
+                    server: cfg.name.clone(),
+                    restarts: slot.restarts.len() as u32,
+                    window: self.config.restart_window,
+                });
+            }
+            // Backoff grows with each recent crash so a server that dies on start is not respawned in a loop.
+            let backoff = Duration::from_millis(100 << slot.restarts.len().min(5));
+            tracing::warn!(server = %cfg.name, root = %root.display(), "language server exited; restarting");
+            tokio::time::sleep(backoff).await;
+            slot.restarts.push(now);
+        }
+        let server = Arc::new(Server::start(cfg, &program, &root, &self.config).await?);
+        slot.starts += 1;
+        slot.server = Some(server.clone());
+        Ok(server)
+    }
+
+    /// How many times servers were started (restarts included), for tests and status.
+    pub async fn starts(&self) -> u32 {
+        let slots: Vec<_> = self.slots.lock().map(|s| s.values().cloned().collect()).unwrap_or_default();
+        let mut n = 0;
+        for s in slots {
+            n += s.lock().await.starts;
+        }
+        n
+    }
+
+    /// The running servers.
+    pub async fn running(&self) -> Vec<Arc<Server>> {
+        let slots: Vec<_> = self.slots.lock().map(|s| s.values().cloned().collect()).unwrap_or_default();
+        let mut out = Vec::new();
+        for s in slots {
+            if let Some(server) = &s.lock().await.server
+                && !server.is_closed()
+            {
+                out.push(server.clone());
+            }
+        }
+        out
+    }
+
+    /// Runs `op` on `path`'s server; if the server dies under it, restarts it (documents are
+    /// reopened by the next sync) and runs `op` once more.
+    pub async fn with_server<T, F, Fut>(&self, path: &Path, op: F) -> Result<T, LspError>
+    where
+        F: Fn(Arc<Server>) -> Fut,
+        Fut: Future<Output = Result<T, LspError>>,
+    {
+        let server = self.server_for(path).await?;
+        match op(server).await {
+            Err(e) if e.is_exit() => {
+                tracing::warn!(error = %e, "language server crashed mid-request; retrying once after a restart");
+                let server = self.server_for(path).await?;
+                op(server).await
+            }
+            other => other,
+        }
+    }
+
+    /// Kills every server now.
+    pub fn shutdown(&self) {
+        let slots: Vec<_> = self.slots.lock().map(|mut s| s.drain().map(|(_, v)| v).collect()).unwrap_or_default();
+        for slot in slots {
+            if let Ok(slot) = slot.try_lock()
+                && let Some(s) = &slot.server
+            {
+                s.kill();
+            }
+        }
+    }
+}
+
+impl Drop for LanguageServers {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn no_server(path: &Path, tried: Vec<String>) -> LspError {
+    let ext = path.extension().map(|e| format!(".{}", e.to_string_lossy())).unwrap_or_else(|| "extension-less".into());
+    LspError::NoServer { file_type: ext, tried }
+}
+
+/// A core diagnostic from a raw LSP one, with a 1-based character column.
+pub fn to_core(item: &Value, text: &str, enc: Encoding) -> Diagnostic {
+    let line0 = item.pointer("/range/start/line").and_then(Value::as_u64).unwrap_or(0) as usize;
+    let col = item.pointer("/range/start/character").and_then(Value::as_u64).unwrap_or(0) as u32;
+    let column = line_of(text, line0).map(|l| from_lsp_column(l, col, enc)).unwrap_or(col as usize);
+    let severity = match item.get("severity").and_then(Value::as_u64) {
+        Some(1) | None => DiagnosticSeverity::Error,
+        Some(2) => DiagnosticSeverity::Warning,
+        _ => DiagnosticSeverity::Info,
+    };
+    Diagnostic {
+        line: line0 as u32 + 1,
+        column: column as u32 + 1,
+        severity,
+        message: item.get("message").and_then(Value::as_str).unwrap_or("").to_owned(),
+        source: item.get("source").and_then(Value::as_str).map(str::to_owned),
+    }
+}
+
+/// E9: kodik-edit asks for the written file's diagnostics through this.
+#[async_trait]
+impl DiagnosticsProvider for LanguageServers {
+    fn handles(&self, path: &Path) -> bool {
+        self.serves(path)
+    }
+
+    async fn diagnostics(&self, path: &Path, text: &str) -> Vec<Diagnostic> {
+        let got = self
+            .with_server(path, |server| async move {
+                let d = server.diagnostics(path, Some(text)).await?;
+                Ok(d.items.iter().map(|i| to_core(i, &d.text, server.encoding())).collect::<Vec<_>>())
+            })
+            .await;
+        match got {
+            Ok(d) => d,
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "no diagnostics after the edit");
+                Vec::new()
+            }
+        }
+    }
+}
+
+impl LspError {
+    fn is_exit(&self) -> bool {
+        matches!(self, Self::Rpc(RpcError::Exited { .. }))
+    }
+}

@@ -1,0 +1,514 @@
+//! One running language server: its handshake, what it reports (progress, diagnostics,
+//! registrations), and the documents it has been sent.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use crate::LspError;
+use crate::config::{LspConfig, ServerConfig};
+use crate::position::{Encoding, path_to_uri, uri_to_path};
+use crate::transport::{Connection, Handler, METHOD_NOT_FOUND, RpcError};
+
+/// Where a server is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Readiness {
+    /// `initialize` has not been answered yet.
+    Starting,
+    /// Work is in progress (a `$/progress` token is open, or rust-analyzer is not quiescent):
+    /// answers may be incomplete.
+    Indexing,
+    /// Nothing in progress.
+    Ready,
+    /// The process is gone.
+    Exited,
+}
+
+/// Diagnostics the server pushed for one file.
+#[derive(Debug, Clone, Default)]
+struct Published {
+    version: Option<i64>,
+    items: Vec<Value>,
+    seq: u64,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    progress: HashSet<String>,
+    quiescent: Option<bool>,
+    pull_registered: bool,
+    diagnostics: HashMap<PathBuf, Published>,
+    seq: u64,
+    initialized: bool,
+    closed: bool,
+    /// The `ready_log` text still awaited.
+    awaiting_log: Option<String>,
+}
+
+/// What the server tells us, shared with the connection's reader task.
+struct State {
+    inner: Mutex<Inner>,
+    changed: watch::Sender<u64>,
+    settings: Value,
+    folders: Value,
+}
+
+impl State {
+    fn bump(&self, inner: &mut Inner) {
+        inner.seq += 1;
+        self.changed.send_replace(inner.seq);
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&mut Inner) -> R) -> Option<R> {
+        let mut inner = self.inner.lock().ok()?;
+        let r = f(&mut inner);
+        self.bump(&mut inner);
+        Some(r)
+    }
+
+    fn read<R>(&self, f: impl FnOnce(&Inner) -> R) -> Option<R> {
+        self.inner.lock().ok().map(|i| f(&i))
+    }
+}
+
+fn section(settings: &Value, section: Option<&str>) -> Value {
+    let Some(section) = section.filter(|s| !s.is_empty()) else { return settings.clone() };
+    let mut v = settings;
+    for part in section.split('.') {
+        match v.get(part) {
+            Some(next) => v = next,
+            None => return Value::Null,
+        }
+    }
+    v.clone()
+}
+
+impl Handler for State {
+    fn on_request(&self, method: &str, params: Value) -> Result<Value, (i64, String)> {
+        match method {
+            "workspace/configuration" => {
+                let items = params.get("items").and_then(Value::as_array).cloned().unwrap_or_default();
+                Ok(Value::Array(
+                    items.iter().map(|i| section(&self.settings, i.get("section").and_then(Value::as_str))).collect(),
+                ))
+            }
+            "client/registerCapability" => {
+                let regs = params.get("registrations").and_then(Value::as_array).cloned().unwrap_or_default();
+                if regs.iter().any(|r| r.get("method").and_then(Value::as_str) == Some("textDocument/diagnostic")) {
+                    self.with(|i| i.pull_registered = true);
+                }
+                Ok(Value::Null)
+            }
+            "workspace/workspaceFolders" => Ok(self.folders.clone()),
+            "workspace/applyEdit" => Ok(json!({"applied": false, "failureReason": "kodik's lsp tool only reads"})),
+            "window/workDoneProgress/create"
+            | "client/unregisterCapability"
+            | "window/showMessageRequest"
+            | "window/showDocument"
+            | "workspace/diagnostic/refresh"
+            | "workspace/semanticTokens/refresh"
+            | "workspace/inlayHint/refresh"
+            | "workspace/inlineValue/refresh"
+            | "workspace/codeLens/refresh" => Ok(Value::Null),
+            _ => Err((METHOD_NOT_FOUND, format!("kodik does not handle `{method}`"))),
+        }
+    }
+
+    fn on_notification(&self, method: &str, params: Value) {
+        match method {
+            "$/progress" => {
+                let token = params.get("token").map(Value::to_string).unwrap_or_default();
+                match params.pointer("/value/kind").and_then(Value::as_str) {
+                    Some("begin") => self.with(|i| i.progress.insert(token)),
+                    Some("end") => self.with(|i| i.progress.remove(&token)),
+                    _ => None,
+                };
+            }
+            "pyright/beginProgress" => {
+                self.with(|i| i.progress.insert("pyright".into()));
+            }
+            "pyright/endProgress" => {
+                self.with(|i| i.progress.remove("pyright"));
+            }
+            "window/logMessage" => {
+                let msg = params.get("message").and_then(Value::as_str).unwrap_or("");
+                let seen = self.read(|i| i.awaiting_log.as_deref().is_some_and(|t| msg.contains(t))).unwrap_or(false);
+                if seen {
+                    self.with(|i| i.awaiting_log = None);
+                }
+            }
+            "experimental/serverStatus" => {
+                let q = params.get("quiescent").and_then(Value::as_bool);
+                self.with(|i| i.quiescent = q);
+            }
+            "textDocument/publishDiagnostics" => {
+                let Some(path) = params.get("uri").and_then(Value::as_str).and_then(uri_to_path) else { return };
+                let version = params.get("version").and_then(Value::as_i64);
+                let items = params.get("diagnostics").and_then(Value::as_array).cloned().unwrap_or_default();
+                self.with(|i| {
+                    let seq = i.seq + 1;
+                    i.diagnostics.insert(path, Published { version, items, seq });
+                });
+            }
+            _ => {}
+        }
+    }
+
+    fn on_closed(&self) {
+        self.with(|i| i.closed = true);
+    }
+}
+
+/// A document as last sent to the server.
+#[derive(Debug, Clone)]
+struct Doc {
+    version: i64,
+    text: String,
+    /// `State::seq` when the last change went out: pushes older than that are stale.
+    sent_seq: u64,
+}
+
+/// Diagnostics of one file as the server reported them for the current content.
+#[derive(Debug, Clone)]
+pub struct FileDiagnostics {
+    /// The file.
+    pub path: PathBuf,
+    /// The content they are for (to show lines and convert columns).
+    pub text: String,
+    /// Raw LSP `Diagnostic` objects.
+    pub items: Vec<Value>,
+    /// The cap ran out before the server settled: these may be from an older version.
+    pub possibly_stale: bool,
+}
+
+/// A started and initialized language server.
+pub struct Server {
+    conn: Connection,
+    state: Arc<State>,
+    changes: watch::Receiver<u64>,
+    config: ServerConfig,
+    root: PathBuf,
+    encoding: Encoding,
+    capabilities: Value,
+    docs: tokio::sync::Mutex<HashMap<PathBuf, Doc>>,
+    started: SystemTime,
+    timing: LspConfig,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server").field("name", &self.config.name).field("root", &self.root).finish_non_exhaustive()
+    }
+}
+
+fn client_capabilities() -> Value {
+    json!({
+        "general": {"positionEncodings": ["utf-8", "utf-16"]},
+        "window": {"workDoneProgress": true},
+        "workspace": {
+            "configuration": true,
+            "workspaceFolders": true,
+            "didChangeWatchedFiles": {"dynamicRegistration": true, "relativePatternSupport": true},
+            "symbol": {"dynamicRegistration": false},
+            "diagnostics": {"refreshSupport": false},
+        },
+        "textDocument": {
+            "synchronization": {"dynamicRegistration": false, "didSave": true, "willSave": false},
+            "publishDiagnostics": {"versionSupport": true, "relatedInformation": false},
+            // pyright only offers pull diagnostics when they may be registered dynamically.
+            "diagnostic": {"dynamicRegistration": true, "relatedDocumentSupport": false},
+            "hover": {"contentFormat": ["markdown", "plaintext"]},
+            "definition": {"linkSupport": true},
+            "typeDefinition": {"linkSupport": true},
+            "implementation": {"linkSupport": true},
+            "references": {},
+            "documentSymbol": {"hierarchicalDocumentSymbolSupport": true},
+            "callHierarchy": {"dynamicRegistration": false},
+        },
+        "experimental": {"serverStatusNotification": true},
+    })
+}
+
+impl Server {
+    /// Starts `program` for `root` and completes the `initialize` handshake.
+    pub async fn start(
+        config: &ServerConfig,
+        program: &Path,
+        root: &Path,
+        timing: &LspConfig,
+    ) -> Result<Self, LspError> {
+        let uri = path_to_uri(root);
+        let name = root.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "root".into());
+        let folders = json!([{"uri": uri, "name": name}]);
+        let (tx, changes) = watch::channel(0);
+        let inner = Inner { awaiting_log: config.ready_log.clone(), ..Inner::default() };
+        let state =
+            Arc::new(State { inner: Mutex::new(inner), changed: tx, settings: config.settings.clone(), folders });
+        let conn = Connection::spawn(program, &config.args, root, state.clone()).map_err(|e| LspError::Spawn {
+            server: config.name.clone(),
+            program: program.display().to_string(),
+            source: e,
+        })?;
+        let params = json!({
+            "processId": std::process::id(),
+            "clientInfo": {"name": "kodik", "version": env!("CARGO_PKG_VERSION")},
+            "rootUri": uri,
+            "rootPath": root.display().to_string(),
+            "workspaceFolders": state.folders,
+            "capabilities": client_capabilities(),
+            "initializationOptions": config.initialization_options,
+        });
+        let init = conn
+            .request("initialize", params, timing.start_timeout)
+            .await
+            .map_err(|e| LspError::Start { server: config.name.clone(), reason: e.to_string() })?;
+        conn.notify("initialized", json!({}));
+        if !config.settings.is_null() {
+            conn.notify("workspace/didChangeConfiguration", json!({"settings": config.settings}));
+        }
+        state.with(|i| i.initialized = true);
+        let capabilities = init.get("capabilities").cloned().unwrap_or(Value::Null);
+        let encoding = Encoding::from_name(capabilities.get("positionEncoding").and_then(Value::as_str));
+        Ok(Self {
+            conn,
+            state,
+            changes,
+            config: config.clone(),
+            root: root.to_path_buf(),
+            encoding,
+            capabilities,
+            docs: tokio::sync::Mutex::default(),
+            started: SystemTime::now(),
+            timing: timing.clone(),
+        })
+    }
+
+    /// The configured name (`pyright`).
+    pub fn name(&self) -> &str {
+        &self.config.name
+    }
+
+    /// The project root it was started for.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The process id (also its process group).
+    pub fn pid(&self) -> Option<u32> {
+        self.conn.pid()
+    }
+
+    /// The negotiated column encoding.
+    pub fn encoding(&self) -> Encoding {
+        self.encoding
+    }
+
+    /// The server's capabilities from `initialize`.
+    pub fn capabilities(&self) -> &Value {
+        &self.capabilities
+    }
+
+    /// Where the server is in its life.
+    pub fn readiness(&self) -> Readiness {
+        if self.conn.is_closed() {
+            return Readiness::Exited;
+        }
+        self.state
+            .read(|i| {
+                if !i.initialized {
+                    Readiness::Starting
+                } else if !i.progress.is_empty() || i.quiescent == Some(false) || i.awaiting_log.is_some() {
+                    Readiness::Indexing
+                } else {
+                    Readiness::Ready
+                }
+            })
+            .unwrap_or(Readiness::Exited)
+    }
+
+    /// Whether the process is gone.
+    pub fn is_closed(&self) -> bool {
+        self.conn.is_closed()
+    }
+
+    /// Kills the server's process group.
+    pub fn kill(&self) {
+        self.conn.kill();
+    }
+
+    /// Waits until nothing is in progress, at most `limit`. Returns whether it got there.
+    pub async fn wait_ready(&self, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        let mut rx = self.changes.clone();
+        loop {
+            match self.readiness() {
+                Readiness::Ready => return true,
+                Readiness::Exited => return false,
+                _ => {}
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() || tokio::time::timeout(left, rx.changed()).await.is_err() {
+                // A log line that never came (another server version words it differently)
+                // must not make every later query wait again.
+                self.state.with(|i| i.awaiting_log = None);
+                return self.readiness() == Readiness::Ready;
+            }
+        }
+    }
+
+    /// Sends one request; `ContentModified` and `ServerCancelled` are retried (twice).
+    pub async fn request(&self, method: &str, params: Value) -> Result<Value, RpcError> {
+        let mut tries = 0;
+        loop {
+            match self.conn.request(method, params.clone(), self.timing.request_timeout).await {
+                Err(e) if e.is_retryable() && tries < 2 => {
+                    tries += 1;
+                    tokio::time::sleep(Duration::from_millis(50 * tries)).await;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Brings the server's view of `path` (and of every document already open) up to date with
+    /// the disk, or with `text` for `path` when given. Returns the content sent for `path`.
+    pub async fn sync(&self, path: &Path, text: Option<&str>) -> Result<String, LspError> {
+        let mut docs = self.docs.lock().await;
+        // Open documents changed or deleted since they were sent.
+        let open: Vec<PathBuf> = docs.keys().filter(|p| p.as_path() != path).cloned().collect();
+        let mut watched = Vec::new();
+        for p in open {
+            match tokio::fs::read(&p).await {
+                Ok(bytes) => {
+                    let now = String::from_utf8_lossy(&bytes).into_owned();
+                    if docs.get(&p).is_some_and(|d| d.text != now) {
+                        self.change(&mut docs, &p, now);
+                        watched.push(json!({"uri": path_to_uri(&p), "type": 2}));
+                    }
+                }
+                Err(_) => {
+                    docs.remove(&p);
+                    self.conn.notify("textDocument/didClose", json!({"textDocument": {"uri": path_to_uri(&p)}}));
+                    watched.push(json!({"uri": path_to_uri(&p), "type": 3}));
+                }
+            }
+        }
+        let now = match text {
+            Some(t) => t.to_owned(),
+            None => {
+                let bytes = tokio::fs::read(path)
+                    .await
+                    .map_err(|e| LspError::Read { path: path.display().to_string(), source: e })?;
+                String::from_utf8_lossy(&bytes).into_owned()
+            }
+        };
+        match docs.get(path) {
+            Some(d) if d.text == now => {}
+            Some(_) => {
+                self.change(&mut docs, path, now.clone());
+                watched.push(json!({"uri": path_to_uri(path), "type": 2}));
+            }
+            None => {
+                let language = self.config.language_id(path).unwrap_or("plaintext");
+                let seq = self.seq();
+                self.conn.notify(
+                    "textDocument/didOpen",
+                    json!({"textDocument": {"uri": path_to_uri(path), "languageId": language, "version": 1, "text": now}}),
+                );
+                // A file written after the server started may be one it has never seen: other
+                // files' imports of it must be re-resolved.
+                let modified = std::fs::metadata(path).and_then(|m| m.modified()).ok();
+                if modified.is_some_and(|m| m >= self.started) {
+                    watched.push(json!({"uri": path_to_uri(path), "type": 1}));
+                }
+                docs.insert(path.to_path_buf(), Doc { version: 1, text: now.clone(), sent_seq: seq });
+            }
+        }
+        if !watched.is_empty() {
+            self.conn.notify("workspace/didChangeWatchedFiles", json!({"changes": watched}));
+        }
+        Ok(now)
+    }
+
+    fn change(&self, docs: &mut HashMap<PathBuf, Doc>, path: &Path, text: String) {
+        let seq = self.seq();
+        let Some(doc) = docs.get_mut(path) else { return };
+        doc.version += 1;
+        let uri = path_to_uri(path);
+        self.conn.notify(
+            "textDocument/didChange",
+            json!({"textDocument": {"uri": uri, "version": doc.version}, "contentChanges": [{"text": text}]}),
+        );
+        self.conn.notify("textDocument/didSave", json!({"textDocument": {"uri": uri}}));
+        doc.text = text;
+        doc.sent_seq = seq;
+    }
+
+    fn seq(&self) -> u64 {
+        self.state.read(|i| i.seq).unwrap_or(0)
+    }
+
+    /// Whether the server answers `textDocument/diagnostic` (statically or registered).
+    pub fn pulls_diagnostics(&self) -> bool {
+        self.capabilities.get("diagnosticProvider").is_some_and(|v| !v.is_null())
+            || self.state.read(|i| i.pull_registered).unwrap_or(false)
+    }
+
+    /// Diagnostics of `path` for its current content (or `text`), never those of an older
+    /// version: pulled when the server supports it, else the first push after the last change
+    /// once the server has been quiet for a moment; past the cap, marked possibly stale.
+    pub async fn diagnostics(&self, path: &Path, text: Option<&str>) -> Result<FileDiagnostics, LspError> {
+        let text = self.sync(path, text).await?;
+        if self.pulls_diagnostics() {
+            let params = json!({"textDocument": {"uri": path_to_uri(path)}});
+            let answer = self.request("textDocument/diagnostic", params).await.map_err(LspError::Rpc)?;
+            let items = answer.get("items").and_then(Value::as_array).cloned().unwrap_or_default();
+            return Ok(FileDiagnostics { path: path.to_path_buf(), text, items, possibly_stale: false });
+        }
+        let (version, sent_seq) = {
+            let docs = self.docs.lock().await;
+            docs.get(path).map(|d| (d.version, d.sent_seq)).unwrap_or((1, 0))
+        };
+        let deadline = Instant::now() + self.timing.diagnostics_cap;
+        let mut rx = self.changes.clone();
+        let fresh = |p: &Published| p.seq > sent_seq && p.version.is_none_or(|v| v == version);
+        loop {
+            let current = self.state.read(|i| (i.diagnostics.get(path).cloned(), i.progress.is_empty(), i.closed));
+            let Some((published, idle, closed)) = current else { break };
+            if closed {
+                return Err(LspError::Rpc(RpcError::Exited { method: "diagnostics".into(), status: None }));
+            }
+            if let Some(p) = published.filter(fresh) {
+                // Settled: nothing newer within the quiet window while no work is in progress.
+                let quiet = tokio::time::timeout(self.timing.diagnostics_quiet, rx.changed()).await.is_err();
+                if quiet && idle {
+                    return Ok(FileDiagnostics {
+                        path: path.to_path_buf(),
+                        text,
+                        items: p.items,
+                        possibly_stale: false,
+                    });
+                }
+                if Instant::now() >= deadline {
+                    return Ok(FileDiagnostics {
+                        path: path.to_path_buf(),
+                        text,
+                        items: p.items,
+                        possibly_stale: true,
+                    });
+                }
+                continue;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() || tokio::time::timeout(left, rx.changed()).await.is_err() {
+                break;
+            }
+        }
+        let items = self.state.read(|i| i.diagnostics.get(path).map(|p| p.items.clone())).flatten().unwrap_or_default();
+        Ok(FileDiagnostics { path: path.to_path_buf(), text, items, possibly_stale: true })
+    }
+}

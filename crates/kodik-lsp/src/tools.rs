@@ -1,0 +1,627 @@
+//! The `lsp` and `read_lints` tools over a [`LanguageServers`] manager.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use kodik_core::{ToolContext, ToolError, ToolOutput, ToolSpec, TypedTool, Workspace};
+use kodik_schema::lsp::{LspArgs, LspOperation, ReadLintsArgs};
+use serde_json::{Value, json};
+
+use crate::LspError;
+use crate::manager::LanguageServers;
+use crate::position::{Encoding, from_lsp_column, line_of, path_to_uri, pick, to_lsp_column, uri_to_path};
+use crate::server::{Readiness, Server};
+
+/// At most this many locations are listed (L4).
+pub const MAX_LOCATIONS: usize = 100;
+/// Source lines are cut at this many characters (L4).
+pub const MAX_LINE_CHARS: usize = 200;
+/// At most this many diagnostics are listed by `read_lints`.
+pub const MAX_DIAGNOSTICS: usize = 200;
+/// `read_lints` on a folder checks at most this many files.
+pub const MAX_LINT_FILES: usize = 300;
+
+/// Folder names whose files are dependencies, not the project's own code (L5).
+const DEPENDENCY_DIRS: &[&str] =
+    &["node_modules", ".venv", "venv", "site-packages", "dist-packages", "typeshed-fallback", ".cargo", ".rustup"];
+
+/// The note for answers given while the server is still indexing (L6).
+pub const INDEXING_NOTE: &str = "the language server is still indexing; results may be incomplete";
+
+fn to_tool_error(e: LspError) -> ToolError {
+    match e {
+        LspError::Path(p) => ToolError::Path(p),
+        other => ToolError::failed(other.to_string()),
+    }
+}
+
+/// `lsp` (L2–L6).
+pub struct LspTool {
+    servers: Arc<LanguageServers>,
+    spec: ToolSpec,
+}
+
+impl LspTool {
+    /// The tool over a shared manager.
+    pub fn new(servers: Arc<LanguageServers>) -> Self {
+        Self { servers, spec: kodik_schema::spec::<LspArgs>() }
+    }
+}
+
+/// `read_lints` (L1).
+pub struct ReadLintsTool {
+    servers: Arc<LanguageServers>,
+    spec: ToolSpec,
+}
+
+impl ReadLintsTool {
+    /// The tool over a shared manager.
+    pub fn new(servers: Arc<LanguageServers>) -> Self {
+        Self { servers, spec: kodik_schema::spec::<ReadLintsArgs>() }
+    }
+}
+
+/// One location a server returned, resolved to a file and a 0-based line and server column.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+struct Loc {
+    path: PathBuf,
+    line: u32,
+    col: u32,
+    label: Option<String>,
+}
+
+fn loc_from(v: &Value, label: Option<String>) -> Option<Loc> {
+    // Location has uri + range; LocationLink has targetUri + targetSelectionRange.
+    let (uri, range) = match v.get("targetUri") {
+        Some(u) => (u, v.get("targetSelectionRange").or_else(|| v.get("targetRange"))?),
+        None => (v.get("uri")?, v.get("range")?),
+    };
+    let path = uri_to_path(uri.as_str()?)?;
+    let line = range.pointer("/start/line")?.as_u64()? as u32;
+    let col = range.pointer("/start/character")?.as_u64()? as u32;
+    Some(Loc { path, line, col, label })
+}
+
+fn locations(result: &Value) -> Vec<Loc> {
+    match result {
+        Value::Array(items) => items.iter().filter_map(|v| loc_from(v, None)).collect(),
+        Value::Object(_) => loc_from(result, None).into_iter().collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Hover contents: MarkupContent, MarkedString (string or `{language, value}`) or an array.
+fn hover_text(result: &Value) -> String {
+    fn one(v: &Value) -> String {
+        match v {
+            Value::String(s) => s.clone(),
+            Value::Object(o) => {
+                let value = o.get("value").and_then(Value::as_str).unwrap_or("");
+                match o.get("language").and_then(Value::as_str) {
+                    Some(lang) => format!("```{lang}\n{value}\n```"),
+                    None => value.to_owned(),
+                }
+            }
+            Value::Array(items) => items.iter().map(one).collect::<Vec<_>>().join("\n\n"),
+            _ => String::new(),
+        }
+    }
+    result.get("contents").map(one).unwrap_or_default().trim().to_owned()
+}
+
+const SYMBOL_KINDS: &[&str] = &[
+    "file",
+    "module",
+    "namespace",
+    "package",
+    "class",
+    "method",
+    "property",
+    "field",
+    "constructor",
+    "enum",
+    "interface",
+    "function",
+    "variable",
+    "constant",
+    "string",
+    "number",
+    "boolean",
+    "array",
+    "object",
+    "key",
+    "null",
+    "enum member",
+    "struct",
+    "event",
+    "operator",
+    "type parameter",
+];
+
+fn kind_name(v: &Value) -> &'static str {
+    v.get("kind")
+        .and_then(Value::as_u64)
+        .and_then(|k| SYMBOL_KINDS.get((k as usize).wrapping_sub(1)))
+        .copied()
+        .unwrap_or("symbol")
+}
+
+/// Reads files once per answer, for source lines and column conversion.
+struct Lines {
+    cache: HashMap<PathBuf, Option<String>>,
+}
+
+impl Lines {
+    fn new() -> Self {
+        Self { cache: HashMap::new() }
+    }
+
+    fn get(&mut self, path: &Path, line: u32) -> Option<String> {
+        let text = self.cache.entry(path.to_path_buf()).or_insert_with(|| std::fs::read_to_string(path).ok());
+        text.as_deref().and_then(|t| line_of(t, line as usize)).map(str::to_owned)
+    }
+}
+
+fn cut(line: &str) -> String {
+    let t = line.trim();
+    if t.chars().count() <= MAX_LINE_CHARS {
+        return t.to_owned();
+    }
+    let mut s: String = t.chars().take(MAX_LINE_CHARS).collect();
+    s.push('…');
+    s
+}
+
+fn is_external(ws: &Workspace, path: &Path) -> bool {
+    let inside = ws.roots().iter().any(|r| path.starts_with(r));
+    !inside || path.components().any(|c| DEPENDENCY_DIRS.iter().any(|d| c.as_os_str() == *d))
+}
+
+/// L4/L5: `path:line:column: source` lines, dependencies marked `[external]`, hits in files
+/// hidden by `.kodikignore` left out and counted, at most 100 with the total.
+fn format_locations(ws: &Workspace, locs: Vec<Loc>, enc: Encoding, header: &str) -> (String, Value) {
+    let mut locs = locs;
+    locs.sort();
+    locs.dedup();
+    let mut lines = Lines::new();
+    let mut hidden = 0usize;
+    let mut shown = Vec::new();
+    for l in locs {
+        let path = l.path.canonicalize().unwrap_or(l.path.clone());
+        if ws.roots().iter().any(|r| path.starts_with(r)) && ws.is_ignored(&path) {
+            hidden += 1;
+            continue;
+        }
+        shown.push(Loc { path, ..l });
+    }
+    let total = shown.len();
+    let mut out = format!("{header}: {total} location{}", if total == 1 { "" } else { "s" });
+    if total > MAX_LOCATIONS {
+        let _ = write!(out, " (showing the first {MAX_LOCATIONS})");
+    }
+    out.push('\n');
+    for l in shown.iter().take(MAX_LOCATIONS) {
+        let src = lines.get(&l.path, l.line);
+        let col = src.as_deref().map(|s| from_lsp_column(s, l.col, enc)).unwrap_or(l.col as usize) + 1;
+        let external = is_external(ws, &l.path);
+        let shown_path = if external { l.path.display().to_string() } else { ws.display(&l.path) };
+        let _ = write!(out, "{shown_path}:{}:{col}:", l.line + 1);
+        if external {
+            out.push_str(" [external]");
+        }
+        if let Some(label) = &l.label {
+            let _ = write!(out, " {label}");
+        }
+        if let Some(s) = src {
+            let _ = write!(out, " {}", cut(&s));
+        }
+        out.push('\n');
+    }
+    if hidden > 0 {
+        let _ = writeln!(out, "({hidden} more in files hidden by .kodikignore, not shown)");
+    }
+    (out, json!({"total": total, "shown": total.min(MAX_LOCATIONS), "hidden": hidden}))
+}
+
+fn document_symbols(result: &Value, out: &mut String, depth: usize, count: &mut usize) {
+    let Some(items) = result.as_array() else { return };
+    for s in items {
+        *count += 1;
+        if *count > 500 {
+            return;
+        }
+        let name = s.get("name").and_then(Value::as_str).unwrap_or("?");
+        // DocumentSymbol has selectionRange; SymbolInformation has location.range.
+        let line = s
+            .pointer("/selectionRange/start/line")
+            .or_else(|| s.pointer("/location/range/start/line"))
+            .and_then(Value::as_u64)
+            .unwrap_or(0);
+        let _ = writeln!(out, "{}{} {} (line {})", "  ".repeat(depth), kind_name(s), name, line + 1);
+        if let Some(children) = s.get("children") {
+            document_symbols(children, out, depth + 1, count);
+        }
+    }
+}
+
+fn is_empty_result(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.get("contents").is_some_and(|c| c.is_null() || c.as_str() == Some("")),
+        _ => false,
+    }
+}
+
+impl LspTool {
+    /// Asks `server` and, when the answer is empty while the server is still indexing, waits for
+    /// it to finish (bounded) and asks again. Returns the answer and whether it may be partial.
+    async fn ask(&self, server: &Server, method: &str, params: Value) -> Result<(Value, bool), LspError> {
+        // Answers given mid-scan miss files (partial references): wait for the scan, bounded.
+        if server.readiness() == Readiness::Indexing {
+            server.wait_ready(self.servers.config().indexing_wait).await;
+        }
+        let first = server.request(method, params.clone()).await.map_err(LspError::Rpc)?;
+        if !is_empty_result(&first) {
+            return Ok((first, server.readiness() == Readiness::Indexing));
+        }
+        if server.readiness() != Readiness::Indexing {
+            return Ok((first, false));
+        }
+        let ready = server.wait_ready(self.servers.config().indexing_wait).await;
+        let again = server.request(method, params).await.map_err(LspError::Rpc)?;
+        Ok((again, !ready))
+    }
+
+    async fn at_position(&self, args: &LspArgs, ws: &Workspace) -> Result<ToolOutput, LspError> {
+        let raw_path = args.path.as_deref().unwrap_or("");
+        let path = ws.check_file(raw_path).map_err(LspError::Path)?;
+        let op = args.operation;
+        self.servers
+            .with_server(&path, |server| {
+                let path = path.clone();
+                async move {
+                    let text = server.sync(&path, None).await?;
+                    let enc = server.encoding();
+                    let uri = path_to_uri(&path);
+                    if op == LspOperation::DocumentSymbols {
+                        let params = json!({"textDocument": {"uri": uri}});
+                        let (res, partial) = self.ask(&server, "textDocument/documentSymbol", params).await?;
+                        let mut out = format!("Outline of {}:\n", ws.display(&path));
+                        let mut count = 0;
+                        document_symbols(&res, &mut out, 0, &mut count);
+                        if count == 0 {
+                            out = format!("{} has no symbols.\n", ws.display(&path));
+                        }
+                        return Ok(finish(out, partial, json!({"symbols": count})));
+                    }
+                    let line = args.line.unwrap_or(1);
+                    let idx =
+                        pick(&text, line, args.symbol.as_deref(), args.occurrence, args.character).map_err(LspError::Pick)?;
+                    let src = line_of(&text, line as usize - 1).unwrap_or("");
+                    let position = json!({"line": line - 1, "character": to_lsp_column(src, idx, enc)});
+                    let params = json!({"textDocument": {"uri": uri}, "position": position});
+                    let shown_symbol: String = match &args.symbol {
+                        Some(s) => s.clone(),
+                        None => src.chars().skip(idx).take_while(|c| c.is_alphanumeric() || *c == '_').collect(),
+                    };
+                    let header =
+                        format!("{} of `{shown_symbol}` ({}:{line}:{})", op.as_str(), ws.display(&path), idx + 1);
+                    let method = match op {
+                        LspOperation::Definition => "textDocument/definition",
+                        LspOperation::TypeDefinition => "textDocument/typeDefinition",
+                        LspOperation::Implementation => "textDocument/implementation",
+                        LspOperation::References => "textDocument/references",
+                        LspOperation::Hover => "textDocument/hover",
+                        LspOperation::IncomingCalls | LspOperation::OutgoingCalls => {
+                            "textDocument/prepareCallHierarchy"
+                        }
+                        LspOperation::DocumentSymbols | LspOperation::WorkspaceSymbols => unreachable_op(op)?,
+                    };
+                    let mut params = params;
+                    if op == LspOperation::References {
+                        params["context"] = json!({"includeDeclaration": true});
+                    }
+                    let (res, partial) = self.ask(&server, method, params).await?;
+                    match op {
+                        LspOperation::Hover => {
+                            let text = hover_text(&res);
+                            let out = if text.is_empty() {
+                                format!("No hover information for `{shown_symbol}` at {header}.\n")
+                            } else {
+                                format!("{header}:\n{text}\n")
+                            };
+                            Ok(finish(out, partial, json!({})))
+                        }
+                        LspOperation::IncomingCalls | LspOperation::OutgoingCalls => {
+                            let Some(item) = res.as_array().and_then(|a| a.first()).cloned() else {
+                                let out = format!("`{shown_symbol}` is not a function or method the server can follow calls of ({header}).\n");
+                                return Ok(finish(out, partial, json!({"total": 0})));
+                            };
+                            let (method, key) = if op == LspOperation::IncomingCalls {
+                                ("callHierarchy/incomingCalls", "from")
+                            } else {
+                                ("callHierarchy/outgoingCalls", "to")
+                            };
+                            let calls = server.request(method, json!({"item": item})).await.map_err(LspError::Rpc)?;
+                            let locs = calls
+                                .as_array()
+                                .map(|a| {
+                                    a.iter()
+                                        .filter_map(|c| {
+                                            let it = c.get(key)?;
+                                            let label = format!(
+                                                "{} {}",
+                                                kind_name(it),
+                                                it.get("name").and_then(Value::as_str).unwrap_or("?")
+                                            );
+                                            let l = json!({"uri": it.get("uri")?, "range": it.get("selectionRange")?});
+                                            loc_from(&l, Some(format!("({label})")))
+                                        })
+                                        .collect::<Vec<_>>()
+                                })
+                                .unwrap_or_default();
+                            Ok(locations_answer(ws, locs, enc, &header, partial))
+                        }
+                        _ => Ok(locations_answer(ws, locations(&res), enc, &header, partial)),
+                    }
+                }
+            })
+            .await
+    }
+
+    async fn workspace_symbols(&self, args: &LspArgs, ws: &Workspace) -> Result<ToolOutput, LspError> {
+        let query = args.query.clone().unwrap_or_default();
+        let anchor = match args.path.as_deref() {
+            Some(p) => ws.check_file(p).map_err(LspError::Path)?,
+            None => first_served_file(&self.servers, ws).ok_or_else(|| LspError::NoServer {
+                file_type: "any file in the workspace".into(),
+                tried: Vec::new(),
+            })?,
+        };
+        self.servers
+            .with_server(&anchor, |server| {
+                let anchor = anchor.clone();
+                let query = query.clone();
+                async move {
+                    // typescript-language-server answers "No Project" until a file is open.
+                    server.sync(&anchor, None).await?;
+                    let (res, partial) = self.ask(&server, "workspace/symbol", json!({"query": query})).await?;
+                    let locs = res
+                        .as_array()
+                        .map(|a| {
+                            a.iter()
+                                .filter_map(|s| {
+                                    let name = s.get("name").and_then(Value::as_str).unwrap_or("?");
+                                    let container = s
+                                        .get("containerName")
+                                        .and_then(Value::as_str)
+                                        .filter(|c| !c.is_empty())
+                                        .map(|c| format!(" in {c}"))
+                                        .unwrap_or_default();
+                                    let label = format!("({} {name}{container})", kind_name(s));
+                                    let mut loc = s.get("location")?.clone();
+                                    if loc.get("range").is_none() {
+                                        loc["range"] = json!({"start": {"line": 0, "character": 0}});
+                                    }
+                                    loc_from(&loc, Some(label))
+                                })
+                                .collect::<Vec<_>>()
+                        })
+                        .unwrap_or_default();
+                    let header = format!("workspace symbols matching `{query}` ({})", server.name());
+                    Ok(locations_answer(ws, locs, server.encoding(), &header, partial))
+                }
+            })
+            .await
+    }
+}
+
+fn unreachable_op(op: LspOperation) -> Result<&'static str, LspError> {
+    Err(LspError::Internal(format!("`{}` is not a position operation", op.as_str())))
+}
+
+fn locations_answer(ws: &Workspace, locs: Vec<Loc>, enc: Encoding, header: &str, partial: bool) -> ToolOutput {
+    if locs.is_empty() {
+        let out = if partial {
+            format!("Nothing found yet for {header}: {INDEXING_NOTE}. Try again shortly.\n")
+        } else {
+            format!("No results for {header}.\n")
+        };
+        return finish(out, false, json!({"total": 0, "indexing": partial}));
+    }
+    let (out, meta) = format_locations(ws, locs, enc, header);
+    finish(out, partial, meta)
+}
+
+fn finish(mut out: String, partial: bool, mut meta: Value) -> ToolOutput {
+    if partial {
+        let _ = writeln!(out, "Note: {INDEXING_NOTE}.");
+        meta["indexing"] = json!(true);
+    }
+    ToolOutput::text(out.trim_end().to_owned()).with_meta(meta)
+}
+
+/// A file of the workspace some installed server serves, to pick a server for
+/// `workspace_symbols` when none is running yet.
+fn first_served_file(servers: &LanguageServers, ws: &Workspace) -> Option<PathBuf> {
+    for root in ws.roots() {
+        for entry in ws.walker(root).build().flatten().take(20_000) {
+            let p = entry.path();
+            if entry.file_type().is_some_and(|t| t.is_file()) && servers.serves(p) {
+                return Some(p.to_path_buf());
+            }
+        }
+    }
+    None
+}
+
+#[async_trait]
+impl TypedTool for LspTool {
+    type Args = LspArgs;
+
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn check(&self, args: &LspArgs) -> Result<(), ToolError> {
+        args.check()
+    }
+
+    async fn run(&self, args: LspArgs, cx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let ws = &cx.workspace;
+        let work = async {
+            if args.operation == LspOperation::WorkspaceSymbols {
+                self.workspace_symbols(&args, ws).await
+            } else {
+                self.at_position(&args, ws).await
+            }
+        };
+        let result = tokio::select! {
+            r = work => r,
+            () = cx.cancel.cancelled() => return Err(ToolError::Cancelled),
+        };
+        result.map_err(to_tool_error)
+    }
+}
+
+fn severity_name(item: &Value) -> &'static str {
+    match item.get("severity").and_then(Value::as_u64) {
+        Some(1) | None => "error",
+        Some(2) => "warning",
+        Some(3) => "info",
+        _ => "hint",
+    }
+}
+
+impl ReadLintsTool {
+    async fn lint(&self, args: &ReadLintsArgs, ws: &Workspace) -> Result<ToolOutput, LspError> {
+        let mut targets: Vec<PathBuf> = Vec::new();
+        let asked: Vec<PathBuf> = if args.paths.is_empty() {
+            ws.roots().to_vec()
+        } else {
+            args.paths.iter().map(|p| ws.check(p).map_err(LspError::Path)).collect::<Result<_, _>>()?
+        };
+        let mut unserved = Vec::new();
+        for p in &asked {
+            if p.is_dir() {
+                for entry in ws.walker(p).build().flatten() {
+                    let f = entry.path();
+                    if entry.file_type().is_some_and(|t| t.is_file()) && self.servers.serves(f) {
+                        targets.push(f.to_path_buf());
+                    }
+                }
+            } else if !p.exists() {
+                return Err(LspError::Path(ws.not_found(p)));
+            } else if self.servers.serves(p) {
+                targets.push(p.clone());
+            } else {
+                unserved.push(ws.display(p));
+            }
+        }
+        targets.sort();
+        targets.dedup();
+        let truncated_files = targets.len().saturating_sub(MAX_LINT_FILES);
+        targets.truncate(MAX_LINT_FILES);
+        if targets.is_empty() {
+            let what = if unserved.is_empty() { "these paths hold no file".to_owned() } else { unserved.join(", ") };
+            return Err(LspError::NoServer { file_type: what, tried: Vec::new() });
+        }
+        let mut lines = Vec::new();
+        let (mut errors, mut warnings, mut stale_files) = (0usize, 0usize, Vec::new());
+        for file in &targets {
+            let got = self
+                .servers
+                .with_server(file, |server| {
+                    let file = file.clone();
+                    async move { Ok((server.diagnostics(&file, None).await?, server.encoding())) }
+                })
+                .await?;
+            let (d, enc) = got;
+            if d.possibly_stale {
+                stale_files.push(ws.display(file));
+            }
+            for item in &d.items {
+                let sev = severity_name(item);
+                match sev {
+                    "error" => errors += 1,
+                    "warning" => warnings += 1,
+                    _ => {}
+                }
+                let line0 = item.pointer("/range/start/line").and_then(Value::as_u64).unwrap_or(0) as usize;
+                let col = item.pointer("/range/start/character").and_then(Value::as_u64).unwrap_or(0) as u32;
+                let column = line_of(&d.text, line0).map(|l| from_lsp_column(l, col, enc)).unwrap_or(0) + 1;
+                let source = item.get("source").and_then(Value::as_str).unwrap_or("");
+                let code = match item.get("code") {
+                    Some(Value::String(s)) => format!(" {s}"),
+                    Some(Value::Number(n)) => format!(" {n}"),
+                    _ => String::new(),
+                };
+                let tag =
+                    if source.is_empty() && code.is_empty() { String::new() } else { format!(" [{source}{code}]") };
+                let message = item.get("message").and_then(Value::as_str).unwrap_or("").replace('\n', " ");
+                lines.push((
+                    sev != "error",
+                    format!("{}:{}:{column}: {sev}{tag} {}", ws.display(file), line0 + 1, cut(&message)),
+                ));
+            }
+        }
+        // Errors first: they are what the model must act on.
+        lines.sort_by_key(|(not_error, _)| *not_error);
+        let total = lines.len();
+        let mut out = if total == 0 {
+            format!(
+                "No errors or warnings in {} checked file{}.\n",
+                targets.len(),
+                if targets.len() == 1 { "" } else { "s" }
+            )
+        } else {
+            format!(
+                "{errors} error(s), {warnings} warning(s), {total} diagnostic(s) in {} checked file(s):\n",
+                targets.len()
+            )
+        };
+        for (_, l) in lines.iter().take(MAX_DIAGNOSTICS) {
+            out.push_str(l);
+            out.push('\n');
+        }
+        if total > MAX_DIAGNOSTICS {
+            let _ = writeln!(out, "({} more not shown; ask for fewer paths)", total - MAX_DIAGNOSTICS);
+        }
+        if truncated_files > 0 {
+            let _ = writeln!(out, "({truncated_files} more files not checked; ask for a smaller folder)");
+        }
+        if !unserved.is_empty() {
+            let _ = writeln!(out, "(no language server for: {})", unserved.join(", "));
+        }
+        if !stale_files.is_empty() {
+            let _ = writeln!(
+                out,
+                "Note: the server had not settled for {}; these diagnostics may be from before the last change.",
+                stale_files.join(", ")
+            );
+        }
+        let meta = json!({"errors": errors, "warnings": warnings, "total": total, "files": targets.len(), "possibly_stale": stale_files});
+        Ok(ToolOutput::text(out.trim_end().to_owned()).with_meta(meta))
+    }
+}
+
+#[async_trait]
+impl TypedTool for ReadLintsTool {
+    type Args = ReadLintsArgs;
+
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    async fn run(&self, args: ReadLintsArgs, cx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let result = tokio::select! {
+            r = self.lint(&args, &cx.workspace) => r,
+            () = cx.cancel.cancelled() => return Err(ToolError::Cancelled),
+        };
+        result.map_err(to_tool_error)
+    }
+}

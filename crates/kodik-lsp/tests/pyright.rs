@@ -1,0 +1,254 @@
+//! `lsp` and `read_lints` against a real pyright on a small multi-file project (L1–L6, E9).
+//! One server start covers the queries; the crash test adds one restart.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Harness, server_program, wait_group_gone};
+use kodik_core::{DiagnosticSeverity, DiagnosticsProvider};
+use kodik_lsp::ServerConfig;
+use serde_json::json;
+
+const UTIL: &str = r#"def helper(value: int) -> int:
+    """Doubles a value."""
+    return value * 2
+
+
+class Shape:
+    def area(self) -> float:
+        raise NotImplementedError
+
+
+class Square(Shape):
+    def __init__(self, side: float) -> None:
+        self.side = side
+
+    def area(self) -> float:
+        return self.side * self.side
+"#;
+
+const MAIN: &str = "from pkg.util import helper as h, Square
+from pkg import util
+
+
+def run(id: int, idx: int) -> int:
+    total = h(h(id)) + idx
+    return total + util.helper(1)
+
+
+msg = \"😀😀😀😀\"; n = run(1, 2)
+size = len(\"abc\")
+s = Square(2.0)
+";
+
+fn pyright() -> Option<ServerConfig> {
+    let program = server_program("pyright-langserver")?;
+    let mut cfg = kodik_lsp::config::default_servers().into_iter().find(|s| s.name == "pyright")?;
+    cfg.command = program;
+    Some(cfg)
+}
+
+fn project() -> (tempfile::TempDir, Harness) {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = pyright().expect("checked by the caller");
+    let h = Harness::new(dir.path(), cfg);
+    h.write("pyproject.toml", "[project]\nname = \"demo\"\nversion = \"0\"\n");
+    h.write("pkg/__init__.py", "");
+    h.write("pkg/util.py", UTIL);
+    h.write("main.py", MAIN);
+    h.write(".kodikignore", "secret/\n");
+    h.write("secret/use.py", "from pkg.util import helper\n\nhelper(3)\n");
+    h.write("notes.toml", "[a]\nb = 1\n");
+    (dir, h)
+}
+
+/// L2, L3, L4, L5, L6 on one pyright: definition across files, references through an import
+/// alias, hover, outline, workspace symbols, call hierarchy, `occurrence` on `h(h(id))`, emoji
+/// before the column, `[external]` typeshed, `.kodikignore` hits hidden and counted, a file
+/// type with no server, and 3 000 references cut to 100 with the total.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l2_l6_queries_against_pyright() {
+    if pyright().is_none() {
+        return;
+    }
+    let (_dir, h) = project();
+
+    // L2/L3: definition across files; the second `h` on the line is the inner call.
+    let def =
+        h.lsp(json!({"operation": "definition", "path": "main.py", "line": 6, "symbol": "h", "occurrence": 2})).await;
+    assert!(def.contains("pkg/util.py:1:5: def helper(value: int) -> int:"), "{def}");
+
+    // L3: four emoji (two UTF-16 units each) before `run`: the column must be converted.
+    let def = h.lsp(json!({"operation": "definition", "path": "main.py", "line": 10, "symbol": "run"})).await;
+    assert!(def.contains("main.py:5:5: def run(id: int, idx: int) -> int:"), "{def}");
+
+    // L3: `id` is not found inside `idx`; `idx` is its own symbol.
+    let refs = h.lsp(json!({"operation": "references", "path": "main.py", "line": 6, "symbol": "idx"})).await;
+    assert!(refs.contains("2 locations"), "{refs}");
+    assert!(refs.contains("main.py:5:18:") && refs.contains("main.py:6:24:"), "{refs}");
+
+    // L2/L5: references of `helper` reach the aliased import and `util.helper`; the use under
+    // `.kodikignore` is hidden and counted.
+    let refs = h.lsp(json!({"operation": "references", "path": "pkg/util.py", "line": 1, "symbol": "helper"})).await;
+    assert!(refs.contains("pkg/util.py:1:5:"), "{refs}");
+    assert!(refs.contains("main.py:1:22: from pkg.util import helper as h, Square"), "{refs}");
+    assert!(refs.contains("main.py:7:25:"), "{refs}");
+    assert!(!refs.contains("secret/"), "{refs}");
+    assert!(refs.contains("more in files hidden by .kodikignore"), "{refs}");
+
+    // L2: hover has the signature and the docstring.
+    let hover = h.lsp(json!({"operation": "hover", "path": "main.py", "line": 7, "symbol": "helper"})).await;
+    assert!(hover.contains("(value: int) -> int") && hover.contains("Doubles a value."), "{hover}");
+
+    // L5: a definition in typeshed is outside the workspace and marked.
+    let ext = h.lsp(json!({"operation": "definition", "path": "main.py", "line": 11, "symbol": "len"})).await;
+    assert!(ext.contains("[external]") && ext.contains("builtins.pyi"), "{ext}");
+
+    // L2: outline and workspace symbols.
+    let outline = h.lsp(json!({"operation": "document_symbols", "path": "pkg/util.py"})).await;
+    assert!(outline.contains("class Square (line 11)") && outline.contains("  method area (line 15)"), "{outline}");
+    let ws = h.lsp(json!({"operation": "workspace_symbols", "query": "Square"})).await;
+    assert!(ws.contains("pkg/util.py:11:7: (class Square)"), "{ws}");
+
+    // L2: call hierarchy both ways.
+    let incoming =
+        h.lsp(json!({"operation": "incoming_calls", "path": "pkg/util.py", "line": 1, "symbol": "helper"})).await;
+    assert!(incoming.contains("main.py:5:5: (function run)"), "{incoming}");
+    let outgoing = h.lsp(json!({"operation": "outgoing_calls", "path": "main.py", "line": 5, "symbol": "run"})).await;
+    assert!(outgoing.contains("pkg/util.py:1:5: (function helper)"), "{outgoing}");
+
+    // L3: a symbol that is not on the line is a clear error naming the line.
+    let out = h.call("lsp", json!({"operation": "definition", "path": "main.py", "line": 6, "symbol": "nope"})).await;
+    assert!(!out.is_success() && out.text_content().contains("`nope` does not occur"), "{}", out.text_content());
+
+    // L5: paths under .kodikignore are refused.
+    let out = h.call("lsp", json!({"operation": "document_symbols", "path": "secret/use.py"})).await;
+    assert!(!out.is_success(), "{}", out.text_content());
+
+    // L6: no server for TOML: its own answer pointing at grep; no server was started for it.
+    let out = h.call("lsp", json!({"operation": "document_symbols", "path": "notes.toml"})).await;
+    assert!(out.text_content().contains("no language server for .toml files") && out.text_content().contains("grep"));
+    assert!(!h.servers.serves(&h.root.join("notes.toml")));
+
+    // L4: 3 000 references are cut to 100 and the total is given.
+    let mut many = String::from("from pkg.util import helper\n\n");
+    for _ in 0..1000 {
+        many.push_str("helper(1) + helper(2) + helper(3)\n");
+    }
+    h.write("many.py", &many);
+    let refs = h
+        .lsp(json!({"operation": "references", "path": "many.py", "line": 3, "symbol": "helper", "occurrence": 3}))
+        .await;
+    let listed = refs.lines().skip(1).filter(|l| l.contains(".py:")).count();
+    assert!(refs.contains("locations (showing the first 100)"), "{}", &refs[..300.min(refs.len())]);
+    let total: usize = refs.split(": ").nth(1).and_then(|s| s.split(' ').next()).and_then(|n| n.parse().ok()).unwrap();
+    assert!(total >= 3004, "{total}");
+    assert_eq!(listed, 100);
+    assert_eq!(h.servers.starts().await, 1, "one server for the whole project");
+}
+
+/// L1 and E9: diagnostics of the written version only — a type error appears after the edit
+/// that makes it and is gone after the edit that fixes it; a new file fixes another file's
+/// import; a clean file reports nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l1_e9_diagnostics_follow_edits_against_pyright() {
+    if pyright().is_none() {
+        return;
+    }
+    let (_dir, h) = project();
+    let clean = h.call("read_lints", json!({"paths": ["main.py"]})).await;
+    assert!(clean.text_content().contains("No errors or warnings in 1 checked file"), "{}", clean.text_content());
+
+    // E9 through the provider kodik-edit calls: the written text is what gets checked.
+    let bad = "from pkg.util import helper\n\nx: int = helper(\"two\")\n";
+    let path = h.write("calc.py", bad);
+    let diags = h.servers.diagnostics(&path, bad).await;
+    assert!(
+        diags
+            .iter()
+            .any(|d| d.severity == DiagnosticSeverity::Error && d.line == 3 && d.message.contains("Literal['two']")),
+        "{diags:?}"
+    );
+    let good = "from pkg.util import helper\n\nx: int = helper(2)\n";
+    std::fs::write(&path, good).unwrap();
+    let diags = h.servers.diagnostics(&path, good).await;
+    assert!(diags.is_empty(), "stale diagnostics after the fix: {diags:?}");
+
+    // L1: read_lints on a file changed on disk behind the server's back sees the new content.
+    std::fs::write(&path, bad).unwrap();
+    let lints = h.call("read_lints", json!({"paths": ["calc.py"]})).await;
+    let text = lints.text_content();
+    assert!(text.contains("calc.py:3:17: error [") && text.contains("reportArgumentType"), "{text}");
+    std::fs::write(&path, good).unwrap();
+    let text = h.call("read_lints", json!({"paths": ["calc.py"]})).await.text_content();
+    assert!(text.contains("No errors or warnings"), "{text}");
+
+    // A missing module, then the file that provides it (created as kodik-edit would, through
+    // the provider): the importing file's error goes away.
+    let app = h.write("app.py", "from helpers2 import thing\n\nprint(thing)\n");
+    let text = h.call("read_lints", json!({"paths": ["app.py"]})).await.text_content();
+    assert!(text.contains("helpers2") && text.contains("error"), "{text}");
+    let helper = h.write("helpers2.py", "thing = 1\n");
+    let diags = h.servers.diagnostics(&helper, "thing = 1\n").await;
+    assert!(diags.is_empty(), "{diags:?}");
+    let text = h.call("read_lints", json!({"paths": ["app.py"]})).await.text_content();
+    assert!(text.contains("No errors or warnings"), "the new module was not noticed: {text}");
+    assert!(app.exists());
+
+    // L1: the whole workspace, with .kodikignore honoured.
+    std::fs::write(&path, bad).unwrap();
+    let text = h.call("read_lints", json!({})).await.text_content();
+    assert!(text.contains("calc.py:3:17: error"), "{text}");
+    assert!(!text.contains("secret/"), "{text}");
+}
+
+/// A `kill -9` of the server while a request is in flight: the request fails over to a
+/// restarted server and answers; the dead process group is gone; dropping the manager kills
+/// the new one (no orphans).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_mid_request_restarts_and_answers() {
+    if pyright().is_none() {
+        return;
+    }
+    let (_dir, h) = project();
+    // A slow request to kill the server under: thousands of references.
+    let mut many = String::from("from pkg.util import helper\n\n");
+    for _ in 0..1000 {
+        many.push_str("helper(1) + helper(2) + helper(3)\n");
+    }
+    h.write("many.py", &many);
+    let first = h.lsp(json!({"operation": "definition", "path": "main.py", "line": 12, "symbol": "Square"})).await;
+    assert!(first.contains("pkg/util.py:11:7:"), "{first}");
+    let server = h.servers.server_for(&h.root.join("main.py")).await.unwrap();
+    let old = server.pid().unwrap();
+    drop(server);
+
+    let (killed_tx, killed_rx) = tokio::sync::oneshot::channel();
+    let killer = tokio::spawn(async move {
+        // Mid-request: the references call below is sent before this fires.
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        let status = std::process::Command::new("kill").args(["-9", &old.to_string()]).status().unwrap();
+        let _ = killed_tx.send(status.success());
+    });
+    let refs = h.lsp(json!({"operation": "references", "path": "pkg/util.py", "line": 1, "symbol": "helper"})).await;
+    killer.await.unwrap();
+    assert!(killed_rx.await.unwrap());
+    assert!(refs.contains("main.py:1:22:") && refs.contains("many.py:"), "{refs}");
+    // The restart happened inside that call: the kill came while it was in flight.
+    assert_eq!(h.servers.starts().await, 2, "the request finished before the kill");
+    assert!(wait_group_gone(old, Duration::from_secs(5)).await, "the killed server's group lingers");
+    // Queries keep working; exactly one restart happened.
+    let again = h.lsp(json!({"operation": "definition", "path": "main.py", "line": 12, "symbol": "Square"})).await;
+    assert!(again.contains("pkg/util.py:11:7:"), "{again}");
+    assert_eq!(h.servers.starts().await, 2);
+
+    let new = h.servers.running().await[0].pid().unwrap();
+    assert_ne!(new, old);
+    let Harness { servers, registry, cx, .. } = h;
+    drop((registry, cx));
+    drop(servers);
+    assert!(wait_group_gone(new, Duration::from_secs(5)).await, "dropping the manager left the server running");
+}
