@@ -192,6 +192,7 @@ pub struct Harness {
     switches: HashMap<(Mode, String), bool>,
     deferral: HashMap<(Mode, String), bool>,
     hidden: std::collections::HashSet<String>,
+    no_search_provider: bool,
 }
 
 impl Harness {
@@ -225,6 +226,13 @@ impl Harness {
     /// only, K6); it is listed as not offered.
     pub fn hide_from_model(&mut self, tool: impl Into<String>) -> &mut Self {
         self.hidden.insert(tool.into());
+        self
+    }
+
+    /// W5: `web_search` is offered only where a search provider is configured; with
+    /// `false` it is listed as not offered in every mode.
+    pub fn set_search_configured(&mut self, configured: bool) -> &mut Self {
+        self.no_search_provider = !configured;
         self
     }
 
@@ -280,7 +288,8 @@ impl Harness {
                         && !(name == "apply_patch" && family != ModelFamily::OpenAi)
                 }
             };
-            if !structurally || self.hidden.contains(name) {
+            let unconfigured = self.no_search_provider && name == "web_search";
+            if !structurally || self.hidden.contains(name) || unconfigured {
                 not_offered.push(name.to_string());
                 continue;
             }

@@ -277,3 +277,17 @@ async fn g15_the_third_identical_fruitless_call_is_blocked_and_corrected_argumen
     let corrected = dispatch(&base, &ToolCall::new("y", "find_symbol", json!({"needle": "main"})), &cx).await;
     assert_eq!(corrected.status, ToolStatus::Success);
 }
+
+#[test]
+fn w5_web_search_is_offered_only_where_a_search_provider_is_configured() {
+    let mut h = harness();
+    h.set_search_configured(false);
+    for mode in Mode::ALL {
+        let plan = h.plan(mode, "qwen3-coder");
+        assert_eq!(plan.availability()["web_search"], Availability::NotOffered, "{mode:?}");
+        assert!(!names(&plan.tools).contains(&"web_search"));
+        assert_ne!(plan.availability()["web_fetch"], Availability::NotOffered, "{mode:?}");
+    }
+    h.set_search_configured(true);
+    assert_eq!(h.plan(Mode::Ask, "qwen3-coder").availability()["web_search"], Availability::Immediate);
+}
