@@ -1,7 +1,8 @@
 //! `cargo xtask <task>`: the project's automation, in plain Rust.
 //!
 //! - `ci`: install what the tests need when missing (incl. the official Python MCP SDK in a
-//!   venv under the target dir), then fmt check, schema staleness check,
+//!   venv under the target dir, and pyright, typescript-language-server + typescript@5 from npm and
+//!   clangd from Debian for kodik-lsp), then fmt check, schema staleness check,
 //!   clippy with `-D warnings` on all targets, rustdoc with `-D warnings`, and the whole test suite. The README's test
 //!   command; `.ci/run` calls it.
 //! - `test-tools`: only install what the tests need (what `ci` does first).
@@ -65,6 +66,67 @@ fn ensure_test_tools() -> Result<(), String> {
         }
     }
     ensure_python_mcp()?;
+    ensure_language_servers()?;
+    Ok(())
+}
+
+/// The folder `cargo xtask` installs npm language servers into (`node_modules/.bin` of
+/// `$CARGO_TARGET_DIR/lsp-servers`); kodik-lsp's tests read it from `KODIK_LSP_BIN`.
+fn lsp_bin() -> PathBuf {
+    let target = match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(dir) => root().join(dir),
+        None => root().join("target"),
+    };
+    target.join("lsp-servers").join("node_modules").join(".bin")
+}
+
+/// pyright, typescript-language-server and typescript@5 from npm (kodik-lsp's tests), clangd
+/// from Debian when running as root.
+fn ensure_language_servers() -> Result<(), String> {
+    let bin = lsp_bin();
+    let wanted = ["pyright-langserver", "typescript-language-server", "tsserver"];
+    if !wanted.iter().all(|b| bin.join(b).is_file()) {
+        if !have("npm") {
+            return Err(
+                "missing `npm` for the language-server tests: install Node 20 (Debian: apt-get install -y nodejs npm)"
+                    .into(),
+            );
+        }
+        let dir = bin.parent().and_then(Path::parent).unwrap_or(Path::new("target/lsp-servers")).to_path_buf();
+        std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let packages = ["pyright@1.1.414", "typescript-language-server@5", "typescript@5"];
+        eprintln!("xtask: == installing {} into {} with npm", packages.join(" "), dir.display());
+        let out = Command::new("npm")
+            .args(["install", "--no-audit", "--no-fund", "--prefix"])
+            .arg(&dir)
+            .args(packages)
+            .output()
+            .map_err(|e| format!("cannot run npm: {e}"))?;
+        if !out.status.success() || !wanted.iter().all(|b| bin.join(b).is_file()) {
+            let err = String::from_utf8_lossy(&out.stderr);
+            let last = err.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
+            return Err(format!(
+                "missing language servers: `npm install {}` failed ({last}); check access to npm",
+                packages.join(" ")
+            ));
+        }
+    }
+    if !have("clangd") {
+        let is_root = Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.starts_with(b"0\n"));
+        if !is_root {
+            return Err(
+                "missing `clangd` for the language-server tests: install it (Debian: apt-get install -y clangd)".into(),
+            );
+        }
+        eprintln!("xtask: == installing clangd with apt-get");
+        let ok = Command::new("apt-get")
+            .args(["install", "-y", "--no-install-recommends", "clangd"])
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok || !have("clangd") {
+            return Err("missing `clangd`: `apt-get install -y clangd` failed; run `apt-get update` first or install it by hand".into());
+        }
+    }
     Ok(())
 }
 
@@ -125,7 +187,13 @@ fn ci() -> Result<(), String> {
     run("clippy", cargo().args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))?;
     // Broken intra-doc links and bad rustdoc are errors, like clippy's warnings.
     run("doc", cargo().args(["doc", "--workspace", "--no-deps"]).env("RUSTDOCFLAGS", "-D warnings"))?;
-    run("test", cargo().args(["test", "--workspace", "--no-fail-fast"]).env("KODIK_MCP_PYTHON", mcp_python()))?;
+    run(
+        "test",
+        cargo()
+            .args(["test", "--workspace", "--no-fail-fast"])
+            .env("KODIK_MCP_PYTHON", mcp_python())
+            .env("KODIK_LSP_BIN", lsp_bin()),
+    )?;
     eprintln!("xtask: ci passed");
     Ok(())
 }
