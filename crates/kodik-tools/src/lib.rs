@@ -11,6 +11,7 @@
 //! | `search` | [`kodik_search`] | read_file, glob, grep |
 //! | `shell` | [`kodik_shell`] | shell, get_terminal_output, kill_terminal |
 //! | `codemode` | `kodik_codemode` | codemode |
+//! | `browser` | `kodik_browser` | browser (headless Chromium) |
 //! | `model` (off by default) | `kodik_model` | — the streaming model clients |
 //! | `agent` (off by default) | `kodik_agent` | — the agent loop; [`Toolbox::agent`] builds one |
 //!
@@ -29,6 +30,8 @@ use std::sync::Arc;
 
 #[cfg(feature = "agent")]
 pub use kodik_agent as agent;
+#[cfg(feature = "browser")]
+pub use kodik_browser as browser;
 #[cfg(feature = "codemode")]
 pub use kodik_codemode as codemode;
 pub use kodik_core as core;
@@ -81,6 +84,8 @@ pub struct Toolbox {
     shell: kodik_shell::ShellToolset,
     #[cfg(feature = "mcp")]
     mcp: Option<Arc<kodik_mcp::McpClient>>,
+    #[cfg(feature = "browser")]
+    browser: Arc<kodik_browser::BrowserSession>,
 }
 
 impl std::fmt::Debug for Toolbox {
@@ -158,6 +163,12 @@ impl Toolbox {
     #[cfg(feature = "shell")]
     pub fn shell(&self) -> &kodik_shell::ShellToolset {
         &self.shell
+    }
+
+    /// The conversation's browser session (credentials for B10; `shutdown` ends Chromium).
+    #[cfg(feature = "browser")]
+    pub fn browser(&self) -> &Arc<kodik_browser::BrowserSession> {
+        &self.browser
     }
 
     /// The mounted MCP servers, if any (for their errors and shutdown).
@@ -303,6 +314,18 @@ impl ToolboxBuilder {
         #[cfg(feature = "shell")]
         shell.register(&mut registry);
 
+        // One browser session per toolbox (= per conversation); Chromium starts on first use.
+        #[cfg(feature = "browser")]
+        let browser = {
+            let options = kodik_browser::BrowserOptions {
+                workspace_key: Some(context.workspace.primary_root().display().to_string()),
+                ..Default::default()
+            };
+            let session = Arc::new(kodik_browser::BrowserSession::new(options));
+            registry.register(kodik_browser::BrowserTool::new(session.clone()));
+            session
+        };
+
         for name in &self.disabled {
             if name != "codemode" && registry.remove(name).is_none() {
                 return Err(BuildError::UnknownTool(name.clone()));
@@ -372,6 +395,8 @@ impl ToolboxBuilder {
             shell,
             #[cfg(feature = "mcp")]
             mcp: self.mcp,
+            #[cfg(feature = "browser")]
+            browser,
         })
     }
 }

@@ -1,0 +1,106 @@
+//! `browser` through `kodik call` and `kodik batch` (one session keeps its tab between lines),
+//! against real Chromium and a page served on 127.0.0.1 (B3, B4).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+const PAGE: &str = r#"<!doctype html><title>Form</title>
+<label for="n">Name</label><input id="n">
+<button onclick="document.getElementById('o').textContent = 'Hello ' + document.getElementById('n').value">Greet</button>
+<p id="o"></p>"#;
+
+/// Serves PAGE for every request on an ephemeral port.
+fn serve() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for mut sock in listener.incoming().flatten() {
+            let mut buf = [0u8; 4096];
+            let _ = sock.read(&mut buf);
+            let resp = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{PAGE}",
+                PAGE.len()
+            );
+            let _ = sock.write_all(resp.as_bytes());
+        }
+    });
+    format!("http://{addr}/")
+}
+
+fn kodik(cache: &std::path::Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_kodik"));
+    // The browser's persistent profile lives under the cache folder; keep it per test.
+    c.env("XDG_CACHE_HOME", cache);
+    c
+}
+
+fn browser_processes(cache: &std::path::Path) -> Vec<String> {
+    let needle = cache.display().to_string();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let cmd = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        let zombie = stat.split(") ").nth(1).is_some_and(|s| s.starts_with('Z'));
+        if cmd.contains(&needle) && !zombie {
+            found.push(cmd);
+        }
+    }
+    found
+}
+
+#[test]
+fn b3_b4_browser_through_call_and_batch_keeps_the_tab_between_lines() {
+    let url = serve();
+    let ws = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let w = ws.path().to_str().unwrap();
+
+    let args = serde_json::json!({"action": "open", "url": url}).to_string();
+    let out = kodik(cache.path()).args(["call", "--workspace", w, "browser", &args]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let text = v["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains(r#"textbox "Name" [ref="#) && text.contains(r#"button "Greet""#), "{text}");
+
+    let lines = [
+        serde_json::json!({"id": "o", "name": "browser", "args": {"action": "open", "url": url}}),
+        serde_json::json!({"id": "f", "name": "browser", "args": {"action": "fill", "target": {"label": "Name"}, "value": "Ada"}}),
+        serde_json::json!({"id": "c", "name": "browser", "args": {"action": "click", "target": {"role": "button", "name": "Greet"}}}),
+        serde_json::json!({"id": "x", "name": "browser", "args": {"action": "click", "target": {"ref": "e99"}}}),
+    ];
+    let input: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    let mut child = kodik(cache.path())
+        .args(["batch", "--workspace", w])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let results: Vec<Value> =
+        String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let statuses: Vec<&str> = results.iter().map(|r| r["status"].as_str().unwrap()).collect();
+    assert_eq!(statuses, ["success", "success", "success", "error"], "{results:#?}");
+    let clicked = results[2]["content"][0]["text"].as_str().unwrap();
+    assert!(clicked.contains("Hello Ada"), "the tab was not kept between lines: {clicked}");
+    assert!(results[3]["content"][0]["text"].as_str().unwrap().contains("take a new snapshot"));
+
+    // Nothing of the browser outlives the command.
+    let mut left = browser_processes(cache.path());
+    for _ in 0..50 {
+        if left.is_empty() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        left = browser_processes(cache.path());
+    }
+    assert!(left.is_empty(), "browser processes left: {left:?}");
+}
