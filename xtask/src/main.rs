@@ -67,6 +67,36 @@ fn ensure_test_tools() -> Result<(), String> {
     }
     ensure_python_mcp()?;
     ensure_language_servers()?;
+    ensure_chromium()?;
+    Ok(())
+}
+
+/// Debian's `chromium` for kodik-browser's tests (its tests fail without it under CI=true);
+/// installed with apt-get when running as root.
+fn ensure_chromium() -> Result<(), String> {
+    let found = || {
+        std::env::var_os("CHROME").is_some_and(|p| Path::new(&p).is_file())
+            || Path::new("/usr/lib/chromium/chromium").is_file()
+            || have("chromium")
+    };
+    if found() {
+        return Ok(());
+    }
+    let is_root = Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.starts_with(b"0\n"));
+    if !is_root || !have("apt-get") {
+        return Err(
+            "missing `chromium` for the browser tests: install it (Debian: apt-get install -y chromium) or set CHROME"
+                .into(),
+        );
+    }
+    eprintln!("xtask: == installing chromium with apt-get");
+    let ok = Command::new("apt-get")
+        .args(["install", "-y", "--no-install-recommends", "chromium"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok || !found() {
+        return Err("missing `chromium`: `apt-get install -y chromium` failed; run `apt-get update` first or install it by hand".into());
+    }
     Ok(())
 }
 
