@@ -120,8 +120,10 @@ async fn gr1_g20_head_limit_and_offset_page_through_results_and_the_full_result_
     let t = out.text_content();
     assert!(t.contains("f25.txt:1:hit\n") && t.contains("f29.txt:1:hit\n[Showing entries 26–30 of 30."), "{t}");
     assert!(!t.contains("f24.txt"));
+    // The saved result names each file once above its lines, and starts before the offset.
     let full = out.meta["full_output"].as_str().unwrap();
-    assert_eq!(std::fs::read_to_string(full).unwrap().lines().count(), 30, "entries before the offset are saved too");
+    let expected: Vec<String> = (0..30).map(|i| format!("f{i:02}.txt\n1:hit\n")).collect();
+    assert_eq!(std::fs::read_to_string(full).unwrap(), expected.join("\n"));
     std::fs::remove_file(full).unwrap();
     let t = env.ok("grep", json!({"pattern": "hit", "offset": 99})).await;
     assert!(t.contains("past the end"), "{t}");
@@ -129,6 +131,25 @@ async fn gr1_g20_head_limit_and_offset_page_through_results_and_the_full_result_
     let out = env.call("grep", json!({"pattern": "hit", "path": "f01.txt"})).await;
     assert_eq!(out.text_content(), "Found 1 matching line in 1 file\nf01.txt:1:hit");
     assert!(out.meta["full_output"].is_null());
+}
+
+#[tokio::test]
+async fn gr1_g20_a_cut_page_with_context_saves_every_group_under_its_file() {
+    let env = Env::new();
+    env.write("a.txt", "x\nhit\ny\n");
+    env.write("b.txt", "hit\n");
+    let out = env.call("grep", json!({"pattern": "hit", "context": 1, "head_limit": 2})).await;
+    let t = out.text_content();
+    assert!(
+        t.starts_with("Found 2 matching lines in 2 files\na.txt-1-x\na.txt:2:hit\n[Showing entries 1–2 of 5."),
+        "{t}"
+    );
+    let full = out.meta["full_output"].as_str().unwrap();
+    assert_eq!(std::fs::read_to_string(full).unwrap(), "a.txt\n1-x\n2:hit\n3-y\n\nb.txt\n1:hit\n");
+    std::fs::remove_file(full).unwrap();
+    // The page shows the `--` between files as an entry of its own.
+    let t = env.ok("grep", json!({"pattern": "hit", "context": 1, "head_limit": 2, "offset": 3})).await;
+    assert!(t.starts_with("Found 2 matching lines in 2 files\n--\nb.txt:1:hit\n[Showing entries 4–5 of 5."), "{t}");
 }
 
 #[tokio::test]
