@@ -11,6 +11,7 @@
 //! | `search` | [`kodik_search`] | read_file, glob, grep |
 //! | `shell` | [`kodik_shell`] | shell, get_terminal_output, kill_terminal |
 //! | `codemode` | `kodik_codemode` | codemode |
+//! | `web` | `kodik_web` | web_fetch, web_search (offered once a search provider is configured) |
 //! | `browser` | `kodik_browser` | browser (headless Chromium) |
 //! | `model` (off by default) | `kodik_model` | — the streaming model clients |
 //! | `agent` (off by default) | `kodik_agent` | — the agent loop; [`Toolbox::agent`] builds one |
@@ -48,6 +49,8 @@ pub use kodik_schema as schema;
 pub use kodik_search as search;
 #[cfg(feature = "shell")]
 pub use kodik_shell as shell;
+#[cfg(feature = "web")]
+pub use kodik_web as web;
 
 use kodik_core::{
     Approver, EventSink, Hooks, PathError, Settings, ToolCall, ToolContext, ToolOutput, ToolRegistry, ToolSpec,
@@ -68,6 +71,10 @@ pub enum BuildError {
     /// A tool named in `disable` does not exist.
     #[error("unknown tool `{0}` in the toolbox configuration")]
     UnknownTool(String),
+    /// The web tools' configuration (e.g. `KODIK_SEARCH_PROVIDER`) is wrong.
+    #[cfg(feature = "web")]
+    #[error("web tools: {0}")]
+    Web(String),
 }
 
 /// The enabled tools and the context they share: one conversation's tool set.
@@ -204,6 +211,8 @@ pub struct ToolboxBuilder {
     scheduler: SchedulerConfig,
     #[cfg(feature = "codemode")]
     codemode: Option<kodik_codemode::CodeModeConfig>,
+    #[cfg(feature = "web")]
+    web: Option<kodik_web::WebToolset>,
     #[cfg(feature = "mcp")]
     mcp: Option<Arc<kodik_mcp::McpClient>>,
 }
@@ -248,6 +257,13 @@ impl ToolboxBuilder {
     /// Concurrency, per-call timeout and result size limits of the scheduler.
     pub fn scheduler(mut self, config: SchedulerConfig) -> Self {
         self.scheduler = config;
+        self
+    }
+
+    /// The web tools' configuration and search provider (default: [`kodik_web::WebToolset::from_env`]).
+    #[cfg(feature = "web")]
+    pub fn web(mut self, web: kodik_web::WebToolset) -> Self {
+        self.web = Some(web);
         self
     }
 
@@ -314,6 +330,16 @@ impl ToolboxBuilder {
         #[cfg(feature = "shell")]
         shell.register(&mut registry);
 
+        #[cfg(feature = "web")]
+        let search_configured = {
+            let web = match self.web {
+                Some(w) => w,
+                None => kodik_web::WebToolset::from_env().map_err(|e| BuildError::Web(e.to_string()))?,
+            };
+            web.register(&mut registry).map_err(|e| BuildError::Web(e.to_string()))?;
+            web.search_configured()
+        };
+
         // One browser session per toolbox (= per conversation); Chromium starts on first use.
         #[cfg(feature = "browser")]
         let browser = {
@@ -377,6 +403,8 @@ impl ToolboxBuilder {
         };
         #[cfg(not(feature = "mcp"))]
         let mut harness = Harness::new(registry.specs().cloned());
+        #[cfg(feature = "web")]
+        harness.set_search_configured(search_configured);
         #[cfg(feature = "codemode")]
         for name in script_only {
             harness.hide_from_model(name);
