@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use kodik_core::{ToolCall, ToolContext, ToolOutput, ToolRegistry, ToolStatus};
+use kodik_core::{Event, EventSink, TerminalEvent, ToolCall, ToolContext, ToolOutput, ToolRegistry, ToolStatus};
 use kodik_harness::{Harness, ModelFamily};
 use kodik_model::{Item, ModelClient, ModelError, ModelEvent, Request, ToolDef, Usage};
 use kodik_scheduler::{Scheduler, SchedulerConfig};
@@ -37,6 +37,55 @@ struct Shared {
     scheduler: SchedulerConfig,
     config: AgentConfig,
     events: broadcast::Sender<AgentEvent>,
+    /// Background commands that settled since the last request (S3, S5).
+    inbox: Arc<TerminalInbox>,
+}
+
+/// Passes every tool event on to the host's sink and keeps the ends of background commands
+/// for the model: each goes into the next request as a note, so a command that outlived its
+/// `shell` call still reports its exit code and last output (S3, S5, S9).
+struct TerminalInbox {
+    host: Arc<dyn EventSink>,
+    settled: Mutex<Vec<TerminalEvent>>,
+}
+
+impl EventSink for TerminalInbox {
+    fn emit(&self, event: Event) {
+        if let Event::Terminal(t) = &event {
+            self.settled.lock().unwrap_or_else(|p| p.into_inner()).push(t.clone());
+        }
+        self.host.emit(event);
+    }
+}
+
+impl TerminalInbox {
+    fn take(&self) -> Vec<TerminalEvent> {
+        std::mem::take(&mut *self.settled.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+}
+
+/// What the model reads about a background command that settled.
+fn terminal_note(t: &TerminalEvent) -> String {
+    let how = match t.exit_code {
+        Some(code) => format!("exited with code {code}"),
+        None => format!("ended ({})", t.status),
+    };
+    let mut note = format!(
+        "[terminal event] `{}` in {} {how} after {:.1} s.",
+        t.command,
+        t.terminal_id,
+        t.duration_ms as f64 / 1000.0
+    );
+    if t.unread_output.is_empty() {
+        note.push_str(" No output you have not seen.");
+    } else {
+        note.push_str(" Output you have not seen:\n");
+        note.push_str(&t.unread_output);
+    }
+    if let Some(p) = &t.full_output {
+        note.push_str(&format!("\n[full output: {}]", p.display()));
+    }
+    note
 }
 
 impl Shared {
@@ -91,8 +140,12 @@ impl Agent {
         config: AgentConfig,
     ) -> Self {
         let (events, _) = broadcast::channel(EVENT_BUFFER);
+        let mut context = context;
+        let inbox = Arc::new(TerminalInbox { host: Arc::clone(&context.events), settled: Mutex::new(Vec::new()) });
+        context.events = inbox.clone();
         Self {
             shared: Arc::new(Shared {
+                inbox,
                 model,
                 registry,
                 context,
@@ -440,6 +493,10 @@ impl Conversation {
         }
         let scheduler = Scheduler::new(registry).with_config(shared.scheduler.clone());
 
+        // Background commands that settled since the last request report to the model now.
+        for settled in shared.inbox.take() {
+            self.push(Item::User { text: terminal_note(&settled) }, None);
+        }
         let fixed_bytes = system.len() + tools.iter().map(tool_bytes).sum::<usize>();
         self.compact_if_needed(fixed_bytes);
         let request_bytes = fixed_bytes + self.items.iter().map(item_bytes).sum::<usize>();
@@ -453,7 +510,10 @@ impl Conversation {
         };
 
         // Cancelling the run, or the wall limit, stops the stream and every call of the turn.
-        let turn_cancel = cancel.child_token();
+        // Not a child of the run's token: the turn is marked aborted before its calls see the
+        // cancellation, so a running command is stopped (G6) rather than left in the background
+        // as after a new user message (S4).
+        let turn_cancel = CancellationToken::new();
         let mut cx = shared.context.clone();
         cx.cancel = turn_cancel.clone();
         let mut turn = scheduler.turn(&cx);
@@ -519,8 +579,10 @@ impl Conversation {
             StreamEnd::Completed(u) => *u,
             _ => {
                 // G6: the response broke off; started calls stop, every call gets `cancelled`.
-                turn_cancel.cancel();
+                // Abort first: a command that sees its cancellation then knows to stop, not
+                // to go on in the background as after a new user message.
                 turn.abort();
+                turn_cancel.cancel();
                 Usage::default()
             }
         };
@@ -536,7 +598,9 @@ impl Conversation {
             shared.emit(AgentEvent::AssistantMessage { text: text.clone() });
         }
 
-        // G5: results in call order, once all settled; the wall limit still stops them.
+        // G5: results in call order, once all settled; cancelling the run or the wall limit
+        // still stops them (the turn marked aborted first, as above).
+        let signals = turn.signals().clone();
         let results = turn.results();
         tokio::pin!(results);
         let mut hit_wall = false;
@@ -544,8 +608,14 @@ impl Conversation {
         let wall_pending = !matches!(end, StreamEnd::Wall);
         let outputs = tokio::select! {
             r = &mut results => r,
+            () = cancel.cancelled() => {
+                signals.abort();
+                turn_cancel.cancel();
+                results.await
+            }
             () = &mut wall, if wall_pending => {
                 hit_wall = true;
+                signals.abort();
                 turn_cancel.cancel();
                 results.await
             }

@@ -171,7 +171,14 @@ async fn g6_cancelling_mid_turn_stops_the_stream_and_the_running_command() {
     let last: serde_json::Value = serde_json::from_str(transcript.lines().last().unwrap()).unwrap();
     assert_eq!(last["output"]["status"], "cancelled", "{last}");
 
-    // The host drops the agent (and with it the tools): nothing of the command is left.
+    // The command stopped with the run (G6), while the agent and its tools are still alive.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while processes_running(&argv) > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(processes_running(&argv), 0, "the command outlived the cancelled run");
+
+    // And the host dropping the agent (and with it the tools) leaves nothing either.
     drop(conv);
     drop(s);
     let deadline = Instant::now() + Duration::from_secs(5);
@@ -502,4 +509,36 @@ async fn g9_an_over_large_result_reaches_the_model_as_head_and_tail_with_the_sav
     let path = rest.split_whitespace().next().unwrap().trim_end_matches([']', ')', '.', ',']);
     let saved = std::fs::read_to_string(path).unwrap();
     assert!(saved.len() > out.len() && saved.contains("line 0000"), "{path}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_s5_a_background_command_that_settles_reports_its_exit_and_output_in_the_next_request() {
+    // The command goes to the background 1 s after the read of its turn finished (S4), and
+    // ends while the next turn's command runs: the request after that carries its end.
+    let first = body(
+        &[
+            Step::Call("call_bg", "shell", json!({"command": "sleep 1.5; echo background-finished-marker"})),
+            Step::Call("call_read", "read_file", json!({"path": "a.txt"})),
+        ],
+        100,
+        20,
+    );
+    let second = body(&[Step::Call("call_wait", "shell", json!({"command": "sleep 2"}))], 100, 20);
+    let mut s = setup(vec![first, second, answer("ok")], ReplayOptions::default(), AgentConfig::default()).await;
+    std::fs::write(s.dir.path().join("a.txt"), "alpha\n").unwrap();
+    let mut conv = s.agent.start().unwrap();
+    let outcome = conv.run("run it", CancellationToken::new()).await;
+    assert_eq!(outcome.status, RunStatus::Completed, "{outcome:?}");
+    drain(&mut s.events);
+
+    let requests = s.server.requests();
+    assert_eq!(requests.len(), 3);
+    let backgrounded = output_of(&requests[1].body, "call_bg");
+    assert!(!backgrounded.contains("background-finished-marker"), "the command was not backgrounded: {backgrounded}");
+    let third = requests[2].body.to_string();
+    assert!(third.contains("[terminal event]"), "{third}");
+    assert!(third.contains("exited with code 0") && third.contains("background-finished-marker"), "{third}");
+    // Delivered once: the note is in the history, not queued again.
+    let notes = conv.items().iter().filter(|i| matches!(i, Item::User { text } if text.contains("[terminal event]")));
+    assert_eq!(notes.count(), 1);
 }

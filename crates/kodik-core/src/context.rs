@@ -1,6 +1,7 @@
 //! [`ToolContext`]: everything a call may use besides its arguments.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -16,15 +17,28 @@ use crate::workspace::Workspace;
 #[derive(Debug, Clone)]
 pub struct TurnSignals {
     finished: Arc<watch::Sender<u64>>,
+    aborted: Arc<AtomicBool>,
 }
 
 impl Default for TurnSignals {
     fn default() -> Self {
-        Self { finished: Arc::new(watch::channel(0).0) }
+        Self { finished: Arc::new(watch::channel(0).0), aborted: Arc::new(AtomicBool::new(false)) }
     }
 }
 
 impl TurnSignals {
+    /// Marks the turn as aborted: the response broke off (G6). Set before the calls' token is
+    /// cancelled, so a call that sees the cancellation can tell "stop everything" (an aborted
+    /// response) from "stop waiting" (a new user message, S4).
+    pub fn abort(&self) {
+        self.aborted.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether the turn was aborted (see [`abort`](Self::abort)).
+    pub fn is_aborted(&self) -> bool {
+        self.aborted.load(Ordering::SeqCst)
+    }
+
     /// Announce that one call of the turn finished.
     pub fn call_finished(&self) {
         self.finished.send_modify(|n| *n += 1);

@@ -213,6 +213,8 @@ impl Turn {
     /// every call.
     pub fn abort(&mut self) {
         self.aborted = true;
+        // Before the cancellation, so calls see why they are cancelled.
+        self.cx.turn.abort();
         self.cx.cancel.cancel();
     }
 

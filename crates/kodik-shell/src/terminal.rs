@@ -515,10 +515,17 @@ impl Table {
         let Some(t) = lock(&self.inner).live.get(id).cloned() else {
             return false;
         };
+        self.stop_in_background(&t, StopKind::User)
+    }
+
+    /// Stops a running command's process group (TERM, then KILL after the grace time) from a
+    /// thread of its own, so callers that cannot wait (a user stop, a dropped call) return at
+    /// once. Returns whether the command was running.
+    pub fn stop_in_background(&self, t: &Terminal, kind: StopKind) -> bool {
         let (Some(pgid), grace) = (t.pgid(), self.cfg.kill_grace) else {
             return false;
         };
-        if !t.set_stop(StopKind::User) {
+        if !t.set_stop(kind) {
             return false;
         }
         let spawned = std::thread::Builder::new()

@@ -5,7 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use kodik_core::{Content, Event, ToolContext, ToolError, ToolOutput, ToolSpec, ToolStatus, TypedTool, Workspace};
+use kodik_core::{
+    Content, Event, ToolContext, ToolError, ToolOutput, ToolSpec, ToolStatus, TurnSignals, TypedTool, Workspace,
+};
 use kodik_schema::shell::{GetTerminalOutputArgs, KillTerminalArgs, ShellArgs};
 use serde_json::json;
 use tokio::time::Instant;
@@ -112,12 +114,21 @@ fn lifecycle_output(
 }
 
 /// Sets and clears the terminal's "a shell call waits for it" mark; a dropped (cancelled)
-/// call leaves it detached, so its end goes out as a terminal event (S3, S9).
-struct Attachment<'a>(&'a Terminal);
+/// call leaves it detached, so its end goes out as a terminal event (S3, S9) — unless the
+/// model's response broke off: then the command is stopped with the call (G6), and nobody is
+/// told about it later (the call's result was dropped with the response).
+struct Attachment<'a> {
+    term: &'a Terminal,
+    table: &'a Table,
+    turn: &'a TurnSignals,
+}
 
 impl Drop for Attachment<'_> {
     fn drop(&mut self) {
-        self.0.set_attached(false);
+        if self.turn.is_aborted() && self.table.stop_in_background(self.term, StopKind::Model) {
+            self.term.mark_reported();
+        }
+        self.term.set_attached(false);
     }
 }
 
@@ -186,7 +197,7 @@ impl ShellTool {
             Ok(t) => t,
             Err(e) => return Ok(shell_error(e)),
         };
-        let attachment = Attachment(&term);
+        let attachment = Attachment { term: &term, table: &self.table, turn: &cx.turn };
         let waited = self.wait(&term, &args, cx).await;
         let out = match waited {
             Waited::Finished => {
