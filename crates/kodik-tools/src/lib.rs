@@ -15,6 +15,7 @@
 //! | `browser` | `kodik_browser` | browser (headless Chromium) |
 //! | `model` (off by default) | `kodik_model` | — the streaming model clients |
 //! | `agent` (off by default) | `kodik_agent` | — the agent loop; [`Toolbox::agent`] builds one |
+//! | `conversation` | `kodik_conversation` | todo_write, memory, ask_questions, agent_status, generate_plan, check_understanding, create_lesson |
 //!
 //! See the crate README for an embedding example.
 
@@ -35,6 +36,8 @@ pub use kodik_agent as agent;
 pub use kodik_browser as browser;
 #[cfg(feature = "codemode")]
 pub use kodik_codemode as codemode;
+#[cfg(feature = "conversation")]
+pub use kodik_conversation as conversation;
 pub use kodik_core as core;
 #[cfg(feature = "edit")]
 pub use kodik_edit as edit;
@@ -85,6 +88,8 @@ pub struct Toolbox {
     #[cfg_attr(not(feature = "agent"), allow(dead_code))]
     scheduler_config: SchedulerConfig,
     harness: Harness,
+    #[cfg(feature = "conversation")]
+    conversation: kodik_conversation::ConversationToolset,
     #[cfg(feature = "edit")]
     edit: kodik_edit::EditToolset,
     #[cfg(feature = "shell")]
@@ -172,6 +177,12 @@ impl Toolbox {
         &self.shell
     }
 
+    /// The conversation tools' shared state and host traits (the todo list, for a UI).
+    #[cfg(feature = "conversation")]
+    pub fn conversation(&self) -> &kodik_conversation::ConversationToolset {
+        &self.conversation
+    }
+
     /// The conversation's browser session (credentials for B10; `shutdown` ends Chromium).
     #[cfg(feature = "browser")]
     pub fn browser(&self) -> &Arc<kodik_browser::BrowserSession> {
@@ -211,6 +222,8 @@ pub struct ToolboxBuilder {
     scheduler: SchedulerConfig,
     #[cfg(feature = "codemode")]
     codemode: Option<kodik_codemode::CodeModeConfig>,
+    #[cfg(feature = "conversation")]
+    conversation: Option<kodik_conversation::ConversationToolset>,
     #[cfg(feature = "web")]
     web: Option<kodik_web::WebToolset>,
     #[cfg(feature = "mcp")]
@@ -274,6 +287,15 @@ impl ToolboxBuilder {
         self
     }
 
+    /// The conversation tools' host side: who answers questions, who shows plans and
+    /// lessons, where conversations are listed, this session's id. By default nobody can be
+    /// asked and plans and lessons are saved with their path printed.
+    #[cfg(feature = "conversation")]
+    pub fn conversation(mut self, tools: kodik_conversation::ConversationToolset) -> Self {
+        self.conversation = Some(tools);
+        self
+    }
+
     /// Mounts the tools of connected MCP servers as `server__tool`, after the built-ins (A8,
     /// G13). Connect first (it is async), e.g. from the `mcpServers` files:
     ///
@@ -329,6 +351,11 @@ impl ToolboxBuilder {
         let shell = kodik_shell::ShellToolset::new();
         #[cfg(feature = "shell")]
         shell.register(&mut registry);
+
+        #[cfg(feature = "conversation")]
+        let conversation = self.conversation.unwrap_or_default();
+        #[cfg(feature = "conversation")]
+        conversation.register(&mut registry);
 
         #[cfg(feature = "web")]
         let search_configured = {
@@ -417,6 +444,8 @@ impl ToolboxBuilder {
             scheduler,
             scheduler_config: self.scheduler,
             harness,
+            #[cfg(feature = "conversation")]
+            conversation,
             #[cfg(feature = "edit")]
             edit,
             #[cfg(feature = "shell")]

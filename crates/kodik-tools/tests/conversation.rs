@@ -1,0 +1,81 @@
+//! The conversation tools in the assembled toolbox, as `kodik call` and `batch` run them
+//! (SPEC A1, A2, A6; G11 for the mode policy).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kodik_tools::Toolbox;
+use kodik_tools::conversation::{Answer, ConversationConfig, ConversationToolset, Reaction, ScriptedAsker};
+use kodik_tools::core::{ToolCall, ToolStatus};
+use kodik_tools::harness::Mode;
+use serde_json::json;
+
+fn toolbox(dir: &std::path::Path, set: ConversationToolset) -> Toolbox {
+    Toolbox::builder().workspace(dir).conversation(set).build().unwrap()
+}
+
+fn config() -> ConversationConfig {
+    ConversationConfig { session_id: "s1".into(), global_memory_dir: None, ..ConversationConfig::default() }
+}
+
+#[tokio::test]
+async fn a1_todo_write_and_memory_run_through_the_toolbox_in_one_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let tb = toolbox(dir.path(), ConversationToolset::builder().config(config()).build());
+    let calls = [
+        ToolCall::new("1", "todo_write", json!({"todos": [{"title": "Write the test"}, {"title": "Make it pass"}]})),
+        ToolCall::new("2", "memory", json!({"content": "Run tests with `cargo test -p kodik-tools`."})),
+    ];
+    let outs = tb.run_turn(&calls).await;
+    assert!(outs.iter().all(|o| o.is_success()), "{outs:?}");
+    let out = tb
+        .call(&ToolCall::new("3", "todo_write", json!({"merge": true, "todos": [{"id": "1", "status": "completed"}]})))
+        .await;
+    assert!(out.text_content().contains("[x] 1: Write the test"), "{}", out.text_content());
+    assert_eq!(tb.conversation().todos().len(), 2, "the host reads the same list");
+    let note =
+        std::fs::read_to_string(dir.path().join(".kodik/memory/run-tests-with-cargo-test-p-kodik-tools.md")).unwrap();
+    assert_eq!(note, "Run tests with `cargo test -p kodik-tools`.\n");
+
+    let out = tb
+        .call(&ToolCall::new("4", "todo_write", json!({"merge": true, "todos": [{"id": "7", "status": "completed"}]})))
+        .await;
+    assert_eq!(out.status, ToolStatus::Error);
+    assert_eq!(tb.conversation().todos()[1].status, kodik_tools::schema::agent::TodoStatus::Pending);
+}
+
+#[tokio::test]
+async fn a6_ask_questions_through_the_toolbox_skips_after_the_countdown() {
+    let dir = tempfile::tempdir().unwrap();
+    let asker = Arc::new(ScriptedAsker::new([Reaction { answer_after: None, ..Reaction::default() }]));
+    // A shortened clock: the host configures the countdown; the library runs it.
+    let config = ConversationConfig { question_timeout: Duration::from_millis(200), ..config() };
+    let tb = toolbox(dir.path(), ConversationToolset::builder().config(config).asker(asker).build());
+    let started = std::time::Instant::now();
+    let out = tb
+        .call(&ToolCall::new("1", "ask_questions", json!({"questions": [{"question": "Tabs or spaces?", "options": [{"label": "tabs"}, {"label": "spaces"}]}]})))
+        .await;
+    assert!(out.is_success(), "{}", out.text_content());
+    assert_eq!(out.meta["timed_out"], true);
+    assert!(out.text_content().contains("within 0 s") || out.text_content().contains("skipped"));
+    assert!(started.elapsed() >= Duration::from_millis(200));
+}
+
+#[test]
+fn g11_plan_and_lesson_tools_follow_the_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let tb = Toolbox::builder().workspace(dir.path()).build().unwrap();
+    let offered = |mode| {
+        let plan = tb.plan(mode, "some-model");
+        tb.registry_for(&plan).names().map(String::from).collect::<Vec<_>>()
+    };
+    let plan = offered(Mode::Plan);
+    assert!(plan.iter().any(|n| n == "generate_plan") && !plan.iter().any(|n| n == "create_lesson"), "{plan:?}");
+    let educator = offered(Mode::Educator);
+    assert!(educator.iter().any(|n| n == "create_lesson") && educator.iter().any(|n| n == "check_understanding"));
+    let code = offered(Mode::Code);
+    assert!(code.iter().any(|n| n == "todo_write") && !code.iter().any(|n| n == "generate_plan"), "{code:?}");
+    let _ = Answer::Skipped;
+}
