@@ -125,7 +125,7 @@ enum Command {
         mcp_config: Vec<PathBuf>,
     },
     /// Serve the tools a mode offers to an MCP client over stdio (stdout is the protocol;
-    /// logs go to stderr).
+    /// logs go to stderr), or over streamable HTTP with --http.
     ///
     /// Every tool the mode enables is listed directly: an MCP client (Claude Code, Codex,
     /// Cursor, Zed) brings its own prompt and tool search. `--defer` puts the read/search
@@ -149,6 +149,20 @@ enum Command {
         /// too, as `server__tool` after the built-ins: one endpoint for several servers.
         #[arg(long, value_name = "FILE")]
         mcp_config: Vec<PathBuf>,
+        /// Serve MCP over streamable HTTP on ADDR (e.g. 127.0.0.1:8765) at path /mcp instead of
+        /// stdio. Each MCP session gets its own tool session (terminals, reads, checkpoints).
+        /// A non-loopback ADDR needs a bearer token (--token-file or KODIK_SERVE_TOKEN).
+        /// SIGTERM stops accepting, lets calls in flight finish and exits 0.
+        #[arg(long, value_name = "ADDR")]
+        http: Option<std::net::SocketAddr>,
+        /// A file holding the bearer token HTTP clients must send (`Authorization: Bearer …`);
+        /// default KODIK_SERVE_TOKEN.
+        #[arg(long, value_name = "FILE", requires = "http")]
+        token_file: Option<PathBuf>,
+        /// Seconds without requests after which an HTTP session is closed and its processes
+        /// killed.
+        #[arg(long, value_name = "SECS", default_value_t = 1800, requires = "http")]
+        session_idle: u64,
     },
     /// Run one `codemode` script for the codemode tool over stdin/stdout. The tool starts this
     /// itself, so a runaway script can be killed; not for use by hand.
@@ -240,8 +254,9 @@ fn main() -> ExitCode {
         Command::Schema { format, tools } => schema(format.into(), &tools),
         Command::Call { workspace, mcp_config, tool, args } => with_runtime(|| call(workspace, mcp_config, tool, args)),
         Command::Batch { workspace, mcp_config } => with_runtime(|| batch(workspace, mcp_config)),
-        Command::Serve { workspace, mode, model, defer, mcp_config } => {
-            with_runtime(|| serve(workspace, mode, model, defer, mcp_config))
+        Command::Serve { workspace, mode, model, defer, mcp_config, http, token_file, session_idle } => {
+            let opts = ServeOptions { mode, model, defer, http, token_file, session_idle };
+            with_runtime(|| serve(workspace, mcp_config, opts))
         }
         Command::CodemodeWorker => kodik_tools::codemode::worker::serve_stdio(),
     }
@@ -440,19 +455,30 @@ async fn batch_lines(tb: &Toolbox) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// Serves the mode's tool set over MCP on stdin/stdout until the client disconnects.
-///
-/// Events reach the client as MCP logging notifications: the server forwards the context's
-/// event sink to its peer, so the toolbox itself keeps no other sink (stdout is the protocol).
-async fn serve(workspace: PathBuf, mode: Mode, model: String, defer: bool, mcp_config: Vec<PathBuf>) -> ExitCode {
-    let (b, mcp) = match builder_with_mcp(workspace, &mcp_config).await {
-        Ok(b) => b,
-        Err(code) => return code,
-    };
-    let tb = match b.build() {
-        Ok(t) => t,
-        Err(e) => return usage_error(e),
-    };
+/// `kodik serve`'s flags besides the workspace and the MCP configuration.
+struct ServeOptions {
+    mode: Mode,
+    model: String,
+    defer: bool,
+    http: Option<std::net::SocketAddr>,
+    token_file: Option<PathBuf>,
+    session_idle: u64,
+}
+
+/// One MCP server over a fresh toolbox: the mode's tools, directly or deferred (G12), and the
+/// number of tools it lists.
+fn session_server(
+    workspace: &std::path::Path,
+    mcp: Option<&Arc<McpClient>>,
+    mode: Mode,
+    model: &str,
+    defer: bool,
+) -> Result<(kodik_mcp::McpServer, usize), kodik_tools::BuildError> {
+    let mut b = builder(workspace.to_path_buf());
+    if let Some(client) = mcp {
+        b = b.mcp(Arc::clone(client));
+    }
+    let tb = b.build()?;
     let mut harness = tb.harness().clone();
     if !defer {
         // G12 shapes kodik's own requests; an MCP client has its own tool search.
@@ -461,13 +487,83 @@ async fn serve(workspace: PathBuf, mode: Mode, model: String, defer: bool, mcp_c
             harness.set_deferred(mode, name, false);
         }
     }
-    let plan = harness.plan(mode, &model);
-    let registry = tb.registry_for(&plan);
-    let scheduler = kodik_tools::scheduler::Scheduler::new(registry);
-    eprintln!("kodik: serving {} tools over MCP (mode {}, model {model})", plan.tools.len(), mode.as_str());
+    let plan = harness.plan(mode, model);
+    let scheduler = kodik_tools::scheduler::Scheduler::new(tb.registry_for(&plan));
+    // Events reach the client as MCP logging notifications: the server forwards the context's
+    // event sink to its peer, so the toolbox keeps no other sink (stdout is the protocol).
     let server = kodik_mcp::McpServer::new(scheduler, tb.context().clone(), plan.tools.clone())
         .with_instructions(plan.guidance.clone());
-    let served = server.serve_stdio().await;
+    Ok((server, plan.tools.len()))
+}
+
+/// Serves the mode's tool set over MCP on stdin/stdout until the client disconnects, or over
+/// streamable HTTP until SIGTERM/SIGINT.
+async fn serve(workspace: PathBuf, mcp_config: Vec<PathBuf>, opts: ServeOptions) -> ExitCode {
+    let mcp = match mount_mcp(&workspace, &mcp_config).await {
+        Ok(m) => m,
+        Err(code) => return code,
+    };
+    let (server, count) = match session_server(&workspace, mcp.as_ref(), opts.mode, &opts.model, opts.defer) {
+        Ok(s) => s,
+        Err(e) => return usage_error(e),
+    };
+    let ServeOptions { mode, model, defer, http, token_file, session_idle } = opts;
+    let served = match http {
+        None => {
+            eprintln!("kodik: serving {count} tools over MCP (mode {}, model {model})", mode.as_str());
+            server.serve_stdio().await.map_err(|e| e.to_string())
+        }
+        Some(addr) => {
+            drop(server);
+            let token = match token_file {
+                Some(path) => match std::fs::read_to_string(&path) {
+                    Ok(t) => Some(t.trim().to_owned()),
+                    Err(e) => return usage_error(format!("cannot read the token file {}: {e}", path.display())),
+                },
+                None => std::env::var("KODIK_SERVE_TOKEN").ok(),
+            };
+            if token.is_none() && !addr.ip().is_loopback() {
+                return usage_error(kodik_mcp::HttpError::TokenRequired { addr });
+            }
+            let listener = match tokio::net::TcpListener::bind(addr).await {
+                Ok(l) => l,
+                Err(e) => return usage_error(format!("cannot listen on {addr}: {e}")),
+            };
+            let bound = listener.local_addr().map(|a| a.to_string()).unwrap_or_else(|_| addr.to_string());
+            let options = kodik_mcp::HttpOptions {
+                token,
+                idle_timeout: std::time::Duration::from_secs(session_idle.max(1)),
+                ..kodik_mcp::HttpOptions::default()
+            };
+            let shutdown = tokio_util::sync::CancellationToken::new();
+            let stop = shutdown.clone();
+            tokio::spawn(async move {
+                let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());
+                match term {
+                    Ok(mut term) => {
+                        tokio::select! {
+                            _ = term.recv() => {}
+                            _ = tokio::signal::ctrl_c() => {}
+                        }
+                    }
+                    Err(_) => {
+                        let _ = tokio::signal::ctrl_c().await;
+                    }
+                }
+                stop.cancel();
+            });
+            let ws = workspace.clone();
+            let client = mcp.clone();
+            let factory = move || {
+                session_server(&ws, client.as_ref(), mode, &model, defer).map(|(s, _)| s).map_err(std::io::Error::other)
+            };
+            eprintln!(
+                "kodik: serving {count} tools over MCP streamable HTTP at http://{bound}/mcp (mode {})",
+                mode.as_str()
+            );
+            kodik_mcp::serve_http(listener, factory, options, shutdown).await.map_err(|e| e.to_string())
+        }
+    };
     unmount(mcp).await;
     match served {
         Ok(()) => ExitCode::SUCCESS,

@@ -301,7 +301,7 @@ fn g12_serve_help_names_its_flags() {
     let out = Command::new(KODIK).args(["serve", "--help"]).output().unwrap();
     assert!(out.status.success());
     let help = String::from_utf8_lossy(&out.stdout);
-    for flag in ["--defer", "tool_search", "--mcp-config"] {
+    for flag in ["--defer", "tool_search", "--mcp-config", "--http", "--token-file"] {
         assert!(help.contains(flag), "`kodik serve --help` lacks {flag}:\n{help}");
     }
 }
@@ -453,4 +453,235 @@ fn a8_call_and_batch_mount_mcp_config_and_report_a_bad_file() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("MCP server `x`") && err.contains("bad.json"), "{err}");
+}
+
+/// The official SDK's streamable-HTTP client: `sessions` (two sessions at once) or `inflight`
+/// (a call running while the server gets SIGTERM); prints one JSON summary line.
+const HTTP_CLIENT: &str = r#"
+import asyncio, json, sys
+import httpx2
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+url, scenario, token = sys.argv[1], sys.argv[2], sys.argv[3]
+
+def summary(result):
+    return {
+        "is_error": result.is_error,
+        "text": "\n".join(c.text for c in result.content if c.type == "text"),
+        "structured": result.structured_content,
+    }
+
+class Session:
+    def __init__(self):
+        headers = {"Authorization": "Bearer " + token} if token else {}
+        self.http = httpx2.AsyncClient(headers=headers, timeout=120)
+
+    async def __aenter__(self):
+        self.transport = streamable_http_client(url, http_client=self.http)
+        read, write, *_ = await self.transport.__aenter__()
+        self.session = ClientSession(read, write)
+        await self.session.__aenter__()
+        await self.session.initialize()
+        return self
+
+    async def __aexit__(self, *exc):
+        await self.session.__aexit__(*exc)
+        await self.transport.__aexit__(*exc)
+
+    async def call(self, name, args):
+        return summary(await self.session.call_tool(name, args))
+
+async def main():
+    out = {}
+    if scenario == "sessions":
+        async with Session() as a, Session() as b:
+            out["tools"] = [t.name for t in (await a.session.list_tools()).tools]
+            out["a_read"] = await a.call("read_file", {"path": "notes.txt"})
+            out["a_edit"] = await a.call("edit_file", {"path": "notes.txt", "edits": [{"old_string": "hello", "new_string": "bye"}]})
+            out["b_edit"] = await b.call("edit_file", {"path": "notes.txt", "edits": [{"old_string": "bye", "new_string": "stolen"}]})
+            out["a_shell"] = await a.call("shell", {"command": "sleep 6; echo mine"})
+            term = out["a_shell"]["structured"]["meta"]["terminal_id"]
+            out["b_poll"] = await b.call("get_terminal_output", {"terminal_id": term})
+            out["a_poll"] = await a.call("get_terminal_output", {"terminal_id": term})
+    elif scenario == "list":
+        async with Session() as a:
+            out["tools"] = [t.name for t in (await a.session.list_tools()).tools]
+    elif scenario == "inflight":
+        async with Session() as a:
+            out["background"] = await a.call("shell", {"command": "echo $$ > sleeper.pid; exec sleep 300"})
+            print("calling", flush=True)
+            out["call"] = await a.call("shell", {"command": "sleep 2; echo finished"})
+    print(json.dumps(out), flush=True)
+
+asyncio.run(main())
+"#;
+
+/// `kodik serve --http ADDR` in `workspace`, with its bound URL read from stderr.
+struct HttpServe {
+    child: std::process::Child,
+    url: String,
+    stderr: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl HttpServe {
+    fn start(workspace: &Path, addr: &str, token: Option<&str>) -> Result<Self, String> {
+        use std::io::BufRead as _;
+        let mut cmd = Command::new(KODIK);
+        cmd.args(["serve", "--workspace", workspace.to_str().unwrap(), "--http", addr])
+            .env_remove("KODIK_SERVE_TOKEN")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        if let Some(t) = token {
+            cmd.env("KODIK_SERVE_TOKEN", t);
+        }
+        let mut child = cmd.spawn().unwrap();
+        let stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+        let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let sink = log.clone();
+        std::thread::spawn(move || {
+            for line in stderr.lines().map_while(Result::ok) {
+                if let Some(i) = line.find("http://") {
+                    let _ = tx.send(line[i..].split_whitespace().next().unwrap_or_default().to_owned());
+                }
+                sink.lock().unwrap().push_str(&format!("{line}\n"));
+            }
+        });
+        match rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(url) => Ok(Self { child, url, stderr: log }),
+            Err(_) => {
+                let status = wait_exit(&mut child, Duration::from_secs(10));
+                std::thread::sleep(Duration::from_millis(100));
+                Err(format!("exit {status}: {}", log.lock().unwrap()))
+            }
+        }
+    }
+
+    fn port(&self) -> u16 {
+        self.url.trim_end_matches("/mcp").rsplit(':').next().unwrap().parse().unwrap()
+    }
+
+    fn sigterm(&self) {
+        let ok = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status().unwrap();
+        assert!(ok.success());
+    }
+}
+
+impl Drop for HttpServe {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs the HTTP client script; returns its stdout lines.
+fn http_client(url: &str, scenario: &str, token: &str) -> std::process::Child {
+    let dir = tempfile::tempdir().unwrap().keep();
+    let script = dir.join("http_client.py");
+    std::fs::write(&script, HTTP_CLIENT).unwrap();
+    Command::new(mcp_python())
+        .arg(&script)
+        .args([url, scenario, token])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn finish(mut child: std::process::Child, limit: Duration) -> Value {
+    let status = wait_exit(&mut child, limit);
+    let mut out = String::new();
+    let mut err = String::new();
+    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    assert!(status.success(), "the HTTP client failed ({status})\n{out}\n{err}");
+    serde_json::from_str(out.lines().last().unwrap_or_default()).unwrap_or_else(|e| panic!("{e}: {out}\n{err}"))
+}
+
+/// One raw HTTP/1.1 request to 127.0.0.1:`port`; the status code.
+fn raw_status(port: u16, headers: &str) -> u16 {
+    use std::io::Write as _;
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#;
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        s,
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n{headers}\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut head = [0u8; 12];
+    s.read_exact(&mut head).unwrap();
+    String::from_utf8_lossy(&head[9..12]).parse().unwrap()
+}
+
+#[test]
+fn http_sessions_keep_separate_terminals_and_reads() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("notes.txt"), "hello world\n").unwrap();
+    let server = HttpServe::start(ws.path(), "127.0.0.1:0", None).unwrap();
+    let s = finish(http_client(&server.url, "sessions", ""), Duration::from_secs(90));
+    let tools = names(&s);
+    assert!(tools.contains(&"read_file") && tools.contains(&"shell"), "{tools:?}");
+    assert_eq!(s["a_edit"]["is_error"], false, "{}", s["a_edit"]);
+    // Session B never read the file: its edit is refused (the read tracker is per session).
+    assert_eq!(s["b_edit"]["is_error"], true, "{}", s["b_edit"]);
+    assert!(s["b_edit"]["text"].as_str().unwrap().contains("has not been read"), "{}", s["b_edit"]);
+    assert_eq!(std::fs::read_to_string(ws.path().join("notes.txt")).unwrap(), "bye world\n");
+    // A's terminal is invisible to B.
+    assert_eq!(s["a_shell"]["structured"]["meta"]["running"], true, "{}", s["a_shell"]);
+    assert_eq!(s["b_poll"]["is_error"], true, "{}", s["b_poll"]);
+    assert_eq!(s["a_poll"]["is_error"], false, "{}", s["a_poll"]);
+}
+
+#[test]
+fn http_refuses_missing_tokens_and_foreign_origins() {
+    let ws = tempfile::tempdir().unwrap();
+    // A non-loopback bind without a token does not start.
+    let err = HttpServe::start(ws.path(), "0.0.0.0:0", None).err().expect("served 0.0.0.0 without a token");
+    assert!(err.contains("not a loopback address") && err.contains("KODIK_SERVE_TOKEN"), "{err}");
+
+    let server = HttpServe::start(ws.path(), "0.0.0.0:0", Some("s3cret-token")).unwrap();
+    let port = server.port();
+    assert_eq!(raw_status(port, ""), 401);
+    assert_eq!(raw_status(port, "Authorization: Bearer wrong-token\r\n"), 401);
+    assert_eq!(raw_status(port, "Authorization: Bearer s3cret-token\r\n"), 200);
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let s = finish(http_client(&url, "list", "s3cret-token"), Duration::from_secs(60));
+    assert!(names(&s).contains(&"read_file"), "{s}");
+    drop(server);
+
+    // DNS rebinding: a browser origin is refused even on loopback.
+    let local = HttpServe::start(ws.path(), "127.0.0.1:0", None).unwrap();
+    assert_eq!(raw_status(local.port(), "Origin: http://evil.example\r\n"), 403);
+    assert_eq!(raw_status(local.port(), ""), 200);
+}
+
+#[test]
+fn http_sigterm_lets_the_call_in_flight_finish_kills_terminals_and_exits_0() {
+    use std::io::BufRead as _;
+    let ws = tempfile::tempdir().unwrap();
+    let mut server = HttpServe::start(ws.path(), "127.0.0.1:0", None).unwrap();
+    let mut client = http_client(&server.url, "inflight", "");
+    let mut lines = std::io::BufReader::new(client.stdout.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    assert_eq!(first, "calling");
+    std::thread::sleep(Duration::from_millis(500));
+    server.sigterm();
+    let status = wait_exit(&mut server.child, Duration::from_secs(30));
+    assert!(status.success(), "exit {status}: {}", server.stderr.lock().unwrap());
+    let summary: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    let _ = wait_exit(&mut client, Duration::from_secs(30));
+    assert_eq!(summary["call"]["is_error"], false, "{summary}");
+    assert!(summary["call"]["text"].as_str().unwrap().contains("finished"), "{summary}");
+    let pid = std::fs::read_to_string(ws.path().join("sleeper.pid")).unwrap();
+    let proc = PathBuf::from(format!("/proc/{}", pid.trim()));
+    let start = Instant::now();
+    while proc.exists() && start.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!proc.exists(), "the background terminal {pid} outlived the server");
 }

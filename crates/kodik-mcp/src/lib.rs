@@ -34,12 +34,14 @@ pub mod client;
 pub mod config;
 mod convert;
 pub mod events;
+pub mod http;
 mod server;
 
 pub use client::{ClientError, ClientOptions, McpClient, McpTool};
 pub use config::{ConfigError, McpConfig, ServerConfig};
 pub use convert::{call_result, mcp_tool, terminal_note};
 pub use events::McpEvents;
+pub use http::{HttpError, HttpOptions, serve_http};
 pub use server::McpServer;
 
 /// The rmcp version this crate speaks, re-exported for embedders that pass their own transport.

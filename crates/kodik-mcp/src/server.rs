@@ -5,7 +5,7 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use kodik_core::{ToolCall, ToolContext, ToolError, ToolSpec};
 use kodik_scheduler::{CallStream, Scheduler};
@@ -31,6 +31,9 @@ pub struct McpServer {
     events: Arc<McpEvents>,
     next_id: Arc<AtomicU64>,
     instructions: Option<String>,
+    /// Calls running now, shared by every session of an HTTP server (graceful shutdown waits
+    /// for it to reach zero).
+    in_flight: Option<Arc<AtomicUsize>>,
 }
 
 impl std::fmt::Debug for McpServer {
@@ -56,6 +59,7 @@ impl McpServer {
             events,
             next_id: Arc::new(AtomicU64::new(1)),
             instructions: None,
+            in_flight: None,
         }
     }
 
@@ -63,6 +67,12 @@ impl McpServer {
     pub fn with_instructions(mut self, instructions: impl Into<String>) -> Self {
         let text = instructions.into();
         self.instructions = (!text.trim().is_empty()).then_some(text);
+        self
+    }
+
+    /// Counts this server's running calls in `counter`.
+    pub(crate) fn with_in_flight(mut self, counter: Arc<AtomicUsize>) -> Self {
+        self.in_flight = Some(counter);
         self
     }
 
@@ -139,6 +149,7 @@ impl ServerHandler for McpServer {
             self.events.begin_progress(&id, token);
             EndProgress(&self.events, id.clone())
         });
+        let _running = self.in_flight.as_deref().map(Running::new);
         let call = ToolCall::new(id, name, args);
         // rmcp only cancels the token when the client sends notifications/cancelled; dropping
         // the call future is what cancels the call in the scheduler (G6).
@@ -185,5 +196,21 @@ struct EndProgress<'a>(&'a McpEvents, String);
 impl Drop for EndProgress<'_> {
     fn drop(&mut self) {
         self.0.end_progress(&self.1);
+    }
+}
+
+/// Counts one running call until dropped.
+struct Running<'a>(&'a AtomicUsize);
+
+impl<'a> Running<'a> {
+    fn new(counter: &'a AtomicUsize) -> Self {
+        counter.fetch_add(1, Ordering::SeqCst);
+        Self(counter)
+    }
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
