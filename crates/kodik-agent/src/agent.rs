@@ -527,6 +527,7 @@ impl Conversation {
         tokio::pin!(wall);
 
         let mut text = String::new();
+        let mut reasoning = String::new();
         let mut turn_items: Vec<Item> = Vec::new();
         let mut calls: Vec<(String, String)> = Vec::new();
 
@@ -569,7 +570,8 @@ impl Conversation {
                             turn.finish();
                             break 'stream StreamEnd::Completed(usage);
                         }
-                        ModelEvent::ToolCallStarted { .. } | ModelEvent::ReasoningDelta { .. } => {}
+                        ModelEvent::ReasoningDelta { text: t } => reasoning.push_str(&t),
+                        ModelEvent::ToolCallStarted { .. } => {}
                     },
                 }
             }
@@ -594,6 +596,9 @@ impl Conversation {
             turn_items.insert(at, Item::Assistant { text: text.clone() });
         }
         self.push_all(turn_items.into_iter().map(|i| (i, None)).collect());
+        if !reasoning.is_empty() {
+            shared.emit(AgentEvent::Reasoning { text: reasoning });
+        }
         if matches!(end, StreamEnd::Completed(_)) && !text.is_empty() {
             shared.emit(AgentEvent::AssistantMessage { text: text.clone() });
         }

@@ -92,6 +92,11 @@ pub enum AgentEvent {
         /// The new text.
         text: String,
     },
+    /// The reasoning summary of a turn, once it is complete (when the provider streams one).
+    Reasoning {
+        /// The summary text.
+        text: String,
+    },
     /// A tool call really started running (after approval and any wait for earlier calls).
     ToolCallStarted {
         /// The provider's call id.

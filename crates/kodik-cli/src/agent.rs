@@ -209,6 +209,9 @@ impl Output for JsonLines {
             AgentEvent::AssistantMessage { text } => {
                 json!({"type": "item.completed", "item": {"id": self.item_id(), "type": "agent_message", "text": text}})
             }
+            AgentEvent::Reasoning { text } => {
+                json!({"type": "item.completed", "item": {"id": self.item_id(), "type": "reasoning", "text": text}})
+            }
             AgentEvent::TurnCompleted { usage, .. } => json!({"type": "turn.completed", "usage": usage}),
             AgentEvent::RunFinished { .. } => return,
         };
@@ -295,7 +298,7 @@ impl Output for Human {
                     self.pending_text = Some(text);
                 }
             }
-            AgentEvent::TurnCompleted { .. } | AgentEvent::RunFinished { .. } => {}
+            AgentEvent::TurnCompleted { .. } | AgentEvent::RunFinished { .. } | AgentEvent::Reasoning { .. } => {}
             AgentEvent::ToolCallStarted { call_id, name, args } => {
                 // Text before a turn's calls is a preamble, not the answer: show it first.
                 if !self.text_shown {

@@ -82,6 +82,14 @@ fn demo_json_run_fixes_the_project_with_every_tool_family() {
     let first_message = position(&|l| l["item"]["type"] == "agent_message");
     assert!(grep_started < first_message, "grep did not start while the response streamed");
 
+    // The recorded reasoning summary comes out as a reasoning item, as in `codex exec --json`.
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["item"]["type"] == "reasoning" && l["item"]["text"].as_str().is_some_and(|t| !t.is_empty())),
+        "no reasoning item"
+    );
+
     let calls = finished_calls(&lines);
     for family in ["grep", "glob", "read_file", "shell", "apply_patch", "get_terminal_output", "codemode"] {
         assert!(
