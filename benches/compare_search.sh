@@ -12,7 +12,7 @@
 #
 # Needs: cargo, and Debian's `ripgrep fd-find hyperfine` (apt-get install -y ripgrep fd-find hyperfine).
 # kodik is timed through crates/kodik-search/examples/search_bench.rs: one real tool call
-# (workspace, parallel walk, search, sort, format) per process, like `kodik call` would make.
+# (workspace, sorted walk, parallel search, page, spool) per process, like `kodik call` would make.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -51,21 +51,35 @@ print("wall mean %s vs %s: %.2f; wall min %s vs %s: %.2f; cpu %s vs %s: %.2f"
 PY
 }
 
-grep_case() { # name, pattern, extra rg flags, extra kodik flags
-    local name=$1 pat=$2 rgflags=$3 kflags=$4
-    local ours theirs
-    ours=$("$BIN" grep "$SRC" "$pat" $kflags)
+peak_rss_rg() { # peak RSS in KiB of rg printing every line into /dev/null
+    /usr/bin/time -f %M rg --no-require-git "$@" 2>&1 >/dev/null | tail -1
+}
+
+grep_case() { # name, pattern, extra rg flags, extra kodik flags, target
+    local name=$1 pat=$2 rgflags=$3 kflags=$4 target=${5:-1.10}
+    local ours theirs rss
+    ours=$("$BIN" grep "$SRC" "$pat" $kflags | head -1)
     theirs=$(rg --no-require-git $rgflags --count --no-filename "$pat" "$SRC" | awk '{s+=$1} END {print s+0}')
     echo "grep $name /$pat/: kodik $ours matching lines, rg $theirs"
     if [[ "$ours" != "$theirs" ]]; then echo "  MISMATCH" >&2; status=1; fi
+    # kodik answers with a page (250 lines by default) and, when that is not all, streams the
+    # full result to a spool file on disk; rg prints every line into /dev/null.
     hyperfine -N --warmup 3 --runs "$RUNS" --output=pipe --export-json "$OUT/$name.json" \
         "$BIN grep $SRC '$pat' $kflags" "rg --no-require-git $rgflags -n '$pat' $SRC" >/dev/null
-    echo "  $(ratio "$OUT/$name.json") (target ≤ 1.10)"
+    echo "  $(ratio "$OUT/$name.json") (target ≤ $target)"
+    rss=$("$BIN" grep "$SRC" "$pat" $kflags --rss | tail -1)
+    echo "  peak RSS: kodik $((rss / 1024)) MiB, rg $(($(peak_rss_rg $rgflags -n "$pat" "$SRC") / 1024)) MiB"
 }
 
 grep_case literal "fn main" "-F" "--fixed"
 grep_case few-hits 'unsafe\s+impl\s+\w*Send\w*\s+for' "" ""
 grep_case many-hits '\w+\(' "" ""
+# Issue 19: every line with an `e` (millions of hits); memory must follow the page, not the result.
+grep_case dense 'e' "" "" 1.20
+for extra in "--head-limit 100000000" "--offset 1000000"; do
+    rss=$("$BIN" grep "$SRC" e $extra --rss | tail -1)
+    echo "  dense $extra: peak RSS kodik $((rss / 1024)) MiB (target ≤ 64)"
+done
 
 "$BIN" glob "$SRC" '**/*.rs' --list | sort >"$OUT/kodik.files"
 (cd "$SRC" && fdfind -t f -g '*.rs' | sed 's|^\./||' | sort) >"$OUT/fd.files"

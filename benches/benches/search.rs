@@ -1,6 +1,7 @@
 //! kodik-search's tools as a model calls them (through the `Tool` trait, with a fresh loop
 //! guard each time) on a generated tree of 2 000 source files: grep in its three output modes,
-//! glob, and a ranged read of a 1 MB file. The comparison against ripgrep and fd on a real
+//! a dense grep (every one of the 400 000 lines matches: the answer is a page, the full result
+//! is spooled to disk) on its first page and deep into it, glob, and a ranged read of a 1 MB file. The comparison against ripgrep and fd on a real
 //! tree is `benches/compare_search.sh`.
 
 use criterion::{Criterion, criterion_group, criterion_main};
@@ -20,14 +21,18 @@ fn bench(c: &mut Criterion) {
     std::fs::write(dir.path().join("big.log"), big).unwrap();
 
     let ws = Workspace::new(dir.path()).unwrap();
+    let spool = tempfile::tempdir().unwrap();
     let mut reg = ToolRegistry::new();
-    kodik_search::SearchToolset::new().register(&mut reg);
+    kodik_search::SearchToolset::new().spool_dir(Some(spool.path().into())).register(&mut reg);
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     let run = |tool: &str, args: Value| {
         // A fresh session per call: the loop guard would otherwise answer "unchanged".
         let cx = ToolContext::new(ws.clone());
         let out = rt.block_on(reg.get(tool).unwrap().call(args, &cx));
         assert!(out.is_success(), "{}", out.text_content());
+        if let Some(full) = out.meta["full_output"].as_str() {
+            std::fs::remove_file(full).unwrap();
+        }
         out
     };
 
@@ -41,6 +46,12 @@ fn bench(c: &mut Criterion) {
     });
     g.bench_function("grep_many_hits_count", |b| {
         b.iter(|| run("grep", json!({"pattern": r"helper\(x\)", "output_mode": "count"})))
+    });
+    g.bench_function("grep_dense_content_first_page", |b| {
+        b.iter(|| run("grep", json!({"pattern": "helper", "output_mode": "content"})))
+    });
+    g.bench_function("grep_dense_content_page_at_offset_300000", |b| {
+        b.iter(|| run("grep", json!({"pattern": "helper", "output_mode": "content", "offset": 300_000})))
     });
     g.bench_function("glob_all_rs_newest_first", |b| b.iter(|| run("glob", json!({"pattern": "**/*.rs"}))));
     g.bench_function("read_file_range_in_1mb_file", |b| {

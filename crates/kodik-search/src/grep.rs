@@ -57,7 +57,7 @@ const READY_BUDGET_BYTES: usize = 16 << 20;
 /// Files handed to a worker at a time: one at a time, the queue's wake-ups cost more system
 /// time than the search when most files are small; few, so the files in flight stay close in
 /// path order.
-const JOB_BATCH: usize = 8;
+const JOB_BATCH: usize = 32;
 /// How often a waiting worker looks at the cancellation token.
 const WAIT_TICK: Duration = Duration::from_millis(10);
 
