@@ -22,6 +22,7 @@ pub mod error;
 mod eval;
 pub mod launch;
 mod preview;
+mod render;
 mod session;
 mod tool;
 

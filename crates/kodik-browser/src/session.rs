@@ -205,7 +205,7 @@ pub(crate) struct Running {
     next_tab: u32,
     new_targets: mpsc::UnboundedReceiver<(TargetId, Option<TargetId>)>,
     /// Pages that existed before the session's first tab (Chromium's start-up tab).
-    ignored: HashSet<TargetId>,
+    pub(crate) ignored: HashSet<TargetId>,
     /// Every tab's shared state by target, for the browser-level listeners.
     registry: Arc<Mutex<std::collections::HashMap<TargetId, Arc<TabShared>>>>,
     crashed: mpsc::UnboundedReceiver<TargetId>,
