@@ -197,6 +197,24 @@ pub struct Server {
     docs: tokio::sync::Mutex<HashMap<PathBuf, Doc>>,
     started: SystemTime,
     timing: LspConfig,
+    /// The project's files this server serves, as last scanned (`None`: too many to track).
+    files: Mutex<Option<HashSet<PathBuf>>>,
+}
+
+/// Projects with more files than this are not scanned for created and deleted files.
+const MAX_SCANNED_FILES: usize = 20_000;
+
+fn scan(root: &Path, config: &ServerConfig) -> Option<HashSet<PathBuf>> {
+    let mut out = HashSet::new();
+    for entry in ignore::WalkBuilder::new(root).require_git(false).build().flatten() {
+        if entry.file_type().is_some_and(|t| t.is_file()) && config.language_id(entry.path()).is_some() {
+            out.insert(entry.path().to_path_buf());
+            if out.len() > MAX_SCANNED_FILES {
+                return None;
+            }
+        }
+    }
+    Some(out)
 }
 
 impl std::fmt::Debug for Server {
@@ -284,6 +302,7 @@ impl Server {
             docs: tokio::sync::Mutex::default(),
             started: SystemTime::now(),
             timing: timing.clone(),
+            files: Mutex::new(scan(root, config)),
         })
     }
 
@@ -374,6 +393,23 @@ impl Server {
         }
     }
 
+    /// Tells the server about files of its language created or deleted since the last scan
+    /// (`workspace/didChangeWatchedFiles`), so a new module clears other files' import errors
+    /// even when it was written by something other than kodik's edit tools.
+    pub async fn notice_created_and_deleted(&self) {
+        let (root, config) = (self.root.clone(), self.config.clone());
+        let Ok(Some(now)) = tokio::task::spawn_blocking(move || scan(&root, &config)).await else { return };
+        let Ok(mut known) = self.files.lock() else { return };
+        let Some(before) = known.as_ref() else { return };
+        let mut changes: Vec<Value> =
+            now.difference(before).map(|p| json!({"uri": path_to_uri(p), "type": 1})).collect();
+        changes.extend(before.difference(&now).map(|p| json!({"uri": path_to_uri(p), "type": 3})));
+        *known = Some(now);
+        if !changes.is_empty() {
+            self.conn.notify("workspace/didChangeWatchedFiles", json!({"changes": changes}));
+        }
+    }
+
     /// Brings the server's view of `path` (and of every document already open) up to date with
     /// the disk, or with `text` for `path` when given. Returns the content sent for `path`.
     pub async fn sync(&self, path: &Path, text: Option<&str>) -> Result<String, LspError> {
@@ -458,16 +494,21 @@ impl Server {
             || self.state.read(|i| i.pull_registered).unwrap_or(false)
     }
 
+    async fn pull(&self, path: &Path, text: String) -> Result<FileDiagnostics, LspError> {
+        let params = json!({"textDocument": {"uri": path_to_uri(path)}});
+        let answer = self.request("textDocument/diagnostic", params).await.map_err(LspError::Rpc)?;
+        let items = answer.get("items").and_then(Value::as_array).cloned().unwrap_or_default();
+        Ok(FileDiagnostics { path: path.to_path_buf(), text, items, possibly_stale: false })
+    }
+
     /// Diagnostics of `path` for its current content (or `text`), never those of an older
     /// version: pulled when the server supports it, else the first push after the last change
     /// once the server has been quiet for a moment; past the cap, marked possibly stale.
     pub async fn diagnostics(&self, path: &Path, text: Option<&str>) -> Result<FileDiagnostics, LspError> {
+        self.notice_created_and_deleted().await;
         let text = self.sync(path, text).await?;
         if self.pulls_diagnostics() {
-            let params = json!({"textDocument": {"uri": path_to_uri(path)}});
-            let answer = self.request("textDocument/diagnostic", params).await.map_err(LspError::Rpc)?;
-            let items = answer.get("items").and_then(Value::as_array).cloned().unwrap_or_default();
-            return Ok(FileDiagnostics { path: path.to_path_buf(), text, items, possibly_stale: false });
+            return self.pull(path, text).await;
         }
         let (version, sent_seq) = {
             let docs = self.docs.lock().await;
@@ -481,6 +522,10 @@ impl Server {
             let Some((published, idle, closed)) = current else { break };
             if closed {
                 return Err(LspError::Rpc(RpcError::Exited { method: "diagnostics".into(), status: None }));
+            }
+            // pyright registers pull diagnostics just after start-up, possibly after this call began.
+            if self.pulls_diagnostics() {
+                return self.pull(path, text).await;
             }
             if let Some(p) = published.filter(fresh) {
                 // Settled: nothing newer within the quiet window while no work is in progress.
