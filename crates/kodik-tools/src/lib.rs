@@ -11,6 +11,7 @@
 //! | `search` | [`kodik_search`] | read_file, glob, grep |
 //! | `shell` | [`kodik_shell`] | shell, get_terminal_output, kill_terminal |
 //! | `codemode` | `kodik_codemode` | codemode |
+//! | `lsp` | `kodik_lsp` | lsp, read_lints; errors after edits (E9) when a language server is installed |
 //! | `web` | `kodik_web` | web_fetch, web_search (offered once a search provider is configured) |
 //! | `browser` | `kodik_browser` | browser (headless Chromium) |
 //! | `model` (off by default) | `kodik_model` | — the streaming model clients |
@@ -42,6 +43,8 @@ pub use kodik_core as core;
 #[cfg(feature = "edit")]
 pub use kodik_edit as edit;
 pub use kodik_harness as harness;
+#[cfg(feature = "lsp")]
+pub use kodik_lsp as lsp;
 #[cfg(feature = "mcp")]
 pub use kodik_mcp as mcp;
 #[cfg(feature = "model")]
@@ -94,6 +97,8 @@ pub struct Toolbox {
     edit: kodik_edit::EditToolset,
     #[cfg(feature = "shell")]
     shell: kodik_shell::ShellToolset,
+    #[cfg(feature = "lsp")]
+    lsp: Arc<kodik_lsp::LanguageServers>,
     #[cfg(feature = "mcp")]
     mcp: Option<Arc<kodik_mcp::McpClient>>,
     #[cfg(feature = "browser")]
@@ -177,6 +182,12 @@ impl Toolbox {
         &self.shell
     }
 
+    /// The language servers behind `lsp`, `read_lints` and the errors edits report (E9).
+    #[cfg(feature = "lsp")]
+    pub fn lsp(&self) -> &Arc<kodik_lsp::LanguageServers> {
+        &self.lsp
+    }
+
     /// The conversation tools' shared state and host traits (the todo list, for a UI).
     #[cfg(feature = "conversation")]
     pub fn conversation(&self) -> &kodik_conversation::ConversationToolset {
@@ -222,6 +233,8 @@ pub struct ToolboxBuilder {
     scheduler: SchedulerConfig,
     #[cfg(feature = "codemode")]
     codemode: Option<kodik_codemode::CodeModeConfig>,
+    #[cfg(feature = "lsp")]
+    lsp: Option<kodik_lsp::LspConfig>,
     #[cfg(feature = "conversation")]
     conversation: Option<kodik_conversation::ConversationToolset>,
     #[cfg(feature = "web")]
@@ -277,6 +290,14 @@ impl ToolboxBuilder {
     #[cfg(feature = "web")]
     pub fn web(mut self, web: kodik_web::WebToolset) -> Self {
         self.web = Some(web);
+        self
+    }
+
+    /// Which language servers `lsp` and `read_lints` start (default: whichever of pyright,
+    /// typescript-language-server, clangd, rust-analyzer and gopls is installed).
+    #[cfg(feature = "lsp")]
+    pub fn lsp(mut self, config: kodik_lsp::LspConfig) -> Self {
+        self.lsp = Some(config);
         self
     }
 
@@ -351,6 +372,16 @@ impl ToolboxBuilder {
         let shell = kodik_shell::ShellToolset::new();
         #[cfg(feature = "shell")]
         shell.register(&mut registry);
+
+        // Servers start on first use; the same manager reports errors after edits (E9).
+        #[cfg(feature = "lsp")]
+        let lsp = {
+            let config = self.lsp.unwrap_or_default();
+            let servers = Arc::new(kodik_lsp::LanguageServers::new(config, context.workspace.roots().to_vec()));
+            kodik_lsp::LspToolset::new(Arc::clone(&servers)).register(&mut registry);
+            context.diagnostics = Some(Arc::clone(&servers) as Arc<dyn kodik_core::DiagnosticsProvider>);
+            servers
+        };
 
         #[cfg(feature = "conversation")]
         let conversation = self.conversation.unwrap_or_default();
@@ -450,6 +481,8 @@ impl ToolboxBuilder {
             edit,
             #[cfg(feature = "shell")]
             shell,
+            #[cfg(feature = "lsp")]
+            lsp,
             #[cfg(feature = "mcp")]
             mcp: self.mcp,
             #[cfg(feature = "browser")]
