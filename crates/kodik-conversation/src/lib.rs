@@ -7,13 +7,15 @@
 //! | [`Asker`] | `ask_questions`, `check_understanding` | [`ScriptedAsker`], [`TerminalAsker`] |
 //! | [`Presenter`] | `generate_plan`, `create_lesson` | [`PathPresenter`], [`CommandPresenter`] |
 //! | [`ConversationStore`] | `agent_status` | [`FileStore`] under `.kodik/conversations/` |
+//! | [`AgentRunner`] | `sub_agent`, `send_message` | the kodik-agent loop, in kodik-tools |
 //!
 //! | tool | state |
 //! | --- | --- |
 //! | `todo_write` (A1) | the list, in the toolset (one per conversation) |
 //! | `memory` (A2) | Markdown files: `.kodik/memory/`, the user's config dir, per session |
 //! | `ask_questions` (A6) | — the 60 s untouched countdown runs here, not in the host |
-//! | `agent_status` (A4) | the [`ConversationStore`] |
+//! | `agent_status` (A4) | the [`ConversationStore`], this conversation's children |
+//! | `sub_agent`, `send_message` (A3, A5) | the children, each run in its own task |
 //! | `generate_plan`, `check_understanding`, `create_lesson` (A7) | files under `.kodik/plans/`, `.kodik/lessons/` |
 //!
 //! Which mode offers which tool is the harness's business (G10–G12).
@@ -22,6 +24,7 @@
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
+pub mod agents;
 pub mod ask;
 pub mod memory;
 pub mod present;
@@ -30,10 +33,11 @@ pub mod todo;
 mod tools;
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+pub use agents::{AgentRunner, ChildConversation, ChildReport, ChildStatus, ChildTask, RunnerError};
 pub use ask::{Answer, AskError, AskOutcome, Asker, Interaction, Reaction, ScriptedAsker, TerminalAsker};
 use kodik_core::ToolRegistry;
 pub use memory::{MemoryLimits, Note};
@@ -42,7 +46,7 @@ pub use store::{ConversationStore, FileStore, SessionInfo, StoreError};
 pub use todo::{Todo, TodoList};
 pub use tools::{
     AgentStatusTool, AskQuestionsTool, CheckUnderstandingTool, CreateLessonTool, GeneratePlanTool, MemoryTool,
-    TodoWriteTool,
+    SendMessageTool, SubAgentTool, TodoWriteTool,
 };
 
 /// Settings of one conversation's toolset.
@@ -57,6 +61,8 @@ pub struct ConversationConfig {
     pub memory_limits: MemoryLimits,
     /// Untouched questions are skipped after this long (A6; 60 s).
     pub question_timeout: Duration,
+    /// Sub-agents one conversation may start (A3; default 8).
+    pub max_children: usize,
 }
 
 /// A new session id: time and process, so ids from different processes do not collide.
@@ -76,6 +82,7 @@ impl Default for ConversationConfig {
             global_memory_dir: memory::default_global_dir(),
             memory_limits: MemoryLimits::default(),
             question_timeout: ask::QUESTION_TIMEOUT,
+            max_children: 8,
         }
     }
 }
@@ -86,6 +93,14 @@ pub(crate) struct Inner {
     pub(crate) asker: Option<Arc<dyn Asker>>,
     pub(crate) presenter: Arc<dyn Presenter>,
     pub(crate) store: Option<Arc<dyn ConversationStore>>,
+    pub(crate) runner: OnceLock<Arc<dyn AgentRunner>>,
+    pub(crate) children: Arc<agents::Children>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.children.stop.cancel();
+    }
 }
 
 /// The conversation tools of one conversation, sharing its state (the todo list) and the
@@ -127,10 +142,31 @@ impl ConversationToolset {
         self.inner.todos.items()
     }
 
-    /// Registers `todo_write`, `memory`, `ask_questions`, `agent_status`, `generate_plan`,
-    /// `check_understanding` and `create_lesson`.
+    /// Sets who runs sub-agents (once; later calls are ignored and return `false`). Set after
+    /// building because the runner usually needs the registry these tools are part of.
+    pub fn set_runner(&self, runner: Arc<dyn AgentRunner>) -> bool {
+        self.inner.runner.set(runner).is_ok()
+    }
+
+    /// Stops every sub-agent of this conversation (the host's stop button; also done when the
+    /// toolset is dropped). Foreground sub-agents also stop with their call's cancellation (G6).
+    pub fn stop_children(&self) {
+        self.inner.children.stop.cancel();
+    }
+
+    /// Reports of background sub-agents that settled since the last call, for the host to put
+    /// before the model's next request (A3: the child reports when it settles).
+    pub fn take_reports(&self) -> Vec<(String, ChildReport)> {
+        std::mem::take(&mut *self.inner.children.reports.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Registers every conversation tool: `todo_write`, `memory`, `ask_questions`,
+    /// `agent_status`, `sub_agent`, `send_message`, `generate_plan`, `check_understanding` and
+    /// `create_lesson`.
     pub fn register(&self, registry: &mut ToolRegistry) {
         registry
+            .register(SubAgentTool::new(self.clone()))
+            .register(SendMessageTool::new(self.clone()))
             .register(TodoWriteTool::new(self.clone()))
             .register(MemoryTool::new(self.clone()))
             .register(AskQuestionsTool::new(self.clone()))
@@ -186,6 +222,8 @@ impl ConversationToolsetBuilder {
                 asker: self.asker,
                 presenter: self.presenter.unwrap_or_else(|| Arc::new(PathPresenter::default())),
                 store: self.store,
+                runner: OnceLock::new(),
+                children: Arc::default(),
             }),
         }
     }

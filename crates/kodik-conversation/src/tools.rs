@@ -8,10 +8,12 @@ use async_trait::async_trait;
 use kodik_core::{ToolContext, ToolError, ToolOutput, ToolSpec, TypedTool};
 use kodik_schema::agent::{
     AgentStatusArgs, AskQuestionsArgs, CheckUnderstandingArgs, CreateLessonArgs, GeneratePlanArgs, MemoryAction,
-    MemoryArgs, MemoryScope, Question, QuestionOption, SessionState, StatusScope, TodoWriteArgs,
+    MemoryArgs, MemoryScope, Question, QuestionOption, SendMessageArgs, SessionState, StatusScope, SubAgentArgs,
+    TodoWriteArgs,
 };
 use serde_json::json;
 
+use crate::agents::{self, ChildState, ChildStatus, ChildTask};
 use crate::ask::{Answer, AskOutcome, ask_with_countdown};
 use crate::present::{Artifact, ArtifactKind, external_resource, file_stem, fresh_path, plan_markdown};
 use crate::store::{ConversationStore, FileStore, SessionInfo, now_secs};
@@ -215,9 +217,8 @@ fn check_answers(questions: &[Question], answers: &[Answer]) -> Result<(), ToolE
 
 fn timed_out_text(n: usize, timeout: std::time::Duration) -> String {
     format!(
-        "The user did not touch the {n} question(s) within {} s, so they were skipped. Go on with your best \
-         judgement and state the assumptions you make.",
-        timeout.as_secs()
+        "The user did not touch the {n} question(s) within {timeout:?}, so they were skipped. Go on with your best \
+         judgement and state the assumptions you make."
     )
 }
 
@@ -416,6 +417,19 @@ impl TypedTool for AgentStatusTool {
 
     async fn run(&self, args: AgentStatusArgs, cx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let store = self.store(cx);
+        if let Some(id) = args.agent_id.as_deref().map(str::trim)
+            && let Some(child) = self.set.inner.children.get(id)
+        {
+            if args.wait {
+                let Some(report) = child.settled(&cx.cancel).await else { return Err(ToolError::Cancelled) };
+                return Ok(ToolOutput::text(agents::report_text(id, &report))
+                    .with_meta(json!({ "agent_id": id, "settled": true })));
+            }
+            let settled = matches!(child.state(), ChildState::Settled(_));
+            return Ok(
+                ToolOutput::text(agents::describe(&child)).with_meta(json!({ "agent_id": id, "settled": settled }))
+            );
+        }
         if let Some(id) = args.agent_id.as_deref().map(str::trim) {
             let info = store.get(id).map_err(|e| ToolError::failed(e.to_string()))?;
             let Some(info) = info else {
@@ -438,11 +452,21 @@ impl TypedTool for AgentStatusTool {
             return Ok(ToolOutput::text(text).with_meta(serde_json::to_value(&info).unwrap_or_default()));
         }
         let scope = args.scope.unwrap_or(StatusScope::Agents);
-        // This conversation starts no sub-agents without an agent runner, so its list of
-        // background children is empty by construction.
-        let agents = "This conversation has no background sub-agents.".to_string();
+        let children = self.set.inner.children.all();
+        let background: Vec<_> = children.iter().filter(|c| c.background).collect();
+        let agents = if background.is_empty() {
+            "This conversation has no background sub-agents.".to_string()
+        } else {
+            let mut t = format!("{} background sub-agents:", background.len());
+            for c in &background {
+                t.push('\n');
+                t.push_str(&agents::describe(c));
+            }
+            t
+        };
+        let agent_ids: Vec<&str> = background.iter().map(|c| c.id.as_str()).collect();
         let (text, meta) = match scope {
-            StatusScope::Agents => (agents, json!({ "agents": [] })),
+            StatusScope::Agents => (agents, json!({ "agents": agent_ids })),
             StatusScope::Current => {
                 let me = self.current(cx, &*store)?;
                 let mut text = describe(&me);
@@ -651,5 +675,155 @@ impl TypedTool for CheckUnderstandingTool {
             let _ = write!(text, "\n{right} of {graded} choice answers correct. Revisit what was missed.");
         }
         Ok(ToolOutput::text(text).with_meta(json!({ "correct": right, "graded": graded, "results": results })))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+tool_struct!(
+    /// `sub_agent` (A3).
+    SubAgentTool,
+    SubAgentArgs
+);
+
+fn no_runner() -> ToolError {
+    ToolError::failed("sub-agents are not available in this host (it has no agent runner): do the task yourself")
+}
+
+#[async_trait]
+impl TypedTool for SubAgentTool {
+    type Args = SubAgentArgs;
+
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn check(&self, args: &SubAgentArgs) -> Result<(), ToolError> {
+        args.check()
+    }
+
+    async fn run(&self, args: SubAgentArgs, cx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let inner = &self.set.inner;
+        let runner = inner.runner.get().ok_or_else(no_runner)?;
+        let started = inner.children.all().len();
+        if started >= inner.config.max_children {
+            return Err(ToolError::failed(format!(
+                "this conversation already started {started} sub-agents, the most it may: message a finished one \
+                 with send_message, or do the task yourself"
+            )));
+        }
+        let task = ChildTask {
+            description: args.description.trim().to_string(),
+            mode: args.mode,
+            parent: inner.config.session_id.clone(),
+        };
+        let conv = runner.start(&task).map_err(|e| ToolError::failed(format!("the sub-agent could not start: {e}")))?;
+        let id = conv.id().to_string();
+        let child = inner.children.add(id.clone(), task.description.clone(), args.background);
+        let reports = Some(std::sync::Arc::downgrade(&inner.children));
+        if args.background {
+            let cancel = inner.children.stop.child_token();
+            tokio::spawn(agents::drive(child, conv, args.prompt, cancel, reports));
+            return Ok(ToolOutput::text(format!(
+                "Sub-agent {id} started in the background on \"{}\". It reports when it settles; meanwhile use \
+                 agent_status (wait: true blocks until it settles) and send_message.",
+                task.description
+            ))
+            .with_meta(json!({ "agent_id": id, "background": true })));
+        }
+        // The child runs in its own task, so it settles (as cancelled) even when this call's
+        // future is dropped; it stops with this call's cancellation (G6), with the call itself
+        // (the guard), and with the host's stop of all children.
+        let cancel = inner.children.stop.child_token();
+        let _stop_with_call = cancel.clone().drop_guard();
+        let (call, link) = (cx.cancel.clone(), cancel.clone());
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = call.cancelled() => link.cancel(),
+                _ = link.cancelled() => {}
+            }
+        });
+        let report = tokio::spawn(agents::drive(child, conv, args.prompt, cancel, None))
+            .await
+            .map_err(|e| ToolError::failed(format!("sub-agent {id} failed: {e}")))?;
+        if report.status == ChildStatus::Cancelled {
+            return Err(ToolError::Cancelled);
+        }
+        let out = ToolOutput::text(agents::report_text(&id, &report)).with_meta(
+            json!({ "agent_id": id, "background": false, "status": format!("{:?}", report.status).to_lowercase() }),
+        );
+        Ok(if report.status == ChildStatus::Completed {
+            out
+        } else {
+            ToolOutput { status: kodik_core::ToolStatus::Error, ..out }
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+tool_struct!(
+    /// `send_message` (A5).
+    SendMessageTool,
+    SendMessageArgs
+);
+
+#[async_trait]
+impl TypedTool for SendMessageTool {
+    type Args = SendMessageArgs;
+
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn check(&self, args: &SendMessageArgs) -> Result<(), ToolError> {
+        args.check()
+    }
+
+    async fn run(&self, args: SendMessageArgs, _cx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let inner = &self.set.inner;
+        if args.parent {
+            return Err(ToolError::failed(
+                "this conversation has no parent agent here: only a sub-agent can message its parent, and this host \
+                 does not route sub-agents' messages to their parent; put what the parent needs in your final answer",
+            ));
+        }
+        let id = args.agent_id.as_deref().map(str::trim).unwrap_or_default();
+        let Some(child) = inner.children.get(id) else {
+            let known: Vec<String> = inner.children.all().iter().map(|c| c.id.clone()).collect();
+            let known =
+                if known.is_empty() { "you started none".to_string() } else { format!("yours: {}", known.join(", ")) };
+            return Err(ToolError::failed(format!(
+                "`{id}` is not a sub-agent of this conversation ({known}); messages to other conversations are not \
+                 delivered in this host"
+            )));
+        };
+        let last = match agents::queue_or_claim(&child, &args.message) {
+            agents::Delivery::Queued => {
+                return Ok(ToolOutput::text(format!(
+                    "Message queued for sub-agent {id}: it is working and reads it as soon as its current run settles."
+                ))
+                .with_meta(json!({ "agent_id": id, "delivered": "queued" })));
+            }
+            agents::Delivery::Claimed(last) => last,
+        };
+        let resumed = inner.runner.get().ok_or_else(no_runner).and_then(|runner| {
+            runner.resume(id).map_err(|e| ToolError::failed(format!("sub-agent {id} could not be resumed: {e}")))
+        });
+        let conv = match resumed {
+            Ok(conv) => conv,
+            Err(e) => {
+                child.state.send_replace(ChildState::Settled(last));
+                return Err(e);
+            }
+        };
+        let cancel = inner.children.stop.child_token();
+        let reports = Some(std::sync::Arc::downgrade(&inner.children));
+        tokio::spawn(agents::drive(child, conv, args.message, cancel, reports));
+        Ok(ToolOutput::text(format!(
+            "Sub-agent {id} resumed its saved conversation with your message; it reports when it settles \
+             (agent_status with wait: true blocks until then)."
+        ))
+        .with_meta(json!({ "agent_id": id, "delivered": "resumed" })))
     }
 }
