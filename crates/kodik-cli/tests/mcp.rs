@@ -685,3 +685,97 @@ fn http_sigterm_lets_the_call_in_flight_finish_kills_terminals_and_exits_0() {
     }
     assert!(!proc.exists(), "the background terminal {pid} outlived the server");
 }
+
+/// The peak resident set of a process, in KiB (Linux `VmHWM`).
+fn peak_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+#[test]
+fn http_load_50_sessions_x_100_calls_without_errors_or_cross_session_leaks() {
+    use kodik_mcp::{ClientOptions, McpClient, McpConfig, ServerConfig};
+    const SESSIONS: usize = 50;
+    const CALLS: usize = 100;
+    let ws = tempfile::tempdir().unwrap();
+    for i in 0..SESSIONS {
+        std::fs::write(ws.path().join(format!("f{i}.txt")), format!("marker-{i}\n")).unwrap();
+    }
+    let server = HttpServe::start(ws.path(), "127.0.0.1:0", None).unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let (latencies, wall) = rt.block_on(async {
+        let config = McpConfig::new().server("k", ServerConfig::http(&server.url));
+        // One McpClient per session: each is its own Mcp-Session-Id on the server.
+        let mut clients = Vec::new();
+        for _ in 0..SESSIONS {
+            let c = McpClient::connect(&config, ClientOptions::default()).await;
+            assert!(c.errors().is_empty(), "{:?}", c.errors());
+            clients.push(c);
+        }
+        let started = Instant::now();
+        let mut runs = tokio::task::JoinSet::new();
+        for (i, client) in clients.iter().enumerate() {
+            let tools = client.tools(&Default::default());
+            let ws = ws.path().to_path_buf();
+            runs.spawn(async move {
+                use kodik_tools::core::Tool as _;
+                let tool = |n: &str| tools.iter().find(|t| t.spec().name == format!("k__{n}")).unwrap();
+                let cx = kodik_tools::core::ToolContext::new(kodik_tools::core::Workspace::new(&ws).unwrap());
+                let mut times = Vec::with_capacity(CALLS);
+                for n in 0..CALLS {
+                    let (name, args, want) = match n % 3 {
+                        // Arguments differ from call to call, as a model's do: identical repeats
+                        // are answered by the session's repeat guard instead.
+                        0 => (
+                            "read_file",
+                            serde_json::json!({"path": format!("f{i}.txt"), "ranges": [{"start_line": 1, "end_line": n + 1}]}),
+                            format!("marker-{i}"),
+                        ),
+                        1 => (
+                            "grep",
+                            serde_json::json!({"pattern": format!("marker-{i}$|^never-{n}$"), "path": "."}),
+                            format!("f{i}.txt"),
+                        ),
+                        _ => ("shell", serde_json::json!({"command": format!("echo session-{i}-{n}")}), format!("session-{i}-{n}")),
+                    };
+                    let t = Instant::now();
+                    let out = tool(name).call(args, &cx).await;
+                    times.push(t.elapsed());
+                    assert!(out.is_success(), "session {i} call {n} ({name}): {out:?}");
+                    let text = out.text_content();
+                    // A repeated read of an unchanged file is answered by the session's read
+                    // tracker ("unchanged since you read them"), naming this session's file.
+                    let repeated_read = name == "read_file" && text.contains(&format!("`f{i}.txt`"));
+                    assert!(text.contains(&want) || repeated_read, "session {i} call {n} ({name}) lacks {want}: {text}");
+                    // No other session's marker ever shows up in this session's results.
+                    for other in (0..SESSIONS).filter(|o| *o != i) {
+                        assert!(!text.contains(&format!("session-{other}-")), "leak into {i}: {text}");
+                    }
+                }
+                times
+            });
+        }
+        let all: Vec<Duration> = runs.join_all().await.into_iter().flatten().collect();
+        let wall = started.elapsed();
+        for c in &clients {
+            c.shutdown().await;
+        }
+        (all, wall)
+    });
+    let mut sorted = latencies.clone();
+    sorted.sort();
+    let pct = |p: f64| sorted[((sorted.len() as f64 * p) as usize).min(sorted.len() - 1)];
+    let rss = peak_rss_kib(server.child.id());
+    eprintln!(
+        "load: {} calls in {:.2} s = {:.0} calls/s; p50 {:?}, p99 {:?}; server peak RSS {} MiB",
+        sorted.len(),
+        wall.as_secs_f64(),
+        sorted.len() as f64 / wall.as_secs_f64(),
+        pct(0.50),
+        pct(0.99),
+        rss / 1024
+    );
+    assert_eq!(sorted.len(), SESSIONS * CALLS);
+    assert!(rss < 1024 * 1024, "the server's RSS grew past 1 GiB: {rss} KiB");
+}
