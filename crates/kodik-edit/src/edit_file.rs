@@ -216,7 +216,10 @@ fn run_blocking(
     shared.ops.require(&[crate::FileOp::Change], "edit_file")?;
     let path = ws.check_file(&args.path).map_err(|e| crate::path_error(e, "create_file"))?;
     let shown = ws.display(&path);
-    let mut edits = args.edits;
+    let mut edits = match run_whole_file(path.clone(), shown.clone(), args.edits, cx_session, shared) {
+        Ok(done) => return done,
+        Err(edits) => edits,
+    };
     // A whole-file replacement already carries the file's text: compare instead of reading a
     // second copy of it (a 50 MB file is then held once less).
     let mut whole = None;
@@ -287,6 +290,91 @@ fn run_blocking(
         ))
     })?;
     Ok(Done { path, shown, new_text, applied, diff: d, unchanged: false })
+}
+
+/// The common whole-file replacement (one edit whose `old_string` is the whole plain UTF-8 file
+/// and whose `new_string` keeps its line breaks), with the diff started first: it needs only the
+/// two strings the call carries, so it is built while the file is compared, checked (E2) and
+/// written. The file is never read into memory: the call's `old_string` is its text (and the
+/// checkpoint), `new_string` the new text. `Err(edits)` (nothing done, nothing left behind)
+/// when the case does not apply.
+fn run_whole_file(
+    path: PathBuf,
+    shown: String,
+    mut edits: Vec<Edit>,
+    session: &kodik_core::Session,
+    shared: &Shared,
+) -> Result<Result<Done, ToolError>, Vec<Edit>> {
+    let applies = match edits.as_slice() {
+        [e] => std::fs::metadata(&path).is_ok_and(|m| m.len() == e.old_string.len() as u64),
+        _ => false,
+    };
+    if !applies {
+        return Err(edits);
+    }
+    let Some(e) = edits.pop() else { return Err(edits) };
+    let (old, new) = (&e.old_string, &e.new_string);
+    let mut spans = Vec::new();
+    diff::track(&mut spans, 0, old.len(), new.len());
+    let build_diff =
+        || diff::unified_spans(old, new, &spans, &format!("a/{shown}"), &format!("b/{shown}"), shared.preview.clone());
+    enum Outcome {
+        NotThisCase,
+        Failed(ToolError),
+        Written(std::fs::Permissions, FileVersion, std::thread::Result<diff::DiffText>),
+    }
+    let outcome = std::thread::scope(|scope| {
+        let side = std::thread::Builder::new().name("kodik-edit-side".into()).spawn_scoped(scope, build_diff).ok();
+        let finish = |side: Option<std::thread::ScopedJoinHandle<'_, diff::DiffText>>| match side {
+            Some(h) => h.join(),
+            None => std::panic::catch_unwind(std::panic::AssertUnwindSafe(build_diff)),
+        };
+        // A diff built for nothing: its saved full output goes too.
+        let discard = |side| {
+            if let Ok(d) = finish(side)
+                && let Some(full) = d.full_output
+            {
+                let _ = std::fs::remove_file(full);
+            }
+        };
+        if !(files::plain_text(old) && whole_file_fast_path_applies(old, new) && files::file_equals(&path, old)) {
+            discard(side);
+            return Outcome::NotThisCase;
+        }
+        let prepared = files::check_read(session, &path, &shown, old.as_bytes())
+            .and_then(|()| std::fs::metadata(&path).map_err(|e| ToolError::io("reading", &shown, e)));
+        let perms = match prepared {
+            Ok(m) => m.permissions(),
+            Err(e) => {
+                discard(side);
+                return Outcome::Failed(e);
+            }
+        };
+        match kodik_core::fs::write_atomic(&path, new.as_bytes(), true) {
+            Ok(()) => Outcome::Written(perms, FileVersion::of_bytes(new.as_bytes()), finish(side)),
+            Err(err) => {
+                discard(side);
+                Outcome::Failed(ToolError::io("writing", &shown, err))
+            }
+        }
+    });
+    let (perms, version, diffed) = match outcome {
+        Outcome::NotThisCase => return Err(vec![e]),
+        Outcome::Failed(err) => return Ok(Err(err)),
+        Outcome::Written(perms, version, diffed) => (perms, version, diffed),
+    };
+    let Edit { old_string, new_string, .. } = e;
+    let prior = Prior { content: Some((old_string.into_bytes(), perms)), created_dirs: Vec::new() };
+    shared.checkpoints.record(session.message(), &path, prior);
+    session.record_write(&path, version);
+    let applied = vec![AppliedEdit { stage: Stage::Exact, line: 1, similarity: None }];
+    Ok(match diffed {
+        Ok(diff) => Ok(Done { path, shown, new_text: new_string, applied, diff, unchanged: false }),
+        Err(_) => Err(ToolError::failed(format!(
+            "`{shown}`: the edits were applied and saved, but building the diff failed (a bug in kodik-edit); \
+             read the file to see the result"
+        ))),
+    })
 }
 
 /// The one rule the schema cannot state, shared by the full and the borrowed argument check.

@@ -46,26 +46,35 @@ pub(crate) fn load(path: &Path, shown: &str, ws: &Workspace) -> Result<Loaded, T
 /// them as plain UTF-8 text, the file is compared in pieces instead of read into a second copy,
 /// and `expected` becomes the loaded text. Otherwise `Err(expected)` and the caller loads.
 pub(crate) fn load_if_equal(path: &Path, expected: String) -> Result<Loaded, String> {
-    use std::io::Read as _;
-    let plain = !expected.starts_with('\u{FEFF}') && memchr::memchr(0, expected.as_bytes()).is_none();
-    let same_len = std::fs::metadata(path).is_ok_and(|m| m.len() == expected.len() as u64);
-    if !plain || !same_len || expected.is_empty() {
-        return Err(expected);
+    if plain_text(&expected) && file_equals(path, &expected) {
+        Ok(Loaded { raw: None, text: expected, format: TextFormat::default() })
+    } else {
+        Err(expected)
     }
-    let Ok(mut file) = std::fs::File::open(path) else { return Err(expected) };
+}
+
+/// Whether [`decode_bytes`] takes `text`'s bytes as plain UTF-8 text as they are: not empty, no
+/// BOM, no NUL.
+pub(crate) fn plain_text(text: &str) -> bool {
+    !text.is_empty() && !text.starts_with('\u{FEFF}') && memchr::memchr(0, text.as_bytes()).is_none()
+}
+
+/// Whether the file at `path` holds exactly `expected`, compared in 1 MB pieces.
+pub(crate) fn file_equals(path: &Path, expected: &str) -> bool {
+    use std::io::Read as _;
+    if !std::fs::metadata(path).is_ok_and(|m| m.len() == expected.len() as u64) {
+        return false;
+    }
+    let Ok(mut file) = std::fs::File::open(path) else { return false };
     let mut buf = vec![0u8; 1 << 20];
     let mut at = 0;
     loop {
         match file.read(&mut buf) {
-            Ok(0) => break,
+            Ok(0) => return at == expected.len(),
             Ok(n) if expected.as_bytes().get(at..at + n) == Some(&buf[..n]) => at += n,
-            Ok(_) | Err(_) => return Err(expected),
+            Ok(_) | Err(_) => return false,
         }
     }
-    if at != expected.len() {
-        return Err(expected);
-    }
-    Ok(Loaded { raw: None, text: expected, format: TextFormat::default() })
 }
 
 /// [`load`] for bytes already in memory.

@@ -404,3 +404,26 @@ async fn e1_e2_e4_e12_whole_file_replacement_taken_without_a_second_read_keeps_e
     env.tools.checkpoints().undo_all();
     assert_eq!(env.text("plain.txt"), "first\nsecond\n");
 }
+
+#[tokio::test]
+async fn e2_g21_refused_whole_file_replacement_leaves_no_saved_diff() {
+    let spool = tempfile::tempdir().unwrap();
+    let env = Env::with_tools(EditToolset::new().preview(PreviewConfig::default().spool_in(spool.path())));
+    env.write("big.txt", "as read\n");
+    env.read("big.txt");
+    // Changed on disk after the read into exactly the old_string: the diff (long enough to be
+    // saved in full) is built while the file is checked, and must go when the check refuses.
+    let old: String = (0..20_000).map(|i| format!("old line {i}\n")).collect();
+    let new: String = (0..20_000).map(|i| format!("new line {i}\n")).collect();
+    env.write("big.txt", &old);
+    let out = env.edit("big.txt", &[(&old, &new)]).await;
+    assert!(out.text_content().contains("changed on disk"), "{}", out.text_content());
+    assert_eq!(env.text("big.txt"), old);
+    assert_eq!(std::fs::read_dir(spool.path()).unwrap().count(), 0);
+    // Read again: the same call goes through and its full diff is kept.
+    env.read("big.txt");
+    let out = env.edit("big.txt", &[(&old, &new)]).await;
+    assert!(out.is_success(), "{}", out.text_content());
+    assert_eq!(env.text("big.txt"), new);
+    assert_eq!(std::fs::read_dir(spool.path()).unwrap().count(), 1);
+}
