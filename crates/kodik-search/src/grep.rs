@@ -4,7 +4,7 @@
 //! - Results come in path order (roots in workspace order), paged with `head_limit`/`offset`.
 //! - Memory is bounded by the page, not by the result: files are walked in sorted order and
 //!   searched by a pool of threads; each finished file's lines are handed on in path order,
-//!   counted, and only the page's lines are kept ([`Report`]). A file that finishes before the
+//!   counted, and only the page's lines are kept (`Report`). A file that finishes before the
 //!   ones ahead of it waits in a bounded buffer; a file with more hits than that buffer holds
 //!   pauses its search until it is next in line, then streams.
 //! - When the answer does not show everything, the full result streams to a spool file
