@@ -15,7 +15,7 @@ use chromiumoxide::cdp::browser_protocol::target::CloseTargetParams;
 use chromiumoxide::cdp::js_protocol::runtime::EvaluateParams;
 use kodik_core::{Content, ToolContext, ToolError, ToolOutput, ToolSpec, TypedTool};
 use kodik_schema::browser::{
-    BrowserAction, BrowserArgs, ElementState, ScrollDirection, StorageMode, Target, WaitCondition,
+    BrowserAction, BrowserArgs, ElementState, MouseButton, ScrollDirection, StorageMode, Target, WaitCondition,
 };
 use serde_json::{Value, json};
 
@@ -649,8 +649,29 @@ impl BrowserSession {
             match args.action {
                 A::Click => {
                     let (desc, x, y) = point(tab, target(args)?, true).await?;
-                    actions::click_at(tab, x, y, "left", 1, 0).await?;
-                    format!("Clicked {desc}.")
+                    let button = match args.button.unwrap_or(MouseButton::Left) {
+                        MouseButton::Left => "left",
+                        MouseButton::Right => "right",
+                        MouseButton::Middle => "middle",
+                    };
+                    let mut modifiers = 0;
+                    for m in args.modifiers.iter().flatten() {
+                        modifiers |= actions::modifier_bit(m)
+                            .ok_or_else(|| BrowserError::NotActionable(format!("`{m}` is not a modifier key")))?;
+                    }
+                    let clicks = if args.double == Some(true) { 2 } else { 1 };
+                    actions::click_at(tab, x, y, button, clicks, modifiers).await?;
+                    let how = match (clicks, button) {
+                        (2, "left") => "Double-clicked".to_string(),
+                        (2, b) => format!("Double-clicked ({b} button)"),
+                        (_, "left") => "Clicked".to_string(),
+                        (_, b) => format!("Clicked ({b} button)"),
+                    };
+                    let with = match &args.modifiers {
+                        Some(m) if !m.is_empty() => format!(" with {} held", m.join("+")),
+                        _ => String::new(),
+                    };
+                    format!("{how} {desc}{with}.")
                 }
                 A::Hover => {
                     let (desc, x, y) = point(tab, target(args)?, false).await?;

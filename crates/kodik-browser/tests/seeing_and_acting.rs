@@ -25,6 +25,8 @@ const FORM: &str = r#"<!doctype html><html><head><title>Login</title></head><bod
 <iframe name="inner" src="/frame" title="Inner"></iframe>
 <a href="/other">Other page</a>
 <div id="log"></div>
+<div id="clicks" tabindex="0" ondblclick="this.textContent = 'double'" onclick="if (event.ctrlKey) this.textContent = 'ctrl'"
+  oncontextmenu="event.preventDefault(); this.textContent = 'right'">click zone</div>
 <div id="box" style="height:80px; overflow:auto"><div style="height:600px">tall</div></div>
 <img src="/missing.png" alt="broken">
 <script>
@@ -91,6 +93,16 @@ async fn b3_b4_b11_b12_snapshot_refs_strict_targets_screenshots_and_actions() {
     assert!(w.contains("is on the page"), "{w}");
     let pressed = h.ok(json!({"action": "press", "key": "Enter", "target": {"label": "Email"}})).await;
     assert!(pressed.contains("enter pressed"), "{pressed}");
+
+    // Double, right and modified clicks (schema checks the modifier names before anything runs).
+    let r = h.ok(json!({"action": "click", "target": {"css": "#clicks"}, "double": true})).await;
+    assert!(r.contains("Double-clicked") && r.contains(": double"), "{r}");
+    let r = h.ok(json!({"action": "click", "target": {"css": "#clicks"}, "button": "right"})).await;
+    assert!(r.contains(": right"), "{r}");
+    let r = h.ok(json!({"action": "click", "target": {"css": "#clicks"}, "modifiers": ["Control"]})).await;
+    assert!(r.contains("with Control held") && r.contains(": ctrl"), "{r}");
+    let e = h.err(json!({"action": "click", "target": {"css": "#clicks"}, "modifiers": ["Hyper"]})).await;
+    assert!(e.contains("`Hyper` is not a modifier key"), "{e}");
 
     // Shadow DOM and frames are reachable by strict locators.
     let s = h.ok(json!({"action": "click", "target": {"role": "button", "name": "Shadow action"}})).await;

@@ -161,7 +161,7 @@ impl BrowserAction {
             Self::Screenshot => &["target", "clip", "full_page"],
             Self::Inspect | Self::Hover => &["target"],
             Self::Console | Self::Diagnostics | Self::Activity => &["limit"],
-            Self::Click => &["target", "timeout"],
+            Self::Click => &["target", "timeout", "button", "double", "modifiers"],
             Self::Fill => &["target", "value"],
             Self::Press => &["key", "target"],
             Self::Select => &["target", "values"],
@@ -212,6 +212,18 @@ impl Breakpoint {
             Self::Desktop => (1440, 900),
         }
     }
+}
+
+/// A mouse button.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum MouseButton {
+    /// The primary button (the default).
+    Left,
+    /// The secondary button (context menu).
+    Right,
+    /// The middle button.
+    Middle,
 }
 
 /// A scroll direction.
@@ -422,6 +434,12 @@ pub struct BrowserArgs {
     /// For `resize`: viewport height in CSS pixels (with `width`).
     #[schemars(range(min = 200, max = 4320))]
     pub height: Option<u32>,
+    /// For `click`: which mouse button (default left).
+    pub button: Option<MouseButton>,
+    /// For `click`: a double click.
+    pub double: Option<bool>,
+    /// For `click`: keys held during the click, e.g. `["Control"]` or `["Shift"]` (Alt, Control, Meta, Shift).
+    pub modifiers: Option<Vec<String>>,
     /// For `fill`: the text the field gets (it replaces what is there; empty clears it).
     pub value: Option<String>,
     /// For `press`: a key or combination, e.g. `Enter`, `Escape`, `Control+A`, `Shift+Tab`.
@@ -476,6 +494,9 @@ impl BrowserArgs {
             breakpoint: None,
             width: None,
             height: None,
+            button: None,
+            double: None,
+            modifiers: None,
             value: None,
             key: None,
             values: None,
@@ -624,6 +645,17 @@ impl BrowserArgs {
         }
         if self.action == BrowserAction::Fill {
             need("value", self.value.is_some(), "the text the field gets (empty string clears it)")?;
+        }
+        if let Some(mods) = &self.modifiers
+            && let Some(bad) = mods.iter().find(|m| {
+                !matches!(m.to_ascii_lowercase().as_str(), "alt" | "control" | "ctrl" | "meta" | "command" | "shift")
+            })
+        {
+            return Err(invalid_input(
+                Self::NAME,
+                "modifiers",
+                format!("`{bad}` is not a modifier key; use Alt, Control, Meta or Shift"),
+            ));
         }
         if self.action == BrowserAction::Drag {
             need("to", self.to.is_some(), "the element to drop onto")?;
