@@ -26,6 +26,10 @@ pub struct ServerConfig {
     /// until it arrives the server counts as indexing (pyright: "source file"). `None` for
     /// servers that report `$/progress` instead.
     pub ready_log: Option<String>,
+    /// For servers that index in the background after the first file opens (clangd): if a
+    /// `$/progress` begins within this long after start, the server counts as indexing until
+    /// that work ends.
+    pub first_progress_grace: Option<Duration>,
 }
 
 impl ServerConfig {
@@ -40,6 +44,7 @@ impl ServerConfig {
             initialization_options: Value::Null,
             settings: Value::Null,
             ready_log: None,
+            first_progress_grace: None,
         }
     }
 
@@ -184,7 +189,9 @@ pub fn default_servers() -> Vec<ServerConfig> {
             .ready_log("source file"),
         ServerConfig::new("typescript-language-server", "typescript-language-server", &["--stdio"], TS)
             .root_markers(&["tsconfig.json", "jsconfig.json", "package.json"]),
-        ServerConfig::new("clangd", "clangd", &["--background-index=false"], C).root_markers(&[
+        // The background index (kept under `.cache/clangd` of the project) is what finds
+        // references in files that are not open.
+        ServerConfig::new("clangd", "clangd", &["--background-index"], C).root_markers(&[
             "compile_commands.json",
             "compile_flags.txt",
             ".clangd",

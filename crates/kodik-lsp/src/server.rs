@@ -47,6 +47,10 @@ struct Inner {
     closed: bool,
     /// The `ready_log` text still awaited.
     awaiting_log: Option<String>,
+    /// `first_progress_grace` applies and no progress has ended yet.
+    awaiting_progress: bool,
+    /// Some progress has begun.
+    progress_seen: bool,
 }
 
 /// What the server tells us, shared with the connection's reader task.
@@ -123,8 +127,17 @@ impl Handler for State {
             "$/progress" => {
                 let token = params.get("token").map(Value::to_string).unwrap_or_default();
                 match params.pointer("/value/kind").and_then(Value::as_str) {
-                    Some("begin") => self.with(|i| i.progress.insert(token)),
-                    Some("end") => self.with(|i| i.progress.remove(&token)),
+                    Some("begin") => self.with(|i| {
+                        i.progress_seen = true;
+                        i.progress.insert(token)
+                    }),
+                    Some("end") => self.with(|i| {
+                        let removed = i.progress.remove(&token);
+                        if i.progress.is_empty() {
+                            i.awaiting_progress = false;
+                        }
+                        removed
+                    }),
                     _ => None,
                 };
             }
@@ -196,6 +209,7 @@ pub struct Server {
     capabilities: Value,
     docs: tokio::sync::Mutex<HashMap<PathBuf, Doc>>,
     started: SystemTime,
+    started_at: Instant,
     timing: LspConfig,
     /// The project's files this server serves, as last scanned (`None`: too many to track).
     files: Mutex<Option<HashSet<PathBuf>>>,
@@ -263,7 +277,11 @@ impl Server {
         let name = root.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "root".into());
         let folders = json!([{"uri": uri, "name": name}]);
         let (tx, changes) = watch::channel(0);
-        let inner = Inner { awaiting_log: config.ready_log.clone(), ..Inner::default() };
+        let inner = Inner {
+            awaiting_log: config.ready_log.clone(),
+            awaiting_progress: config.first_progress_grace.is_some(),
+            ..Inner::default()
+        };
         let state =
             Arc::new(State { inner: Mutex::new(inner), changed: tx, settings: config.settings.clone(), folders });
         let conn = Connection::spawn(program, &config.args, root, state.clone()).map_err(|e| LspError::Spawn {
@@ -301,6 +319,7 @@ impl Server {
             capabilities,
             docs: tokio::sync::Mutex::default(),
             started: SystemTime::now(),
+            started_at: Instant::now(),
             timing: timing.clone(),
             files: Mutex::new(scan(root, config)),
         })
@@ -336,11 +355,17 @@ impl Server {
         if self.conn.is_closed() {
             return Readiness::Exited;
         }
+        let in_grace = self.config.first_progress_grace.is_some_and(|g| self.started_at.elapsed() < g);
         self.state
             .read(|i| {
+                let awaiting_progress = i.awaiting_progress && (i.progress_seen || in_grace);
                 if !i.initialized {
                     Readiness::Starting
-                } else if !i.progress.is_empty() || i.quiescent == Some(false) || i.awaiting_log.is_some() {
+                } else if !i.progress.is_empty()
+                    || i.quiescent == Some(false)
+                    || i.awaiting_log.is_some()
+                    || awaiting_progress
+                {
                     Readiness::Indexing
                 } else {
                     Readiness::Ready
@@ -370,10 +395,15 @@ impl Server {
                 _ => {}
             }
             let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() || tokio::time::timeout(left, rx.changed()).await.is_err() {
+            // Polled as well: the progress grace ends by time, not by a message.
+            let _ = tokio::time::timeout(left.min(Duration::from_millis(100)), rx.changed()).await;
+            if Instant::now() >= deadline {
                 // A log line that never came (another server version words it differently)
                 // must not make every later query wait again.
-                self.state.with(|i| i.awaiting_log = None);
+                self.state.with(|i| {
+                    i.awaiting_log = None;
+                    i.awaiting_progress = false;
+                });
                 return self.readiness() == Readiness::Ready;
             }
         }
