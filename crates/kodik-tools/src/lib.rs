@@ -58,6 +58,11 @@ pub use kodik_shell as shell;
 #[cfg(feature = "web")]
 pub use kodik_web as web;
 
+#[cfg(all(feature = "agent", feature = "conversation"))]
+mod sub_agents;
+#[cfg(all(feature = "agent", feature = "conversation"))]
+pub use sub_agents::AgentLoopRunner;
+
 use kodik_core::{
     Approver, EventSink, Hooks, PathError, Settings, ToolCall, ToolContext, ToolOutput, ToolRegistry, ToolSpec,
     Workspace,
@@ -192,6 +197,27 @@ impl Toolbox {
     #[cfg(feature = "conversation")]
     pub fn conversation(&self) -> &kodik_conversation::ConversationToolset {
         &self.conversation
+    }
+
+    /// Lets `sub_agent` start children: each is a kodik-agent conversation on `model` over
+    /// this toolbox's tools, with its own session, in its own mode (A3), resumable from its
+    /// transcript by `send_message` (A5). Children get no `sub_agent`, `send_message` or
+    /// `agent_status`. `false` when a runner was already set.
+    #[cfg(all(feature = "agent", feature = "conversation"))]
+    pub fn enable_sub_agents(
+        &self,
+        model: Arc<dyn kodik_model::ModelClient>,
+        config: kodik_agent::AgentConfig,
+    ) -> bool {
+        let runner = AgentLoopRunner::new(
+            model,
+            &self.registry,
+            self.context.clone(),
+            self.harness.clone(),
+            config,
+            self.scheduler_config.clone(),
+        );
+        self.conversation.set_runner(Arc::new(runner))
     }
 
     /// The conversation's browser session (credentials for B10; `shutdown` ends Chromium).

@@ -1,0 +1,193 @@
+//! `sub_agent` and `send_message` with real kodik-agent children talking to kodik-model's
+//! loopback replay server, one recording per child (SPEC A3, A4, A5, G6).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kodik_tools::Toolbox;
+use kodik_tools::agent::AgentConfig;
+use kodik_tools::core::{ToolCall, ToolOutput, ToolStatus};
+use kodik_tools::model::replay::{Exchange, Recording, ReplayOptions, ReplayServer};
+use kodik_tools::model::{ModelConfig, Provider};
+use serde_json::{Value, json};
+
+enum Step {
+    Text(&'static str),
+    Call(&'static str, &'static str, Value),
+}
+
+/// A Responses SSE body with these steps, then `response.completed`.
+fn body(steps: &[Step]) -> String {
+    let mut seq = 0u64;
+    let mut out = String::new();
+    let mut ev = |mut v: Value| {
+        v["sequence_number"] = json!(seq);
+        seq += 1;
+        out.push_str(&format!("event: {}\ndata: {}\n\n", v["type"].as_str().unwrap(), v));
+    };
+    ev(json!({"type": "response.created", "response": {"id": "resp", "status": "in_progress", "output": []}}));
+    for (i, step) in steps.iter().enumerate() {
+        match step {
+            Step::Text(t) => ev(
+                json!({"type": "response.output_text.delta", "item_id": format!("msg_{i}"), "output_index": i, "content_index": 0, "delta": t}),
+            ),
+            Step::Call(id, name, args) => {
+                let args = args.to_string();
+                ev(
+                    json!({"type": "response.output_item.added", "output_index": i, "item": {"id": format!("fc_{i}"), "type": "function_call", "status": "in_progress", "arguments": "", "call_id": id, "name": name}}),
+                );
+                ev(
+                    json!({"type": "response.output_item.done", "output_index": i, "item": {"id": format!("fc_{i}"), "type": "function_call", "status": "completed", "arguments": args, "call_id": id, "name": name}}),
+                );
+            }
+        }
+    }
+    ev(
+        json!({"type": "response.completed", "response": {"id": "resp", "status": "completed", "output": [], "usage": {"input_tokens": 100, "output_tokens": 10}}}),
+    );
+    out
+}
+
+async fn toolbox(dir: &std::path::Path, bodies: Vec<String>, options: ReplayOptions) -> (Toolbox, ReplayServer) {
+    let recording =
+        bodies.into_iter().fold(Recording::new(Provider::OpenAiResponses, "gpt-5"), |r, b| r.with(Exchange::sse(b)));
+    let server = ReplayServer::start_with(recording, options).await.unwrap();
+    let model = kodik_tools::model::client(
+        ModelConfig::new(Provider::OpenAiResponses, "gpt-5").base_url(server.base_url()).api_key("sk-test").retries(0),
+    )
+    .unwrap();
+    let tb = Toolbox::builder().workspace(dir).build().unwrap();
+    assert!(tb.enable_sub_agents(model, AgentConfig::default().max_turns(5)));
+    (tb, server)
+}
+
+async fn call(tb: &Toolbox, name: &str, args: Value) -> ToolOutput {
+    tb.call(&ToolCall::new("c", name, args)).await
+}
+
+/// The text of every `input` item of a recorded Responses request, in order.
+fn input_texts(body: &Value) -> Vec<String> {
+    body["input"].as_array().unwrap().iter().map(|i| i.to_string()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a3_a5_a_real_child_answers_then_resumes_its_saved_conversation_on_a_message() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("notes.txt"), "parsers: json, toml\n").unwrap();
+    let (tb, server) = toolbox(
+        dir.path(),
+        vec![
+            body(&[Step::Call("call_read", "read_file", json!({"path": "notes.txt"}))]),
+            body(&[Step::Text("There are 2 parsers: json and toml.")]),
+            body(&[Step::Text("Their tests live in tests/parsers.rs.")]),
+        ],
+        ReplayOptions::default(),
+    )
+    .await;
+
+    let out = call(
+        &tb,
+        "sub_agent",
+        json!({"description": "count parsers", "prompt": "How many parsers are listed in notes.txt?", "mode": "ask"}),
+    )
+    .await;
+    assert!(out.is_success(), "{}", out.text_content());
+    assert!(out.text_content().contains("There are 2 parsers: json and toml."), "{}", out.text_content());
+    let id = out.meta["agent_id"].as_str().unwrap().to_string();
+    assert!(dir.path().join(".kodik/sessions").join(format!("{id}.jsonl")).exists(), "the child has a transcript");
+
+    // A finished child resumes its exact saved conversation.
+    let out = call(&tb, "send_message", json!({"agent_id": id, "message": "Where are their tests?"})).await;
+    assert_eq!(out.meta["delivered"], "resumed", "{}", out.text_content());
+    let out = call(&tb, "agent_status", json!({"agent_id": id, "wait": true})).await;
+    assert!(out.text_content().contains("Their tests live in tests/parsers.rs."), "{}", out.text_content());
+
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3);
+    let third = input_texts(&requests[2].body);
+    let second = input_texts(&requests[1].body);
+    assert_eq!(&third[..second.len()], &second[..], "the resumed request starts with the whole earlier history");
+    let rest = third[second.len()..].join("\n");
+    assert!(rest.contains("There are 2 parsers") && rest.contains("Where are their tests?"), "{rest}");
+    assert!(second.join("\n").contains("parsers: json, toml"), "the child read the file itself: {second:#?}");
+    // The child runs in its own mode (Ask: read_file offered directly, nothing that edits) and,
+    // unlike its parent in that mode, is not offered sub-agent management (depth 1, never
+    // child → child) — also not after resuming.
+    let parent_in_ask = tb.registry_for(&tb.plan(kodik_tools::harness::Mode::Ask, "gpt-5"));
+    assert!(parent_in_ask.names().any(|n| n == "sub_agent"));
+    for r in [&requests[0], &requests[2]] {
+        let tools: Vec<String> = r.body["tools"].as_array().unwrap().iter().map(|t| t["name"].to_string()).collect();
+        assert!(
+            tools.iter().any(|t| t.contains("read_file")) && !tools.iter().any(|t| t.contains("edit_file")),
+            "{tools:?}"
+        );
+        assert!(!tools.iter().any(|t| t.contains("sub_agent") || t.contains("send_message")), "{tools:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a3_a_background_child_settles_while_the_parent_runs_a_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let (tb, _server) =
+        toolbox(dir.path(), vec![body(&[Step::Text("Background work done.")])], ReplayOptions::default()).await;
+    let out = call(&tb, "sub_agent", json!({"description": "bg", "prompt": "do it", "background": true})).await;
+    assert!(out.is_success(), "{}", out.text_content());
+    let id = out.meta["agent_id"].as_str().unwrap().to_string();
+    // The parent waits on something else meanwhile.
+    let out = call(&tb, "shell", json!({"command": "sleep 0.5; echo parent-done"})).await;
+    assert!(out.text_content().contains("parent-done"), "{}", out.text_content());
+    let out = call(&tb, "agent_status", json!({})).await;
+    assert!(out.text_content().contains(&format!("- {id} [completed] bg")), "{}", out.text_content());
+    let reports = tb.conversation().take_reports();
+    assert_eq!(reports.len(), 1);
+    assert_eq!(reports[0].1.text, "Background work done.");
+}
+
+/// Processes whose command line is exactly `argv`.
+fn processes_running(argv: &[&str]) -> usize {
+    let want: Vec<u8> = argv.iter().flat_map(|a| a.bytes().chain([0])).collect();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_str().is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit())))
+        .filter(|e| std::fs::read(e.path().join("cmdline")).is_ok_and(|c| c == want))
+        .count()
+}
+
+async fn wait_for(argv: &[&str], running: bool) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while (processes_running(argv) > 0) != running && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    (processes_running(argv) > 0) == running
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn g6_cancelling_the_parents_call_stops_the_child_and_its_command() {
+    // An argument no other process uses, so the checks see this test's command only.
+    let secs = format!("31.{:07}", std::process::id());
+    let argv = ["sleep", secs.as_str()];
+    let dir = tempfile::tempdir().unwrap();
+    let (tb, _server) = toolbox(
+        dir.path(),
+        vec![body(&[Step::Call("call_sleep", "shell", json!({"command": format!("sleep {secs}")}))])],
+        ReplayOptions::default(),
+    )
+    .await;
+    let tb = Arc::new(tb);
+    let parent_cancel = tb.context().cancel.clone();
+    let watched = argv.map(String::from);
+    let watcher = tokio::spawn(async move {
+        let argv = [watched[0].as_str(), watched[1].as_str()];
+        // Cancel once the child's command really runs, so the test cannot pass on one that never started.
+        let seen = wait_for(&argv, true).await;
+        parent_cancel.cancel();
+        seen
+    });
+    let out = call(&tb, "sub_agent", json!({"description": "sleeper", "prompt": "sleep a while"})).await;
+    assert!(watcher.await.unwrap(), "the child's command never started");
+    assert_eq!(out.status, ToolStatus::Cancelled, "{}", out.text_content());
+    assert!(wait_for(&argv, false).await, "the child's command outlived the parent's cancelled call");
+}
