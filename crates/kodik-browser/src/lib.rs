@@ -29,7 +29,7 @@ mod tool;
 pub use credentials::{Credential, CredentialStore};
 pub use error::BrowserError;
 pub use launch::find_chromium;
-pub use session::{BrowserOptions, BrowserSession};
+pub use session::{BrowserOptions, BrowserSession, Takeover};
 pub use tool::BrowserTool;
 
 #[cfg(doctest)]

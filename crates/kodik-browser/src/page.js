@@ -352,6 +352,19 @@
     return { x, y, width: r.width, height: r.height };
   }
 
+  // Things only the user should do (B11): a CAPTCHA, a passkey prompt, a one-time code.
+  function takeover() {
+    const frames = roots(document).flatMap((r) => Array.from(r.querySelectorAll('iframe')));
+    const cap = frames.find((f) => /recaptcha|hcaptcha|challenges\.cloudflare\.com|turnstile|arkoselabs|funcaptcha/i.test(f.src || ''));
+    if (cap) return 'a CAPTCHA (' + (cap.src.match(/recaptcha|hcaptcha|cloudflare|turnstile|arkoselabs|funcaptcha/i) || ['frame'])[0] + ')';
+    if (document.querySelector('.g-recaptcha, .h-captcha, .cf-turnstile, [data-sitekey]')) return 'a CAPTCHA widget';
+    if (window.__kodikWebauthn) { const k = window.__kodikWebauthn; window.__kodikWebauthn = null; return 'a passkey prompt (navigator.credentials.' + k + ')'; }
+    const otp = roots(document).flatMap((r) => Array.from(r.querySelectorAll('input[autocomplete="one-time-code"]'))).find(visible);
+    if (otp) return 'a one-time code (MFA) field ' + describe(otp);
+    return null;
+  }
+
+  K.takeover = takeover;
   K.snapshot = snapshot;
   K.locate = locate;
   K.describe = describe;

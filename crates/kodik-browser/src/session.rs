@@ -411,7 +411,9 @@ impl Running {
 /// A window opened without a user gesture comes back null from Chrome's popup blocker, with no
 /// DevTools event; this wrapper remembers it so the next result can say so.
 const BLOCKED_POPUPS_JS: &str = "(() => { const open = window.open; window.__kodikBlocked = []; \
-    window.open = function (...a) { const w = open.apply(this, a); if (!w) window.__kodikBlocked.push(String(a[0] ?? '')); return w; }; })()";
+    window.open = function (...a) { const w = open.apply(this, a); if (!w) window.__kodikBlocked.push(String(a[0] ?? '')); return w; }; \
+    try { const c = navigator.credentials; if (c) for (const k of ['get', 'create']) { const f = c[k].bind(c); \
+      c[k] = (o) => { if (o && o.publicKey) window.__kodikWebauthn = k; return f(o); }; } } catch (e) {} })()";
 
 /// Starts the listeners of one tab.
 async fn listen(page: &Page, shared: &Arc<TabShared>) -> Vec<JoinHandle<()>> {
@@ -587,6 +589,16 @@ pub struct BrowserSession {
     pub(crate) credentials: CredentialStore,
     pub(crate) preview: tokio::sync::Mutex<Option<crate::preview::Preview>>,
     pub(crate) executable: Mutex<Option<PathBuf>>,
+    pub(crate) takeover: Mutex<Option<Takeover>>,
+}
+
+/// Automation paused for the user (B11): a CAPTCHA, passkey or one-time-code prompt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Takeover {
+    /// The tab that needs the user.
+    pub tab: String,
+    /// What was found, e.g. "a CAPTCHA (recaptcha frame)".
+    pub reason: String,
 }
 
 impl std::fmt::Debug for BrowserSession {
@@ -605,12 +617,23 @@ impl BrowserSession {
             credentials: CredentialStore::default(),
             preview: tokio::sync::Mutex::new(None),
             executable: Mutex::new(None),
+            takeover: Mutex::new(None),
         }
     }
 
     /// The host-side credential store (B10): add logins here; the model only sees labels and ids.
     pub fn credentials(&self) -> &CredentialStore {
         &self.credentials
+    }
+
+    /// The pending user takeover, if automation is paused (B11).
+    pub fn takeover(&self) -> Option<Takeover> {
+        self.takeover.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Hands control back to the agent after the user finished a takeover.
+    pub fn resume(&self) {
+        *self.takeover.lock().unwrap_or_else(|p| p.into_inner()) = None;
     }
 
     /// Whether Chromium is running for this session.

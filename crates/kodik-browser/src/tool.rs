@@ -285,6 +285,15 @@ impl BrowserSession {
         cx: &ToolContext,
     ) -> Result<ToolOutput, BrowserError> {
         use BrowserAction as A;
+        // B11: while the user has to act, the agent only looks.
+        if let Some(t) = self.takeover()
+            && !matches!(args.action, A::ListTabs | A::Console | A::Diagnostics | A::Activity | A::Screenshot)
+        {
+            return Err(BrowserError::Refused(format!(
+                "automation is paused: tab {} shows {}; the user has to finish it and hand control back first",
+                t.tab, t.reason
+            )));
+        }
         // While a dialog is open the page is frozen: only these go ahead (B6).
         if let Ok(tab) = r.tab(None) {
             let dialog = tab.shared.lock().dialog.clone();
@@ -497,6 +506,17 @@ impl BrowserSession {
                 "Blocked popup(s) opened without a user gesture: {}",
                 blocked.iter().map(|b| b.to_string()).collect::<Vec<_>>().join(", ")
             ));
+        }
+        let probe = format!("(() => {{ const K = {}; return K.takeover(); }})()", actions::PAGE_JS);
+        if let Ok(Value::String(reason)) = eval(tab, &probe).await {
+            rep.line(format!(
+                "takeover_required: tab {} shows {reason}. Automation is paused until the user completes it and \
+                 hands control back; tell the user what is needed.",
+                tab.id
+            ));
+            rep.meta.insert("takeover_required".into(), json!({"tab": tab.id, "reason": reason}));
+            *self.takeover.lock().unwrap_or_else(|p| p.into_inner()) =
+                Some(crate::session::Takeover { tab: tab.id.clone(), reason });
         }
         if snapshot {
             match take_snapshot(tab).await {

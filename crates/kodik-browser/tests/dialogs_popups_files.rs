@@ -25,6 +25,11 @@ const OPENER: &str = r#"<!doctype html><title>App</title>
 const LOGIN: &str = r#"<!doctype html><title>Login popup</title>
 <button onclick="window.opener.postMessage('token-123', '*'); window.close()">Approve</button>"#;
 
+const MFA: &str = r#"<!doctype html><title>Verify</title>
+<button onclick="document.getElementById('code').hidden = false">Continue</button>
+<input id="code" autocomplete="one-time-code" aria-label="Code" hidden>
+<button onclick="navigator.credentials.get({publicKey: {challenge: new Uint8Array(16), timeout: 1000}}).catch(() => {})">Use passkey</button>"#;
+
 const AUTOPOPUP: &str = r#"<!doctype html><title>Ads</title><script>window.open('/ad')</script><p>page with an ad</p>"#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -33,6 +38,7 @@ async fn b6_b7_b8_b10_dialogs_popups_files_and_credentials() {
     routes.insert("/dialogs", ("text/html", DIALOGS.to_string(), ""));
     routes.insert("/app", ("text/html", OPENER.to_string(), ""));
     routes.insert("/login", ("text/html", LOGIN.to_string(), ""));
+    routes.insert("/mfa", ("text/html", MFA.to_string(), ""));
     routes.insert("/auto", ("text/html", AUTOPOPUP.to_string(), ""));
     routes.insert("/ad", ("text/html", "<title>Ad</title>".to_string(), ""));
     routes.insert(
@@ -131,6 +137,24 @@ async fn b6_b7_b8_b10_dialogs_popups_files_and_credentials() {
     assert!(e.contains("belongs to http://other.example") && !e.contains("other-secret"), "{e}");
     let a = h.ok(json!({"action": "activity"})).await;
     assert!(!a.contains("pa55-w0rd-XYZ") && a.contains("fill_credential"), "{a}");
+
+    // B11: a one-time-code field pauses automation until the host hands control back.
+    h.ok(json!({"action": "navigate", "url": format!("{base}/mfa")})).await;
+    let r = h.call(json!({"action": "click", "target": {"role": "button", "name": "Continue"}})).await;
+    assert!(
+        r.text_content().contains("takeover_required")
+            && r.meta["takeover_required"]["reason"].as_str().unwrap().contains("one-time code"),
+        "{}",
+        r.text_content()
+    );
+    let e = h.err(json!({"action": "fill", "target": {"label": "Code"}, "value": "123456"})).await;
+    assert!(e.contains("automation is paused"), "{e}");
+    assert!(h.session.takeover().is_some());
+    h.session.resume();
+    h.ok(json!({"action": "navigate", "url": format!("{base}/mfa")})).await;
+    let r = h.ok(json!({"action": "click", "target": {"role": "button", "name": "Use passkey"}})).await;
+    assert!(r.contains("takeover_required") && r.contains("passkey"), "{r}");
+    h.session.resume();
 
     h.session.shutdown().await;
 }
