@@ -79,3 +79,38 @@ fn g11_plan_and_lesson_tools_follow_the_mode() {
     assert!(code.iter().any(|n| n == "todo_write") && !code.iter().any(|n| n == "generate_plan"), "{code:?}");
     let _ = Answer::Skipped;
 }
+
+/// A lesson as a model would write it: explanation, a quiz checked in the page, no network.
+const LESSON: &str = r#"<!doctype html><html><head><title>Moves</title>
+<style>body{font-family:sans-serif} .ok{color:green}</style></head><body>
+<h1>Moves in Rust</h1><p>Assigning a String to another variable moves it.</p>
+<fieldset><legend>What happens to a after let b = a;?</legend>
+<label><input type="radio" name="q1" value="copied"> It is copied</label>
+<label><input type="radio" name="q1" value="moved"> It is moved</label></fieldset>
+<button onclick="check()">Check answer</button><p id="result"></p>
+<script>function check(){var c=document.querySelector('input[name=q1]:checked');
+document.getElementById('result').textContent=c&&c.value==='moved'?'Correct: a was moved.':'Not quite, try again.';}</script>
+</body></html>"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a7_a_created_lesson_opens_in_headless_chromium_and_its_quiz_is_answered() {
+    let dir = tempfile::tempdir().unwrap();
+    let tb = toolbox(dir.path(), ConversationToolset::builder().config(config()).build());
+    let out = tb.call(&ToolCall::new("1", "create_lesson", json!({"title": "Moves", "html": LESSON}))).await;
+    assert!(out.is_success(), "{}", out.text_content());
+    let path = out.meta["path"].as_str().unwrap().to_string();
+
+    let out = browse(&tb, json!({"action": "open", "url": format!("file://{path}")})).await;
+    assert!(out.is_success(), "{}", out.text_content());
+    let out = browse(&tb, json!({"action": "click", "target": {"role": "radio", "name": "It is moved"}})).await;
+    assert!(out.is_success(), "{}", out.text_content());
+    let out = browse(&tb, json!({"action": "click", "target": {"role": "button", "name": "Check answer"}})).await;
+    assert!(out.is_success(), "{}", out.text_content());
+    let out = browse(&tb, json!({"action": "wait", "condition": "text", "text": "Correct: a was moved."})).await;
+    assert!(out.is_success(), "the page checked the answer: {}", out.text_content());
+    tb.browser().shutdown().await;
+}
+
+async fn browse(tb: &Toolbox, args: serde_json::Value) -> kodik_tools::core::ToolOutput {
+    tb.call(&ToolCall::new("b", "browser", args)).await
+}
