@@ -13,7 +13,8 @@ use chromiumoxide::cdp::browser_protocol::network::{
     EventLoadingFailed, EventLoadingFinished, EventRequestWillBeSent, EventResponseReceived,
 };
 use chromiumoxide::cdp::browser_protocol::page::{
-    AddScriptToEvaluateOnNewDocumentParams, EventJavascriptDialogOpening,
+    AddScriptToEvaluateOnNewDocumentParams, EventFileChooserOpened, EventJavascriptDialogOpening,
+    SetInterceptFileChooserDialogParams,
 };
 use chromiumoxide::cdp::browser_protocol::target::{
     CreateBrowserContextParams, CreateTargetParams, EventTargetCrashed, EventTargetCreated, EventTargetDestroyed,
@@ -132,6 +133,8 @@ pub(crate) struct TabData {
     pub snapshot_taken: bool,
     pub shot: Option<Shot>,
     pub shots: u64,
+    /// An intercepted file chooser waiting for `upload`: its input and whether it takes several files.
+    pub file_chooser: Option<(chromiumoxide::cdp::browser_protocol::dom::BackendNodeId, bool)>,
 }
 
 pub(crate) struct TabShared {
@@ -435,6 +438,20 @@ async fn listen(page: &Page, shared: &Arc<TabShared>) -> Vec<JoinHandle<()>> {
             }
         }));
     }
+    // A file chooser opened by a click is reported, not shown (there is no one to pick a file).
+    if let Ok(mut s) = page.event_listener::<EventFileChooserOpened>().await {
+        let shared = shared.clone();
+        tasks.push(tokio::spawn(async move {
+            while let Some(e) = s.next().await {
+                if let Some(node) = e.backend_node_id {
+                    let multiple =
+                        serde_json::to_value(&e.mode).ok().and_then(|v| v.as_str().map(|m| m == "selectMultiple"));
+                    shared.lock().file_chooser = Some((node, multiple.unwrap_or(false)));
+                }
+            }
+        }));
+    }
+    let _ = page.execute(SetInterceptFileChooserDialogParams::new(true)).await;
     if let Ok(mut s) = page.event_listener::<InspectorTargetCrashed>().await {
         let shared = shared.clone();
         tasks.push(tokio::spawn(async move {

@@ -959,6 +959,23 @@ impl BrowserSession {
                 cx.workspace.check_file(&f).map_err(|e| BrowserError::Refused(format!("cannot upload {f}: {e}")))?;
             paths.push(p.display().to_string());
         }
+        // Without a target, an open file chooser is answered (B5), else the page's one file input.
+        let chooser = if args.target.is_none() { tab.shared.lock().file_chooser.take() } else { None };
+        if let Some((node, multiple)) = chooser {
+            if paths.len() > 1 && !multiple {
+                tab.shared.lock().file_chooser = Some((node, multiple));
+                return Err(BrowserError::NotActionable(format!(
+                    "the file chooser takes one file, {} were given",
+                    paths.len()
+                )));
+            }
+            let mut set = SetFileInputFilesParams::new(paths.clone());
+            set.backend_node_id = Some(node);
+            tab.page.execute(set).await.map_err(cdp("answer the file chooser"))?;
+            return Ok(
+                Report::new(format!("Answered the file chooser with {}.", file_names(&paths).join(", "))).into_output()
+            );
+        }
         let t = args.target.clone().unwrap_or(Target { css: Some("input[type=file]".into()), ..Default::default() });
         let v = with_element(
             tab,
@@ -983,10 +1000,7 @@ impl BrowserSession {
         set.object_id = Some(object_id);
         tab.page.execute(set).await.map_err(cdp("set the files"))?;
         let _ = eval(tab, "(() => { const el = window.__kodik.upload; delete window.__kodik.upload; el.dispatchEvent(new Event('change', {bubbles: true})); return 1 })()").await;
-        let names: Vec<String> = paths
-            .iter()
-            .map(|p| std::path::Path::new(p).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default())
-            .collect();
+        let names = file_names(&paths);
         Ok(Report::new(format!("Set {} on {desc}.", names.join(", "))).into_output())
     }
 
@@ -1066,9 +1080,17 @@ impl BrowserSession {
                 return Ok(rep.into_output());
             }
             WaitCondition::FileChooser => {
-                return Err(BrowserError::NotImplemented(
-                    "wait for a file chooser (use upload with the file input as target instead)".into(),
-                ));
+                let tab = r.tab(Some(&id))?;
+                let shared = tab.shared.clone();
+                let (_, multiple) = actions::poll("a file chooser", timeout, cancel, || {
+                    let shared = shared.clone();
+                    async move { Ok(shared.lock().file_chooser.clone()) }
+                })
+                .await?;
+                format!(
+                    "A file chooser is open ({}); answer it with upload and `files`.",
+                    if multiple { "several files" } else { "one file" }
+                )
             }
             WaitCondition::Load => {
                 let tab = r.tab(Some(&id))?;
@@ -1349,6 +1371,13 @@ fn url_matches(url: &str, want: &str) -> bool {
         }
     }
     parts.last().is_none_or(|l| l.is_empty() || url.ends_with(l))
+}
+
+fn file_names(paths: &[String]) -> Vec<String> {
+    paths
+        .iter()
+        .map(|p| std::path::Path::new(p).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default())
+        .collect()
 }
 
 fn target(args: &BrowserArgs) -> Result<&Target, BrowserError> {

@@ -114,6 +114,14 @@ async fn b6_b7_b8_b10_dialogs_popups_files_and_credentials() {
     let r = h.ok(json!({"action": "upload", "files": ["cv.pdf"], "target": {"label": "Attachment"}})).await;
     assert!(r.contains("cv.pdf"), "{r}");
     h.ok(json!({"action": "wait", "condition": "text", "text": "picked cv.pdf 13"})).await;
+    // A click on the input opens a file chooser, which is reported and answered with upload.
+    h.ok(json!({"action": "click", "target": {"label": "Attachment"}})).await;
+    let w = h.ok(json!({"action": "wait", "condition": "file_chooser", "timeout": 3000})).await;
+    assert!(w.contains("file chooser is open (one file)"), "{w}");
+    std::fs::write(h.dir.path().join("notes.txt"), b"hello").unwrap();
+    let r = h.ok(json!({"action": "upload", "files": ["notes.txt"]})).await;
+    assert!(r.contains("Answered the file chooser with notes.txt"), "{r}");
+    h.ok(json!({"action": "wait", "condition": "text", "text": "picked notes.txt 5"})).await;
     let e = h.err(json!({"action": "upload", "files": ["secret.key"], "target": {"label": "Attachment"}})).await;
     assert!(e.contains("secret.key"), "{e}");
     let e = h.err(json!({"action": "upload", "files": ["/etc/passwd"], "target": {"label": "Attachment"}})).await;
