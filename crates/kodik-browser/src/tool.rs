@@ -1084,7 +1084,7 @@ impl BrowserSession {
                 let shared = tab.shared.clone();
                 let (_, multiple) = actions::poll("a file chooser", timeout, cancel, || {
                     let shared = shared.clone();
-                    async move { Ok(shared.lock().file_chooser.clone()) }
+                    async move { Ok(shared.lock().file_chooser) }
                 })
                 .await?;
                 format!(
