@@ -13,7 +13,7 @@ use chromiumoxide::cdp::browser_protocol::page::{
 };
 use chromiumoxide::cdp::browser_protocol::target::CloseTargetParams;
 use chromiumoxide::cdp::js_protocol::runtime::EvaluateParams;
-use kodik_core::{Content, ToolContext, ToolError, ToolOutput, ToolSpec, TypedTool};
+use kodik_core::{Approval, ApprovalRequest, Content, Effect, ToolContext, ToolError, ToolOutput, ToolSpec, TypedTool};
 use kodik_schema::browser::{
     BrowserAction, BrowserArgs, ElementState, MouseButton, ScrollDirection, StorageMode, Target, WaitCondition,
 };
@@ -420,7 +420,7 @@ impl BrowserSession {
                 }
                 Ok(rep.into_output())
             }
-            A::FillCredential => self.fill_credential(r, args).await,
+            A::FillCredential => self.fill_credential(r, args, cx).await,
             A::ReadClipboard | A::WriteClipboard => Err(BrowserError::NotImplemented(args.action.as_str().into())),
             A::Eval => self.eval_action(r, args).await,
             A::ClosePreview | A::ClearStorage => Err(BrowserError::Other("handled above".into())),
@@ -1220,7 +1220,12 @@ impl BrowserSession {
         self.after_action(r, &id, before, message, true).await
     }
 
-    async fn fill_credential(&self, r: &mut Running, args: &BrowserArgs) -> Result<ToolOutput, BrowserError> {
+    async fn fill_credential(
+        &self,
+        r: &mut Running,
+        args: &BrowserArgs,
+        cx: &ToolContext,
+    ) -> Result<ToolOutput, BrowserError> {
         let tab = r.tab(None)?;
         let cid = args.credential_id.clone().unwrap_or_default();
         let cred = self
@@ -1233,6 +1238,18 @@ impl BrowserSession {
                 "credential {cid} belongs to {}, but this tab is on {origin}; it is never filled on another origin",
                 cred.origin()
             )));
+        }
+        // B10: using a saved login is its own approval (`browser.fill_credential` in a policy),
+        // beyond the approval of the browser call; the approver sees the label, never the secret.
+        let request = ApprovalRequest {
+            call_id: cx.call_id.clone(),
+            tool: "browser.fill_credential".into(),
+            effect: Effect::Browser,
+            args: json!({ "credential_id": cid, "label": cred.label(), "origin": origin }),
+            server: None,
+        };
+        if let Approval::Denied(why) = cx.approver.approve(&request).await {
+            return Err(BrowserError::Refused(format!("filling credential {cid} was not approved: {why}")));
         }
         let form = args.target.clone().unwrap_or(Target { css: Some("body".into()), ..Default::default() });
         // The values travel only in this call's arguments and never come back.

@@ -134,6 +134,17 @@ async fn b6_b7_b8_b10_dialogs_popups_files_and_credentials() {
     let l = h.ok(json!({"action": "list_credentials"})).await;
     assert!(l.contains("Staging admin") && l.contains(&id) && !l.contains("Elsewhere"), "{l}");
     assert!(!l.contains("pa55") && !l.contains("admin@example.com"), "{l}");
+    // Using a saved login needs its own approval, which a policy can withhold.
+    let mut strict = h.cx.clone();
+    strict.approver =
+        std::sync::Arc::new(kodik_core::ApprovalPolicy::auto_approve_all().tool("browser.fill_credential", false));
+    let denied = kodik_core::Tool::call(
+        &h.tool,
+        json!({"action": "fill_credential", "credential_id": id, "target": {"css": "#login"}}),
+        &strict,
+    )
+    .await;
+    assert!(!denied.is_success() && denied.text_content().contains("was not approved"), "{}", denied.text_content());
     let f = h.ok(json!({"action": "fill_credential", "credential_id": id, "target": {"css": "#login"}})).await;
     assert!(!f.contains("pa55-w0rd-XYZ"), "{f}");
     let v = h.ok(json!({"action": "eval", "expression": "element.value", "target": {"label": "Pass"}})).await;
