@@ -81,7 +81,7 @@ pub enum StoreError {
         source: std::io::Error,
     },
     /// A session id that cannot be a file name.
-    #[error("`{0}` is not a session id (letters, digits, `-` and `_` only)")]
+    #[error("`{0}` is not a session id (letters, digits, `.`, `-` and `_`, not starting with `.`)")]
     BadId(String),
 }
 
@@ -103,8 +103,13 @@ pub struct FileStore {
     dir: PathBuf,
 }
 
+/// The ids kodik-agent gives its sessions (`20261201T041500.123Z-1a2b`): a file name with no
+/// separators and no leading dot.
 fn valid_id(id: &str) -> bool {
-    !id.is_empty() && id.len() <= 128 && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    !id.is_empty()
+        && !id.starts_with('.')
+        && id.len() <= 200
+        && id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
 }
 
 fn io_err(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> StoreError {

@@ -62,6 +62,10 @@ pub use kodik_web as web;
 mod sub_agents;
 #[cfg(all(feature = "agent", feature = "conversation"))]
 pub use sub_agents::AgentLoopRunner;
+#[cfg(all(feature = "agent", feature = "conversation"))]
+mod sessions;
+#[cfg(all(feature = "agent", feature = "conversation"))]
+pub use sessions::publish_sessions;
 
 use kodik_core::{
     Approver, EventSink, Hooks, PathError, Settings, ToolCall, ToolContext, ToolOutput, ToolRegistry, ToolSpec,

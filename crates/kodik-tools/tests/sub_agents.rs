@@ -191,3 +191,40 @@ async fn g6_cancelling_the_parents_call_stops_the_child_and_its_command() {
     assert_eq!(out.status, ToolStatus::Cancelled, "{}", out.text_content());
     assert!(wait_for(&argv, false).await, "the child's command outlived the parent's cancelled call");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a4_an_agents_conversation_is_published_and_listed_by_agent_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let (tb, _server) =
+        toolbox(dir.path(), vec![body(&[Step::Text("The build is green.")])], ReplayOptions::default()).await;
+    let model = kodik_tools::model::client(
+        ModelConfig::new(Provider::OpenAiResponses, "gpt-5").base_url(_server.base_url()).api_key("sk-test").retries(0),
+    )
+    .unwrap();
+    let agent = tb.agent(model, AgentConfig::default());
+    let store = Arc::new(kodik_tools::conversation::FileStore::for_workspace(dir.path()));
+    let publisher = kodik_tools::publish_sessions(&agent, store.clone(), dir.path().to_path_buf());
+    let mut conv = agent.start().unwrap();
+    let outcome = conv.run("Is the build green?", kodik_tools::core::CancellationToken::new()).await;
+    assert_eq!(outcome.final_text, "The build is green.");
+    let id = conv.id().to_string();
+
+    // Another conversation (another toolbox, as in another process) lists it.
+    let other = Toolbox::builder().workspace(dir.path()).build().unwrap();
+    let listed = async || call(&other, "agent_status", json!({"scope": "sessions", "query": "build green"})).await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut out = listed().await;
+    while !out.text_content().contains("[idle]") && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        out = listed().await;
+    }
+    let text = out.text_content();
+    assert!(text.contains(&format!("- {id} [idle] The build is green.")), "{text}");
+    assert!(text.contains("mode code, model gpt-5") && text.contains("context 0% full"), "{text}");
+
+    drop(conv);
+    drop(agent);
+    publisher.await.unwrap();
+    use kodik_tools::conversation::ConversationStore as _;
+    assert_eq!(store.get(&id).unwrap().unwrap().status, kodik_tools::schema::agent::SessionState::Closed);
+}
