@@ -404,11 +404,14 @@ async fn gr1_a_long_minified_line_shows_a_window_around_each_match_with_its_colu
 async fn gr1_gl1_without_path_every_root_is_searched_and_labelled_by_root() {
     let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     std::fs::write(a.path().join("x.txt"), "needle in a\n").unwrap();
+    std::fs::create_dir_all(a.path().join("inner")).unwrap();
+    std::fs::write(a.path().join("inner/z.txt"), "needle inside\n").unwrap();
     std::fs::create_dir_all(b.path().join("sub")).unwrap();
     std::fs::write(b.path().join("sub/y.txt"), "needle in b\n").unwrap();
     std::fs::write(b.path().join(".kodikignore"), "secret.txt\n").unwrap();
     std::fs::write(b.path().join("secret.txt"), "needle hidden\n").unwrap();
-    let ws = kodik_core::Workspace::with_roots([a.path(), b.path()]).unwrap();
+    // A root inside another one is searched once, through the outer one.
+    let ws = kodik_core::Workspace::with_roots([a.path(), b.path(), &a.path().join("inner")]).unwrap();
     let b_root = ws.roots()[1].clone();
     let cx = kodik_core::ToolContext::new(ws);
     let mut reg = kodik_core::ToolRegistry::new();
@@ -419,17 +422,54 @@ async fn gr1_gl1_without_path_every_root_is_searched_and_labelled_by_root() {
     };
     let y = b_root.join("sub/y.txt").display().to_string();
     let t = call("grep", json!({"pattern": "needle"})).await;
-    assert_eq!(t, format!("Found 2 matching lines in 2 files\nx.txt:1:needle in a\n{y}:1:needle in b"));
+    assert_eq!(
+        t,
+        format!(
+            "Found 3 matching lines in 3 files\ninner/z.txt:1:needle inside\nx.txt:1:needle in a\n{y}:1:needle in b"
+        )
+    );
     let t = call("grep", json!({"pattern": "needle", "output_mode": "files_with_matches"})).await;
-    assert_eq!(t, format!("Found 2 files\nx.txt\n{y}"));
+    assert_eq!(t, format!("Found 3 files\ninner/z.txt\nx.txt\n{y}"));
     let t = call("glob", json!({"pattern": "*.txt"})).await;
     let mut listed: Vec<&str> = t.lines().collect();
     listed.sort();
-    assert_eq!(listed, [y.as_str(), "x.txt"]);
+    assert_eq!(listed, [y.as_str(), "inner/z.txt", "x.txt"]);
     // The label is a path the other tools take.
     let r = call("read_file", json!({"path": y})).await;
     assert!(r.contains("needle in b"), "{r}");
     // `path` still narrows the search to one root.
     let t = call("grep", json!({"pattern": "needle", "path": b_root.display().to_string()})).await;
     assert_eq!(t, format!("Found 1 matching line in 1 file\n{y}:1:needle in b"));
+}
+
+/// Issue 19: files with more output than a waiting file may hold (1 MiB) pause and then stream
+/// in order; the saved full result is exactly every line, file by file, whatever the threads.
+#[tokio::test]
+async fn gr1_g20_big_files_stream_in_path_order_and_the_saved_result_is_complete() {
+    let spool = tempfile::tempdir().unwrap();
+    for threads in [1, 2, 4] {
+        let tools = SearchToolset::new().threads(threads).spool_dir(Some(spool.path().into()));
+        let env = Env::with(tools, Settings::default());
+        let mut expected = String::new();
+        for (name, lines) in [("a.txt", 100_000), ("b/big.txt", 120_000), ("b/small.txt", 3), ("c.txt", 90_000)] {
+            let body: String = (0..lines).map(|i| format!("hit {i}\n")).collect();
+            env.write(name, &body);
+            if !expected.is_empty() {
+                expected.push('\n');
+            }
+            expected.push_str(name);
+            expected.push('\n');
+            expected.extend((0..lines).map(|i| format!("{}:hit {i}\n", i + 1)));
+        }
+        let out = env.call("grep", json!({"pattern": "hit", "head_limit": 0})).await;
+        let t = out.text_content();
+        assert_eq!(out.meta["total_matches"], 310_003, "{threads} threads");
+        assert!(t.starts_with("Found 310003 matching lines in 4 files\na.txt:1:hit 0\na.txt:2:hit 1\n"), "{t:.200}");
+        assert!(t.len() < 70 * 1024, "the answer is capped at 64 KB of lines: {}", t.len());
+        let next = out.meta["shown"].as_u64().unwrap();
+        assert!(t.ends_with(&format!("Next page: offset {next}. (This answer holds at most 64 KB of lines.) The full result (310003 entries) is in `{}`.]", out.meta["full_output"].as_str().unwrap())), "{}", &t[t.len() - 300..]);
+        let full = out.meta["full_output"].as_str().unwrap();
+        assert!(std::fs::read_to_string(full).unwrap() == expected, "{threads} threads: saved result differs");
+        std::fs::remove_file(full).unwrap();
+    }
 }
