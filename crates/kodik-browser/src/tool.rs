@@ -6,8 +6,9 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use base64::Engine as _;
+use chromiumoxide::cdp::browser_protocol::browser::SetPermissionParams;
 use chromiumoxide::cdp::browser_protocol::dom::SetFileInputFilesParams;
-use chromiumoxide::cdp::browser_protocol::emulation::SetDeviceMetricsOverrideParams;
+use chromiumoxide::cdp::browser_protocol::emulation::{SetDeviceMetricsOverrideParams, SetFocusEmulationEnabledParams};
 use chromiumoxide::cdp::browser_protocol::page::{
     CaptureScreenshotFormat, CaptureScreenshotParams, HandleJavaScriptDialogParams, Viewport,
 };
@@ -421,7 +422,7 @@ impl BrowserSession {
                 Ok(rep.into_output())
             }
             A::FillCredential => self.fill_credential(r, args, cx).await,
-            A::ReadClipboard | A::WriteClipboard => Err(BrowserError::NotImplemented(args.action.as_str().into())),
+            A::ReadClipboard | A::WriteClipboard => self.clipboard(r, args, cx).await,
             A::Eval => self.eval_action(r, args).await,
             A::ClosePreview | A::ClearStorage => Err(BrowserError::Other("handled above".into())),
         }
@@ -1278,6 +1279,50 @@ impl BrowserSession {
             cred.label()
         ))
         .into_output())
+    }
+
+    /// The page's clipboard (headless Chromium keeps its own), after its own approval (B10).
+    async fn clipboard(
+        &self,
+        r: &mut Running,
+        args: &BrowserArgs,
+        cx: &ToolContext,
+    ) -> Result<ToolOutput, BrowserError> {
+        let tab = r.tab(None)?;
+        let write = args.action == BrowserAction::WriteClipboard;
+        let request = ApprovalRequest {
+            call_id: cx.call_id.clone(),
+            tool: "browser.clipboard".into(),
+            effect: Effect::Browser,
+            args: json!({ "action": args.action.as_str() }),
+            server: None,
+        };
+        if let Approval::Denied(why) = cx.approver.approve(&request).await {
+            return Err(BrowserError::Refused(format!("{} was not approved: {why}", args.action.as_str())));
+        }
+        let origin = origin_of(tab).await?;
+        for name in ["clipboard-read", "clipboard-write"] {
+            let grant: SetPermissionParams = serde_json::from_value(json!({
+                "permission": { "name": name, "allowWithoutSanitization": true }, "setting": "granted", "origin": origin,
+            }))
+            .map_err(|e| BrowserError::Other(format!("cannot build the permission grant: {e}")))?;
+            r.browser.execute(grant).await.map_err(cdp("allow the clipboard"))?;
+        }
+        let tab = r.tab(None)?;
+        let focus: SetFocusEmulationEnabledParams = SetFocusEmulationEnabledParams::new(true);
+        tab.page.execute(focus).await.map_err(cdp("focus the page"))?;
+        if write {
+            let text = args.text.clone().unwrap_or_default();
+            let lit = serde_json::to_string(&text).unwrap_or_default();
+            eval(tab, &format!("navigator.clipboard.writeText({lit}).then(() => true)")).await?;
+            Ok(Report::new(format!("Wrote {} characters to the clipboard.", text.chars().count())).into_output())
+        } else {
+            let v = eval(tab, "navigator.clipboard.readText()").await?;
+            let text = v.as_str().unwrap_or("").to_string();
+            let mut rep = Report::new(format!("Clipboard ({} characters):", text.chars().count()));
+            rep.line(clip_chars(&text, 20_000));
+            Ok(rep.into_output())
+        }
     }
 
     async fn eval_action(&self, r: &mut Running, args: &BrowserArgs) -> Result<ToolOutput, BrowserError> {

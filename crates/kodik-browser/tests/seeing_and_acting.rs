@@ -153,6 +153,11 @@ async fn b3_b4_b11_b12_snapshot_refs_strict_targets_screenshots_and_actions() {
     let v = h.ok(json!({"action": "eval", "expression": "element.value", "target": {"label": "Email"}})).await;
     assert!(v.contains("ada@example.com"), "{v}");
 
+    // The page's clipboard, through its own approval.
+    h.ok(json!({"action": "write_clipboard", "text": "copied text ✓"})).await;
+    let c = h.ok(json!({"action": "read_clipboard"})).await;
+    assert!(c.contains("copied text ✓"), "{c}");
+
     // Console objects arrive with their values; diagnostics has the page error and the 404.
     let c = h.ok(json!({"action": "console"})).await;
     assert!(c.contains(r#"[log] ready {"user":"ada","n":1}"#), "{c}");
