@@ -540,6 +540,8 @@ impl Spool {
 struct PageFile {
     shown: String,
     lines: Vec<u8>,
+    /// The `--` the answer shows between two files' groups; not part of the saved result.
+    is_break: bool,
 }
 
 /// Takes files' output in path order: counts every entry and match, keeps only the page's
@@ -626,8 +628,8 @@ impl Report {
                     }
                     self.page_bytes += cost;
                     match self.page.last_mut() {
-                        Some(f) if f.shown == shown && !is_break => f.lines.extend_from_slice(line),
-                        _ => self.page.push(PageFile { shown: shown.to_string(), lines: line.to_vec() }),
+                        Some(f) if f.shown == shown && !is_break && !f.is_break => f.lines.extend_from_slice(line),
+                        _ => self.page.push(PageFile { shown: shown.to_string(), lines: line.to_vec(), is_break }),
                     }
                 }
                 idx += 1;
@@ -637,7 +639,7 @@ impl Report {
                 // From here on the answer is partial: the full result starts with what the page holds.
                 self.spool = Some(SpoolOut::start(self.spool_dir.clone()));
                 for f in std::mem::take(&mut self.page) {
-                    self.spool_lines(&f.lines, &f.shown, f.lines == b"--\n");
+                    self.spool_lines(&f.lines, &f.shown, f.is_break);
                     self.page.push(f);
                 }
                 spool_from = pos;
@@ -688,7 +690,7 @@ impl Report {
     fn page_text(&self) -> String {
         let mut out = Vec::with_capacity(self.page_bytes);
         for f in &self.page {
-            if !self.prefixed() || f.lines == b"--\n" {
+            if !self.prefixed() || f.is_break {
                 out.extend_from_slice(&f.lines);
                 continue;
             }

@@ -473,3 +473,20 @@ async fn gr1_g20_big_files_stream_in_path_order_and_the_saved_result_is_complete
         std::fs::remove_file(full).unwrap();
     }
 }
+
+/// G18: when the full result cannot be saved, the answer still comes, bounded, and says why.
+#[tokio::test]
+async fn g18_an_unwritable_spool_folder_still_gives_the_page_and_says_so() {
+    let blocker = tempfile::NamedTempFile::new().unwrap();
+    let tools = SearchToolset::new().spool_dir(Some(blocker.path().join("spool")));
+    let env = Env::with(tools, Settings::default());
+    env.write("a.txt", "hit\n".repeat(1000));
+    let out = env.call("grep", json!({"pattern": "hit", "head_limit": 2})).await;
+    let t = out.text_content();
+    assert!(
+        t.starts_with("Found 1000 matching lines in 1 file\na.txt:1:hit\na.txt:2:hit\n[Showing entries 1–2 of 1000."),
+        "{t}"
+    );
+    assert!(t.contains("The full result could not be saved: the full output could not be saved to"), "{t}");
+    assert!(out.meta["full_output"].is_null());
+}
