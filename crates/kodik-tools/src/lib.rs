@@ -418,27 +418,28 @@ impl ToolboxBuilder {
         #[cfg(feature = "conversation")]
         conversation.register(&mut registry);
 
+        // One browser session per toolbox (= per conversation); Chromium starts on first use.
+        #[cfg(feature = "browser")]
+        let browser = Arc::new(kodik_browser::BrowserSession::new(kodik_browser::BrowserOptions {
+            workspace_key: Some(context.workspace.primary_root().display().to_string()),
+            ..Default::default()
+        }));
+
         #[cfg(feature = "web")]
         let search_configured = {
             let web = match self.web {
                 Some(w) => w,
                 None => kodik_web::WebToolset::from_env().map_err(|e| BuildError::Web(e.to_string()))?,
             };
+            // web_fetch renders JavaScript-only pages in the same browser session (W2).
+            #[cfg(feature = "browser")]
+            let web = web.with_renderer(browser.clone());
             web.register(&mut registry).map_err(|e| BuildError::Web(e.to_string()))?;
             web.search_configured()
         };
 
-        // One browser session per toolbox (= per conversation); Chromium starts on first use.
         #[cfg(feature = "browser")]
-        let browser = {
-            let options = kodik_browser::BrowserOptions {
-                workspace_key: Some(context.workspace.primary_root().display().to_string()),
-                ..Default::default()
-            };
-            let session = Arc::new(kodik_browser::BrowserSession::new(options));
-            registry.register(kodik_browser::BrowserTool::new(session.clone()));
-            session
-        };
+        registry.register(kodik_browser::BrowserTool::new(browser.clone()));
 
         for name in &self.disabled {
             if name != "codemode" && registry.remove(name).is_none() {
