@@ -1,4 +1,6 @@
-//! `glob` (GL1): files whose path matches a pattern, newest first.
+//! `glob` (GL1): files whose path matches a pattern, newest first. Without `path`, every
+//! workspace root is searched; files outside the first root are shown by
+//! their absolute path.
 //!
 //! Pattern rules (the same as grep's `glob` filter, GR5): a pattern without `/` matches file
 //! names at any depth (`*.rs` is `**/*.rs`); a pattern with `/` is matched against the path
