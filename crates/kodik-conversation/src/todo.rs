@@ -140,8 +140,9 @@ pub fn render(items: &[Todo]) -> String {
     }
     let count = |s| items.iter().filter(|t| t.status == s).count();
     let mut out = format!(
-        "Todo list ({} items: {} completed, {} in progress, {} pending, {} cancelled):",
+        "Todo list ({} {}: {} completed, {} in progress, {} pending, {} cancelled):",
         items.len(),
+        if items.len() == 1 { "item" } else { "items" },
         count(TodoStatus::Completed),
         count(TodoStatus::InProgress),
         count(TodoStatus::Pending),
