@@ -209,6 +209,8 @@ pub(crate) struct Running {
     new_targets: mpsc::UnboundedReceiver<(TargetId, Option<TargetId>)>,
     /// Pages that existed before the session's first tab (Chromium's start-up tab).
     pub(crate) ignored: HashSet<TargetId>,
+    /// Something the next result should say about how the browser was started.
+    pub note: Option<String>,
     /// Every tab's shared state by target, for the browser-level listeners.
     registry: Arc<Mutex<std::collections::HashMap<TargetId, Arc<TabShared>>>>,
     crashed: mpsc::UnboundedReceiver<TargetId>,
@@ -709,7 +711,19 @@ impl BrowserSession {
     async fn start(&self, storage: StorageMode) -> Result<Running, BrowserError> {
         let executable = self.chromium()?;
         let storage = if self.options.trusted { storage } else { StorageMode::Ephemeral };
-        let (temp, dir) = match self.options.profile_dir(storage) {
+        let mut note = None;
+        let mut profile = self.options.profile_dir(storage);
+        if let Some(dir) = &profile
+            && let Some(pid) = profile_in_use(dir)
+        {
+            // Chromium allows one process per profile; a second would hand over to the first and exit.
+            note = Some(format!(
+                "The {storage:?} browser profile is in use by another Chromium (pid {pid}, e.g. another session); \
+                 this session uses a fresh temporary profile instead (no saved cookies or logins)."
+            ));
+            profile = None;
+        }
+        let (temp, dir) = match profile {
             Some(dir) => {
                 std::fs::create_dir_all(&dir).map_err(|e| {
                     BrowserError::Other(format!("cannot create the browser profile folder {}: {e}", dir.display()))
@@ -814,6 +828,7 @@ impl BrowserSession {
             .map(|ts| ts.into_iter().filter(|t| t.r#type == "page").map(|t| t.target_id).collect())
             .unwrap_or_default();
         let running = Running {
+            note,
             ignored,
             registry,
             browser,
@@ -842,6 +857,13 @@ impl BrowserSession {
             a.pop_front();
         }
     }
+}
+
+/// The pid of a live Chromium holding `dir` (its `SingletonLock` names `host-pid`).
+fn profile_in_use(dir: &Path) -> Option<u32> {
+    let target = std::fs::read_link(dir.join("SingletonLock")).ok()?;
+    let pid: u32 = target.to_string_lossy().rsplit('-').next()?.parse().ok()?;
+    Path::new(&format!("/proc/{pid}")).exists().then_some(pid)
 }
 
 /// The folder a download path is shown relative to.

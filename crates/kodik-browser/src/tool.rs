@@ -260,6 +260,7 @@ impl BrowserSession {
         if !matches!(args.action, A::ListTabs | A::CloseTab | A::Console | A::Diagnostics) {
             crash_note = recover_crash(r).await;
         }
+        let start_note = r.note.take();
         let mut out = self.dispatch(r, &args, cx).await;
         if crash_note.is_none()
             && let Some(note) = recover_crash(r).await
@@ -270,7 +271,7 @@ impl BrowserSession {
             }
         }
         if let Ok(out) = out.as_mut() {
-            for note in [restored, crash_note].into_iter().flatten() {
+            for note in [start_note, restored, crash_note].into_iter().flatten() {
                 if let Some(Content::Text { text }) = out.content.first_mut() {
                     *text = format!("{note}\n{text}");
                 }

@@ -66,6 +66,19 @@ async fn b1_b5_b9_crash_and_kill_recovery_storage_modes_and_waits() {
     let h = common::harness_with_profiles(h);
     let r = h.ok(json!({"action": "open", "url": format!("{base}/cookie")})).await;
     assert!(r.contains("cookies: [sid=abc123]"), "{r}");
+    // A second session on the same profile at the same time gets a temporary one, and says so.
+    let other = std::sync::Arc::new(kodik_browser::BrowserSession::new(kodik_browser::BrowserOptions {
+        profile_root: Some(h.profiles.path().to_path_buf()),
+        ..Default::default()
+    }));
+    let tool = kodik_browser::BrowserTool::new(other.clone());
+    let out = kodik_core::Tool::call(&tool, json!({"action": "open", "url": format!("{base}/cookie")}), &h.cx).await;
+    let text = out.text_content();
+    assert!(
+        out.is_success() && text.contains("is in use by another Chromium") && text.contains("cookies: []"),
+        "{text}"
+    );
+    other.shutdown().await;
 
     // clear_storage empties the persistent profile.
     h.ok(json!({"action": "clear_storage", "storage": "global"})).await;
