@@ -780,7 +780,7 @@ impl TypedTool for SendMessageTool {
         args.check()
     }
 
-    async fn run(&self, args: SendMessageArgs, _cx: &ToolContext) -> Result<ToolOutput, ToolError> {
+    async fn run(&self, args: SendMessageArgs, cx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let inner = &self.set.inner;
         if args.parent {
             return Err(ToolError::failed(
@@ -790,13 +790,7 @@ impl TypedTool for SendMessageTool {
         }
         let id = args.agent_id.as_deref().map(str::trim).unwrap_or_default();
         let Some(child) = inner.children.get(id) else {
-            let known: Vec<String> = inner.children.all().iter().map(|c| c.id.clone()).collect();
-            let known =
-                if known.is_empty() { "you started none".to_string() } else { format!("yours: {}", known.join(", ")) };
-            return Err(ToolError::failed(format!(
-                "`{id}` is not a sub-agent of this conversation ({known}); messages to other conversations are not \
-                 delivered in this host"
-            )));
+            return self.to_conversation(id, &args.message, cx);
         };
         let last = match agents::queue_or_claim(&child, &args.message) {
             agents::Delivery::Queued => {
@@ -825,5 +819,48 @@ impl TypedTool for SendMessageTool {
              (agent_status with wait: true blocks until then)."
         ))
         .with_meta(json!({ "agent_id": id, "delivered": "resumed" })))
+    }
+}
+
+impl SendMessageTool {
+    /// A message to a conversation that is not one of ours: a closed one is resumed from its
+    /// transcript and works on the message at once (A5); it is then followed like a background
+    /// sub-agent. An open one belongs to its own process, which this host cannot reach.
+    fn to_conversation(&self, id: &str, message: &str, cx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let inner = &self.set.inner;
+        let store: std::sync::Arc<dyn ConversationStore> = match &inner.store {
+            Some(s) => s.clone(),
+            None => std::sync::Arc::new(FileStore::for_workspace(&root(cx))),
+        };
+        let info = store.get(id).ok().flatten();
+        let Some(info) = info.filter(|i| i.id != inner.config.session_id) else {
+            let known: Vec<String> = inner.children.all().iter().map(|c| c.id.clone()).collect();
+            let known =
+                if known.is_empty() { "you started none".to_string() } else { format!("yours: {}", known.join(", ")) };
+            return Err(ToolError::failed(format!(
+                "`{id}` is neither a sub-agent of this conversation ({known}) nor another conversation: list them \
+                 with agent_status scope `all`"
+            )));
+        };
+        if info.status != SessionState::Closed {
+            return Err(ToolError::failed(format!(
+                "conversation `{id}` is {} in another process, which this host cannot reach; a closed conversation \
+                 can be messaged",
+                state_name(info.status)
+            )));
+        }
+        let runner = inner.runner.get().ok_or_else(no_runner)?;
+        let conv =
+            runner.resume(id).map_err(|e| ToolError::failed(format!("conversation {id} could not be resumed: {e}")))?;
+        let title = if info.title.is_empty() { id.to_string() } else { info.title.clone() };
+        let child = inner.children.add(id.to_string(), format!("conversation: {title}"), true);
+        let cancel = inner.children.stop.child_token();
+        let reports = Some(std::sync::Arc::downgrade(&inner.children));
+        tokio::spawn(agents::drive(child, conv, message.to_string(), cancel, reports));
+        Ok(ToolOutput::text(format!(
+            "Conversation {id} (\"{title}\") was closed; it resumed with your message and reports when it settles \
+             (agent_status with its id and wait: true blocks until then)."
+        ))
+        .with_meta(json!({ "agent_id": id, "delivered": "resumed_conversation" })))
     }
 }

@@ -219,7 +219,7 @@ async fn a3_a5_limits_and_recipients_are_checked() {
     assert!(out.text_content().contains("the most it may"), "{}", out.text_content());
     let out = h.call("send_message", json!({"agent_id": "nobody", "message": "hi"})).await;
     assert!(
-        out.text_content().contains("not a sub-agent of this conversation (yours: child-1)"),
+        out.text_content().contains("neither a sub-agent of this conversation (yours: child-1)"),
         "{}",
         out.text_content()
     );

@@ -193,10 +193,14 @@ async fn g6_cancelling_the_parents_call_stops_the_child_and_its_command() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a4_an_agents_conversation_is_published_and_listed_by_agent_status() {
+async fn a4_a5_an_agents_conversation_is_published_listed_and_resumed_once_closed() {
     let dir = tempfile::tempdir().unwrap();
-    let (tb, _server) =
-        toolbox(dir.path(), vec![body(&[Step::Text("The build is green.")])], ReplayOptions::default()).await;
+    let (tb, _server) = toolbox(
+        dir.path(),
+        vec![body(&[Step::Text("The build is green.")]), body(&[Step::Text("Still green after the merge.")])],
+        ReplayOptions::default(),
+    )
+    .await;
     let model = kodik_tools::model::client(
         ModelConfig::new(Provider::OpenAiResponses, "gpt-5").base_url(_server.base_url()).api_key("sk-test").retries(0),
     )
@@ -227,4 +231,14 @@ async fn a4_an_agents_conversation_is_published_and_listed_by_agent_status() {
     publisher.await.unwrap();
     use kodik_tools::conversation::ConversationStore as _;
     assert_eq!(store.get(&id).unwrap().unwrap().status, kodik_tools::schema::agent::SessionState::Closed);
+
+    // A closed conversation messaged from another one resumes its saved conversation at once (A5).
+    let out = call(&tb, "send_message", json!({"agent_id": id, "message": "And after the merge?"})).await;
+    assert_eq!(out.meta["delivered"], "resumed_conversation", "{}", out.text_content());
+    let out = call(&tb, "agent_status", json!({"agent_id": id, "wait": true})).await;
+    assert!(out.text_content().contains("Still green after the merge."), "{}", out.text_content());
+    let requests = _server.requests();
+    let (first, second) = (input_texts(&requests[0].body), input_texts(&requests[1].body));
+    assert_eq!(&second[..first.len()], &first[..], "resumed with its whole history");
+    assert!(second[first.len()..].join("\n").contains("And after the merge?"));
 }
