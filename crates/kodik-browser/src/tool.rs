@@ -1116,9 +1116,29 @@ impl BrowserSession {
             WaitCondition::Url => {
                 let tab = r.tab(Some(&id))?;
                 let want = args.url.clone().unwrap_or_default();
-                let url = actions::poll(&format!("the URL to contain {want:?}"), timeout, cancel, || async {
+                // `/…/` is a regular expression (JavaScript syntax), `*` a glob, anything else a substring.
+                let regex = (want.len() > 2 && want.starts_with('/') && want.ends_with('/'))
+                    .then(|| serde_json::to_string(&want[1..want.len() - 1]).unwrap_or_default());
+                if let Some(re) = &regex
+                    && let Err(e) = eval(tab, &format!("new RegExp({re}) && true")).await
+                {
+                    return Err(BrowserError::Other(format!("`{want}` is not a valid regular expression: {e}")));
+                }
+                let url = actions::poll(&format!("the URL to match {want:?}"), timeout, cancel, || async {
                     let u = eval(tab, "location.href").await.ok().and_then(|v| v.as_str().map(str::to_string));
-                    Ok(u.filter(|u| url_matches(u, &want)))
+                    let Some(u) = u else { return Ok(None) };
+                    let hit = match &regex {
+                        Some(re) => matches!(
+                            eval(
+                                tab,
+                                &format!("new RegExp({re}).test({})", serde_json::to_string(&u).unwrap_or_default())
+                            )
+                            .await,
+                            Ok(Value::Bool(true))
+                        ),
+                        None => url_matches(&u, &want),
+                    };
+                    Ok(hit.then_some(u))
                 })
                 .await?;
                 format!("The URL is {url}.")

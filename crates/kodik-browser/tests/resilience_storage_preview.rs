@@ -34,6 +34,9 @@ async fn b1_b5_b9_crash_and_kill_recovery_storage_modes_and_waits() {
     assert!(w.contains("is \"enabled\""), "{w}");
     h.ok(json!({"action": "wait", "condition": "element", "state": "detached", "target": {"css": "#spin"}})).await;
     h.ok(json!({"action": "wait", "condition": "url", "url": "*/later/done"})).await;
+    h.ok(json!({"action": "wait", "condition": "url", "url": "/later\\/d[aeiou]ne$/"})).await;
+    let e = h.err(json!({"action": "wait", "condition": "url", "url": "/([/"})).await;
+    assert!(e.contains("not a valid regular expression"), "{e}");
     h.ok(json!({"action": "wait", "condition": "network_idle", "timeout": 5000})).await;
     let e = h.err(json!({"action": "wait", "condition": "text", "text": "never shown", "timeout": 300})).await;
     assert!(e.contains("timed out after 300 ms"), "{e}");

@@ -244,7 +244,7 @@ pub enum ScrollDirection {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum WaitCondition {
-    /// The page URL contains `url`.
+    /// The page URL contains `url` (or matches it as a `*` glob or a `/regex/`).
     Url,
     /// The page's load event.
     Load,
@@ -405,7 +405,7 @@ pub struct Clip {
 pub struct BrowserArgs {
     /// What to do.
     pub action: BrowserAction,
-    /// URL: the page for `open`, `navigate` and `preview`; for `wait` with condition `url`, text the URL must contain.
+    /// URL: the page for `open`, `navigate` and `preview`; for `wait` with condition `url`, text the URL must contain, a `*` glob, or a `/regex/`.
     pub url: Option<String>,
     /// A tab id from list_tabs, for `select_tab` and `close_tab`.
     pub tab_id: Option<String>,
