@@ -225,3 +225,29 @@ impl Asker for TerminalAsker {
         Ok(answers)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kodik_schema::agent::QuestionOption;
+
+    fn q(allow_multiple: bool) -> Question {
+        let opt = |l: &str| QuestionOption { label: l.into(), description: None };
+        Question { question: "Which?".into(), options: vec![opt("pg"), opt("sqlite"), opt("mysql")], allow_multiple }
+    }
+
+    #[test]
+    fn a6_terminal_answers_by_number_own_words_or_skip() {
+        assert_eq!(TerminalAsker::parse(&q(false), " 2 "), Answer::Chosen(vec!["sqlite".into()]));
+        assert_eq!(TerminalAsker::parse(&q(true), "1,3"), Answer::Chosen(vec!["pg".into(), "mysql".into()]));
+        // Two numbers for a single-choice question, or a number out of range, are words.
+        assert_eq!(TerminalAsker::parse(&q(false), "1,3"), Answer::Own("1,3".into()));
+        assert_eq!(TerminalAsker::parse(&q(false), "9"), Answer::Own("9".into()));
+        assert_eq!(TerminalAsker::parse(&q(false), "0"), Answer::Own("0".into()));
+        assert_eq!(
+            TerminalAsker::parse(&q(false), "whichever is simplest"),
+            Answer::Own("whichever is simplest".into())
+        );
+        assert_eq!(TerminalAsker::parse(&q(false), "   "), Answer::Skipped);
+    }
+}
