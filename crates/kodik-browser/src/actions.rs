@@ -201,6 +201,49 @@ pub(crate) async fn click_at(
     Ok(())
 }
 
+/// Drags with the mouse from `from` to `to`. When the page starts an HTML5 drag (draggable
+/// elements, DataTransfer), Chrome hands it to us and the drop is dispatched as drag events, as a
+/// user's would be; otherwise the mouse events are the drag. Returns whether it was HTML5.
+pub(crate) async fn drag(tab: &Tab, from: (f64, f64), to: (f64, f64)) -> Result<bool, BrowserError> {
+    use chromiumoxide::cdp::browser_protocol::input::{
+        DispatchDragEventParams, EventDragIntercepted, SetInterceptDragsParams,
+    };
+    use futures_util::StreamExt;
+    let mut intercepted = tab.page.event_listener::<EventDragIntercepted>().await.map_err(cdp("watch for a drag"))?;
+    tab.page.execute(SetInterceptDragsParams::new(true)).await.map_err(cdp("intercept drags"))?;
+    let result = async {
+        mouse(tab, "mouseMoved", from.0, from.1, "none", 0, 0).await?;
+        mouse(tab, "mousePressed", from.0, from.1, "left", 1, 0).await?;
+        let mut data = None;
+        for i in 1..=10 {
+            let f = f64::from(i) / 10.0;
+            mouse(tab, "mouseMoved", from.0 + (to.0 - from.0) * f, from.1 + (to.1 - from.1) * f, "left", 0, 0).await?;
+            if data.is_none()
+                && let Ok(Some(e)) =
+                    tokio::time::timeout(Duration::from_millis(if i == 1 { 150 } else { 5 }), intercepted.next()).await
+            {
+                data = Some(e.data.clone());
+            }
+        }
+        let Some(data) = data else {
+            mouse(tab, "mouseReleased", to.0, to.1, "left", 1, 0).await?;
+            return Ok(false);
+        };
+        for kind in ["dragEnter", "dragOver", "drop"] {
+            let params: DispatchDragEventParams = serde_json::from_value(json!({
+                "type": kind, "x": to.0, "y": to.1, "data": data, "modifiers": 0,
+            }))
+            .map_err(|e| BrowserError::Other(format!("cannot build a drag event: {e}")))?;
+            tab.page.execute(params).await.map_err(cdp("drop"))?;
+        }
+        mouse(tab, "mouseReleased", to.0, to.1, "left", 1, 0).await?;
+        Ok(true)
+    }
+    .await;
+    let _ = tab.page.execute(SetInterceptDragsParams::new(false)).await;
+    result
+}
+
 /// Modifier bits of CDP input events.
 pub(crate) fn modifier_bit(name: &str) -> Option<i64> {
     match name.to_ascii_lowercase().as_str() {

@@ -802,16 +802,8 @@ impl BrowserSession {
                     let (from, x1, y1) = point(tab, target(args)?, true).await?;
                     let to = args.to.as_ref().ok_or_else(|| BrowserError::Other("drag needs `to`".into()))?;
                     let (dest, x2, y2) = point(tab, to, false).await?;
-                    actions::mouse(tab, "mouseMoved", x1, y1, "none", 0, 0).await?;
-                    actions::mouse(tab, "mousePressed", x1, y1, "left", 1, 0).await?;
-                    for i in 1..=10 {
-                        let f = f64::from(i) / 10.0;
-                        actions::mouse(tab, "mouseMoved", x1 + (x2 - x1) * f, y1 + (y2 - y1) * f, "left", 0, 0).await?;
-                    }
-                    actions::mouse(tab, "mouseReleased", x2, y2, "left", 1, 0).await?;
-                    format!(
-                        "Dragged {from} onto {dest} (mouse events; HTML5 draggable elements may need their own handler)."
-                    )
+                    let html5 = actions::drag(tab, (x1, y1), (x2, y2)).await?;
+                    format!("Dragged {from} onto {dest}{}.", if html5 { " (HTML5 drag and drop)" } else { "" })
                 }
                 A::Scroll => {
                     let dir = args.direction.unwrap_or(ScrollDirection::Down);

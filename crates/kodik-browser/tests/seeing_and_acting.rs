@@ -29,6 +29,8 @@ const FORM: &str = r#"<!doctype html><html><head><title>Login</title></head><bod
   oncontextmenu="event.preventDefault(); this.textContent = 'right'">click zone</div>
 <div id="box" style="height:80px; overflow:auto"><div style="height:600px">tall</div></div>
 <img src="/missing.png" alt="broken">
+<div id="card" draggable="true" ondragstart="event.dataTransfer.setData('text/plain', 'card-7')">Card</div>
+<div id="bin" ondragover="event.preventDefault()" ondrop="event.preventDefault(); this.textContent = 'dropped ' + event.dataTransfer.getData('text/plain')">Bin</div>
 <script>
   customElements.define('fancy-card', class extends HTMLElement {
     constructor() { super(); const r = this.attachShadow({mode: 'open'});
@@ -135,6 +137,11 @@ async fn b3_b4_b11_b12_snapshot_refs_strict_targets_screenshots_and_actions() {
     assert!(e.contains("not the latest"), "{e}");
     let sid2 = shot2.meta["screenshot_id"].as_str().unwrap().to_string();
     h.ok(json!({"action": "click", "target": {"x": 5.0, "y": 5.0, "screenshot_id": sid2}})).await;
+
+    // HTML5 drag and drop carries its DataTransfer to the drop target.
+    let d = h.ok(json!({"action": "drag", "target": {"css": "#card"}, "to": {"css": "#bin"}})).await;
+    assert!(d.contains("(HTML5 drag and drop)"), "{d}");
+    h.ok(json!({"action": "wait", "condition": "text", "text": "dropped card-7", "timeout": 3000})).await;
 
     // Scroll a nested container; inspect an element.
     let sc = h.ok(json!({"action": "scroll", "direction": "down", "amount": 100, "target": {"css": "#box"}})).await;
