@@ -105,7 +105,16 @@ impl MemoryTool {
         let config = &self.set.inner.config;
         Ok(match scope {
             MemoryScope::Workspace => root(cx).join(".kodik").join("memory"),
-            MemoryScope::Session => root(cx).join(".kodik").join("memory").join("sessions").join(&config.session_id),
+            MemoryScope::Session => {
+                // The id comes from the host; it names one folder and nothing above it.
+                let id = &config.session_id;
+                if id.is_empty() || id.starts_with('.') || id.contains(['/', '\\', '\0']) {
+                    return Err(ToolError::failed(format!(
+                        "the session memory is not available: this session's id `{id}` cannot name a folder"
+                    )));
+                }
+                root(cx).join(".kodik").join("memory").join("sessions").join(id)
+            }
             MemoryScope::Global => config.global_memory_dir.clone().ok_or_else(|| {
                 ToolError::failed(
                     "the global memory is not available here (no user config folder: set KODIK_CONFIG_DIR or HOME); \
