@@ -413,7 +413,7 @@ where
         }
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_millis(50)) => {}
-            _ = cancel.cancelled() => return Err(BrowserError::Other(format!("cancelled while waiting for {what}"))),
+            _ = cancel.cancelled() => return Err(BrowserError::Cancelled(what.to_string())),
         }
     }
 }

@@ -85,6 +85,9 @@ pub enum BrowserError {
     /// A refused request (origin mismatch, eval outside the whitelist, file not allowed).
     #[error("{0}")]
     Refused(String),
+    /// The call was cancelled while it waited.
+    #[error("cancelled while waiting for {0}")]
+    Cancelled(String),
     /// Anything else, said plainly.
     #[error("{0}")]
     Other(String),
@@ -94,6 +97,7 @@ impl From<BrowserError> for ToolError {
     fn from(e: BrowserError) -> Self {
         match e {
             BrowserError::Refused(m) => ToolError::Denied(m),
+            BrowserError::Cancelled(_) => ToolError::Cancelled,
             other => ToolError::Failed(other.to_string()),
         }
     }

@@ -63,7 +63,14 @@ impl TypedTool for BrowserTool {
     async fn run(&self, args: BrowserArgs, cx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let action = args.action;
         let summary = activity_line(&args);
-        let result = self.session.act(args, cx).await;
+        // Every action stops when the call is cancelled (K10), not only the waits.
+        let result = tokio::select! {
+            r = self.session.act(args, cx) => r,
+            _ = cx.cancel.cancelled() => {
+                self.session.record(None, format!("{summary} (cancelled)"), false);
+                return Err(ToolError::Cancelled);
+            }
+        };
         let tab = self.session.current_tab().await;
         self.session.record(tab.as_deref(), summary, result.is_ok());
         let mut out = result.map_err(ToolError::from)?;
@@ -1048,7 +1055,7 @@ impl BrowserSession {
                     }
                     tokio::select! {
                         _ = tokio::time::sleep(Duration::from_millis(50)) => {}
-                        _ = cancel.cancelled() => return Err(BrowserError::Other("cancelled while waiting for a popup".into())),
+                        _ = cancel.cancelled() => return Err(BrowserError::Cancelled("a popup".into())),
                     }
                 }
             }
@@ -1388,7 +1395,7 @@ impl BrowserSession {
             let timeout = timeout_of(args, Duration::from_secs(60));
             let up = tokio::select! {
                 r = crate::preview::wait_until_up(&url, timeout, &mut child) => r,
-                _ = cx.cancel.cancelled() => Err(BrowserError::Other("cancelled while waiting for the dev server".into())),
+                _ = cx.cancel.cancelled() => Err(BrowserError::Cancelled("the dev server".into())),
             };
             if let Err(e) = up {
                 crate::preview::Preview::new(String::new(), Some(child)).stop().await;

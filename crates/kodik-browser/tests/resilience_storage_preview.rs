@@ -40,6 +40,23 @@ async fn b1_b5_b9_crash_and_kill_recovery_storage_modes_and_waits() {
     h.ok(json!({"action": "wait", "condition": "network_idle", "timeout": 5000})).await;
     let e = h.err(json!({"action": "wait", "condition": "text", "text": "never shown", "timeout": 300})).await;
     assert!(e.contains("timed out after 300 ms"), "{e}");
+    // A cancelled call stops at once with status cancelled, however long its wait.
+    let mut cx = h.cx.clone();
+    cx.cancel = kodik_core::CancellationToken::new();
+    let token = cx.cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        token.cancel();
+    });
+    let started = std::time::Instant::now();
+    let out = kodik_core::Tool::call(
+        &h.tool,
+        json!({"action": "wait", "condition": "text", "text": "never shown", "timeout": 60000}),
+        &cx,
+    )
+    .await;
+    assert_eq!(out.status, kodik_core::ToolStatus::Cancelled, "{}", out.text_content());
+    assert!(started.elapsed() < Duration::from_secs(5));
 
     // B1: global storage keeps cookies; an ephemeral tab does not see them.
     let r = h.ok(json!({"action": "navigate", "url": format!("{base}/cookie?set")})).await;
