@@ -66,7 +66,17 @@ pub async fn run(args: Args) -> ExitCode {
         Ok(m) => m,
         Err(e) => return usage_error(e),
     };
-    let toolbox = match builder(workspace).approver(args.approve.approver()).build() {
+    // ask_questions reaches the person at this terminal; without one, questions get no answer
+    // and the model is told to go on stating its assumptions (A6).
+    let mut conversation_tools = kodik_tools::conversation::ConversationToolset::builder();
+    if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
+        conversation_tools = conversation_tools.asker(Arc::new(kodik_tools::conversation::TerminalAsker));
+    }
+    let toolbox = match builder(workspace.clone())
+        .approver(args.approve.approver())
+        .conversation(conversation_tools.build())
+        .build()
+    {
         Ok(t) => t,
         Err(e) => return usage_error(e),
     };
@@ -77,7 +87,12 @@ pub async fn run(args: Args) -> ExitCode {
     if let Some(secs) = args.max_time {
         config = config.max_wall(Duration::from_secs(secs));
     }
+    // sub_agent children run on the same model, each in its own session (A3, A5).
+    toolbox.enable_sub_agents(Arc::clone(&model), config.clone());
     let agent = toolbox.agent(model, config);
+    // agent_status lists this conversation to other processes too (A4).
+    let store = Arc::new(kodik_tools::conversation::FileStore::for_workspace(&workspace));
+    let _published = kodik_tools::publish_sessions(&agent, store, workspace.clone());
     let mut events = agent.subscribe();
     let conversation = match (&args.resume, args.last) {
         (Some(id), _) => agent.resume(id),
