@@ -39,6 +39,15 @@ struct Shared {
     events: broadcast::Sender<AgentEvent>,
     /// Background commands that settled since the last request (S3, S5).
     inbox: Arc<TerminalInbox>,
+    /// Other sources of notes for the next request ([`Agent::with_notes`]).
+    notes: Vec<Arc<dyn Notes>>,
+}
+
+/// A source of messages that arrive between requests from outside the loop — a background
+/// sub-agent's report (A3) — each put before the model's next request as a note.
+pub trait Notes: Send + Sync {
+    /// The messages that arrived since the last call; each is handed out once.
+    fn take(&self) -> Vec<String>;
 }
 
 /// Passes every tool event on to the host's sink and keeps the ends of background commands
@@ -146,6 +155,7 @@ impl Agent {
         Self {
             shared: Arc::new(Shared {
                 inbox,
+                notes: Vec::new(),
                 model,
                 registry,
                 context,
@@ -155,6 +165,12 @@ impl Agent {
                 events,
             }),
         }
+    }
+
+    /// Adds a source of notes for the model's next request (e.g. background sub-agents' reports).
+    pub fn with_notes(mut self, notes: Arc<dyn Notes>) -> Self {
+        Arc::make_mut(&mut self.shared).notes.push(notes);
+        self
     }
 
     /// Replaces the scheduler configuration (concurrency, per-call timeout, output bound).
@@ -496,6 +512,11 @@ impl Conversation {
         // Background commands that settled since the last request report to the model now.
         for settled in shared.inbox.take() {
             self.push(Item::User { text: terminal_note(&settled) }, None);
+        }
+        for source in &shared.notes {
+            for note in source.take() {
+                self.push(Item::User { text: note }, None);
+            }
         }
         let fixed_bytes = system.len() + tools.iter().map(tool_bytes).sum::<usize>();
         self.compact_if_needed(fixed_bytes);

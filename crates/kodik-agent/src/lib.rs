@@ -13,7 +13,9 @@
 //! - every item, with each result's full [`ToolOutput`](kodik_core::ToolOutput), goes to a
 //!   JSON Lines transcript that [`Agent::resume`] reloads (G7);
 //! - near the context window, old results shrink to one line and the path of their full
-//!   output (G9, G20).
+//!   output (G9, G20);
+//! - what settles between requests — a background command (S3, S5), a background sub-agent's
+//!   report ([`Notes`], A3) — goes into the next request as a note.
 //!
 //! Hosts follow a run through [`AgentEvent`]s ([`Agent::subscribe`]).
 
@@ -28,7 +30,7 @@ mod events;
 mod observe;
 mod transcript;
 
-pub use agent::{Agent, Conversation};
+pub use agent::{Agent, Conversation, Notes};
 pub use config::{AgentConfig, ApprovalMode};
 pub use error::AgentError;
 pub use events::{AgentEvent, RunOutcome, RunStatus};

@@ -160,6 +160,11 @@ impl ConversationToolset {
         std::mem::take(&mut *self.inner.children.reports.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
+    /// [`take_reports`](Self::take_reports) as the text the model reads for each settled child.
+    pub fn take_report_notes(&self) -> Vec<String> {
+        self.take_reports().iter().map(|(id, r)| agents::report_text(id, r)).collect()
+    }
+
     /// Registers every conversation tool: `todo_write`, `memory`, `ask_questions`,
     /// `agent_status`, `sub_agent`, `send_message`, `generate_plan`, `check_understanding` and
     /// `create_lesson`.

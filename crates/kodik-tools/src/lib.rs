@@ -246,8 +246,29 @@ impl Toolbox {
         model: Arc<dyn kodik_model::ModelClient>,
         config: kodik_agent::AgentConfig,
     ) -> kodik_agent::Agent {
-        kodik_agent::Agent::new(model, Arc::clone(&self.registry), self.context.clone(), self.harness.clone(), config)
-            .with_scheduler_config(self.scheduler_config.clone())
+        let agent = kodik_agent::Agent::new(
+            model,
+            Arc::clone(&self.registry),
+            self.context.clone(),
+            self.harness.clone(),
+            config,
+        )
+        .with_scheduler_config(self.scheduler_config.clone());
+        // Background sub-agents report to the model when they settle (A3).
+        #[cfg(feature = "conversation")]
+        let agent = agent.with_notes(Arc::new(ChildReports(self.conversation.clone())));
+        agent
+    }
+}
+
+/// The reports of background sub-agents, as notes for the agent's next request (A3).
+#[cfg(all(feature = "agent", feature = "conversation"))]
+struct ChildReports(kodik_conversation::ConversationToolset);
+
+#[cfg(all(feature = "agent", feature = "conversation"))]
+impl kodik_agent::Notes for ChildReports {
+    fn take(&self) -> Vec<String> {
+        self.0.take_report_notes()
     }
 }
 

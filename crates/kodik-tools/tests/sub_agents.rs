@@ -242,3 +242,48 @@ async fn a4_a5_an_agents_conversation_is_published_listed_and_resumed_once_close
     assert_eq!(&second[..first.len()], &first[..], "resumed with its whole history");
     assert!(second[first.len()..].join("\n").contains("And after the merge?"));
 }
+
+/// A background child's report reaches the parent model in its next request, once (A3).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a3_a_background_childs_report_goes_into_the_parents_next_request() {
+    let dir = tempfile::tempdir().unwrap();
+    // The child talks to its own server, so parent and child requests cannot race for
+    // exchanges; its answer streams slowly enough (≥ 0.3 s) to settle during the parent's
+    // `sleep 1`, not before the parent's second request.
+    let slow = ReplayOptions { chunk_delay: Duration::from_millis(150), ..Default::default() };
+    let (tb, child_server) = toolbox(dir.path(), vec![body(&[Step::Text("Found 3 parsers.")])], slow).await;
+    let parent_bodies = [
+        body(&[Step::Call(
+            "call_bg",
+            "sub_agent",
+            json!({"description": "count", "prompt": "count parsers", "background": true}),
+        )]),
+        // The parent waits on something else while the child settles.
+        body(&[Step::Call("call_wait", "shell", json!({"command": "sleep 1"}))]),
+        body(&[Step::Text("The child found 3 parsers.")]),
+    ];
+    let recording = parent_bodies
+        .into_iter()
+        .fold(Recording::new(Provider::OpenAiResponses, "gpt-5"), |r, b| r.with(Exchange::sse(b)));
+    let parent_server = ReplayServer::start(recording).await.unwrap();
+    let parent_model = kodik_tools::model::client(
+        ModelConfig::new(Provider::OpenAiResponses, "gpt-5")
+            .base_url(parent_server.base_url())
+            .api_key("sk-test")
+            .retries(0),
+    )
+    .unwrap();
+    let agent = tb.agent(parent_model, AgentConfig::default().max_turns(5));
+    let mut conversation = agent.start().unwrap();
+    let outcome = conversation.run("count the parsers in the background", Default::default()).await;
+    assert_eq!(outcome.final_text, "The child found 3 parsers.", "{outcome:?}");
+    assert_eq!(child_server.requests().len(), 1, "the child ran");
+
+    let requests = parent_server.requests();
+    assert_eq!(requests.len(), 3);
+    let third = input_texts(&requests[2].body).join("\n");
+    assert!(third.contains("completed") && third.contains("Found 3 parsers."), "{third}");
+    // Handed out once: the second request had none, and nothing is left queued.
+    assert!(!input_texts(&requests[1].body).join("\n").contains("Found 3 parsers."));
+    assert!(tb.conversation().take_reports().is_empty());
+}
