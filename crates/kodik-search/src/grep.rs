@@ -1032,6 +1032,10 @@ fn format_result(args: &GrepArgs, bases: &[String], mut report: Report, searched
     let summary = report.spool.take().map(SpoolOut::finish);
     let saved = match &summary {
         Some(s) => match (&s.full_output, &s.spool_error) {
+            (Some(p), _) if matches!(mode, OutputMode::Content) => format!(
+                " The full result ({total} entries; each file's path once, above its `line:text` lines) is in `{}`.",
+                p.display()
+            ),
             (Some(p), _) => format!(" The full result ({total} entries) is in `{}`.", p.display()),
             (None, Some(e)) => format!(" The full result could not be saved: {e}."),
             _ => String::new(),

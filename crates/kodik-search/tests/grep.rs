@@ -467,7 +467,7 @@ async fn gr1_g20_big_files_stream_in_path_order_and_the_saved_result_is_complete
         assert!(t.starts_with("Found 310003 matching lines in 4 files\na.txt:1:hit 0\na.txt:2:hit 1\n"), "{t:.200}");
         assert!(t.len() < 70 * 1024, "the answer is capped at 64 KB of lines: {}", t.len());
         let next = out.meta["shown"].as_u64().unwrap();
-        assert!(t.ends_with(&format!("Next page: offset {next}. (This answer holds at most 64 KB of lines.) The full result (310003 entries) is in `{}`.]", out.meta["full_output"].as_str().unwrap())), "{}", &t[t.len() - 300..]);
+        assert!(t.ends_with(&format!("Next page: offset {next}. (This answer holds at most 64 KB of lines.) The full result (310003 entries; each file's path once, above its `line:text` lines) is in `{}`.]", out.meta["full_output"].as_str().unwrap())), "{}", &t[t.len() - 300..]);
         let full = out.meta["full_output"].as_str().unwrap();
         assert!(std::fs::read_to_string(full).unwrap() == expected, "{threads} threads: saved result differs");
         std::fs::remove_file(full).unwrap();
