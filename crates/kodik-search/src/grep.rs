@@ -1099,6 +1099,9 @@ mod tests {
         let full = grep(&ws, &session, &config, &args, &CancellationToken::new()).unwrap();
         let full_time = full_start.elapsed();
         assert_eq!(full.meta["total_matches"], 120 * 2000);
+        if let Some(saved) = full.meta["full_output"].as_str() {
+            std::fs::remove_file(saved).unwrap();
+        }
 
         let cancel = CancellationToken::new();
         let c2 = cancel.clone();
