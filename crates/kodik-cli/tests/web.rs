@@ -151,7 +151,7 @@ fn serve(env: &[(&str, &str)], call: Option<Value>) -> (Vec<String>, Value) {
         send(serde_json::json!({"jsonrpc":"2.0","id":3,"method":"tools/call","params":params}));
         result = recv()["result"].clone();
     }
-    drop(send);
+    drop(stdin);
     let _ = child.kill();
     let _ = child.wait();
     std::thread::sleep(Duration::from_millis(10));

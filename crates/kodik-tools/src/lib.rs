@@ -276,6 +276,7 @@ impl kodik_agent::Notes for ChildReports {
 #[derive(Default)]
 pub struct ToolboxBuilder {
     roots: Vec<PathBuf>,
+    spool_dir: Option<PathBuf>,
     settings: Settings,
     approver: Option<Arc<dyn Approver>>,
     hooks: Option<Arc<dyn Hooks>>,
@@ -328,6 +329,14 @@ impl ToolboxBuilder {
     /// Leaves a tool out.
     pub fn disable(mut self, tool: impl Into<String>) -> Self {
         self.disabled.push(tool.into());
+        self
+    }
+
+    /// Where full outputs that do not fit a result are saved (G9, G20). Default:
+    /// `$TMPDIR/kodik-output-<uid>`, private to the user. This sets the folder for the whole
+    /// process (every output preview made afterwards uses it), as a host does once at start-up.
+    pub fn spool_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.spool_dir = Some(dir.into());
         self
     }
 
@@ -392,6 +401,10 @@ impl ToolboxBuilder {
     pub fn build(self) -> Result<Toolbox, BuildError> {
         if self.roots.is_empty() {
             return Err(BuildError::NoWorkspace);
+        }
+        // Before any toolset is built: each takes the folder from its default preview settings.
+        if let Some(dir) = self.spool_dir {
+            kodik_core::preview::set_default_spool_dir(Some(dir));
         }
         let workspace = Workspace::with_roots(&self.roots)?.with_settings(self.settings);
         let mut context = ToolContext::new(workspace);
