@@ -54,18 +54,22 @@ pub fn convert(html: &str, url: Option<&str>) -> Converted {
     clean(&doc);
     normalise_code_languages(&doc);
     let body_text_len = doc.select("body").text().split_whitespace().map(str::len).sum::<usize>();
-    let cleaned = doc.html();
 
     // Classes carry the code blocks' languages (normalised above) through extraction.
-    let cfg = dom_smoothie::Config { keep_classes: true, ..Default::default() };
-    let article =
-        dom_smoothie::Readability::new(cleaned.as_ref(), url, Some(cfg)).ok().and_then(|mut r| r.parse().ok());
+    let cfg = dom_smoothie::Config { keep_classes: true, min_score_to_adjust: 10.0, ..Default::default() };
+    let article = dom_smoothie::Readability::with_document(doc, url, Some(cfg))
+        .ok()
+        .and_then(|mut r| r.parse_with_policy(dom_smoothie::ParsePolicy::Strict).ok());
     let (content, extracted, title) = match article {
         Some(a) if a.text_content.split_whitespace().map(str::len).sum::<usize>() >= MIN_ARTICLE_CHARS => {
             let t = if title.is_empty() { a.title.clone() } else { title };
             (a.content.to_string(), true, t)
         }
         _ => {
+            // Extraction took the document apart; the whole page comes from a fresh parse.
+            let doc = Document::from(limited.as_ref());
+            clean(&doc);
+            normalise_code_languages(&doc);
             doc.select("nav, footer, header, aside, [role=navigation], [role=banner], [role=contentinfo]").remove();
             let body = doc.select("body");
             let html = if body.exists() { body.html().to_string() } else { doc.html().to_string() };
