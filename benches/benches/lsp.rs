@@ -1,0 +1,235 @@
+//! kodik-lsp against the bare language server (pyright), issue 13's benchmarks:
+//! - cold: server start → first `definition` answer, through the `lsp` tool vs a minimal
+//!   blocking client that sends the same requests to the bare server (the floor);
+//! - warm: one `definition` through the tool vs the same request on an open bare connection;
+//! - edit → diagnostics of the written version (the E9 path), p50/p95 printed.
+//!
+//! Needs `pyright-langserver` in `KODIK_LSP_BIN` (what `cargo xtask test-tools` installs) or on
+//! PATH. Run: `KODIK_LSP_BIN=$CARGO_TARGET_DIR/lsp-servers/node_modules/.bin cargo bench -p
+//! kodik-benches --bench lsp -- --warm-up-time 1 --measurement-time 3`
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use kodik_core::{DiagnosticsProvider, ToolCall, ToolContext, ToolRegistry, Workspace, dispatch};
+use kodik_lsp::{LanguageServers, LspConfig, LspToolset};
+use serde_json::{Value, json};
+
+const UTIL: &str = "def helper(value: int) -> int:\n    return value * 2\n";
+const MAIN: &str = "from util import helper\n\n\ndef run(x: int) -> int:\n    return helper(x) + 1\n";
+
+fn pyright() -> PathBuf {
+    let from_env = std::env::var_os("KODIK_LSP_BIN").map(|d| PathBuf::from(d).join("pyright-langserver"));
+    from_env
+        .filter(|p| p.is_file())
+        .or_else(|| {
+            std::env::split_paths(&std::env::var_os("PATH")?).map(|d| d.join("pyright-langserver")).find(|p| p.is_file())
+        })
+        .expect("pyright-langserver not found: run `cargo xtask test-tools` and set KODIK_LSP_BIN")
+}
+
+fn project() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("pyproject.toml"), "[project]\nname = \"b\"\nversion = \"0\"\n").unwrap();
+    std::fs::write(dir.path().join("util.py"), UTIL).unwrap();
+    std::fs::write(dir.path().join("main.py"), MAIN).unwrap();
+    dir
+}
+
+fn uri(p: &Path) -> String {
+    format!("file://{}", p.display())
+}
+
+/// The floor: a blocking client that frames messages, answers every server request with
+/// `null`, and waits for the answer to its own request.
+struct Bare {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    next: i64,
+}
+
+impl Bare {
+    fn start(program: &Path, root: &Path) -> Self {
+        let mut child = Command::new(program)
+            .arg("--stdio")
+            .current_dir(root)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut b = Self { child, stdin, stdout, next: 1 };
+        let caps = json!({"textDocument": {"definition": {"linkSupport": true}}, "workspace": {"configuration": true}});
+        b.request("initialize", json!({"processId": null, "rootUri": uri(root), "capabilities": caps}));
+        b.send(&json!({"jsonrpc": "2.0", "method": "initialized", "params": {}}));
+        b
+    }
+
+    fn send(&mut self, msg: &Value) {
+        let body = msg.to_string();
+        write!(self.stdin, "Content-Length: {}\r\n\r\n{body}", body.len()).unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    fn read(&mut self) -> Value {
+        let mut len = 0usize;
+        loop {
+            let mut line = String::new();
+            self.stdout.read_line(&mut line).unwrap();
+            let line = line.trim_end();
+            if line.is_empty() {
+                break;
+            }
+            if let Some(v) = line.strip_prefix("Content-Length:") {
+                len = v.trim().parse().unwrap();
+            }
+        }
+        let mut body = vec![0; len];
+        self.stdout.read_exact(&mut body).unwrap();
+        serde_json::from_slice(&body).unwrap()
+    }
+
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next;
+        self.next += 1;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        loop {
+            let msg = self.read();
+            match (msg.get("id"), msg.get("method")) {
+                (Some(got), None) if got.as_i64() == Some(id) => return msg["result"].clone(),
+                (Some(sid), Some(m)) => {
+                    let result = if m == "workspace/configuration" {
+                        json!(vec![Value::Null; msg["params"]["items"].as_array().map_or(0, Vec::len)])
+                    } else {
+                        Value::Null
+                    };
+                    let sid = sid.clone();
+                    self.send(&json!({"jsonrpc": "2.0", "id": sid, "result": result}));
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn open(&mut self, path: &Path, text: &str) {
+        let doc = json!({"uri": uri(path), "languageId": "python", "version": 1, "text": text});
+        self.send(&json!({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": doc}}));
+    }
+
+    fn definition(&mut self, path: &Path) -> Value {
+        // `helper` in `return helper(x) + 1`: line 4 (0-based), column 11.
+        let params = json!({"textDocument": {"uri": uri(path)}, "position": {"line": 4, "character": 11}});
+        self.request("textDocument/definition", params)
+    }
+}
+
+impl Drop for Bare {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+struct Kodik {
+    servers: Arc<LanguageServers>,
+    registry: ToolRegistry,
+    cx: ToolContext,
+}
+
+fn kodik(program: &Path, root: &Path) -> Kodik {
+    let mut config = LspConfig::default();
+    for s in &mut config.servers {
+        if s.name == "pyright" {
+            s.command = program.to_path_buf();
+        }
+    }
+    let servers = Arc::new(LanguageServers::new(config, vec![root.to_path_buf()]));
+    let mut registry = ToolRegistry::default();
+    LspToolset::new(servers.clone()).register(&mut registry);
+    let cx = ToolContext::new(Workspace::new(root).unwrap());
+    Kodik { servers, registry, cx }
+}
+
+async fn tool_definition(k: &Kodik) {
+    let args = json!({"operation": "definition", "path": "main.py", "line": 5, "symbol": "helper"});
+    let out = dispatch(&k.registry, &ToolCall::new("b", "lsp", args), &k.cx).await;
+    assert!(out.text_content().contains("util.py:1:5:"), "{}", out.text_content());
+}
+
+fn bench(c: &mut Criterion) {
+    let program = pyright();
+    let dir = project();
+    let root = dir.path().canonicalize().unwrap();
+    let main = root.join("main.py");
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+
+    let mut cold = c.benchmark_group("lsp_cold_start_to_definition");
+    cold.sample_size(10);
+    cold.bench_function("bare_pyright", |b| {
+        b.iter(|| {
+            let mut bare = Bare::start(&program, &root);
+            bare.open(&main, MAIN);
+            assert!(bare.definition(&main).to_string().contains("util.py"));
+        })
+    });
+    cold.bench_function("kodik_lsp_tool", |b| {
+        b.iter(|| {
+            rt.block_on(async {
+                let k = kodik(&program, &root);
+                tool_definition(&k).await;
+            })
+        })
+    });
+    cold.finish();
+
+    let mut warm = c.benchmark_group("lsp_warm_definition");
+    let mut bare = Bare::start(&program, &root);
+    bare.open(&main, MAIN);
+    // The first answer includes analysing the files; both sides are measured after it.
+    bare.definition(&main);
+    warm.bench_function("bare_pyright", |b| b.iter(|| bare.definition(&main)));
+    drop(bare);
+    let k = kodik(&program, &root);
+    rt.block_on(tool_definition(&k));
+    warm.bench_function("kodik_lsp_tool", |b| b.iter(|| rt.block_on(tool_definition(&k))));
+    warm.finish();
+
+    // E9: each iteration writes a new version (alternating an error and its fix) and waits for
+    // that version's diagnostics.
+    let calc = root.join("calc.py");
+    let versions = ["from util import helper\nx: int = helper(\"two\")\n", "from util import helper\nx: int = helper(2)\n"];
+    let mut samples = Vec::new();
+    let mut n = 0usize;
+    let mut group = c.benchmark_group("lsp_edit_to_diagnostics");
+    group.bench_function("pyright_written_version", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let text = versions[n % 2];
+                std::fs::write(&calc, text).unwrap();
+                let started = Instant::now();
+                let d = rt.block_on(k.servers.diagnostics(&calc, text));
+                let took = started.elapsed();
+                assert_eq!(d.is_empty(), n % 2 == 1, "diagnostics of the wrong version: {d:?}");
+                samples.push(took);
+                total += took;
+                n += 1;
+            }
+            total
+        })
+    });
+    group.finish();
+    samples.sort();
+    let pct = |p: f64| samples[((samples.len() - 1) as f64 * p) as usize];
+    eprintln!("lsp edit→diagnostics (pyright): p50 {:?}, p95 {:?} over {} edits", pct(0.5), pct(0.95), samples.len());
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
