@@ -27,7 +27,9 @@ fn pyright() -> PathBuf {
     from_env
         .filter(|p| p.is_file())
         .or_else(|| {
-            std::env::split_paths(&std::env::var_os("PATH")?).map(|d| d.join("pyright-langserver")).find(|p| p.is_file())
+            std::env::split_paths(&std::env::var_os("PATH")?)
+                .map(|d| d.join("pyright-langserver"))
+                .find(|p| p.is_file())
         })
         .expect("pyright-langserver not found: run `cargo xtask test-tools` and set KODIK_LSP_BIN")
 }
@@ -204,7 +206,8 @@ fn bench(c: &mut Criterion) {
     // E9: each iteration writes a new version (alternating an error and its fix) and waits for
     // that version's diagnostics.
     let calc = root.join("calc.py");
-    let versions = ["from util import helper\nx: int = helper(\"two\")\n", "from util import helper\nx: int = helper(2)\n"];
+    let versions =
+        ["from util import helper\nx: int = helper(\"two\")\n", "from util import helper\nx: int = helper(2)\n"];
     let mut samples = Vec::new();
     let mut n = 0usize;
     let mut group = c.benchmark_group("lsp_edit_to_diagnostics");
