@@ -29,6 +29,9 @@ use serde_json::Value;
     about = "The Kodik agent tool set: an agent, schemas, single calls, batches and an MCP server"
 )]
 struct Cli {
+    /// Where full outputs that do not fit a result are saved (default: $TMPDIR/kodik-output-<uid>).
+    #[arg(long, global = true, value_name = "DIR")]
+    spool_dir: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -214,6 +217,10 @@ fn main() -> ExitCode {
             .try_init();
     }
     let cli = Cli::parse();
+    if let Some(dir) = cli.spool_dir {
+        // Once, before any toolbox is built (the setting is process-wide).
+        kodik_tools::core::preview::set_default_spool_dir(Some(dir));
+    }
     match cli.command {
         Command::Agent {
             workspace,

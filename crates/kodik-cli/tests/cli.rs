@@ -141,3 +141,20 @@ fn k1_codemode_runs_through_call_and_the_worker_subcommand_refuses_to_run_by_han
     assert_eq!(alone.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&alone.stderr).contains("started by the codemode tool"));
 }
+
+/// G9, G20: `--spool-dir` decides where a full output that does not fit the result is saved.
+#[test]
+fn g9_g20_spool_dir_flag_decides_where_full_outputs_go() {
+    let ws = tempfile::tempdir().unwrap();
+    let spool = tempfile::tempdir().unwrap();
+    let out = kodik()
+        .args(["--spool-dir", spool.path().to_str().unwrap(), "call", "--workspace", ws.path().to_str().unwrap()])
+        .args(["shell", r#"{"command":"seq 1 200000"}"#])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let result: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let full = std::path::PathBuf::from(result["full_output"].as_str().expect("the output was saved in full"));
+    assert!(full.starts_with(spool.path()), "{} is not under {}", full.display(), spool.path().display());
+    assert!(std::fs::read_to_string(full).unwrap().ends_with("200000\n"));
+}
