@@ -1,6 +1,8 @@
-//! `kodik serve`'s MCP layer in process (rmcp client ↔ McpServer over a duplex pipe): the cost
-//! of one tools/call round trip vs dispatching the same no-op call directly, and 8 overlapping
-//! 100 ms requests (they must run concurrently: ≈100 ms wall, not 800).
+//! `kodik serve`'s MCP layer in process (rmcp client ↔ McpServer over a duplex pipe, the stdio
+//! path minus the pipe syscalls): the cost of one tools/call round trip vs dispatching the same
+//! no-op call directly; the same call over streamable HTTP on loopback (kodik-mcp's HTTP server
+//! with a session, called through kodik-mcp's client as a mounted `server__tool`); and 8
+//! overlapping 100 ms requests (they must run concurrently: ≈100 ms wall, not 800).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)] // a bench binary, not library code
 
@@ -10,7 +12,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use criterion::{Criterion, criterion_group, criterion_main};
 use kodik_core::{Effect, Tool, ToolCall, ToolContext, ToolOutput, ToolRegistry, ToolSpec, Workspace, dispatch};
-use kodik_mcp::McpServer;
+use kodik_mcp::{ClientOptions, HttpOptions, McpClient, McpConfig, McpServer, ServerConfig};
 use kodik_scheduler::Scheduler;
 use rmcp::ServiceExt as _;
 use rmcp::model::CallToolRequestParams;
@@ -50,6 +52,19 @@ fn bench(c: &mut Criterion) {
         ().serve(client_io).await.unwrap()
     });
     let peer = client.peer().clone();
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let (http_client, http_tool) = rt.block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+        let (reg, cx, specs) = (reg.clone(), cx.clone(), reg.specs().cloned().collect::<Vec<_>>());
+        let factory = move || Ok(McpServer::new(Scheduler::new(Arc::new(reg.clone())), cx.clone(), specs.clone()));
+        tokio::spawn(kodik_mcp::serve_http(listener, factory, HttpOptions::default(), shutdown.clone()));
+        let config = McpConfig::new().server("h", ServerConfig::http(url));
+        let client = McpClient::connect(&config, ClientOptions::default()).await;
+        assert!(client.errors().is_empty(), "{:?}", client.errors());
+        let tool = client.tools(&Default::default()).pop().unwrap();
+        (client, tool)
+    });
     let params = |args: Value| CallToolRequestParams::new("noop").with_arguments(args.as_object().cloned().unwrap());
     let direct = ToolCall::new("c", "noop", json!({}));
 
@@ -69,6 +84,16 @@ fn bench(c: &mut Criterion) {
             rt.block_on(async {
                 for _ in 0..CALLS {
                     peer.call_tool(params(json!({}))).await.unwrap();
+                }
+            })
+        })
+    });
+    g.bench_function("mcp_http_round_trip", |b| {
+        b.iter(|| {
+            rt.block_on(async {
+                for _ in 0..CALLS {
+                    let out = http_tool.call(json!({}), &cx).await;
+                    assert!(out.is_success(), "{out:?}");
                 }
             })
         })
@@ -95,6 +120,8 @@ fn bench(c: &mut Criterion) {
     });
     g.finish();
     drop(client);
+    rt.block_on(http_client.shutdown());
+    shutdown.cancel();
 }
 
 criterion_group!(benches, bench);

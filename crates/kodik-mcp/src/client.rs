@@ -264,8 +264,7 @@ impl Server {
             headers.insert(name, value);
         }
         let client = reqwest::Client::builder()
-            // Pooled idle connections stall on delayed ACKs when a body was left unread (rmcp's note).
-            .pool_max_idle_per_host(0)
+            .tcp_nodelay(true)
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| HttpStartError::Other(format!("cannot build the HTTP client: {e}")))?;

@@ -119,7 +119,10 @@ where
     let in_flight = Arc::new(AtomicUsize::new(0));
     let counter = Arc::clone(&in_flight);
     let sessions_end = CancellationToken::new();
-    let mut config = StreamableHttpServerConfig::default().with_cancellation_token(sessions_end.clone());
+    // No SSE priming/retry events: without an event store a client cannot resume anyway, and
+    // each one is an extra write per request.
+    let mut config =
+        StreamableHttpServerConfig::default().with_cancellation_token(sessions_end.clone()).with_sse_retry(None);
     config = if options.allowed_origins.is_empty() {
         config.enforce_origin_validation()
     } else {
@@ -131,6 +134,7 @@ where
     }
     let mut sessions = LocalSessionManager::default();
     sessions.session_config.keep_alive = Some(options.idle_timeout);
+    sessions.session_config.sse_retry = None;
     let service = StreamableHttpService::new(
         move || factory().map(|s| s.with_in_flight(Arc::clone(&counter))),
         Arc::new(sessions),
