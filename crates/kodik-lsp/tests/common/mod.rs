@@ -40,8 +40,11 @@ pub struct Harness {
 
 impl Harness {
     pub fn new(root: &Path, server: ServerConfig) -> Self {
+        Self::with_config(root, LspConfig { servers: vec![server], ..LspConfig::default() })
+    }
+
+    pub fn with_config(root: &Path, config: LspConfig) -> Self {
         let root = root.canonicalize().unwrap();
-        let config = LspConfig { servers: vec![server], ..LspConfig::default() };
         let servers = Arc::new(LanguageServers::new(config, vec![root.clone()]));
         let mut registry = ToolRegistry::default();
         LspToolset::new(servers.clone()).register(&mut registry);

@@ -1,0 +1,50 @@
+//! L6 readiness with a real child process: a server that indexes (an open `$/progress` token)
+//! and answers `[]` until it is done. A query waits for the work to end and gets the answer;
+//! when the work outlasts the wait, the answer says "still indexing", never "no results".
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
+
+mod common;
+
+use std::time::Duration;
+
+use common::Harness;
+use kodik_lsp::{LspConfig, ServerConfig};
+use serde_json::json;
+
+fn python() -> Option<std::path::PathBuf> {
+    let found = std::env::split_paths(&std::env::var_os("PATH")?).map(|d| d.join("python3")).find(|p| p.is_file());
+    if found.is_none() {
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "python3 is needed for the indexing server");
+        eprintln!("SKIPPED: python3 not found");
+    }
+    found
+}
+
+fn harness(index_seconds: &str, wait: Duration) -> Option<(tempfile::TempDir, Harness)> {
+    let py = python()?;
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/servers/indexing_server.py");
+    let server = ServerConfig::new("indexer", py, &[script, index_seconds], &[("idx", "idx")]);
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = Harness::new(dir.path(), server);
+    let config = LspConfig { indexing_wait: wait, ..h.servers.config().clone() };
+    h = Harness::with_config(&h.root, config);
+    h.write("a.idx", "def name\n");
+    Some((dir, h))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l6_a_query_during_indexing_waits_for_it_instead_of_answering_nothing() {
+    let Some((_dir, h)) = harness("0.8", Duration::from_secs(10)) else { return };
+    let out = h.lsp(json!({"operation": "definition", "path": "a.idx", "line": 1, "symbol": "name"})).await;
+    assert!(out.contains("a.idx:1:5: def name"), "{out}");
+    assert!(!out.contains("indexing"), "{out}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l6_indexing_longer_than_the_wait_is_reported_not_nothing_found() {
+    let Some((_dir, h)) = harness("30", Duration::from_millis(300)) else { return };
+    let out = h.lsp(json!({"operation": "definition", "path": "a.idx", "line": 1, "symbol": "name"})).await;
+    assert!(out.contains("still indexing; results may be incomplete"), "{out}");
+    assert!(!out.contains("No results"), "{out}");
+}
