@@ -222,8 +222,15 @@ elsewhere (an API, a raw file, documentation source, or a server-rendered page).
         cancel: &CancellationToken,
     ) -> Result<Page, ToolError> {
         let client = self.client.clone();
+        let page_origin = url::Url::parse(url).ok().map(|u| u.origin());
         let allow = move |u: &str| -> Result<(), String> {
-            let (parsed, _) = client.check_start(u).map_err(|e| e.to_string())?;
+            let (parsed, local) = client.check_start(u).map_err(|e| e.to_string())?;
+            // As with redirects: loopback only within the origin of a local page the model named.
+            if local && Some(parsed.origin()) != page_origin {
+                return Err(format!(
+                    "{u}: loopback addresses are reached only when you give that URL yourself, not from a page's requests"
+                ));
+            }
             if let Some(url::Host::Domain(d)) = parsed.host() {
                 use std::net::ToSocketAddrs;
                 let addrs = (d, 0).to_socket_addrs().map_err(|e| format!("could not resolve `{d}`: {e}"))?;

@@ -4,6 +4,7 @@
 mod common;
 
 use std::io::Write as _;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{Reply, Server, fetch, framed, tool};
@@ -410,4 +411,43 @@ async fn g8_page_text_is_framed_as_untrusted_and_kept_unaltered() {
     // The real end marker carries a nonce the page could not guess.
     let real_end = out.rfind("<<<end of untrusted web content ").unwrap();
     assert!(!out[real_end..].contains("0000>>>"), "{out}");
+}
+
+/// A renderer standing in for the browser crate's: it checks the address rules it is handed
+/// the way a browser's request interception would, and returns the DOM a script would build.
+struct ScriptedRenderer {
+    seen: std::sync::Mutex<Vec<(String, Result<(), String>)>>,
+}
+
+#[async_trait::async_trait]
+impl kodik_core::PageRenderer for ScriptedRenderer {
+    async fn render(&self, request: kodik_core::RenderRequest<'_>) -> Result<String, String> {
+        let mut seen = self.seen.lock().unwrap();
+        for u in [
+            request.url,
+            "https://169.254.169.254/latest/meta-data/",
+            "http://10.0.0.7/api",
+            "http://127.0.0.1:1/admin",
+        ] {
+            seen.push((u.to_string(), (request.allow_request)(u)));
+        }
+        Ok("<html><head><title>Acme Dashboard</title></head><body><main><h1>Dashboard</h1><p>Revenue this \
+quarter grew by nine percent, driven by the new subscription plans and lower churn across regions.</p>\
+<p>Open support tickets dropped to forty-two, the lowest number since the dashboard was introduced.</p></main></body></html>"
+            .into())
+    }
+}
+
+#[tokio::test]
+async fn w2_a_javascript_shell_is_rendered_through_the_page_renderer_under_the_address_rules() {
+    let s = pages().await;
+    let renderer = Arc::new(ScriptedRenderer { seen: std::sync::Mutex::new(Vec::new()) });
+    let t = tool(WebConfig::default()).with_renderer(renderer.clone());
+    let out = fetch(&t, &s.url("/shell"), None, None).await.unwrap();
+    assert!(out.contains("rendered in a headless browser") && out.contains("Revenue this quarter grew"), "{out}");
+    let seen = renderer.seen.lock().unwrap();
+    assert!(seen[0].1.is_ok(), "the page itself is allowed: {seen:?}");
+    assert!(seen[1].1.as_ref().unwrap_err().contains("cloud metadata"), "{seen:?}");
+    assert!(seen[2].1.as_ref().unwrap_err().contains("plain http"), "{seen:?}");
+    assert!(seen[3].1.as_ref().unwrap_err().contains("not from a page's requests"), "{seen:?}");
 }
