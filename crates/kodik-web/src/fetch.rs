@@ -442,3 +442,48 @@ fn format_page(
     });
     (out, meta)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::content::Kind;
+
+    fn page(url: &str, bytes: usize) -> Arc<FetchedPage> {
+        Arc::new(FetchedPage {
+            final_url: url.into(),
+            status: 200,
+            page: Page {
+                title: String::new(),
+                markdown: "x".repeat(bytes),
+                content_type: "text/plain".into(),
+                kind: Kind::Text,
+            },
+            sections: Vec::new(),
+            body_bytes: bytes,
+            truncated: false,
+            redirects: 0,
+            rendered: false,
+            fetched_at: Instant::now(),
+            validators: Validators::default(),
+        })
+    }
+
+    #[test]
+    fn w2_the_cache_is_bounded_in_entries_and_bytes_and_keyed_by_final_url() {
+        let mut c = Cache::default();
+        for i in 0..5 {
+            c.put(&format!("https://a.example/{i}"), page(&format!("https://a.example/{i}"), 10), 3, 1000);
+        }
+        assert_eq!(c.pages.len(), 3);
+        assert!(c.get("https://a.example/0").is_none() && c.get("https://a.example/4").is_some());
+        // Two requested URLs that redirect to one page share its entry.
+        c.put("https://short.example/x", page("https://a.example/4", 10), 3, 1000);
+        assert_eq!(c.get("https://short.example/x").unwrap().final_url, "https://a.example/4");
+        assert_eq!(c.pages.len(), 3);
+        // Bytes: a big page pushes out the oldest; one larger than the whole budget is not kept.
+        c.put("https://b.example/", page("https://b.example/", 980), 3, 1000);
+        assert!(c.bytes <= 1000, "{}", c.bytes);
+        c.put("https://huge.example/", page("https://huge.example/", 5000), 3, 1000);
+        assert!(c.get("https://huge.example/").is_none());
+    }
+}

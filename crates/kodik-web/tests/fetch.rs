@@ -451,3 +451,13 @@ async fn w2_a_javascript_shell_is_rendered_through_the_page_renderer_under_the_a
     assert!(seen[2].1.as_ref().unwrap_err().contains("plain http"), "{seen:?}");
     assert!(seen[3].1.as_ref().unwrap_err().contains("not from a page's requests"), "{seen:?}");
 }
+
+#[tokio::test]
+async fn w2_a_body_that_stalls_longer_than_the_idle_timeout_fails_naming_it() {
+    let s = Server::start(drip_server()).await;
+    let t = tool(WebConfig { idle_timeout: Duration::from_millis(200), ..WebConfig::default() });
+    let started = Instant::now();
+    let err = fetch(&t, &s.url("/stall"), None, None).await.unwrap_err();
+    assert!(err.contains("idle timeout"), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+}
