@@ -14,7 +14,9 @@ use crate::error::BrowserError;
 const CANDIDATES: &[&str] =
     &["/usr/lib/chromium/chromium", "chromium", "chromium-browser", "google-chrome", "google-chrome-stable"];
 
-/// The Chromium binary to start: `explicit`, else `CHROME`, else the first of [`CANDIDATES`].
+/// The Chromium binary to start: `explicit`, else `CHROME`, else the first that exists of
+/// Debian's `/usr/lib/chromium/chromium` and `chromium`, `chromium-browser`, `google-chrome`,
+/// `google-chrome-stable` on PATH.
 pub fn find_chromium(explicit: Option<&Path>) -> Result<PathBuf, BrowserError> {
     if let Some(p) = explicit {
         return if p.is_file() { Ok(p.to_path_buf()) } else { Err(BrowserError::NotInstalled) };

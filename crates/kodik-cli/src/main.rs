@@ -29,7 +29,7 @@ use serde_json::Value;
     about = "The Kodik agent tool set: an agent, schemas, single calls, batches and an MCP server"
 )]
 struct Cli {
-    /// Where full outputs that do not fit a result are saved (default: $TMPDIR/kodik-output-<uid>).
+    /// Where full outputs that do not fit a result are saved (default: $TMPDIR/kodik-output-UID).
     #[arg(long, global = true, value_name = "DIR")]
     spool_dir: Option<PathBuf>,
     #[command(subcommand)]
