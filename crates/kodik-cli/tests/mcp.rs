@@ -478,7 +478,8 @@ class Session:
         self.http = httpx2.AsyncClient(headers=headers, timeout=120)
 
     async def __aenter__(self):
-        self.transport = streamable_http_client(url, http_client=self.http)
+        # "idle" leaves without ending its session, as a client that vanished would.
+        self.transport = streamable_http_client(url, http_client=self.http, terminate_on_close=scenario != "idle")
         read, write, *_ = await self.transport.__aenter__()
         self.session = ClientSession(read, write)
         await self.session.__aenter__()
@@ -507,6 +508,9 @@ async def main():
     elif scenario == "list":
         async with Session() as a:
             out["tools"] = [t.name for t in (await a.session.list_tools()).tools]
+    elif scenario == "idle":
+        async with Session() as a:
+            out["background"] = await a.call("shell", {"command": "echo $$ > idle.pid; exec sleep 300"})
     elif scenario == "inflight":
         async with Session() as a:
             out["background"] = await a.call("shell", {"command": "echo $$ > sleeper.pid; exec sleep 300"})
@@ -526,9 +530,14 @@ struct HttpServe {
 
 impl HttpServe {
     fn start(workspace: &Path, addr: &str, token: Option<&str>) -> Result<Self, String> {
+        Self::start_with(workspace, addr, token, &[])
+    }
+
+    fn start_with(workspace: &Path, addr: &str, token: Option<&str>, extra: &[&str]) -> Result<Self, String> {
         use std::io::BufRead as _;
         let mut cmd = Command::new(KODIK);
         cmd.args(["serve", "--workspace", workspace.to_str().unwrap(), "--http", addr])
+            .args(extra)
             .env_remove("KODIK_SERVE_TOKEN")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -778,4 +787,23 @@ fn http_load_50_sessions_x_100_calls_without_errors_or_cross_session_leaks() {
     );
     assert_eq!(sorted.len(), SESSIONS * CALLS);
     assert!(rss < 1024 * 1024, "the server's RSS grew past 1 GiB: {rss} KiB");
+}
+
+#[test]
+fn http_an_idle_session_expires_and_its_terminals_are_killed() {
+    let ws = tempfile::tempdir().unwrap();
+    let server = HttpServe::start_with(ws.path(), "127.0.0.1:0", None, &["--session-idle", "3"]).unwrap();
+    let s = finish(http_client(&server.url, "idle", ""), Duration::from_secs(60));
+    assert_eq!(s["background"]["structured"]["meta"]["running"], true, "{s}");
+    let pid = std::fs::read_to_string(ws.path().join("idle.pid")).unwrap();
+    let proc = PathBuf::from(format!("/proc/{}", pid.trim()));
+    assert!(proc.exists(), "the background command is gone before the session expired");
+    let start = Instant::now();
+    while proc.exists() && start.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(!proc.exists(), "the idle session's terminal {} still runs after {:?}", pid.trim(), start.elapsed());
+    // The server itself keeps serving.
+    let again = finish(http_client(&server.url, "list", ""), Duration::from_secs(60));
+    assert!(names(&again).contains(&"shell"), "{again}");
 }

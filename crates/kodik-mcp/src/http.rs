@@ -118,6 +118,8 @@ where
     };
     let in_flight = Arc::new(AtomicUsize::new(0));
     let counter = Arc::clone(&in_flight);
+    // Well inside the idle limit, so a session with a call running never looks idle.
+    let heartbeat = (options.idle_timeout / 3).max(Duration::from_millis(200));
     let sessions_end = CancellationToken::new();
     // No SSE priming/retry events: without an event store a client cannot resume anyway, and
     // each one is an extra write per request.
@@ -136,7 +138,7 @@ where
     sessions.session_config.keep_alive = Some(options.idle_timeout);
     sessions.session_config.sse_retry = None;
     let service = StreamableHttpService::new(
-        move || factory().map(|s| s.with_in_flight(Arc::clone(&counter))),
+        move || factory().map(|s| s.with_in_flight(Arc::clone(&counter), heartbeat)),
         Arc::new(sessions),
         config,
     );

@@ -34,6 +34,9 @@ pub struct McpServer {
     /// Calls running now, shared by every session of an HTTP server (graceful shutdown waits
     /// for it to reach zero).
     in_flight: Option<Arc<AtomicUsize>>,
+    /// While a call runs, ping the client this often: an HTTP session counts as idle when no
+    /// message passes, and a long call must not make it expire.
+    heartbeat: Option<std::time::Duration>,
 }
 
 impl std::fmt::Debug for McpServer {
@@ -60,6 +63,7 @@ impl McpServer {
             next_id: Arc::new(AtomicU64::new(1)),
             instructions: None,
             in_flight: None,
+            heartbeat: None,
         }
     }
 
@@ -71,8 +75,9 @@ impl McpServer {
     }
 
     /// Counts this server's running calls in `counter`.
-    pub(crate) fn with_in_flight(mut self, counter: Arc<AtomicUsize>) -> Self {
+    pub(crate) fn with_in_flight(mut self, counter: Arc<AtomicUsize>, heartbeat: std::time::Duration) -> Self {
         self.in_flight = Some(counter);
+        self.heartbeat = Some(heartbeat);
         self
     }
 
@@ -150,6 +155,20 @@ impl ServerHandler for McpServer {
             EndProgress(&self.events, id.clone())
         });
         let _running = self.in_flight.as_deref().map(Running::new);
+        let _heartbeat = self.heartbeat.map(|every| {
+            let peer = context.peer.clone();
+            Heartbeat(tokio::spawn(async move {
+                let mut tick = tokio::time::interval(every);
+                tick.tick().await;
+                loop {
+                    tick.tick().await;
+                    let ping = rmcp::model::ServerRequest::PingRequest(rmcp::model::PingRequest::default());
+                    if peer.send_request(ping).await.is_err() {
+                        break;
+                    }
+                }
+            }))
+        });
         let call = ToolCall::new(id, name, args);
         // rmcp only cancels the token when the client sends notifications/cancelled; dropping
         // the call future is what cancels the call in the scheduler (G6).
@@ -212,5 +231,14 @@ impl<'a> Running<'a> {
 impl Drop for Running<'_> {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Stops a call's heartbeat pings when the call ends.
+struct Heartbeat(tokio::task::JoinHandle<()>);
+
+impl Drop for Heartbeat {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
