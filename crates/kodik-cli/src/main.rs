@@ -373,6 +373,8 @@ async fn call(workspace: PathBuf, mcp_config: Vec<PathBuf>, tool: String, args: 
         Err(code) => return code,
     };
     let out = tb.call(&ToolCall::new("call_1", tool, args)).await;
+    // A clean browser exit writes its cookies to the profile (B1); a kill would lose them.
+    tb.browser().shutdown().await;
     unmount(mcp).await;
     match serde_json::to_string(&out) {
         Ok(s) => println!("{s}"),
@@ -422,6 +424,7 @@ async fn batch(workspace: PathBuf, mcp_config: Vec<PathBuf>) -> ExitCode {
         Err(code) => return code,
     };
     let code = batch_lines(&tb).await;
+    tb.browser().shutdown().await;
     unmount(mcp).await;
     code
 }

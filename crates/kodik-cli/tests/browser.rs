@@ -16,6 +16,11 @@ const PAGE: &str = r#"<!doctype html><title>Form</title>
 
 /// Serves PAGE for every request on an ephemeral port.
 fn serve() -> String {
+    serve_page(PAGE)
+}
+
+/// Serves `page` for every request on an ephemeral port.
+fn serve_page(page: &'static str) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     std::thread::spawn(move || {
@@ -23,8 +28,8 @@ fn serve() -> String {
             let mut buf = [0u8; 4096];
             let _ = sock.read(&mut buf);
             let resp = format!(
-                "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{PAGE}",
-                PAGE.len()
+                "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{page}",
+                page.len()
             );
             let _ = sock.write_all(resp.as_bytes());
         }
@@ -103,4 +108,28 @@ fn b3_b4_browser_through_call_and_batch_keeps_the_tab_between_lines() {
         left = browser_processes(cache.path());
     }
     assert!(left.is_empty(), "browser processes left: {left:?}");
+}
+
+/// B1: the default (global) storage persists: a cookie set during one `kodik call` is there in
+/// the next, because the command ends Chromium cleanly instead of killing it.
+#[test]
+fn b1_a_cookie_set_in_one_kodik_call_is_there_in_the_next() {
+    const COOKIE_PAGE: &str = r#"<!doctype html><title>Cookie</title><p id="c"></p>
+<script>document.getElementById('c').textContent = 'cookies:[' + document.cookie + ']';
+document.cookie = 'seen=yes; max-age=3600; path=/';</script>"#;
+    let url = serve_page(COOKIE_PAGE);
+    let ws = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let w = ws.path().to_str().unwrap();
+    let args = serde_json::json!({"action": "open", "url": url}).to_string();
+    let page_text = || {
+        let out = kodik(cache.path()).args(["call", "--workspace", w, "browser", &args]).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["content"][0]["text"].as_str().unwrap().to_string()
+    };
+    let first = page_text();
+    assert!(first.contains("cookies:[]"), "{first}");
+    let second = page_text();
+    assert!(second.contains("cookies:[seen=yes]"), "the cookie did not survive the first command: {second}");
 }
