@@ -30,6 +30,11 @@ pub struct ServerConfig {
     /// `$/progress` begins within this long after start, the server counts as indexing until
     /// that work ends.
     pub first_progress_grace: Option<Duration>,
+    /// This server's quiet window for pushed diagnostics, instead of
+    /// [`LspConfig::diagnostics_quiet`]: servers that publish without a document version and
+    /// after a debounce (typescript-language-server) need a longer one, or a late publish for
+    /// the previous version would pass for the current one.
+    pub diagnostics_quiet: Option<Duration>,
 }
 
 impl ServerConfig {
@@ -45,6 +50,7 @@ impl ServerConfig {
             settings: Value::Null,
             ready_log: None,
             first_progress_grace: None,
+            diagnostics_quiet: None,
         }
     }
 
@@ -136,8 +142,21 @@ impl LspConfig {
     /// The server for `path`: the first configured one that serves its extension and is
     /// installed. `Err` lists the names tried when some serve it but none is installed.
     pub fn server_for(&self, path: &Path) -> Result<(&ServerConfig, PathBuf), Vec<String>> {
+        self.server_for_except(path, &|_| false)
+    }
+
+    /// [`LspConfig::server_for`], passing over servers for which `skip(name)` is true.
+    pub fn server_for_except(
+        &self,
+        path: &Path,
+        skip: &dyn Fn(&str) -> bool,
+    ) -> Result<(&ServerConfig, PathBuf), Vec<String>> {
         let mut tried = Vec::new();
         for s in self.servers.iter().filter(|s| s.language_id(path).is_some()) {
+            if skip(&s.name) {
+                tried.push(format!("{} (failed to start)", s.command.display()));
+                continue;
+            }
             match s.resolve_program() {
                 Some(p) => return Ok((s, p)),
                 None => tried.push(s.command.display().to_string()),
@@ -187,8 +206,11 @@ pub fn default_servers() -> Vec<ServerConfig> {
             .root_markers(&py_markers)
             .settings(py_settings)
             .ready_log("source file"),
-        ServerConfig::new("typescript-language-server", "typescript-language-server", &["--stdio"], TS)
-            .root_markers(&["tsconfig.json", "jsconfig.json", "package.json"]),
+        ServerConfig {
+            diagnostics_quiet: Some(Duration::from_millis(600)),
+            ..ServerConfig::new("typescript-language-server", "typescript-language-server", &["--stdio"], TS)
+                .root_markers(&["tsconfig.json", "jsconfig.json", "package.json"])
+        },
         // The background index (kept under `.cache/clangd` of the project) is what finds
         // references in files that are not open.
         ServerConfig::new("clangd", "clangd", &["--background-index"], C).root_markers(&[

@@ -31,6 +31,10 @@ pub struct LanguageServers {
     config: LspConfig,
     roots: Vec<PathBuf>,
     slots: Mutex<HashMap<SlotKey, Arc<tokio::sync::Mutex<Slot>>>>,
+    /// Servers whose start failed, and until when they are passed over. A program that is
+    /// on PATH but cannot serve (rustup's `rust-analyzer` proxy without the component) must not
+    /// be spawned again on every edit.
+    broken: Mutex<HashMap<String, Instant>>,
 }
 
 impl std::fmt::Debug for LanguageServers {
@@ -43,7 +47,7 @@ impl LanguageServers {
     /// A manager for the workspace `roots` (project roots are looked for below them).
     pub fn new(config: LspConfig, roots: Vec<PathBuf>) -> Self {
         let roots = roots.into_iter().map(|r| r.canonicalize().unwrap_or(r)).collect();
-        Self { config, roots, slots: Mutex::default() }
+        Self { config, roots, slots: Mutex::default(), broken: Mutex::default() }
     }
 
     /// The configuration.
@@ -53,12 +57,19 @@ impl LanguageServers {
 
     /// Whether a configured, installed server serves `path`'s file type.
     pub fn serves(&self, path: &Path) -> bool {
-        self.config.server_for(path).is_ok()
+        self.config.server_for_except(path, &|name| self.is_broken(name)).is_ok()
+    }
+
+    fn is_broken(&self, name: &str) -> bool {
+        self.broken.lock().is_ok_and(|b| b.get(name).is_some_and(|until| Instant::now() < *until))
     }
 
     /// The running server for `path`, started (or restarted after a crash) when needed.
     pub async fn server_for(&self, path: &Path) -> Result<Arc<Server>, LspError> {
-        let (cfg, program) = self.config.server_for(path).map_err(|tried| no_server(path, tried))?;
+        let (cfg, program) = self
+            .config
+            .server_for_except(path, &|name| self.is_broken(name))
+            .map_err(|tried| no_server(path, tried))?;
         let root = find_root(path, &cfg.root_markers, &self.roots);
         let slot = {
             let mut slots = self.slots.lock().map_err(|_| LspError::Poisoned)?;
@@ -86,7 +97,15 @@ impl LanguageServers {
             tokio::time::sleep(backoff).await;
             slot.restarts.push(now);
         }
-        let server = Arc::new(Server::start(cfg, &program, &root, &self.config).await?);
+        let server = match Server::start(cfg, &program, &root, &self.config).await {
+            Ok(s) => Arc::new(s),
+            Err(e) => {
+                if let Ok(mut b) = self.broken.lock() {
+                    b.insert(cfg.name.clone(), Instant::now() + self.config.restart_window);
+                }
+                return Err(e);
+            }
+        };
         slot.starts += 1;
         slot.server = Some(server.clone());
         Ok(server)
@@ -185,12 +204,15 @@ impl DiagnosticsProvider for LanguageServers {
     }
 
     async fn diagnostics(&self, path: &Path, text: &str) -> Vec<Diagnostic> {
-        let got = self
-            .with_server(path, |server| async move {
-                let d = server.diagnostics(path, Some(text)).await?;
-                Ok(d.items.iter().map(|i| to_core(i, &d.text, server.encoding())).collect::<Vec<_>>())
-            })
-            .await;
+        let work = self.with_server(path, |server| async move {
+            let d = server.diagnostics(path, Some(text)).await?;
+            Ok(d.items.iter().map(|i| to_core(i, &d.text, server.encoding())).collect::<Vec<_>>())
+        });
+        // An edit's result waits for a starting server, but not for one that hangs in start-up.
+        let limit = self.config.diagnostics_cap * 2;
+        let got = tokio::time::timeout(limit, work).await.unwrap_or_else(|_| {
+            Err(LspError::Rpc(RpcError::Timeout { method: "diagnostics after the edit".into(), after: limit }))
+        });
         match got {
             Ok(d) => d,
             Err(e) => {

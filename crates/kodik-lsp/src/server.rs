@@ -559,7 +559,8 @@ impl Server {
             }
             if let Some(p) = published.filter(fresh) {
                 // Settled: nothing newer within the quiet window while no work is in progress.
-                let quiet = tokio::time::timeout(self.timing.diagnostics_quiet, rx.changed()).await.is_err();
+                let window = self.config.diagnostics_quiet.unwrap_or(self.timing.diagnostics_quiet);
+                let quiet = tokio::time::timeout(window, rx.changed()).await.is_err();
                 if quiet && idle {
                     return Ok(FileDiagnostics {
                         path: path.to_path_buf(),

@@ -48,3 +48,26 @@ async fn l6_indexing_longer_than_the_wait_is_reported_not_nothing_found() {
     assert!(out.contains("still indexing; results may be incomplete"), "{out}");
     assert!(!out.contains("No results"), "{out}");
 }
+
+/// A server program that is installed but exits at once (rustup's `rust-analyzer` proxy without
+/// the component does this): one clear error, then the file type counts as unserved, so edits
+/// do not wait for it or spawn it again (E9: no provider, no waiting).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l6_e9_a_server_that_cannot_start_is_reported_once_then_passed_over() {
+    let Some(sh) =
+        std::env::split_paths(&std::env::var_os("PATH").unwrap()).map(|d| d.join("sh")).find(|p| p.is_file())
+    else {
+        panic!("sh is needed")
+    };
+    let server = ServerConfig::new("broken", sh, &["-c", "echo no such component >&2; exit 1"], &[("brk", "brk")]);
+    let dir = tempfile::tempdir().unwrap();
+    let h = Harness::new(dir.path(), server);
+    let file = h.write("a.brk", "x\n");
+    assert!(h.servers.serves(&file));
+    let out = h.call("lsp", json!({"operation": "document_symbols", "path": "a.brk"})).await;
+    assert!(!out.is_success() && out.text_content().contains("did not start"), "{}", out.text_content());
+    assert!(!h.servers.serves(&file), "a server that failed to start is still offered");
+    let out = h.call("lsp", json!({"operation": "document_symbols", "path": "a.brk"})).await;
+    assert!(out.text_content().contains("no language server for .brk files"), "{}", out.text_content());
+    assert!(out.text_content().contains("failed to start"), "{}", out.text_content());
+}
