@@ -55,6 +55,14 @@ pub fn convert(html: &str, url: Option<&str>) -> Converted {
     normalise_code_languages(&doc);
     let body_text_len = doc.select("body").text().split_whitespace().map(str::len).sum::<usize>();
 
+    // A page that marks its main content (one <main>/[role=main], else one <article>) holding
+    // most of the text needs no scoring: readability costs more than parsing and converting
+    // together on a large page.
+    if let Some(content) = marked_main(&doc, body_text_len) {
+        let markdown = tidy(&converter().convert(&content).unwrap_or_default());
+        return Converted { title, markdown, extracted: true, client_rendered: false };
+    }
+
     // Classes carry the code blocks' languages (normalised above) through extraction.
     let cfg = dom_smoothie::Config { keep_classes: true, min_score_to_adjust: 10.0, ..Default::default() };
     let article = dom_smoothie::Readability::with_document(doc, url, Some(cfg))
@@ -81,6 +89,27 @@ pub fn convert(html: &str, url: Option<&str>) -> Converted {
         && body_text_len.saturating_sub(noscript_text.split_whitespace().map(str::len).sum::<usize>())
             < SHELL_TEXT_CHARS;
     Converted { title, markdown, extracted, client_rendered }
+}
+
+/// The HTML of the element the page marks as its main content, when it holds at least 60% of
+/// the page's text (and enough of it), with navigation and asides inside it removed.
+fn marked_main(doc: &Document, body_text_len: usize) -> Option<String> {
+    let mains = doc.select("main, [role=main]");
+    let candidate = if mains.length() == 1 {
+        mains
+    } else {
+        let articles = doc.select("article");
+        if articles.length() != 1 {
+            return None;
+        }
+        articles
+    };
+    let len = candidate.text().split_whitespace().map(str::len).sum::<usize>();
+    if len < MIN_ARTICLE_CHARS || len * 10 < body_text_len * 6 {
+        return None;
+    }
+    candidate.select("nav, aside, [role=navigation], [role=complementary]").remove();
+    Some(candidate.html().to_string())
 }
 
 fn converter() -> &'static HtmlToMarkdown {
@@ -116,13 +145,16 @@ fn page_title(doc: &Document) -> String {
 /// consent banners.
 fn clean(doc: &Document) {
     doc.select("script, style, noscript, template, svg, math, iframe, object, embed, canvas, link, meta").remove();
-    let mut banners = Vec::new();
-    for word in ["cookie", "consent", "gdpr", "cc-banner", "onetrust"] {
-        for tag in ["div", "section", "aside", "dialog", "form", "footer"] {
-            banners.push(format!("{tag}[id*={word} i], {tag}[class*={word} i]"));
+    // One pass over the elements that have an id or class (a selector list with every word and
+    // tag costs several times more on a large page).
+    const BANNER_WORDS: [&str; 5] = ["cookie", "consent", "gdpr", "cc-banner", "onetrust"];
+    for el in doc.select("div[id], div[class], section[id], section[class], aside, dialog, form, footer").iter() {
+        let id = el.attr("id").map(|v| v.to_ascii_lowercase()).unwrap_or_default();
+        let class = el.attr("class").map(|v| v.to_ascii_lowercase()).unwrap_or_default();
+        if BANNER_WORDS.iter().any(|w| id.contains(w) || class.contains(w)) {
+            el.remove();
         }
     }
-    doc.select(&banners.join(", ")).remove();
     // Heading permalinks (`§`, `#`, `¶`) would end up inside every heading's title.
     for a in doc.select("a[href^='#']").iter() {
         if matches!(a.text().trim(), "" | "§" | "#" | "¶" | "🔗") {

@@ -366,7 +366,7 @@ async fn w3_query_returns_the_matching_sections_with_their_heading_path_in_page_
 
     let out = fetch(&t, &s.url("/guide"), Some("part 4.1"), None).await.unwrap();
     let md = framed(&out);
-    assert!(md.contains("[Chapter 4 › Part 4.1]\n### Part 4.1"), "heading path: {md}");
+    assert!(md.contains("[The guide › Chapter 4 › Part 4.1]\n### Part 4.1"), "heading path: {md}");
     assert!(md.find("### Part 4.1") < md.find("### Part 11"), "page order: {md}");
     let a = md.find("### Part 4.1").unwrap();
     let others: Vec<usize> = md.match_indices("### Part").map(|(i, _)| i).collect();
