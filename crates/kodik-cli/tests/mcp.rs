@@ -661,6 +661,23 @@ fn http_refuses_missing_tokens_and_foreign_origins() {
     let url = format!("http://127.0.0.1:{port}/mcp");
     let s = finish(http_client(&url, "list", "s3cret-token"), Duration::from_secs(60));
     assert!(names(&s).contains(&"read_file"), "{s}");
+    // kodik's own client sends the `headers` of an mcpServers entry (Authorization included).
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        use kodik_mcp::{ClientOptions, McpClient, McpConfig, ServerConfig};
+        let mut with = ServerConfig::http(&url);
+        with.headers.insert("Authorization".into(), "Bearer s3cret-token".into());
+        let client = McpClient::connect(&McpConfig::new().server("k", with), ClientOptions::default()).await;
+        assert!(client.errors().is_empty(), "{:?}", client.errors());
+        assert!(
+            client.tools(&Default::default()).iter().any(|t| kodik_tools::core::Tool::spec(t).name == "k__read_file")
+        );
+        client.shutdown().await;
+        let without =
+            McpClient::connect(&McpConfig::new().server("k", ServerConfig::http(&url)), ClientOptions::default()).await;
+        let err = without.errors().first().map(ToString::to_string).unwrap_or_default();
+        assert!(err.contains("MCP server `k`"), "connected without the token: {err}");
+    });
     drop(server);
 
     // DNS rebinding: a browser origin is refused even on loopback.

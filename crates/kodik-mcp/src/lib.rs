@@ -1,5 +1,13 @@
-//! Serves a Kodik tool set to any MCP client (Claude Desktop, IDEs, the official SDKs) over
-//! stdio, on [rmcp](https://docs.rs/rmcp).
+//! MCP both ways, on [rmcp](https://docs.rs/rmcp).
+//!
+//! - [`McpServer`] serves a Kodik tool set to any MCP client (Claude Desktop, IDEs, the
+//!   official SDKs) over stdio, or over streamable HTTP with one server per MCP session
+//!   ([`serve_http`]: bearer token off loopback, Origin check, idle expiry, graceful drain).
+//! - [`McpClient`] mounts other servers' tools (stdio or streamable HTTP, configured in the
+//!   `mcpServers` shape, [`McpConfig`]) as Kodik tools named `server__tool` ([`McpTool`], A8,
+//!   G13).
+//!
+//! The server:
 //!
 //! - `tools/list` returns the given [`ToolSpec`](kodik_core::ToolSpec)s in the order given
 //!   (the harness's G13 order), with `readOnlyHint`/`destructiveHint` annotations from their
