@@ -16,6 +16,7 @@
 //! | `browser` | `kodik_browser` | browser (headless Chromium) |
 //! | `model` (off by default) | `kodik_model` | — the streaming model clients |
 //! | `agent` (off by default) | `kodik_agent` | — the agent loop; [`Toolbox::agent`] builds one |
+//! | `mcp` (off by default) | `kodik_mcp` | other MCP servers' tools as `server__tool` (`ToolboxBuilder::mcp`) |
 //! | `conversation` | `kodik_conversation` | todo_write, memory, ask_questions, agent_status, generate_plan, check_understanding, create_lesson |
 //!
 //! See the crate README for an embedding example.
