@@ -35,6 +35,8 @@ pub struct LanguageServers {
     /// on PATH but cannot serve (rustup's `rust-analyzer` proxy without the component) must not
     /// be spawned again on every edit.
     broken: Mutex<HashMap<String, Instant>>,
+    /// Project root per (server, folder): found once, not with a dozen `stat`s per request.
+    roots_seen: Mutex<HashMap<(String, PathBuf), PathBuf>>,
 }
 
 impl std::fmt::Debug for LanguageServers {
@@ -47,7 +49,7 @@ impl LanguageServers {
     /// A manager for the workspace `roots` (project roots are looked for below them).
     pub fn new(config: LspConfig, roots: Vec<PathBuf>) -> Self {
         let roots = roots.into_iter().map(|r| r.canonicalize().unwrap_or(r)).collect();
-        Self { config, roots, slots: Mutex::default(), broken: Mutex::default() }
+        Self { config, roots, slots: Mutex::default(), broken: Mutex::default(), roots_seen: Mutex::default() }
     }
 
     /// The configuration.
@@ -70,7 +72,19 @@ impl LanguageServers {
             .config
             .server_for_except(path, &|name| self.is_broken(name))
             .map_err(|tried| no_server(path, tried))?;
-        let root = find_root(path, &cfg.root_markers, &self.roots);
+        let dir = path.parent().unwrap_or(path).to_path_buf();
+        let key = (cfg.name.clone(), dir);
+        let cached = self.roots_seen.lock().ok().and_then(|r| r.get(&key).cloned());
+        let root = match cached {
+            Some(r) => r,
+            None => {
+                let r = find_root(path, &cfg.root_markers, &self.roots);
+                if let Ok(mut seen) = self.roots_seen.lock() {
+                    seen.insert(key, r.clone());
+                }
+                r
+            }
+        };
         let slot = {
             let mut slots = self.slots.lock().map_err(|_| LspError::Poisoned)?;
             slots.entry((cfg.name.clone(), root.clone())).or_default().clone()

@@ -443,12 +443,14 @@ impl Server {
     /// Brings the server's view of `path` (and of every document already open) up to date with
     /// the disk, or with `text` for `path` when given. Returns the content sent for `path`.
     pub async fn sync(&self, path: &Path, text: Option<&str>) -> Result<String, LspError> {
+        // Source files are read in place: a trip through tokio's blocking pool per file costs
+        // more than reading a source file does, and this runs before every request.
         let mut docs = self.docs.lock().await;
         // Open documents changed or deleted since they were sent.
         let open: Vec<PathBuf> = docs.keys().filter(|p| p.as_path() != path).cloned().collect();
         let mut watched = Vec::new();
         for p in open {
-            match tokio::fs::read(&p).await {
+            match std::fs::read(&p) {
                 Ok(bytes) => {
                     let now = String::from_utf8_lossy(&bytes).into_owned();
                     if docs.get(&p).is_some_and(|d| d.text != now) {
