@@ -201,6 +201,14 @@ fn bench(c: &mut Criterion) {
     let k = kodik(&program, &root);
     rt.block_on(tool_definition(&k));
     warm.bench_function("kodik_lsp_tool", |b| b.iter(|| rt.block_on(tool_definition(&k))));
+    // The transport alone (the same request through kodik's JSON-RPC layer, no tool around it),
+    // to tell its cost from the tool's.
+    let server = rt.block_on(k.servers.server_for(&main)).unwrap();
+    let params = json!({"textDocument": {"uri": uri(&main)}, "position": {"line": 4, "character": 11}});
+    warm.bench_function("kodik_transport_only", |b| {
+        b.iter(|| rt.block_on(server.request("textDocument/definition", params.clone())).unwrap())
+    });
+    drop(server);
     warm.finish();
 
     // E9: each iteration writes a new version (alternating an error and its fix) and waits for
@@ -229,6 +237,9 @@ fn bench(c: &mut Criterion) {
         })
     });
     group.finish();
+    if samples.is_empty() {
+        return; // the group was filtered out on the command line
+    }
     samples.sort();
     let pct = |p: f64| samples[((samples.len() - 1) as f64 * p) as usize];
     eprintln!("lsp edit→diagnostics (pyright): p50 {:?}, p95 {:?} over {} edits", pct(0.5), pct(0.95), samples.len());
