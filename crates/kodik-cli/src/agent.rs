@@ -34,6 +34,7 @@ pub struct Args {
     pub record: Option<PathBuf>,
     pub demo: bool,
     pub demo_dir: Option<PathBuf>,
+    pub mcp_config: Vec<PathBuf>,
     pub task: Option<String>,
 }
 
@@ -72,11 +73,17 @@ pub async fn run(args: Args) -> ExitCode {
     if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
         conversation_tools = conversation_tools.asker(Arc::new(kodik_tools::conversation::TerminalAsker));
     }
-    let toolbox = match builder(workspace.clone())
-        .approver(args.approve.approver())
-        .conversation(conversation_tools.build())
-        .build()
-    {
+    // MCP servers of the workspace, the user and --mcp-config join the tools (A8); the demo is
+    // a fixed recording and mounts none.
+    let (tools, mcp) = if args.demo {
+        (builder(workspace.clone()), None)
+    } else {
+        match crate::builder_with_mcp(workspace.clone(), &args.mcp_config).await {
+            Ok(b) => b,
+            Err(code) => return code,
+        }
+    };
+    let toolbox = match tools.approver(args.approve.approver()).conversation(conversation_tools.build()).build() {
         Ok(t) => t,
         Err(e) => return usage_error(e),
     };
@@ -120,6 +127,8 @@ pub async fn run(args: Args) -> ExitCode {
     let mut out: Box<dyn Output> = if args.json { Box::new(JsonLines::default()) } else { Box::new(Human::new()) };
     let outcome = drive(&mut conversation, &task, cancel, &mut events, out.as_mut()).await;
     out.finish(&outcome, conversation.id());
+    toolbox.browser().shutdown().await;
+    crate::unmount(mcp).await;
     ExitCode::from(u8::try_from(outcome.status.exit_code()).unwrap_or(1))
 }
 

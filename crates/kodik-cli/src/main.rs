@@ -90,6 +90,10 @@ enum Command {
         /// Where --demo puts its project: a new or empty folder (default: a new temporary folder).
         #[arg(long, value_name = "DIR", requires = "demo")]
         demo_dir: Option<PathBuf>,
+        /// Mount the MCP servers of this `{"mcpServers": …}` file (besides the workspace's
+        /// `.kodik/mcp.json` and the user's `~/.config/kodik/mcp.json`); repeatable.
+        #[arg(long = "mcp-config", value_name = "FILE")]
+        mcp_config: Vec<PathBuf>,
         /// What to do.
         task: Option<String>,
     },
@@ -237,6 +241,7 @@ fn main() -> ExitCode {
             record,
             demo,
             demo_dir,
+            mcp_config,
             task,
         } => {
             let args = agent::Args {
@@ -254,6 +259,7 @@ fn main() -> ExitCode {
                 record,
                 demo,
                 demo_dir,
+                mcp_config,
                 task,
             };
             with_runtime(|| agent::run(args))

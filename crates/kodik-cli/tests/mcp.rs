@@ -824,3 +824,44 @@ fn http_an_idle_session_expires_and_its_terminals_are_killed() {
     let again = finish(http_client(&server.url, "list", ""), Duration::from_secs(60));
     assert!(names(&again).contains(&"shell"), "{again}");
 }
+
+/// A8, G13: `kodik agent --mcp-config` mounts another server's tools: the model is offered
+/// `py__echo` after the built-ins and its call reaches the Python-SDK server.
+#[tokio::test]
+async fn a8_agent_mounts_mcp_config_and_the_model_calls_the_servers_tool() {
+    use kodik_tools::model::Provider;
+    use kodik_tools::model::replay::{Exchange, Recording, ReplayServer};
+    let ws = tempfile::tempdir().unwrap();
+    let config = fixture_config(ws.path());
+    let event = |v: Value| format!("event: {}\ndata: {v}\n\n", v["type"].as_str().unwrap());
+    let completed =
+        event(serde_json::json!({"type": "response.completed", "response": {"id": "r", "status": "completed",
+        "usage": {"input_tokens": 10, "output_tokens": 5}}}));
+    let call = event(serde_json::json!({"type": "response.output_item.done", "output_index": 0,
+        "item": {"type": "function_call", "id": "fc_1", "call_id": "call_echo", "name": "py__echo",
+            "arguments": "{\"text\":\"hello through mcp\"}"}}));
+    let answer = event(serde_json::json!({"type": "response.output_text.delta", "output_index": 0,
+        "content_index": 0, "delta": "The server echoed."}));
+    let recording = Recording::new(Provider::OpenAiResponses, "gpt-5")
+        .with(Exchange::sse(call + &completed))
+        .with(Exchange::sse(answer + &completed));
+    let server = ReplayServer::start(recording).await.unwrap();
+    let out = tokio::process::Command::new(KODIK)
+        .args(["agent", "--workspace", ws.path().to_str().unwrap(), "--model", "gpt-5"])
+        .args(["--base-url", &server.base_url(), "--mcp-config", config.to_str().unwrap(), "echo it"])
+        .env("OPENAI_API_KEY", "sk-test")
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("✓ py__echo"), "{stderr}");
+    let requests = server.requests();
+    let tools: Vec<&str> =
+        requests[0].body["tools"].as_array().unwrap().iter().filter_map(|t| t["name"].as_str()).collect();
+    assert!(tools.contains(&"py__echo"), "{tools:?}");
+    let first_mcp = tools.iter().position(|t| t.starts_with("py__")).unwrap();
+    assert!(tools[first_mcp..].iter().all(|t| t.starts_with("py__")), "MCP tools come after the built-ins: {tools:?}");
+    assert!(requests[1].body.to_string().contains("hello through mcp"), "{}", requests[1].body);
+}
