@@ -301,8 +301,8 @@ impl LspTool {
                     let line = args.line.unwrap_or(1);
                     let idx =
                         pick(&text, line, args.symbol.as_deref(), args.occurrence, args.character).map_err(LspError::Pick)?;
-                    let src = line_of(&text, line as usize - 1).unwrap_or("");
-                    let position = json!({"line": line - 1, "character": to_lsp_column(src, idx, enc)});
+                    let src = line_of(&text, line.saturating_sub(1) as usize).unwrap_or("");
+                    let position = json!({"line": line.saturating_sub(1), "character": to_lsp_column(src, idx, enc)});
                     let params = json!({"textDocument": {"uri": uri}, "position": position});
                     let shown_symbol: String = match &args.symbol {
                         Some(s) => s.clone(),
