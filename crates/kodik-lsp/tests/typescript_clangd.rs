@@ -1,0 +1,101 @@
+//! `lsp` and `read_lints` against real typescript-language-server (typescript 5) and clangd:
+//! definition across files, references through an import alias, hover, workspace symbols,
+//! and diagnostics after an edit and after its fix (L1, L2, L4, E9). One start per server.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
+
+mod common;
+
+use common::{Harness, server_program};
+use kodik_core::{DiagnosticSeverity, DiagnosticsProvider};
+use kodik_lsp::ServerConfig;
+use serde_json::json;
+
+fn configured(name: &str, program: &str) -> Option<ServerConfig> {
+    let path = server_program(program)?;
+    let mut cfg = kodik_lsp::config::default_servers().into_iter().find(|s| s.name == name)?;
+    cfg.command = path;
+    Some(cfg)
+}
+
+/// L1, L2, L4, E9 on typescript-language-server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l1_l2_e9_against_typescript_language_server() {
+    let Some(cfg) = configured("typescript-language-server", "typescript-language-server") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let h = Harness::new(dir.path(), cfg);
+    h.write(
+        "tsconfig.json",
+        r#"{"compilerOptions": {"strict": true, "target": "es2020", "module": "commonjs"}, "include": ["src"]}"#,
+    );
+    h.write("src/util.ts", "/** Doubles a value. */\nexport function helper(value: number): number {\n  return value * 2;\n}\n\nexport interface Shape {\n  area(): number;\n}\n\nexport class Square implements Shape {\n  constructor(private side: number) {}\n  area(): number {\n    return this.side * this.side;\n  }\n}\n");
+    h.write("src/main.ts", "import { helper as h, Square } from \"./util\";\n\nexport function run(id: number, idx: number): number {\n  return h(h(id)) + idx + new Square(2).area();\n}\n");
+
+    // TypeScript's definition of an import alias is the alias itself; the class goes across files.
+    let def = h
+        .lsp(json!({"operation": "definition", "path": "src/main.ts", "line": 4, "symbol": "h", "occurrence": 2}))
+        .await;
+    assert!(def.contains("src/main.ts:1:20: import { helper as h, Square } from \"./util\";"), "{def}");
+    let def = h.lsp(json!({"operation": "definition", "path": "src/main.ts", "line": 4, "symbol": "Square"})).await;
+    assert!(def.contains("src/util.ts:10:14: export class Square implements Shape {"), "{def}");
+    let refs = h.lsp(json!({"operation": "references", "path": "src/util.ts", "line": 2, "symbol": "helper"})).await;
+    assert!(refs.contains("src/main.ts:1:10:"), "{refs}");
+    let hover = h.lsp(json!({"operation": "hover", "path": "src/main.ts", "line": 4, "symbol": "Square"})).await;
+    assert!(hover.contains("Square(side: number): Square"), "{hover}");
+    let imp = h.lsp(json!({"operation": "implementation", "path": "src/util.ts", "line": 6, "symbol": "Shape"})).await;
+    assert!(imp.contains("src/util.ts:10:14:"), "{imp}");
+    let ws = h.lsp(json!({"operation": "workspace_symbols", "query": "Square"})).await;
+    assert!(ws.contains("src/util.ts:10:1: (class Square) export class Square"), "{ws}");
+
+    let main = h.root.join("src/main.ts");
+    let bad = "import { helper as h, Square } from \"./util\";\n\nexport function run(id: number, idx: number): number {\n  return h(\"x\") + idx;\n}\n";
+    std::fs::write(&main, bad).unwrap();
+    let diags = h.servers.diagnostics(&main, bad).await;
+    assert!(
+        diags.iter().any(|d| d.severity == DiagnosticSeverity::Error && d.line == 4 && d.column == 12),
+        "{diags:?}"
+    );
+    let good = "import { helper as h } from \"./util\";\n\nexport function run(id: number, idx: number): number {\n  return h(id) + idx;\n}\n";
+    std::fs::write(&main, good).unwrap();
+    let diags = h.servers.diagnostics(&main, good).await;
+    assert!(diags.iter().all(|d| d.severity != DiagnosticSeverity::Error), "stale errors after the fix: {diags:?}");
+    let lints = h.call("read_lints", json!({"paths": ["src"]})).await.text_content();
+    assert!(lints.contains("No errors or warnings in 2 checked files"), "{lints}");
+    assert_eq!(h.servers.starts().await, 1);
+}
+
+/// L1, L2, L4, E9 on clangd (push diagnostics only, with versions).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l1_l2_e9_against_clangd() {
+    let Some(cfg) = configured("clangd", "clangd") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let h = Harness::new(dir.path(), cfg);
+    let root = h.root.display().to_string();
+    let entry = |f: &str| json!({"directory": root, "file": f, "arguments": ["cc", "-std=c11", "-Wall", "-c", f]});
+    h.write("compile_commands.json", &json!([entry("main.c"), entry("util.c")]).to_string());
+    h.write("util.h", "#pragma once\n/* Doubles a value. */\nint helper(int value);\n");
+    h.write("util.c", "#include \"util.h\"\n\nint helper(int value) { return value * 2; }\n");
+    h.write("main.c", "#include \"util.h\"\n\nint run(int id, int idx) { return helper(helper(id)) + idx; }\n");
+
+    let def = h
+        .lsp(json!({"operation": "definition", "path": "main.c", "line": 3, "symbol": "helper", "occurrence": 2}))
+        .await;
+    assert!(def.contains("util.h:3:5:") || def.contains("util.c:3:5:"), "{def}");
+    let hover = h.lsp(json!({"operation": "hover", "path": "main.c", "line": 3, "symbol": "helper"})).await;
+    assert!(hover.contains("int helper(int value)"), "{hover}");
+    let refs = h.lsp(json!({"operation": "references", "path": "main.c", "line": 3, "symbol": "helper"})).await;
+    assert!(refs.contains("main.c:3:35:") && refs.contains("main.c:3:42:") && refs.contains("util.h:3:5:"), "{refs}");
+
+    let main = h.root.join("main.c");
+    let bad = "#include \"util.h\"\n\nint run(int id, int idx) { return helper(\"x\", 2) + idx; }\n";
+    std::fs::write(&main, bad).unwrap();
+    let diags = h.servers.diagnostics(&main, bad).await;
+    assert!(diags.iter().any(|d| d.severity == DiagnosticSeverity::Error && d.line == 3), "{diags:?}");
+    let good = "#include \"util.h\"\n\nint run(int id, int idx) { return helper(id) + idx; }\n";
+    std::fs::write(&main, good).unwrap();
+    let diags = h.servers.diagnostics(&main, good).await;
+    assert!(diags.is_empty(), "stale errors after the fix: {diags:?}");
+    let lints = h.call("read_lints", json!({"paths": ["main.c"]})).await.text_content();
+    assert!(lints.contains("No errors or warnings"), "{lints}");
+    assert_eq!(h.servers.starts().await, 1);
+}
