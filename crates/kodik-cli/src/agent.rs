@@ -16,25 +16,62 @@ use kodik_tools::model::{ModelClient, ModelConfig, Provider, Usage};
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
-use crate::{builder, demo, usage_error};
+use crate::{builder, demo, parse_approval, parse_mode, usage_error};
 
 /// What `kodik agent` was asked to do.
+#[derive(clap::Args)]
 pub struct Args {
+    /// The workspace root (ignored with --demo).
+    #[arg(long, default_value = ".")]
     pub workspace: PathBuf,
+    /// The model id (gpt-5, claude-sonnet-4-5, llama3.1, …); default KODIK_MODEL.
+    #[arg(long)]
     pub model: Option<String>,
+    /// The wire API: openai-responses, chat-completions or anthropic; default KODIK_PROVIDER,
+    /// else inferred from the model id.
+    #[arg(long)]
     pub provider: Option<String>,
+    /// The API root (e.g. http://127.0.0.1:11434/v1 for Ollama); default KODIK_BASE_URL, else
+    /// the provider's.
+    #[arg(long)]
     pub base_url: Option<String>,
+    /// The mode: code, ask, plan, debug or educator.
+    #[arg(long, default_value = "code", value_parser = parse_mode)]
     pub mode: Mode,
+    /// Which calls run: auto (all), read-only (reads and searches; changes and commands are
+    /// denied) or deny (only pure reads).
+    #[arg(long, default_value = "auto", value_parser = parse_approval)]
     pub approve: ApprovalMode,
+    /// Model requests per run, at most (default 50).
+    #[arg(long)]
     pub max_turns: Option<u32>,
+    /// Wall-clock seconds per run, at most.
+    #[arg(long, value_name = "SECS")]
     pub max_time: Option<u64>,
+    /// JSON Lines on stdout (thread.started, turn.started, item.started, item.completed,
+    /// turn.completed, result) instead of human progress.
+    #[arg(long)]
     pub json: bool,
+    /// Continue the conversation with this session id (see `.kodik/sessions/`).
+    #[arg(long, conflicts_with = "last")]
     pub resume: Option<String>,
+    /// Continue the newest conversation of the workspace.
+    #[arg(long)]
     pub last: bool,
+    /// Save every model response to FILE as a replayable recording.
+    #[arg(long, value_name = "FILE", conflicts_with = "demo")]
     pub record: Option<PathBuf>,
+    /// Replay the recorded demo session (no network, no key) on a fresh copy of the demo project.
+    #[arg(long, conflicts_with_all = ["resume", "last", "model", "provider", "base_url"])]
     pub demo: bool,
+    /// Where --demo puts its project: a new or empty folder (default: a new temporary folder).
+    #[arg(long, value_name = "DIR", requires = "demo")]
     pub demo_dir: Option<PathBuf>,
+    /// Mount the MCP servers of this `{"mcpServers": …}` file (besides the workspace's
+    /// `.kodik/mcp.json` and the user's `~/.config/kodik/mcp.json`); repeatable.
+    #[arg(long = "mcp-config", value_name = "FILE")]
     pub mcp_config: Vec<PathBuf>,
+    /// What to do.
     pub task: Option<String>,
 }
 

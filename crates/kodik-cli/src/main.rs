@@ -43,60 +43,7 @@ enum Command {
     /// The model comes from --model or KODIK_MODEL, its key from OPENAI_API_KEY or
     /// ANTHROPIC_API_KEY. Exit code 0 when the run completed, 1 when it failed or hit a limit,
     /// 130 when interrupted (Ctrl-C). `kodik agent --demo` replays a recorded session offline.
-    Agent {
-        /// The workspace root (ignored with --demo).
-        #[arg(long, default_value = ".")]
-        workspace: PathBuf,
-        /// The model id (gpt-5, claude-sonnet-4-5, llama3.1, …); default KODIK_MODEL.
-        #[arg(long)]
-        model: Option<String>,
-        /// The wire API: openai-responses, chat-completions or anthropic; default KODIK_PROVIDER,
-        /// else inferred from the model id.
-        #[arg(long)]
-        provider: Option<String>,
-        /// The API root (e.g. http://127.0.0.1:11434/v1 for Ollama); default KODIK_BASE_URL, else
-        /// the provider's.
-        #[arg(long)]
-        base_url: Option<String>,
-        /// The mode: code, ask, plan, debug or educator.
-        #[arg(long, default_value = "code", value_parser = parse_mode)]
-        mode: Mode,
-        /// Which calls run: auto (all), read-only (reads and searches; changes and commands are
-        /// denied) or deny (only pure reads).
-        #[arg(long, default_value = "auto", value_parser = parse_approval)]
-        approve: ApprovalMode,
-        /// Model requests per run, at most (default 50).
-        #[arg(long)]
-        max_turns: Option<u32>,
-        /// Wall-clock seconds per run, at most.
-        #[arg(long, value_name = "SECS")]
-        max_time: Option<u64>,
-        /// JSON Lines on stdout (thread.started, turn.started, item.started, item.completed,
-        /// turn.completed, result) instead of human progress.
-        #[arg(long)]
-        json: bool,
-        /// Continue the conversation with this session id (see `.kodik/sessions/`).
-        #[arg(long, conflicts_with = "last")]
-        resume: Option<String>,
-        /// Continue the newest conversation of the workspace.
-        #[arg(long)]
-        last: bool,
-        /// Save every model response to FILE as a replayable recording.
-        #[arg(long, value_name = "FILE", conflicts_with = "demo")]
-        record: Option<PathBuf>,
-        /// Replay the recorded demo session (no network, no key) on a fresh copy of the demo project.
-        #[arg(long, conflicts_with_all = ["resume", "last", "model", "provider", "base_url"])]
-        demo: bool,
-        /// Where --demo puts its project: a new or empty folder (default: a new temporary folder).
-        #[arg(long, value_name = "DIR", requires = "demo")]
-        demo_dir: Option<PathBuf>,
-        /// Mount the MCP servers of this `{"mcpServers": …}` file (besides the workspace's
-        /// `.kodik/mcp.json` and the user's `~/.config/kodik/mcp.json`); repeatable.
-        #[arg(long = "mcp-config", value_name = "FILE")]
-        mcp_config: Vec<PathBuf>,
-        /// What to do.
-        task: Option<String>,
-    },
+    Agent(agent::Args),
     /// Print the JSON Schemas of the tools (all of them, or the ones named).
     Schema {
         /// Provider format.
@@ -177,11 +124,11 @@ enum Command {
     CodemodeWorker,
 }
 
-fn parse_approval(s: &str) -> Result<ApprovalMode, String> {
+pub(crate) fn parse_approval(s: &str) -> Result<ApprovalMode, String> {
     ApprovalMode::parse(s).ok_or_else(|| format!("unknown approval mode `{s}`; use one of: auto, read-only, deny"))
 }
 
-fn parse_mode(s: &str) -> Result<Mode, String> {
+pub(crate) fn parse_mode(s: &str) -> Result<Mode, String> {
     Mode::parse(s).ok_or_else(|| format!("unknown mode `{s}`; use one of: code, debug, plan, ask, educator"))
 }
 
@@ -226,44 +173,7 @@ fn main() -> ExitCode {
         kodik_tools::core::preview::set_default_spool_dir(Some(dir));
     }
     match cli.command {
-        Command::Agent {
-            workspace,
-            model,
-            provider,
-            base_url,
-            mode,
-            approve,
-            max_turns,
-            max_time,
-            json,
-            resume,
-            last,
-            record,
-            demo,
-            demo_dir,
-            mcp_config,
-            task,
-        } => {
-            let args = agent::Args {
-                workspace,
-                model,
-                provider,
-                base_url,
-                mode,
-                approve,
-                max_turns,
-                max_time,
-                json,
-                resume,
-                last,
-                record,
-                demo,
-                demo_dir,
-                mcp_config,
-                task,
-            };
-            with_runtime(|| agent::run(args))
-        }
+        Command::Agent(args) => with_runtime(|| agent::run(args)),
         Command::Schema { format, tools } => schema(format.into(), &tools),
         Command::Call { workspace, mcp_config, tool, args } => with_runtime(|| call(workspace, mcp_config, tool, args)),
         Command::Batch { workspace, mcp_config } => with_runtime(|| batch(workspace, mcp_config)),
