@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Writes the recordings that `kodik agent --demo` and the `codemode_agent` example replay.
+"""Writes the recordings that `kodik agent --demo` and the examples (`codemode_agent`,
+`browser_agent`, `lsp_agent`) replay.
 
 Each recording is the kodik-model replay format: {"provider", "model", "exchanges": [{"status",
 "headers", "body"}]}, one exchange per model request, the body being the raw server-sent events of
@@ -250,6 +251,39 @@ CODEMODE_EXAMPLE = [
     .text("Counted in one code-mode script (one glob, one shell call per file): the line counts are in its output above."),
 ]
 
+# The browser example serves its page on a port chosen at run time: `{{URL}}` stands for
+# `http://127.0.0.1:PORT` and the example substitutes it before replaying.
+BROWSER_EXAMPLE = [
+    # One browser call per response: calls of one response may run concurrently, and these
+    # depend on each other (a fill must land before the click that submits it).
+    Response(1, (2300, 0, 50, 24))
+    .text("I'll open the form first.")
+    .call("call_open", "browser", {"action": "open", "url": "{{URL}}/", "storage": "ephemeral"}),
+    Response(2, (2700, 2176, 30, 0))
+    .call("call_snap", "browser", {"action": "snapshot"}),
+    Response(3, (2900, 2560, 60, 16))
+    .text("The page has a Name field and a Greet button. Filling in the name:")
+    .call("call_fill", "browser", {"action": "fill", "target": {"label": "Name"}, "value": "Ada Lovelace"}),
+    Response(4, (3000, 2816, 40, 0))
+    .call("call_click", "browser", {"action": "click", "target": {"role": "button", "name": "Greet"}}),
+    Response(5, (3150, 2944, 40, 0))
+    .call("call_wait", "browser", {"action": "wait", "condition": "text", "text": "Hello, Ada Lovelace!", "timeout": 10000}),
+    Response(6, (3250, 3072, 50, 0))
+    .text("The form answered \"Hello, Ada Lovelace!\" after I filled in the Name field and pressed Greet."),
+]
+
+# `lsp` is deferred in every mode (G12), so it goes through call_tool; read_lints is offered directly.
+LSP_EXAMPLE = [
+    Response(1, (2400, 0, 110, 48))
+    .text("I'll ask the language server where `total` is defined and who uses it, and for the project's errors.")
+    .call("call_def", "call_tool", {"name": "lsp", "arguments": {"operation": "definition", "path": "app.py", "line": 4, "symbol": "total"}})
+    .call("call_refs", "call_tool", {"name": "lsp", "arguments": {"operation": "references", "path": "shop/prices.py", "line": 1, "symbol": "total"}})
+    .call("call_lints", "read_lints", {}),
+    Response(2, (3000, 2304, 70, 0))
+    .text("`total` is defined in shop/prices.py (line 1) and used in app.py (imported on line 1, called on line 4). "
+          "pyright reports one error: app.py line 5 assigns a str to `count`, which is declared `int`."),
+]
+
 
 def write(path, responses):
     with open(path, "w", encoding="utf-8") as f:
@@ -260,3 +294,5 @@ def write(path, responses):
 if __name__ == "__main__":
     write(os.path.join(HERE, "recording.json"), DEMO)
     write(os.path.join(HERE, "..", "codemode_agent.recording.json"), CODEMODE_EXAMPLE)
+    write(os.path.join(HERE, "..", "browser_agent.recording.json"), BROWSER_EXAMPLE)
+    write(os.path.join(HERE, "..", "lsp_agent.recording.json"), LSP_EXAMPLE)
