@@ -42,8 +42,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         std::process::exit(2);
     };
     let mut args = std::env::args().skip(1);
-    let temp = tempfile::tempdir()?;
-    let dir = args.next().map_or_else(|| temp.path().to_path_buf(), PathBuf::from);
+    // Without DIR the project lives in a temporary folder, removed when `_temp` drops at the end.
+    let (dir, _temp) = match args.next() {
+        Some(dir) => (PathBuf::from(dir), None),
+        None => {
+            let temp = tempfile::tempdir()?;
+            (temp.path().to_path_buf(), Some(temp))
+        }
+    };
     let task =
         args.next().unwrap_or_else(|| "Where is `total` defined, who uses it, and what errors are there?".into());
     for (rel, text) in PROJECT {
