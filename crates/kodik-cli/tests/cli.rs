@@ -158,3 +158,52 @@ fn g9_g20_spool_dir_flag_decides_where_full_outputs_go() {
     assert!(full.starts_with(spool.path()), "{} is not under {}", full.display(), spool.path().display());
     assert!(std::fs::read_to_string(full).unwrap().ends_with("200000\n"));
 }
+
+/// A1, A2: the conversation tools through `kodik call` and `kodik batch`: a todo list kept for
+/// the lines of one batch, an invalid merge refused with the list untouched, and a memory note
+/// written as a Markdown file in the workspace.
+#[test]
+fn a1_a2_todo_write_and_memory_through_call_and_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().to_str().unwrap();
+    let out = kodik()
+        .args(["call", "--workspace", ws, "todo_write"])
+        .arg(r#"{"todos":[{"id":"1","title":"read the code","status":"in_progress"}]}"#)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("read the code"));
+
+    let input = [
+        r#"{"id":"t1","name":"todo_write","args":{"todos":[{"id":"1","title":"fix the bug"},{"id":"2","title":"test it"}]}}"#,
+        r#"{"id":"t2","name":"todo_write","args":{"merge":true,"todos":[{"id":"1","status":"completed"}]}}"#,
+        r#"{"id":"t3","name":"todo_write","args":{"merge":true,"todos":[{"id":"9","status":"completed"}]}}"#,
+        r#"{"id":"m1","name":"memory","args":{"action":"save","content":"Build: run make first"}}"#,
+    ]
+    .join("\n");
+    let mut child = kodik()
+        .args(["batch", "--workspace", ws])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let lines: Vec<Value> =
+        String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let text = |i: usize| lines[i]["content"][0]["text"].as_str().unwrap().to_string();
+    let statuses: Vec<&str> = lines.iter().map(|l| l["status"].as_str().unwrap()).collect();
+    assert_eq!(statuses, ["success", "success", "error", "success"], "{lines:#?}");
+    assert!(text(1).contains("fix the bug") && text(1).contains("test it"), "{}", text(1));
+    // The refused merge names the unknown id and shows the list as it was.
+    assert!(text(2).contains('9') && text(2).contains("fix the bug"), "{}", text(2));
+    let notes: Vec<_> = std::fs::read_dir(dir.path().join(".kodik/memory"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "md"))
+        .map(|e| std::fs::read_to_string(e.path()).unwrap())
+        .collect();
+    assert!(notes.iter().any(|n| n.contains("run make first")), "{notes:?}");
+}
