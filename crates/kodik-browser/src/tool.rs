@@ -14,7 +14,10 @@ use chromiumoxide::cdp::browser_protocol::page::{
 };
 use chromiumoxide::cdp::browser_protocol::target::CloseTargetParams;
 use chromiumoxide::cdp::js_protocol::runtime::EvaluateParams;
-use kodik_core::{Approval, ApprovalRequest, Content, Effect, ToolContext, ToolError, ToolOutput, ToolSpec, TypedTool};
+use kodik_core::{
+    Approval, ApprovalRequest, Content, Effect, Resource, ToolContext, ToolError, ToolOutput, ToolSpec, TypedTool,
+    Workspace,
+};
 use kodik_schema::browser::{
     BrowserAction, BrowserArgs, ElementState, MouseButton, ScrollDirection, StorageMode, Target, WaitCondition,
 };
@@ -58,6 +61,12 @@ impl TypedTool for BrowserTool {
 
     fn check(&self, args: &BrowserArgs) -> Result<(), ToolError> {
         args.check()
+    }
+
+    /// Every action reads or changes the session's tabs (a fill, then a click, then a snapshot):
+    /// the calls of one response run in the model's order (G2), never at once.
+    fn resources(&self, _args: &BrowserArgs, _ws: &Workspace) -> Vec<Resource> {
+        vec![Resource::Session("browser".into())]
     }
 
     async fn run(&self, args: BrowserArgs, cx: &ToolContext) -> Result<ToolOutput, ToolError> {
@@ -1635,5 +1644,28 @@ async fn origin_of(tab: &Tab) -> Result<String, BrowserError> {
     match eval(tab, "location.origin").await? {
         Value::String(s) => Ok(s),
         _ => Err(BrowserError::Other("the page has no origin".into())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::BrowserOptions;
+    use kodik_core::Tool;
+
+    /// G2: a fill and a click of one response share one resource, so the scheduler runs them in
+    /// the model's order instead of at once (the click could land before the fill).
+    #[test]
+    fn g2_every_action_declares_the_session_so_calls_keep_model_order() {
+        let tool = BrowserTool::new(Arc::new(BrowserSession::new(BrowserOptions::default())));
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::new(dir.path()).unwrap();
+        let fill = json!({"action": "fill", "target": {"label": "Name"}, "value": "Ada"});
+        let click = json!({"action": "click", "target": {"role": "button", "name": "Greet"}});
+        let snapshot = json!({"action": "snapshot"});
+        let of = |args: &Value| Tool::resources(&tool, args, &ws);
+        assert_eq!(of(&fill), vec![Resource::Session("browser".into())]);
+        assert_eq!(of(&fill), of(&click));
+        assert_eq!(of(&click), of(&snapshot));
     }
 }

@@ -87,6 +87,10 @@ impl Settings {
 pub enum Resource {
     /// A file, by its canonical absolute path (symlinks of existing ancestors resolved).
     File(PathBuf),
+    /// State a tool's calls share beyond files, by a name the tool chooses — the browser
+    /// session whose tabs every `browser` action reads and changes: its calls run in the
+    /// model's order, as edits of one file do.
+    Session(String),
 }
 
 #[derive(Debug)]
