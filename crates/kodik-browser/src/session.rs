@@ -420,48 +420,57 @@ const BLOCKED_POPUPS_JS: &str = "(() => { const open = window.open; window.__kod
     try { const c = navigator.credentials; if (c) for (const k of ['get', 'create']) { const f = c[k].bind(c); \
       c[k] = (o) => { if (o && o.publicKey) window.__kodikWebauthn = k; return f(o); }; } } catch (e) {} })()";
 
+/// Feeds every `E` the page sends to `handle` with the tab's shared state, from a task of the tab.
+async fn on_event<E, F>(page: &Page, shared: &Arc<TabShared>, tasks: &mut Vec<JoinHandle<()>>, handle: F)
+where
+    E: chromiumoxide::cdp::IntoEventKind + Unpin + Send + Sync + 'static,
+    F: Fn(&TabShared, &E) + Send + 'static,
+{
+    if let Ok(mut s) = page.event_listener::<E>().await {
+        let shared = shared.clone();
+        tasks.push(tokio::spawn(async move {
+            while let Some(e) = s.next().await {
+                handle(&shared, &e);
+            }
+        }));
+    }
+}
+
+/// Appends to a bounded buffer, dropping the oldest entries (B3, B11).
+fn push_bounded<T>(buf: &mut VecDeque<T>, item: T) {
+    buf.push_back(item);
+    while buf.len() > BUFFER {
+        buf.pop_front();
+    }
+}
+
 /// Starts the listeners of one tab.
 async fn listen(page: &Page, shared: &Arc<TabShared>) -> Vec<JoinHandle<()>> {
     let mut tasks = Vec::new();
-    if let Ok(mut s) = page.event_listener::<EventJavascriptDialogOpening>().await {
-        let shared = shared.clone();
-        tasks.push(tokio::spawn(async move {
-            while let Some(e) = s.next().await {
-                let kind = serde_json::to_value(&e.r#type)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_string))
-                    .unwrap_or_else(|| "dialog".into());
-                shared.lock().dialog = Some(Dialog {
-                    kind,
-                    message: e.message.clone(),
-                    default_prompt: e.default_prompt.clone().unwrap_or_default(),
-                });
-                shared.dialog_opened.send_modify(|n| *n += 1);
-            }
-        }));
-    }
+    on_event(page, shared, &mut tasks, |shared, e: &EventJavascriptDialogOpening| {
+        let kind = serde_json::to_value(&e.r#type)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_else(|| "dialog".into());
+        shared.lock().dialog = Some(Dialog {
+            kind,
+            message: e.message.clone(),
+            default_prompt: e.default_prompt.clone().unwrap_or_default(),
+        });
+        shared.dialog_opened.send_modify(|n| *n += 1);
+    })
+    .await;
     // A file chooser opened by a click is reported, not shown (there is no one to pick a file).
-    if let Ok(mut s) = page.event_listener::<EventFileChooserOpened>().await {
-        let shared = shared.clone();
-        tasks.push(tokio::spawn(async move {
-            while let Some(e) = s.next().await {
-                if let Some(node) = e.backend_node_id {
-                    let multiple =
-                        serde_json::to_value(&e.mode).ok().and_then(|v| v.as_str().map(|m| m == "selectMultiple"));
-                    shared.lock().file_chooser = Some((node, multiple.unwrap_or(false)));
-                }
-            }
-        }));
-    }
+    on_event(page, shared, &mut tasks, |shared, e: &EventFileChooserOpened| {
+        if let Some(node) = e.backend_node_id {
+            let multiple = serde_json::to_value(&e.mode).ok().and_then(|v| v.as_str().map(|m| m == "selectMultiple"));
+            shared.lock().file_chooser = Some((node, multiple.unwrap_or(false)));
+        }
+    })
+    .await;
     let _ = page.execute(SetInterceptFileChooserDialogParams::new(true)).await;
-    if let Ok(mut s) = page.event_listener::<InspectorTargetCrashed>().await {
-        let shared = shared.clone();
-        tasks.push(tokio::spawn(async move {
-            while s.next().await.is_some() {
-                shared.mark_crashed();
-            }
-        }));
-    }
+    on_event(page, shared, &mut tasks, |shared, _: &InspectorTargetCrashed| shared.mark_crashed()).await;
+    // Console arguments that are objects need a round trip each, so this one awaits in its loop.
     if let Ok(mut s) = page.event_listener::<EventConsoleApiCalled>().await {
         let shared = shared.clone();
         let page = page.clone();
@@ -477,85 +486,50 @@ async fn listen(page: &Page, shared: &Arc<TabShared>) -> Vec<JoinHandle<()>> {
                     .unwrap_or_else(|| "log".into());
                 let mut d = shared.lock();
                 d.console_seen += 1;
-                d.console.push_back(ConsoleEntry { level, text: parts.join(" ") });
-                while d.console.len() > BUFFER {
-                    d.console.pop_front();
-                }
+                push_bounded(&mut d.console, ConsoleEntry { level, text: parts.join(" ") });
             }
         }));
     }
-    if let Ok(mut s) = page.event_listener::<EventExceptionThrown>().await {
-        let shared = shared.clone();
-        tasks.push(tokio::spawn(async move {
-            while let Some(e) = s.next().await {
-                let d = &e.exception_details;
-                let text = d.exception.as_ref().and_then(|x| x.description.clone()).unwrap_or_else(|| d.text.clone());
-                let at = d.url.clone().map(|u| format!(" at {u}:{}:{}", d.line_number + 1, d.column_number + 1));
-                let line = format!("{}{}", first_line(&text), at.unwrap_or_default());
-                let mut data = shared.lock();
-                data.console_seen += 1;
-                data.console.push_back(ConsoleEntry { level: "error".into(), text: format!("Uncaught {line}") });
-                data.errors.push_back(line);
-                while data.console.len() > BUFFER {
-                    data.console.pop_front();
-                }
-                while data.errors.len() > BUFFER {
-                    data.errors.pop_front();
-                }
-            }
-        }));
-    }
-    if let Ok(mut s) = page.event_listener::<EventRequestWillBeSent>().await {
-        let shared = shared.clone();
-        tasks.push(tokio::spawn(async move {
-            while let Some(e) = s.next().await {
-                let mut d = shared.lock();
-                d.inflight.insert(e.request_id.inner().clone());
-                d.requests += 1;
-                d.last_network = Some(Instant::now());
-            }
-        }));
-    }
-    if let Ok(mut s) = page.event_listener::<EventLoadingFinished>().await {
-        let shared = shared.clone();
-        tasks.push(tokio::spawn(async move {
-            while let Some(e) = s.next().await {
-                let mut d = shared.lock();
-                d.inflight.remove(e.request_id.inner());
-                d.last_network = Some(Instant::now());
-            }
-        }));
-    }
-    if let Ok(mut s) = page.event_listener::<EventLoadingFailed>().await {
-        let shared = shared.clone();
-        tasks.push(tokio::spawn(async move {
-            while let Some(e) = s.next().await {
-                let mut d = shared.lock();
-                d.inflight.remove(e.request_id.inner());
-                d.last_network = Some(Instant::now());
-                if e.canceled != Some(true) {
-                    d.failed.push_back(format!("{} ({})", e.request_id.inner(), e.error_text));
-                    while d.failed.len() > BUFFER {
-                        d.failed.pop_front();
-                    }
-                }
-            }
-        }));
-    }
-    if let Ok(mut s) = page.event_listener::<EventResponseReceived>().await {
-        let shared = shared.clone();
-        tasks.push(tokio::spawn(async move {
-            while let Some(e) = s.next().await {
-                if e.response.status >= 400 {
-                    let mut d = shared.lock();
-                    d.failed.push_back(format!("{} {} {}", e.response.status, e.response.status_text, e.response.url));
-                    while d.failed.len() > BUFFER {
-                        d.failed.pop_front();
-                    }
-                }
-            }
-        }));
-    }
+    on_event(page, shared, &mut tasks, |shared, e: &EventExceptionThrown| {
+        let d = &e.exception_details;
+        let text = d.exception.as_ref().and_then(|x| x.description.clone()).unwrap_or_else(|| d.text.clone());
+        let at = d.url.clone().map(|u| format!(" at {u}:{}:{}", d.line_number + 1, d.column_number + 1));
+        let line = format!("{}{}", first_line(&text), at.unwrap_or_default());
+        let mut data = shared.lock();
+        data.console_seen += 1;
+        push_bounded(&mut data.console, ConsoleEntry { level: "error".into(), text: format!("Uncaught {line}") });
+        push_bounded(&mut data.errors, line);
+    })
+    .await;
+    on_event(page, shared, &mut tasks, |shared, e: &EventRequestWillBeSent| {
+        let mut d = shared.lock();
+        d.inflight.insert(e.request_id.inner().clone());
+        d.requests += 1;
+        d.last_network = Some(Instant::now());
+    })
+    .await;
+    on_event(page, shared, &mut tasks, |shared, e: &EventLoadingFinished| {
+        let mut d = shared.lock();
+        d.inflight.remove(e.request_id.inner());
+        d.last_network = Some(Instant::now());
+    })
+    .await;
+    on_event(page, shared, &mut tasks, |shared, e: &EventLoadingFailed| {
+        let mut d = shared.lock();
+        d.inflight.remove(e.request_id.inner());
+        d.last_network = Some(Instant::now());
+        if e.canceled != Some(true) {
+            push_bounded(&mut d.failed, format!("{} ({})", e.request_id.inner(), e.error_text));
+        }
+    })
+    .await;
+    on_event(page, shared, &mut tasks, |shared, e: &EventResponseReceived| {
+        if e.response.status >= 400 {
+            let line = format!("{} {} {}", e.response.status, e.response.status_text, e.response.url);
+            push_bounded(&mut shared.lock().failed, line);
+        }
+    })
+    .await;
     tasks
 }
 
@@ -609,6 +583,8 @@ pub struct BrowserSession {
     pub(crate) preview: tokio::sync::Mutex<Option<crate::preview::Preview>>,
     pub(crate) executable: Mutex<Option<PathBuf>>,
     pub(crate) takeover: Mutex<Option<Takeover>>,
+    /// Set by the first call from a workspace the host does not trust (B1).
+    pub(crate) workspace_untrusted: std::sync::atomic::AtomicBool,
 }
 
 /// Automation paused for the user (B11): a CAPTCHA, passkey or one-time-code prompt.
@@ -637,6 +613,7 @@ impl BrowserSession {
             preview: tokio::sync::Mutex::new(None),
             executable: Mutex::new(None),
             takeover: Mutex::new(None),
+            workspace_untrusted: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -653,6 +630,12 @@ impl BrowserSession {
     /// Hands control back to the agent after the user finished a takeover.
     pub fn resume(&self) {
         *self.takeover.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+
+    /// Whether this session may keep storage beyond itself: the options say so and no call came
+    /// from an untrusted workspace. Otherwise every tab gets fresh, isolated storage (B1).
+    pub fn trusted(&self) -> bool {
+        self.options.trusted && !self.workspace_untrusted.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Whether Chromium is running for this session.
@@ -710,7 +693,7 @@ impl BrowserSession {
 
     async fn start(&self, storage: StorageMode) -> Result<Running, BrowserError> {
         let executable = self.chromium()?;
-        let storage = if self.options.trusted { storage } else { StorageMode::Ephemeral };
+        let storage = if self.trusted() { storage } else { StorageMode::Ephemeral };
         let mut note = None;
         let mut profile = self.options.profile_dir(storage);
         if let Some(dir) = &profile

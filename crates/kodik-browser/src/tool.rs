@@ -219,6 +219,9 @@ impl BrowserSession {
             }
             return Ok(Report::new(format!("Closed the preview (tab {tab}) and stopped its dev server.")).into_output());
         }
+        if !cx.workspace.is_trusted() {
+            self.workspace_untrusted.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         let mut guard = self.running.lock().await;
         let storage = args.storage.unwrap_or(StorageMode::Global);
         // B9: a browser that died (or whose connection dropped) is restarted once, and its tabs
@@ -246,6 +249,13 @@ impl BrowserSession {
             ));
         }
         if args.action == A::ClearStorage {
+            if !self.trusted() {
+                return Err(BrowserError::Other(
+                    "this workspace is not trusted: its tabs only ever get fresh, isolated storage that ends with them, \
+                     and it may not clear the persistent profiles"
+                        .into(),
+                ));
+            }
             return self.clear_storage(guard.as_mut(), storage).await;
         }
         let r = match args.action {
@@ -262,7 +272,7 @@ impl BrowserSession {
             && let Some(asked) = args.storage
             && asked != StorageMode::Ephemeral
             && asked != r.storage
-            && self.options.trusted
+            && self.trusted()
         {
             return Err(BrowserError::Other(format!(
                 "this session's browser runs on the {:?} profile; a {:?} tab needs a new session (or use storage: ephemeral)",
@@ -347,10 +357,15 @@ impl BrowserSession {
             }
             A::Open => {
                 let url = args.url.clone().unwrap_or_default();
-                let ephemeral = args.storage == Some(StorageMode::Ephemeral) || !self.options.trusted;
+                let ephemeral = args.storage == Some(StorageMode::Ephemeral) || !self.trusted();
                 let id = r.open_tab(&url, ephemeral).await?;
                 let tab = r.tab(Some(&id))?;
                 let mut rep = Report::new(format!("Opened tab {id}."));
+                if !self.trusted() && args.storage.is_some_and(|s| s != StorageMode::Ephemeral) {
+                    rep.line(
+                        "Storage: ephemeral, since this workspace is not trusted (nothing is kept after the tab).",
+                    );
+                }
                 rep.meta.insert("tab_id".into(), json!(id));
                 self.page_state(tab, &mut rep, true).await;
                 Ok(rep.into_output())

@@ -139,3 +139,40 @@ async fn b2_preview_starts_and_stops_its_dev_server() {
     assert!(e.contains("exited") && e.contains("before"), "{e}");
     h.session.shutdown().await;
 }
+
+const JAR: &str = r#"<!doctype html><title>Jar</title><p id="c"></p>
+<script>const k = new URLSearchParams(location.search).get('set'); if (k) document.cookie = k + '=1; max-age=3600';
+document.getElementById('c').textContent = 'cookies: [' + document.cookie + ']';</script>"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn b1_untrusted_workspace_gets_only_ephemeral_storage_and_leaves_the_profile_alone() {
+    let mut routes = Routes::new();
+    routes.insert("/jar", ("text/html", JAR.to_string(), ""));
+    let base = serve(routes).await;
+
+    // A trusted session leaves a cookie in the global profile.
+    let h = harness();
+    let r = h.ok(json!({"action": "open", "url": format!("{base}/jar?set=trusted")})).await;
+    assert!(r.contains("cookies: [trusted=1]"), "{r}");
+    h.session.shutdown().await;
+
+    // The same workspace, now untrusted: even an explicit global tab starts empty, says why,
+    // and runs outside the persistent profile folder.
+    let mut h = common::harness_with_profiles(h);
+    h.cx.workspace = h.cx.workspace.clone().with_trusted(false);
+    let r = h.ok(json!({"action": "open", "url": format!("{base}/jar?set=untrusted"), "storage": "global"})).await;
+    assert!(r.contains("cookies: [untrusted=1]") && !r.contains("trusted=1;"), "{r}");
+    assert!(r.contains("Storage: ephemeral, since this workspace is not trusted"), "{r}");
+    let profile = h.session.profile_dir().await.unwrap();
+    assert!(!profile.starts_with(h.profiles.path()), "untrusted session used {}", profile.display());
+    let e = h.err(json!({"action": "clear_storage", "storage": "global"})).await;
+    assert!(e.contains("this workspace is not trusted"), "{e}");
+    h.session.shutdown().await;
+
+    // Trusted again: the global profile still has its own cookie and none of the untrusted one.
+    let mut h = common::harness_with_profiles(h);
+    h.cx.workspace = h.cx.workspace.clone().with_trusted(true);
+    let r = h.ok(json!({"action": "open", "url": format!("{base}/jar")})).await;
+    assert!(r.contains("cookies: [trusted=1]"), "{r}");
+    h.session.shutdown().await;
+}

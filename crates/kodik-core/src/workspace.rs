@@ -106,6 +106,7 @@ pub struct Workspace {
     roots: Arc<Vec<PathBuf>>,
     settings: Arc<Settings>,
     ignores: Arc<Mutex<HashMap<PathBuf, CachedIgnore>>>,
+    trusted: bool,
 }
 
 impl Workspace {
@@ -129,13 +130,26 @@ impl Workspace {
         if canon.is_empty() {
             return Err(PathError::BadRoot { path: String::new(), reason: "no root given".into() });
         }
-        Ok(Self { roots: Arc::new(canon), settings: Arc::default(), ignores: Arc::default() })
+        Ok(Self { roots: Arc::new(canon), settings: Arc::default(), ignores: Arc::default(), trusted: true })
     }
 
     /// Replaces the project settings.
     pub fn with_settings(mut self, settings: Settings) -> Self {
         self.settings = Arc::new(settings);
         self
+    }
+
+    /// Marks the workspace trusted or not. A workspace is trusted unless the host says otherwise
+    /// (e.g. a folder the user opened without trusting its authors); tools then keep nothing of
+    /// it beyond the session — the browser uses only fresh, isolated storage for it (B1).
+    pub fn with_trusted(mut self, trusted: bool) -> Self {
+        self.trusted = trusted;
+        self
+    }
+
+    /// Whether the host trusts this workspace (default `true`, see [`with_trusted`](Self::with_trusted)).
+    pub fn is_trusted(&self) -> bool {
+        self.trusted
     }
 
     /// The canonical roots.
