@@ -45,6 +45,10 @@ impl Tool for Observed {
         self.inner.resources(args, ws)
     }
 
+    fn reads(&self, args: &Value, ws: &Workspace) -> Vec<Resource> {
+        self.inner.reads(args, ws)
+    }
+
     fn starts_while_streaming(&self, args: &Value) -> bool {
         self.inner.starts_while_streaming(args)
     }

@@ -84,6 +84,13 @@ pub trait Tool: Send + Sync {
         Vec::new()
     }
 
+    /// The resources (files) this call only reads. A later call that mutates one of them waits
+    /// for this read, so a read and an edit of one file in one turn run in the model's order;
+    /// reads of the same file still run together.
+    fn reads(&self, _args: &Value, _ws: &Workspace) -> Vec<Resource> {
+        Vec::new()
+    }
+
     /// Whether this call may start while the model's response still streams (G4). By default
     /// the spec's [`ToolSpec::streaming_start`]; a tool that runs another tool (`call_tool`)
     /// answers for the tool it would run.
@@ -115,6 +122,11 @@ pub trait TypedTool: Send + Sync {
 
     /// The resources this call would mutate (G2).
     fn resources(&self, _args: &Self::Args, _ws: &Workspace) -> Vec<Resource> {
+        Vec::new()
+    }
+
+    /// The resources this call only reads; see [`Tool::reads`].
+    fn reads(&self, _args: &Self::Args, _ws: &Workspace) -> Vec<Resource> {
         Vec::new()
     }
 
@@ -186,6 +198,13 @@ impl<T: TypedTool> Tool for T {
     fn resources(&self, args: &Value, ws: &Workspace) -> Vec<Resource> {
         match parse_args::<T::Args>(&TypedTool::spec(self).name, args) {
             Ok(a) => TypedTool::resources(self, &a, ws),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    fn reads(&self, args: &Value, ws: &Workspace) -> Vec<Resource> {
+        match parse_args::<T::Args>(&TypedTool::spec(self).name, args) {
+            Ok(a) => TypedTool::reads(self, &a, ws),
             Err(_) => Vec::new(),
         }
     }

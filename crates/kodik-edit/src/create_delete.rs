@@ -27,7 +27,7 @@ fn create_blocking(
     ws: &Workspace,
     session: &kodik_core::Session,
     shared: &Shared,
-) -> Result<ToolOutput, ToolError> {
+) -> Result<(ToolOutput, std::path::PathBuf, String), ToolError> {
     shared.ops.require(&[FileOp::Create], "create_file")?;
     let path = ws.check(&args.path)?;
     let shown = ws.display(&path);
@@ -56,8 +56,9 @@ fn create_blocking(
     files::write_recorded(&path, &shown, bytes, prior, session.message(), &shared.checkpoints)?;
     session.record_write(&path, FileVersion::of_bytes(bytes));
     let lines = if args.content.is_empty() { 0 } else { args.content.lines().count() };
-    Ok(ToolOutput::text(format!("Created `{shown}` ({lines} lines, {} bytes).", bytes.len()))
-        .with_meta(json!({"path": shown, "operation": "create", "bytes": bytes.len(), "lines": lines})))
+    let out = ToolOutput::text(format!("Created `{shown}` ({lines} lines, {} bytes).", bytes.len()))
+        .with_meta(json!({"path": shown, "operation": "create", "bytes": bytes.len(), "lines": lines}));
+    Ok((out, path, shown))
 }
 
 /// [`CreateFileArgs`] with its strings borrowed from the call's JSON (the checks before the call).
@@ -98,9 +99,17 @@ impl TypedTool for CreateFileTool {
 
     async fn run(&self, args: CreateFileArgs, cx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let (ws, session, shared) = (cx.workspace.clone(), Arc::clone(&cx.session), Arc::clone(&self.shared));
-        let out = tokio::task::spawn_blocking(move || create_blocking(&args, &ws, &session, &shared))
-            .await
-            .map_err(|e| ToolError::failed(format!("the create task failed: {e}")))??;
+        let (mut out, path, shown) =
+            tokio::task::spawn_blocking(move || create_blocking(&args, &ws, &session, &shared))
+                .await
+                .map_err(|e| ToolError::failed(format!("the create task failed: {e}")))??;
+        // E9: the new file's errors, as edit_file reports them.
+        let found = files::written_diagnostics(cx, &[(path, shown)]).await;
+        let diags: Vec<_> = found.into_iter().flat_map(|(_, d)| d).collect();
+        if let Some(kodik_core::Content::Text { text }) = out.content.first_mut() {
+            text.push_str(&files::diagnostics_text(&diags));
+        }
+        out.meta["diagnostics"] = json!(diags);
         Ok(out)
     }
 }

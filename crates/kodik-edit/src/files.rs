@@ -227,12 +227,45 @@ fn disproved(d: &Diagnostic, path: &Path) -> bool {
     }) || ["index.ts", "index.js", "index.tsx"].iter().any(|i| base.join(i).is_file())
 }
 
+/// The files a tool wrote, as `(path, shown path)`.
+pub(crate) type Written = Vec<(std::path::PathBuf, String)>;
+
+/// E9 for the tools that write whole files (create_file, apply_patch): the errors of each
+/// written `(path, shown)` file, read back only when a provider handles it.
+pub(crate) async fn written_diagnostics(
+    cx: &ToolContext,
+    written: &[(std::path::PathBuf, String)],
+) -> Vec<(String, Vec<Diagnostic>)> {
+    let Some(provider) = cx.diagnostics.as_ref().map(Arc::clone) else { return Vec::new() };
+    let mut out = Vec::new();
+    for (path, shown) in written {
+        if !provider.handles(path) {
+            continue;
+        }
+        let Ok(bytes) = tokio::fs::read(path).await else { continue };
+        let d = diagnostics(cx, path, &String::from_utf8_lossy(&bytes)).await;
+        if !d.is_empty() {
+            out.push((shown.clone(), d));
+        }
+    }
+    out
+}
+
+/// [`written_diagnostics`] as result text, one block per file.
+pub(crate) fn written_diagnostics_text(found: &[(String, Vec<Diagnostic>)]) -> String {
+    found.iter().map(|(shown, d)| named_diagnostics_text(&format!("`{shown}`"), d)).collect()
+}
+
 /// The diagnostics as lines for the result text.
 pub(crate) fn diagnostics_text(diags: &[Diagnostic]) -> String {
+    named_diagnostics_text("the written file", diags)
+}
+
+fn named_diagnostics_text(file: &str, diags: &[Diagnostic]) -> String {
     if diags.is_empty() {
         return String::new();
     }
-    let mut s = format!("\nErrors in the written file ({}):", diags.len());
+    let mut s = format!("\nErrors in {file} ({}):", diags.len());
     for d in diags {
         s.push_str(&format!("\n  {}:{} {}", d.line, d.column, d.message));
         if let Some(src) = &d.source {

@@ -129,6 +129,13 @@ impl TypedTool for CallToolTool {
         }
     }
 
+    fn reads(&self, args: &CallToolArgs, ws: &Workspace) -> Vec<Resource> {
+        match self.deferred.get(&args.name) {
+            Some(tool) => tool.reads(&Value::Object(args.arguments.clone()), ws),
+            None => Vec::new(),
+        }
+    }
+
     fn check(&self, args: &CallToolArgs) -> Result<(), ToolError> {
         let tool = self.deferred.get(&args.name).ok_or_else(|| {
             ToolError::failed(format!(

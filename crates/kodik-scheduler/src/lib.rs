@@ -145,10 +145,44 @@ pub struct Turn {
     complete: CancellationToken,
     /// Set once a call that must wait for completion was pushed: all later calls wait too.
     gate_rest: bool,
-    /// The completion signal of the last call pushed per resource (G2).
-    last_by_resource: HashMap<Resource, CancellationToken>,
+    /// Per resource, the completion signals a later call on it must wait for (G2).
+    last_by_resource: HashMap<Resource, Access>,
     calls: Vec<Pending>,
     aborted: bool,
+}
+
+/// Who a later call on one resource must wait for (G2): a mutation waits for every earlier
+/// call on the resource, a read only for the last mutation before it.
+#[derive(Default)]
+struct Access {
+    /// The last call that mutates the resource.
+    writer: Option<CancellationToken>,
+    /// The calls since that writer that only read the resource.
+    readers: Vec<CancellationToken>,
+}
+
+impl Access {
+    /// Drops settled calls; whether anything is left to wait for.
+    fn forget_settled(&mut self) -> bool {
+        self.readers.retain(|r| !r.is_cancelled());
+        if self.writer.as_ref().is_some_and(CancellationToken::is_cancelled) {
+            self.writer = None;
+        }
+        self.writer.is_some() || !self.readers.is_empty()
+    }
+
+    /// Registers a read; returns the call it must wait for.
+    fn add_reader(&mut self, done: &CancellationToken) -> Option<CancellationToken> {
+        self.readers.push(done.clone());
+        self.writer.clone()
+    }
+
+    /// Registers a mutation; returns the calls it must wait for.
+    fn add_writer(&mut self, done: &CancellationToken) -> Vec<CancellationToken> {
+        let mut before = std::mem::take(&mut self.readers);
+        before.extend(self.writer.replace(done.clone()));
+        before
+    }
 }
 
 impl std::fmt::Debug for Turn {
@@ -177,14 +211,20 @@ impl Turn {
         self.gate_rest |= must_wait;
 
         // Calls that settled no longer order anything.
-        self.last_by_resource.retain(|_, done| !done.is_cancelled());
-        let resources = tool.as_ref().map(|t| t.resources(&call.args, &self.cx.workspace)).unwrap_or_default();
+        self.last_by_resource.retain(|_, access| access.forget_settled());
+        let ws = &self.cx.workspace;
+        let writes = tool.as_ref().map(|t| t.resources(&call.args, ws)).unwrap_or_default();
+        let reads = tool.as_ref().map(|t| t.reads(&call.args, ws)).unwrap_or_default();
         let done = CancellationToken::new();
         let mut before: Vec<CancellationToken> = Vec::new();
-        for r in resources {
-            if let Some(prev) = self.last_by_resource.insert(r, done.clone()) {
-                before.push(prev);
+        for r in reads {
+            // A call that also writes the resource is ordered as a writer below.
+            if !writes.contains(&r) {
+                before.extend(self.last_by_resource.entry(r).or_default().add_reader(&done));
             }
+        }
+        for r in writes {
+            before.extend(self.last_by_resource.entry(r).or_default().add_writer(&done));
         }
 
         let cx = self.cx.for_call(call.id.clone());

@@ -44,6 +44,9 @@ struct WaitArgs {
     /// Answer with how many calls of this turn had finished when this one started.
     #[serde(default)]
     report_finished: bool,
+    /// A file this call reads (declared for ordering, not opened).
+    #[serde(default)]
+    path: Option<String>,
 }
 
 /// Logs `start:TAG`, optionally waits on a shared barrier or sleeps, logs `end:TAG`.
@@ -60,6 +63,9 @@ impl TypedTool for Wait {
     type Args = WaitArgs;
     fn spec(&self) -> &ToolSpec {
         &self.spec
+    }
+    fn reads(&self, a: &WaitArgs, ws: &Workspace) -> Vec<Resource> {
+        a.path.iter().map(|p| ws.resource(p)).collect()
     }
     async fn run(&self, a: WaitArgs, cx: &ToolContext) -> Result<ToolOutput, ToolError> {
         self.log.push(format!("start:{}", a.tag));
@@ -236,6 +242,25 @@ async fn g2_one_hundred_edits_to_one_file_stay_in_call_order() {
     assert!(outs.iter().all(|o| o.is_success()));
     let want: String = (0..100).map(|i| format!("{i}\n")).collect();
     assert_eq!(std::fs::read_to_string(f.root.join("same.txt")).unwrap(), want);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn g2_e2_an_edit_waits_for_earlier_reads_of_its_file_while_reads_of_one_file_run_together() {
+    // The reads meet at a barrier of 2: they only succeed if they run at the same time.
+    let f = fixture(SchedulerConfig::default(), 2);
+    let mut turn = f.scheduler.turn(&f.cx);
+    turn.push(call("r1", "read", json!({"tag": "r1", "path": "a.txt", "barrier": true, "ms": 80})));
+    turn.push(call("r2", "read", json!({"tag": "r2", "path": "./a.txt", "barrier": true, "ms": 40})));
+    turn.push(call("w", "append", json!({"path": "a.txt", "line": "w"})));
+    turn.push(call("r3", "read", json!({"tag": "r3", "path": "a.txt"})));
+    turn.push(call("other", "read", json!({"tag": "other", "path": "b.txt"})));
+    let outs = tokio::time::timeout(LIMIT, turn.results()).await.unwrap();
+    assert!(outs.iter().all(|o| o.is_success()), "{outs:?}");
+    let log = f.log.all();
+    let pos = |e: &str| log.iter().position(|x| x == e).unwrap_or_else(|| panic!("no `{e}` in {log:?}"));
+    assert!(pos("end:r1") < pos("start:w") && pos("end:r2") < pos("start:w"), "the edit overtook a read: {log:?}");
+    assert!(pos("end:w") < pos("start:r3"), "a later read overtook the edit: {log:?}");
+    assert!(pos("end:other") < pos("end:r1"), "a read of another file waited: {log:?}");
 }
 
 /// Denies calls whose tag is "no"; holds calls tagged "slow" until released.

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use kodik_core::text::{self, Decoded};
-use kodik_core::{FileVersion, Session, ToolContext, ToolError, ToolOutput, ToolSpec, TypedTool, Workspace};
+use kodik_core::{FileVersion, Session, Resource, ToolContext, ToolError, ToolOutput, ToolSpec, TypedTool, Workspace};
 use kodik_schema::search::{LineRange, ReadFileArgs};
 use serde_json::json;
 
@@ -50,6 +50,11 @@ impl TypedTool for ReadFileTool {
 
     fn spec(&self) -> &ToolSpec {
         &self.spec
+    }
+
+    /// An edit of the same file later in the turn waits for this read (E2, G2).
+    fn reads(&self, args: &ReadFileArgs, ws: &Workspace) -> Vec<Resource> {
+        vec![ws.resource(&args.path)]
     }
 
     async fn run(&self, args: ReadFileArgs, cx: &ToolContext) -> Result<ToolOutput, ToolError> {

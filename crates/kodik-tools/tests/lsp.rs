@@ -82,3 +82,48 @@ async fn e9_edit_results_carry_errors_of_the_written_version() {
     assert!(lints.text_content().contains("No errors or warnings"), "{}", lints.text_content());
     assert_eq!(tb.lsp().starts().await, 1);
 }
+
+/// E9 for the other editing tools: create_file's result carries the new file's errors, and
+/// apply_patch's carries those of every file it added (`*** Add File`) or updated
+/// (`*** Update File`), named per file; the fixing patch's result has none (no stale errors).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e9_create_file_and_apply_patch_results_carry_errors_of_the_written_version() {
+    let Some(program) = pyright() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("pyproject.toml"), "[project]\nname = \"d\"\nversion = \"0\"\n").unwrap();
+    std::fs::write(dir.path().join("calc.py"), "def double(v: int) -> int:\n    return v * 2\n").unwrap();
+    let mut config = LspConfig::default();
+    for s in &mut config.servers {
+        if s.name == "pyright" {
+            s.command = program.clone();
+        }
+    }
+    let tb = Toolbox::builder().workspace(dir.path()).lsp(config).build().unwrap();
+
+    let bad = one(&tb, "create_file", json!({"path": "bad.py", "content": "y: int = 1\nx: int = \"s\"\n"})).await;
+    let text = bad.text_content();
+    assert!(bad.is_success(), "{text}");
+    assert!(text.contains("Errors in the written file (1)") && text.contains("2:10"), "{text}");
+    assert_eq!(bad.meta["diagnostics"][0]["line"], 2, "{}", bad.meta);
+    let clean = one(&tb, "create_file", json!({"path": "clean.py", "content": "z: int = 3\n"})).await;
+    assert!(clean.is_success() && !clean.text_content().contains("Errors in"), "{}", clean.text_content());
+
+    let patch = "*** Begin Patch\n*** Add File: added.py\n+from calc import double\n+n: str = double(1)\n\
+                 *** Update File: calc.py\n@@\n def double(v: int) -> int:\n-    return v * 2\n+    return v + \"2\"\n\
+                 *** End Patch";
+    let out = one(&tb, "apply_patch", json!({"input": patch})).await;
+    let text = out.text_content();
+    assert!(out.is_success(), "{text}");
+    assert!(text.contains("Errors in `added.py` (1)") && text.contains("2:10"), "{text}");
+    assert!(text.contains("Errors in `calc.py` (1)") && text.contains("2:12"), "{text}");
+    // The errors come before the diffs, so a diff cut to a preview cannot hide them.
+    assert!(text.find("Errors in").unwrap() < text.find("@@").unwrap(), "{text}");
+
+    let fix = "*** Begin Patch\n*** Update File: added.py\n@@\n from calc import double\n-n: str = double(1)\n\
+               +n: int = double(1)\n*** Update File: calc.py\n@@\n def double(v: int) -> int:\n\
+               -    return v + \"2\"\n+    return v * 2\n*** End Patch";
+    let out = one(&tb, "apply_patch", json!({"input": fix})).await;
+    let text = out.text_content();
+    assert!(out.is_success() && !text.contains("Errors in"), "stale errors: {text}");
+    assert_eq!(out.meta["diagnostics"], json!({}), "{}", out.meta);
+}

@@ -356,6 +356,12 @@ impl Plan {
         self.shown.insert(path.to_path_buf(), shown.to_string());
     }
 
+    /// The files the plan writes (not the deleted ones), in patch order, with their shown paths.
+    pub(crate) fn written(&self) -> crate::files::Written {
+        let written = self.order.iter().filter(|p| self.states.get(*p).is_some_and(|s| s.bytes.is_some()));
+        written.map(|p| (p.clone(), self.shown.get(p).cloned().unwrap_or_else(|| p.display().to_string()))).collect()
+    }
+
     /// The current bytes of `path` within the plan: planned content, else what is on disk.
     fn current(&self, path: &Path, shown: &str) -> Result<Option<Vec<u8>>, ToolError> {
         if let Some(p) = self.states.get(path) {

@@ -28,14 +28,15 @@ pub(crate) fn run_patch(
     ws: &Workspace,
     session: &Session,
     shared: &Shared,
-) -> Result<Vec<FileChange>, ToolError> {
+) -> Result<(Vec<FileChange>, crate::files::Written), ToolError> {
     let patch = parse_patch(&input).map_err(|e| ToolError::failed(format!("{e}. No file was changed.")))?;
     // The parsed patch holds every line it needs: the text (maybe megabytes) can go.
     drop(input);
     let plan = apply::Plan::build(patch, base, ws, shared)
         .map_err(|e| ToolError::failed(format!("apply_patch failed; no file was changed. {e}")))?;
     plan.commit(session, shared)?;
-    Ok(plan.changes)
+    let written = plan.written();
+    Ok((plan.changes, written))
 }
 
 /// The resources a patch touches (G2): every path, move targets included.
@@ -59,7 +60,7 @@ pub fn patch_resources(input: &str, base: &Path, ws: &Workspace) -> Vec<Resource
     out
 }
 
-fn report(changes: &[FileChange]) -> ToolOutput {
+fn report(changes: &[FileChange], diagnostics: &[(String, Vec<kodik_core::Diagnostic>)]) -> ToolOutput {
     let mut text = format!(
         "Patch applied; {} file{} changed — no need to read them again:",
         changes.len(),
@@ -71,6 +72,8 @@ fn report(changes: &[FileChange]) -> ToolOutput {
             None => text.push_str(&format!("\n{} {}", c.kind.letter(), c.path)),
         }
     }
+    // E9: before the diffs, so a long diff cut to a preview never hides them.
+    text.push_str(&crate::files::written_diagnostics_text(diagnostics));
     let mut full = None;
     for c in changes {
         if !c.diff.text.is_empty() {
@@ -88,7 +91,9 @@ fn report(changes: &[FileChange]) -> ToolOutput {
                    "added": c.diff.added, "removed": c.diff.removed})
         })
         .collect();
-    ToolOutput::text(text).with_meta(json!({"files": files})).with_full_output(full)
+    let diagnostics: serde_json::Map<String, serde_json::Value> =
+        diagnostics.iter().map(|(shown, d)| (shown.clone(), json!(d))).collect();
+    ToolOutput::text(text).with_meta(json!({"files": files, "diagnostics": diagnostics})).with_full_output(full)
 }
 
 /// The `apply_patch` tool (JSON form: one `input` string, P5).
@@ -105,10 +110,11 @@ impl ApplyPatchTool {
 
 async fn run_in(input: String, base: PathBuf, cx: &ToolContext, shared: Arc<Shared>) -> Result<ToolOutput, ToolError> {
     let (ws, session) = (cx.workspace.clone(), Arc::clone(&cx.session));
-    let changes = tokio::task::spawn_blocking(move || run_patch(input, &base, &ws, &session, &shared))
+    let (changes, written) = tokio::task::spawn_blocking(move || run_patch(input, &base, &ws, &session, &shared))
         .await
         .map_err(|e| ToolError::failed(format!("the patch task failed: {e}")))??;
-    Ok(report(&changes))
+    let diagnostics = crate::files::written_diagnostics(cx, &written).await;
+    Ok(report(&changes, &diagnostics))
 }
 
 /// [`ApplyPatchArgs`] borrowed from the call's JSON (the checks before the call).
