@@ -54,9 +54,7 @@ impl ModelClient for AnthropicClient {
 }
 
 fn request_body(request: &Request, default_model: &str) -> Result<Value, ModelError> {
-    if let Some(tool) = request.tools.iter().find(|t| t.freeform_grammar.is_some()) {
-        return Err(ModelError::FreeformUnsupported(tool.name.clone()));
-    }
+    request.refuse_freeform()?;
     let mut messages: Vec<Value> = Vec::new();
     // Consecutive items of one role become one message: the API wants the roles to alternate,
     // and all results of one turn's calls go back in a single user message.

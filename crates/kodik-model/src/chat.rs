@@ -38,10 +38,7 @@ impl ChatClient {
 impl ModelClient for ChatClient {
     async fn stream(&self, request: &Request, cancel: CancellationToken) -> Result<EventStream, ModelError> {
         let body = self.request_body(request)?;
-        let mut headers = Vec::new();
-        if let Some(key) = self.transport.config.key() {
-            headers.push(("authorization", format!("Bearer {key}")));
-        }
+        let headers = self.transport.bearer_headers();
         self.transport
             .stream("/chat/completions", &headers, &body, BodyDecoder::new(Provider::ChatCompletions), cancel)
             .await
@@ -53,9 +50,7 @@ impl ModelClient for ChatClient {
 }
 
 fn request_body(request: &Request, default_model: &str) -> Result<Value, ModelError> {
-    if let Some(tool) = request.tools.iter().find(|t| t.freeform_grammar.is_some()) {
-        return Err(ModelError::FreeformUnsupported(tool.name.clone()));
-    }
+    request.refuse_freeform()?;
     let mut messages: Vec<Value> = Vec::new();
     if !request.system.is_empty() {
         messages.push(json!({"role": "system", "content": request.system}));

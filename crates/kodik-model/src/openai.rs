@@ -37,10 +37,7 @@ impl ResponsesClient {
 impl ModelClient for ResponsesClient {
     async fn stream(&self, request: &Request, cancel: CancellationToken) -> Result<EventStream, ModelError> {
         let body = self.request_body(request);
-        let mut headers = Vec::new();
-        if let Some(key) = self.transport.config.key() {
-            headers.push(("authorization", format!("Bearer {key}")));
-        }
+        let headers = self.transport.bearer_headers();
         self.transport.stream("/responses", &headers, &body, BodyDecoder::new(Provider::OpenAiResponses), cancel).await
     }
 

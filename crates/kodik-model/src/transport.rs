@@ -92,6 +92,11 @@ impl Transport {
         Ok(Self { http, config, recorder })
     }
 
+    /// `authorization: Bearer KEY` when a key is set: what OpenAI-style servers expect.
+    pub(crate) fn bearer_headers(&self) -> Vec<(&'static str, String)> {
+        self.config.key().map(|key| ("authorization", format!("Bearer {key}"))).into_iter().collect()
+    }
+
     /// POSTs `body` to `{base}{path}` with `headers`, retrying 429, 5xx and connection failures
     /// before the first body byte, and returns the event stream `decoder` makes of the body.
     pub(crate) async fn stream(

@@ -100,6 +100,17 @@ pub struct Request {
     pub max_output_tokens: Option<u32>,
 }
 
+impl Request {
+    /// Fails with [`ModelError::FreeformUnsupported`] when a freeform tool is offered, for the
+    /// providers that take JSON-schema tools only.
+    pub(crate) fn refuse_freeform(&self) -> Result<(), ModelError> {
+        match self.tools.iter().find(|t| t.freeform_grammar.is_some()) {
+            Some(tool) => Err(ModelError::FreeformUnsupported(tool.name.clone())),
+            None => Ok(()),
+        }
+    }
+}
+
 /// Tokens (and cost, where the provider reports it) of one response.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Usage {
