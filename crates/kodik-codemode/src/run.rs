@@ -136,7 +136,7 @@ impl Calls {
             };
             let t0 = Instant::now();
             let out = match permit {
-                Some(_) => dispatch(&registry, &ToolCall::new(id, name, args), &ccx).await,
+                Some(_) => dispatch(&registry, ToolCall::new(id, name, args), &ccx).await,
                 None => ToolError::Cancelled.into_output(),
             };
             drop(permit);

@@ -27,6 +27,12 @@ pub trait Hooks: Send + Sync {
     }
 
     /// After the result is known.
+    ///
+    /// When the tool ran, `call.args` is `null`: the arguments were moved into the tool, not
+    /// copied (a whole-file edit carries megabytes, issue 18.2). A hook that needs them after
+    /// the call keeps what it needs in [`before_call`](Self::before_call), which every call
+    /// that runs passes first, matching the two by `call.id` and `call.name`. A call refused
+    /// before it ran (blocked by a hook, approval denied) still carries its arguments here.
     async fn after_call(&self, _call: &ToolCall, _output: &ToolOutput) {}
 }
 

@@ -131,18 +131,40 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "unknown panic".into())
 }
 
+/// A call [`dispatch`] takes: a [`ToolCall`] by value, whose arguments then move into the tool
+/// uncopied, or a `&ToolCall`, whose arguments are copied once. Hand over the call when it is
+/// not needed afterwards: a whole-file edit carries its file's content twice (issue 18.2).
+pub trait IntoCall {
+    /// The owned call.
+    fn into_call(self) -> ToolCall;
+}
+
+impl IntoCall for ToolCall {
+    fn into_call(self) -> ToolCall {
+        self
+    }
+}
+
+impl IntoCall for &ToolCall {
+    fn into_call(self) -> ToolCall {
+        self.clone()
+    }
+}
+
 /// Runs one call: unknown name → error with suggestions; bad arguments → `InvalidInput`
 /// before any approval (S8); a blocking hook or a refused approval → `denied` (G3); then the
 /// tool, racing the context's cancellation (→ `cancelled`). A panic in the tool becomes an
 /// `error` result for this call only. The whole call runs in a `tool.call` span.
 ///
 /// This is [`authorize`] followed by [`execute`]; a scheduler calls the two separately so a
-/// call waiting for approval holds no concurrency slot.
-pub async fn dispatch(registry: &ToolRegistry, call: &ToolCall, cx: &ToolContext) -> ToolOutput {
-    let span = call_span(call);
+/// call waiting for approval holds no concurrency slot. Pass the call by value when it is not
+/// needed afterwards ([`IntoCall`]).
+pub async fn dispatch(registry: &ToolRegistry, call: impl IntoCall, cx: &ToolContext) -> ToolOutput {
+    let call = call.into_call();
+    let span = call_span(&call);
     let started = Instant::now();
     let out = async {
-        match authorize(registry, call, cx).await {
+        match authorize(registry, &call, cx).await {
             Ok(tool) => execute(tool, call, cx).await,
             Err(out) => out,
         }
@@ -219,10 +241,13 @@ pub async fn authorize(
 /// The second phase of [`dispatch`]: runs an authorized tool, racing the context's
 /// cancellation, then runs the after-hooks. A panic in the tool becomes an `error` result for
 /// this call only.
-pub async fn execute(tool: Arc<dyn Tool>, call: &ToolCall, cx: &ToolContext) -> ToolOutput {
+///
+/// The arguments move into the tool rather than being copied, so the after-hooks see the call
+/// with `args` set to `null` (see [`Hooks::after_call`](crate::Hooks::after_call)).
+pub async fn execute(tool: Arc<dyn Tool>, call: ToolCall, cx: &ToolContext) -> ToolOutput {
     let mut call_cx = cx.clone();
     call_cx.call_id = call.id.clone();
-    let args = call.args.clone();
+    let ToolCall { id, name, args } = call;
     let running = CatchUnwind { inner: tool.call(args, &call_cx) };
     let out = tokio::select! {
         done = running => match done {
@@ -234,6 +259,79 @@ pub async fn execute(tool: Arc<dyn Tool>, call: &ToolCall, cx: &ToolContext) -> 
         },
         () = call_cx.cancel.cancelled() => ToolError::Cancelled.into_output(),
     };
-    cx.hooks.after_call(call, &out).await;
+    cx.hooks.after_call(&ToolCall { id, name, args: serde_json::Value::Null }, &out).await;
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use async_trait::async_trait;
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::hooks::{HookDecision, Hooks};
+    use crate::tool::Effect;
+    use crate::workspace::Workspace;
+
+    /// Answers with the address of the `content` string it was handed.
+    struct Where(ToolSpec);
+
+    #[async_trait]
+    impl Tool for Where {
+        fn spec(&self) -> &ToolSpec {
+            &self.0
+        }
+        async fn call(&self, args: Value, _cx: &ToolContext) -> ToolOutput {
+            let at = args["content"].as_str().map_or(0, |s| s.as_ptr() as usize);
+            ToolOutput::text(at.to_string())
+        }
+    }
+
+    /// What the after-hook saw of each call: its id and its arguments.
+    #[derive(Default)]
+    struct Seen(Mutex<Vec<(String, Value)>>);
+
+    #[async_trait]
+    impl Hooks for Seen {
+        async fn before_call(&self, call: &ToolCall) -> HookDecision {
+            if call.args["block"] == true { HookDecision::Block("blocked".into()) } else { HookDecision::Allow }
+        }
+        async fn after_call(&self, call: &ToolCall, _out: &ToolOutput) {
+            self.0.lock().unwrap().push((call.id.clone(), call.args.clone()));
+        }
+    }
+
+    #[tokio::test]
+    async fn g3_a_handed_over_call_moves_its_arguments_into_the_tool_and_after_hooks_still_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut registry = ToolRegistry::new();
+        registry.register(Where(ToolSpec::new("where", "Where.", json!({"type": "object"}), Effect::ReadOnly)));
+        let mut cx = ToolContext::new(Workspace::new(dir.path()).unwrap());
+        let seen = Arc::new(Seen::default());
+        cx.hooks = seen.clone();
+        // A whole file's worth of content: handed over, the tool gets this very string.
+        let moved = ToolCall::new("moved", "where", json!({"content": "x".repeat(1 << 20)}));
+        let moved_at = moved.args["content"].as_str().unwrap().as_ptr() as usize;
+        let out = dispatch(&registry, moved, &cx).await;
+        assert_eq!(out.status, crate::output::ToolStatus::Success);
+        assert_eq!(out.text_content(), moved_at.to_string());
+        // Borrowed, the call is copied once and stays the caller's.
+        let call = ToolCall::new("kept", "where", json!({"content": "y".repeat(1 << 20)}));
+        let kept_at = call.args["content"].as_str().unwrap().as_ptr() as usize;
+        let borrowed = dispatch(&registry, &call, &cx).await;
+        assert_eq!(borrowed.status, crate::output::ToolStatus::Success);
+        assert_ne!(borrowed.text_content(), kept_at.to_string());
+        assert_eq!(call.args["content"].as_str().map(str::len), Some(1 << 20));
+        // The after-hooks ran for every call: a call that ran shows no arguments (they went
+        // into the tool); one refused before it ran still shows them.
+        let blocked = dispatch(&registry, ToolCall::new("refused", "where", json!({"block": true})), &cx).await;
+        assert_eq!(blocked.status, crate::output::ToolStatus::Denied);
+        let seen = seen.0.lock().unwrap();
+        let ids: Vec<&str> = seen.iter().map(|(id, _)| id.as_str()).collect();
+        assert_eq!(ids, ["moved", "kept", "refused"]);
+        assert!(seen[..2].iter().all(|(_, args)| args.is_null()));
+        assert_eq!(seen[2].1, json!({"block": true}));
+    }
 }

@@ -1,5 +1,6 @@
 //! Unified diffs of a change (E6), bounded in time and in what the model is shown.
 
+use std::cell::{Cell, RefCell};
 use std::collections::HashSet;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::time::Duration;
@@ -91,30 +92,66 @@ fn common_span(old: &str, new: &str) -> Span {
     Span { old: p..a.len() - q, new: p..b.len() - q }
 }
 
-/// Lines of a text with their breaks, and which line holds a byte.
+/// Lines of a text with their breaks, found on demand rather than from a table of every line:
+/// a 50 MB file has nearly a million lines, and a table of them would cost the diff of a
+/// one-line change a sixth of the file's size (issue 18.2). The diff reads lines going forward,
+/// so a line costs the bytes passed over to reach it; a jump back restarts from the nearest
+/// line start seen before.
 struct Lines<'t> {
     text: &'t str,
-    ends: Vec<usize>,
+    len: usize,
+    /// The last line reached and the byte where it starts.
+    cursor: Cell<(usize, usize)>,
+    /// Line starts seen by [`Lines::of`], for jumps back (a few per changed block).
+    marks: RefCell<Vec<(usize, usize)>>,
 }
 
 impl<'t> Lines<'t> {
     fn new(text: &'t str) -> Self {
-        let mut ends: Vec<usize> = memchr::memchr_iter(b'\n', text.as_bytes()).map(|i| i + 1).collect();
-        if ends.last().copied().unwrap_or(0) < text.len() {
-            ends.push(text.len());
-        }
-        Self { text, ends }
+        let breaks = crate::matcher::count_newlines(text.as_bytes());
+        let len = breaks + usize::from(!text.is_empty() && !text.ends_with('\n'));
+        Self { text, len, cursor: Cell::new((0, 0)), marks: RefCell::new(vec![(0, 0)]) }
     }
     fn len(&self) -> usize {
-        self.ends.len()
+        self.len
+    }
+    /// The nearest known line start at or before line `i` (by line) or byte `pos` (by byte).
+    fn known_before(&self, fits: impl Fn(&(usize, usize)) -> bool) -> (usize, usize) {
+        let cur = self.cursor.get();
+        if fits(&cur) {
+            return cur;
+        }
+        let marks = self.marks.borrow();
+        marks.iter().copied().filter(|m| fits(m)).max_by_key(|m| m.0).unwrap_or((0, 0))
+    }
+    /// The byte where line `i` starts (the text's length for `i == len`).
+    fn start(&self, i: usize) -> usize {
+        let (mut line, mut at) = self.known_before(|&(l, _)| l <= i);
+        let bytes = self.text.as_bytes();
+        while line < i {
+            at = memchr::memchr(b'\n', &bytes[at..]).map_or(bytes.len(), |k| at + k + 1);
+            line += 1;
+        }
+        self.cursor.set((i, at));
+        at
     }
     fn line(&self, i: usize) -> &'t str {
-        let start = if i == 0 { 0 } else { self.ends[i - 1] };
-        &self.text[start..self.ends[i]]
+        let start = self.start(i);
+        let end = memchr::memchr(b'\n', &self.text.as_bytes()[start..]).map_or(self.text.len(), |k| start + k + 1);
+        self.cursor.set((i + 1, end));
+        &self.text[start..end]
     }
     /// The line holding byte `pos` (the line count when `pos` is past the last line).
     fn of(&self, pos: usize) -> usize {
-        self.ends.partition_point(|&e| e <= pos)
+        if pos >= self.text.len() {
+            return self.len;
+        }
+        let (line, at) = self.known_before(|&(_, b)| b <= pos);
+        let between = &self.text.as_bytes()[at..pos];
+        let found = line + crate::matcher::count_newlines(between);
+        let start = memchr::memrchr(b'\n', between).map_or(at, |k| at + k + 1);
+        self.marks.borrow_mut().push((found, start));
+        found
     }
     /// Lines `l0..l1` that bytes `s..e` may have changed: besides the lines they lie on, the
     /// line before (a removed line break joins it with the next) and the line after.
@@ -123,6 +160,67 @@ impl<'t> Lines<'t> {
         let l1 = self.of(e) + 1;
         (l0.min(self.len()), l1.min(self.len()))
     }
+}
+
+/// Blocks with more changed lines than this (old and new together) are not searched for a
+/// minimal line diff: after their common first and last lines are set aside, the rest is one
+/// replacement, written out line by line without a table of them. A whole-file rewrite of a
+/// large file is shown as what it is, and its diff costs neither time nor memory in proportion
+/// to its line count (E6, issue 18.2).
+const BLOCK_LINES_CAP: usize = 100_000;
+
+/// Bytes two texts share at their start, compared a page at a time.
+fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    const STEP: usize = 4096;
+    let max = a.len().min(b.len());
+    let mut p = 0;
+    while p + STEP <= max && a[p..p + STEP] == b[p..p + STEP] {
+        p += STEP;
+    }
+    p + a[p..max].iter().zip(&b[p..max]).position(|(x, y)| x != y).unwrap_or(max - p)
+}
+
+/// Bytes two texts share at their end, compared a page at a time.
+fn common_suffix(a: &[u8], b: &[u8]) -> usize {
+    const STEP: usize = 4096;
+    let max = a.len().min(b.len());
+    let (ea, eb) = (a.len(), b.len());
+    let mut q = 0;
+    while q + STEP <= max && a[ea - q - STEP..ea - q] == b[eb - q - STEP..eb - q] {
+        q += STEP;
+    }
+    q + a[..ea - q].iter().rev().zip(b[..eb - q].iter().rev()).position(|(x, y)| x != y).unwrap_or(max - q)
+}
+
+/// The ops of a block over [`BLOCK_LINES_CAP`]: equal lines at both ends, one change between.
+fn capped_block_ops(ol: &Lines<'_>, nl: &Lines<'_>, block: (usize, usize, usize, usize)) -> Vec<similar::DiffOp> {
+    let (o0, o1, n0, n1) = block;
+    let (ob, nb) = (ol.start(o0)..ol.start(o1), nl.start(n0)..nl.start(n1));
+    let (a, b) = (&ol.text.as_bytes()[ob], &nl.text.as_bytes()[nb]);
+    let p = common_prefix(a, b);
+    // Whole lines only: each line break inside the shared bytes closes a line equal in both.
+    let head = crate::matcher::count_newlines(&a[..p]);
+    let q = common_suffix(&a[p..], &b[p..]);
+    // A line is shared at the end when it starts inside the shared bytes (its start then has
+    // the same line break before it in both texts).
+    let tail = if q == 0 { 0 } else { crate::matcher::count_newlines(&a[a.len() - q..a.len() - 1]) };
+    let (co0, co1, cn0, cn1) = (o0 + head, o1 - tail, n0 + head, n1 - tail);
+    let mut ops = Vec::with_capacity(3);
+    if head > 0 {
+        ops.push(similar::DiffOp::Equal { old_index: o0, new_index: n0, len: head });
+    }
+    match (co1 - co0, cn1 - cn0) {
+        (0, 0) => {}
+        (0, new_len) => ops.push(similar::DiffOp::Insert { old_index: co0, new_index: cn0, new_len }),
+        (old_len, 0) => ops.push(similar::DiffOp::Delete { old_index: co0, old_len, new_index: cn0 }),
+        (old_len, new_len) => {
+            ops.push(similar::DiffOp::Replace { old_index: co0, old_len, new_index: cn0, new_len });
+        }
+    }
+    if tail > 0 {
+        ops.push(similar::DiffOp::Equal { old_index: co1, new_index: cn1, len: tail });
+    }
+    ops
 }
 
 /// The unified diff from `old` to `new` when only `spans` changed: only the lines around the
@@ -134,6 +232,19 @@ pub fn unified_spans(
     old_name: &str,
     new_name: &str,
     cfg: PreviewConfig,
+) -> DiffText {
+    unified_spans_capped(old, new, spans, (old_name, new_name), cfg, BLOCK_LINES_CAP)
+}
+
+/// [`unified_spans`] with blocks of more than `cap` lines taken as one change between their
+/// shared first and last lines.
+fn unified_spans_capped(
+    old: &str,
+    new: &str,
+    spans: &[Span],
+    (old_name, new_name): (&str, &str),
+    cfg: PreviewConfig,
+    cap: usize,
 ) -> DiffText {
     let (ol, nl) = (Lines::new(old), Lines::new(new));
     // Line blocks around each span, merged when they touch.
@@ -166,10 +277,14 @@ pub fn unified_spans(
         if o0 > po {
             ops.push(similar::DiffOp::Equal { old_index: po, new_index: pn, len: o0 - po });
         }
-        let a: Vec<&str> = (o0..o1).map(|i| ol.line(i)).collect();
-        let b: Vec<&str> = (n0..n1).map(|i| nl.line(i)).collect();
-        for op in block_ops(&a, &b, deadline) {
-            ops.push(shift(op, o0, n0));
+        if (o1 - o0) + (n1 - n0) > cap {
+            ops.extend(capped_block_ops(&ol, &nl, (o0, o1, n0, n1)));
+        } else {
+            let a: Vec<&str> = (o0..o1).map(|i| ol.line(i)).collect();
+            let b: Vec<&str> = (n0..n1).map(|i| nl.line(i)).collect();
+            for op in block_ops(&a, &b, deadline) {
+                ops.push(shift(op, o0, n0));
+            }
         }
         (po, pn) = (o1, n1);
     }
@@ -416,6 +531,39 @@ mod tests {
             let d = unified_spans(&old, &cur, &spans, "a", "b", PreviewConfig::default().without_spool());
             proptest::prop_assert_eq!(patch_back(&old, &d.text), cur.clone(), "{}", d.text);
         }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 512, ..Default::default() })]
+        /// Blocks over the cap (here every block) are one change between their shared first and
+        /// last lines: still an exact diff of the whole change.
+        #[test]
+        fn e6_capped_blocks_still_rebuild_the_new_text(
+            old_lines in proptest::collection::vec("[ab]{0,2}(\n|\r\n)?", 0..30),
+            new_lines in proptest::collection::vec("[ab]{0,2}(\n|\r\n)?", 0..30),
+        ) {
+            let (old, new) = (old_lines.concat(), new_lines.concat());
+            let span = Span { old: 0..old.len(), new: 0..new.len() };
+            let cfg = PreviewConfig::default().without_spool();
+            let d = unified_spans_capped(&old, &new, &[span], ("a", "b"), cfg, 0);
+            proptest::prop_assert_eq!(patch_back(&old, &d.text), new.clone(), "{}", d.text);
+        }
+    }
+
+    #[test]
+    fn e6_whole_file_rewrite_over_the_cap_is_one_hunk_between_the_shared_lines() {
+        let cfg = || PreviewConfig::with_limit(1 << 30).without_spool();
+        let old: String = (0..120_000).map(|i| format!("line {i}\n")).collect();
+        // The first and last 1000 lines kept, the 118 000 between rewritten.
+        let new: String = (0..120_000)
+            .map(|i| if (1000..119_000).contains(&i) { format!("row {i}\n") } else { format!("line {i}\n") })
+            .collect();
+        let span = Span { old: 0..old.len(), new: 0..new.len() };
+        let d = unified_spans(&old, &new, &[span], "a", "b", cfg());
+        assert_eq!(patch_back(&old, &d.text), new);
+        assert_eq!((d.added, d.removed), (118_000, 118_000));
+        assert_eq!(d.text.matches("\n@@ ").count(), 1, "one hunk");
+        assert!(d.text.contains("@@ -998,118006 +998,118006 @@\n line 997\n"), "{}", &d.text[..200]);
     }
 
     #[test]

@@ -150,6 +150,6 @@ impl TypedTool for CallToolTool {
 
     async fn run(&self, args: CallToolArgs, cx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let call = ToolCall::new(cx.call_id.clone(), args.name, Value::Object(args.arguments));
-        Ok(dispatch(&self.deferred, &call, cx).await)
+        Ok(dispatch(&self.deferred, call, cx).await)
     }
 }

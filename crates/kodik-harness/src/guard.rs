@@ -15,6 +15,9 @@ pub struct RepeatGuard {
     inner: Arc<dyn Hooks>,
     /// Fruitless attempts per call fingerprint ([`fingerprint`]).
     fruitless: Mutex<HashMap<u64, u32>>,
+    /// Fingerprints taken in `before_call` of calls not yet settled, by call id and tool: the
+    /// after-hook of a call that ran sees no arguments (they moved into the tool, #18.2).
+    pending: Mutex<HashMap<(String, String), Vec<u64>>>,
     limit: u32,
 }
 
@@ -33,11 +36,23 @@ impl Default for RepeatGuard {
 impl RepeatGuard {
     /// A guard in front of `inner`; the third fruitless identical call is blocked.
     pub fn new(inner: Arc<dyn Hooks>) -> Self {
-        Self { inner, fruitless: Mutex::new(HashMap::new()), limit: 2 }
+        Self { inner, fruitless: Mutex::new(HashMap::new()), pending: Mutex::new(HashMap::new()), limit: 2 }
     }
 
     fn key(call: &ToolCall) -> u64 {
         fingerprint(call)
+    }
+
+    /// The fingerprint `before_call` took for this call, or, for a call that never passed it
+    /// (or still carries its arguments), its own.
+    fn settled_key(&self, call: &ToolCall) -> u64 {
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        let slot = (call.id.clone(), call.name.clone());
+        let taken = pending.get_mut(&slot).and_then(|keys| (!keys.is_empty()).then(|| keys.remove(0)));
+        if pending.get(&slot).is_some_and(Vec::is_empty) {
+            pending.remove(&slot);
+        }
+        taken.unwrap_or_else(|| Self::key(call))
     }
 }
 
@@ -100,7 +115,17 @@ fn fingerprint(call: &ToolCall) -> u64 {
 #[async_trait]
 impl Hooks for RepeatGuard {
     async fn before_call(&self, call: &ToolCall) -> HookDecision {
-        let count = self.fruitless.lock().unwrap_or_else(|p| p.into_inner()).get(&Self::key(call)).copied();
+        let key = Self::key(call);
+        {
+            let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+            // Calls dropped before they settle never reach `after_call`; do not let their
+            // fingerprints pile up over a long session.
+            if pending.len() >= 4096 {
+                pending.clear();
+            }
+            pending.entry((call.id.clone(), call.name.clone())).or_default().push(key);
+        }
+        let count = self.fruitless.lock().unwrap_or_else(|p| p.into_inner()).get(&key).copied();
         if count.is_some_and(|c| c >= self.limit) {
             return HookDecision::Block(format!(
                 "this exact `{}` call already failed or changed nothing {} times; change the arguments (re-read the \
@@ -113,10 +138,10 @@ impl Hooks for RepeatGuard {
     }
 
     async fn after_call(&self, call: &ToolCall, out: &ToolOutput) {
+        let key = self.settled_key(call);
         let blocked_here = out.status == ToolStatus::Denied && out.text_content().contains("this exact");
         if !blocked_here {
             let mut map = self.fruitless.lock().unwrap_or_else(|p| p.into_inner());
-            let key = Self::key(call);
             if fruitless(out) {
                 *map.entry(key).or_insert(0) += 1;
             } else {

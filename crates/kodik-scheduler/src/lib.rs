@@ -377,7 +377,7 @@ struct CallJob {
 }
 
 impl CallJob {
-    async fn run(self, span: tracing::Span) -> ToolOutput {
+    async fn run(mut self, span: tracing::Span) -> ToolOutput {
         // Whatever happens below (return, panic, abort), later calls on the same resources
         // must be released.
         let _release = self.done.clone().drop_guard();
@@ -388,7 +388,7 @@ impl CallJob {
         out
     }
 
-    async fn run_inner(&self) -> ToolOutput {
+    async fn run_inner(&mut self) -> ToolOutput {
         let cancel = &self.cx.cancel;
         if let Some(complete) = &self.complete {
             tokio::select! {
@@ -413,9 +413,11 @@ impl CallJob {
             },
             () = cancel.cancelled() => return cancelled_output("the call had not started"),
         };
+        // The arguments move into the tool: a copy would cost a whole-file edit its size (#18.2).
+        let call = std::mem::replace(&mut self.call, ToolCall::new("", "", serde_json::Value::Null));
         let out = match self.config.call_timeout {
-            None => execute(tool, &self.call, &self.cx).await,
-            Some(limit) => match tokio::time::timeout(limit, execute(tool, &self.call, &self.cx)).await {
+            None => execute(tool, call, &self.cx).await,
+            Some(limit) => match tokio::time::timeout(limit, execute(tool, call, &self.cx)).await {
                 Ok(out) => out,
                 Err(_) => {
                     cancel.cancel();

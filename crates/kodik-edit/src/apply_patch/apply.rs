@@ -152,12 +152,25 @@ pub fn apply_hunks(text: &str, hunks: &[Hunk]) -> Result<(String, Vec<Stage>), H
         cursor = start + old.len();
     }
     // Assemble: untouched lines are copied as they are, with their own line breaks.
-    let mut result = String::with_capacity(text.len() + 64);
+    // In bytes, so the line tables (more than half the file's size for short lines) are freed
+    // before the new text is built: the peak is then the old and the new text (issue 18.2).
     let mut prev = 0usize;
-    for (s, e, new_lines) in pieces {
-        result.push_str(&text[lines.start(prev, text)..lines.start(s, text)]);
-        let brk =
-            if e > s && !lines.terminator(text, e - 1).is_empty() { lines.terminator(text, e - 1) } else { ending };
+    let pieces: Vec<(usize, usize, &str, Vec<String>)> = pieces
+        .into_iter()
+        .map(|(s, e, new_lines)| {
+            let brk =
+                if e > s && !lines.terminator(text, e - 1).is_empty() { lines.terminator(text, e - 1) } else { ending };
+            let kept = (lines.start(prev, text), lines.start(s, text), brk, new_lines);
+            prev = e;
+            kept
+        })
+        .collect();
+    let rest = lines.start(prev, text);
+    drop(cache);
+    drop(lines);
+    let mut result = String::with_capacity(text.len() + 64);
+    for (keep_from, keep_to, brk, new_lines) in pieces {
+        result.push_str(&text[keep_from..keep_to]);
         if !new_lines.is_empty() && !result.is_empty() && !result.ends_with('\n') {
             result.push_str(ending);
         }

@@ -41,7 +41,7 @@ pub(crate) fn run_patch(
 
 /// The resources a patch touches (G2): every path, move targets included.
 pub fn patch_resources(input: &str, base: &Path, ws: &Workspace) -> Vec<Resource> {
-    let Ok(patch) = parse_patch(input) else { return Vec::new() };
+    let Ok(patch) = parse::parse_patch_shape(input) else { return Vec::new() };
     let mut out = Vec::new();
     for op in &patch.ops {
         let mut paths = vec![op.path().to_string()];
@@ -126,7 +126,7 @@ struct ApplyPatchArgsRef<'a> {
 
 /// The check before approval: the patch must parse.
 fn check_patch(input: &str) -> Result<(), ToolError> {
-    parse_patch(input).map(|_| ()).map_err(|e| ToolError::InvalidInput {
+    parse::parse_patch_shape(input).map(|_| ()).map_err(|e| ToolError::InvalidInput {
         tool: "apply_patch".into(),
         field: Some("input".into()),
         message: e.to_string(),

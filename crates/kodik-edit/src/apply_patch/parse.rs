@@ -11,6 +11,8 @@
 //! hunk      := [ "@@" [ " " header ] NL ] { (" " | "-" | "+") line NL } [ "*** End of File" NL ]
 //! ```
 
+use std::cell::Cell;
+
 /// A parsed patch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Patch {
@@ -125,24 +127,83 @@ const UPDATE: &str = "*** Update File:";
 const MOVE: &str = "*** Move to:";
 const EOF_MARK: &str = "*** End of File";
 
+/// The lines of a patch (split at `\n`, a `\r` before it dropped), found on demand rather than
+/// listed: a table of a 50 MB `*** Add File` would cost a quarter of its size on top of the
+/// text and the content built from it (issue 18.2). The parser moves forward line by line, so a
+/// line costs the bytes passed over to reach it; the few jumps (to the end for `*** End Patch`,
+/// back after a look-ahead) start from the nearest of the start, the end and the last line read.
+struct PatchLines<'a> {
+    text: &'a str,
+    len: usize,
+    /// Where the last line starts.
+    last: usize,
+    /// A line and the byte where it starts.
+    cursor: Cell<(usize, usize)>,
+}
+
+impl<'a> PatchLines<'a> {
+    fn new(text: &'a str) -> Self {
+        let len = memchr::memchr_iter(b'\n', text.as_bytes()).count() + 1;
+        let last = memchr::memrchr(b'\n', text.as_bytes()).map_or(0, |k| k + 1);
+        Self { text, len, last, cursor: Cell::new((0, 0)) }
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Line `i` (`i < len`), without its break.
+    fn get(&self, i: usize) -> &'a str {
+        let b = self.text.as_bytes();
+        let cur = self.cursor.get();
+        let (mut line, mut at) = [(0, 0), cur, (self.len - 1, self.last)]
+            .into_iter()
+            .min_by_key(|&(l, _): &(usize, usize)| l.abs_diff(i))
+            .unwrap_or((0, 0));
+        while line < i {
+            at = memchr::memchr(b'\n', &b[at..]).map_or(b.len(), |k| at + k + 1);
+            line += 1;
+        }
+        while line > i {
+            at = memchr::memrchr(b'\n', &b[..at - 1]).map_or(0, |k| k + 1);
+            line -= 1;
+        }
+        let end = memchr::memchr(b'\n', &b[at..]).map_or(b.len(), |k| at + k);
+        self.cursor.set(if end < b.len() { (i + 1, end + 1) } else { (i, at) });
+        let l = &self.text[at..end];
+        l.strip_suffix('\r').unwrap_or(l)
+    }
+}
+
 /// Parses patch text. A wrapping heredoc (`<<'EOF'` … `EOF`) and blank lines or spaces around
 /// the markers are accepted.
 pub fn parse_patch(input: &str) -> Result<Patch, ParseError> {
-    let lines: Vec<&str> = input.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l)).collect();
+    parse(input, true)
+}
+
+/// [`parse_patch`] for the checks before a call (does it parse, which files does it touch):
+/// the same answer, but an added file's content is left empty rather than built, so checking a
+/// 50 MB `*** Add File` holds no second copy of it.
+pub(crate) fn parse_patch_shape(input: &str) -> Result<Patch, ParseError> {
+    parse(input, false)
+}
+
+fn parse(input: &str, build_content: bool) -> Result<Patch, ParseError> {
+    let lines = PatchLines::new(input);
     // Skip blank lines and a heredoc opener before `*** Begin Patch`.
     let mut i = 0;
-    while i < lines.len() && lines[i].trim().is_empty() {
+    while i < lines.len() && lines.get(i).trim().is_empty() {
         i += 1;
     }
     let mut heredoc: Option<String> = None;
     if i < lines.len()
-        && lines[i].trim() != BEGIN
-        && let Some(delim) = heredoc_delimiter(lines[i])
+        && lines.get(i).trim() != BEGIN
+        && let Some(delim) = heredoc_delimiter(lines.get(i))
     {
         heredoc = Some(delim);
         i += 1;
     }
-    if i >= lines.len() || lines[i].trim() != BEGIN {
+    if i >= lines.len() || lines.get(i).trim() != BEGIN {
         let at = i.min(lines.len().saturating_sub(1)) + 1;
         return Err(err(at, format!("the patch must start with `{BEGIN}`")));
     }
@@ -150,25 +211,25 @@ pub fn parse_patch(input: &str) -> Result<Patch, ParseError> {
     i += 1;
     // Find `*** End Patch` from the end, skipping blank lines and the heredoc terminator.
     let mut end = lines.len();
-    while end > i && lines[end - 1].trim().is_empty() {
+    while end > i && lines.get(end - 1).trim().is_empty() {
         end -= 1;
     }
     if let Some(d) = &heredoc
         && end > i
-        && lines[end - 1].trim() == d
+        && lines.get(end - 1).trim() == d
     {
         end -= 1;
-        while end > i && lines[end - 1].trim().is_empty() {
+        while end > i && lines.get(end - 1).trim().is_empty() {
             end -= 1;
         }
     }
-    if end <= i || lines[end - 1].trim() != END {
+    if end <= i || lines.get(end - 1).trim() != END {
         return Err(err(end.max(begin_line), format!("the patch must end with `{END}`")));
     }
     let body_end = end - 1;
     let mut ops = Vec::new();
     while i < body_end {
-        let raw = lines[i];
+        let raw = lines.get(i);
         let line_no = i + 1;
         let t = raw.trim();
         if t.is_empty() {
@@ -179,14 +240,19 @@ pub fn parse_patch(input: &str) -> Result<Patch, ParseError> {
             i += 1;
             // Sized up front: growing a 50 MB file's content by doubling would briefly hold
             // it one and a half times over.
-            let size: usize =
-                lines[i..body_end].iter().map_while(|l| l.strip_prefix('+')).map(|rest| rest.len() + 1).sum();
+            let size: usize = if build_content {
+                (i..body_end).map(|k| lines.get(k)).map_while(|l| l.strip_prefix('+')).map(|rest| rest.len() + 1).sum()
+            } else {
+                0
+            };
             let mut content = String::with_capacity(size);
             while i < body_end {
-                let l = lines[i];
+                let l = lines.get(i);
                 if let Some(rest) = l.strip_prefix('+') {
-                    content.push_str(rest);
-                    content.push('\n');
+                    if build_content {
+                        content.push_str(rest);
+                        content.push('\n');
+                    }
                     i += 1;
                 } else if l.trim_start().starts_with("***")
                     || l.trim().is_empty() && next_is_header(&lines, i, body_end)
@@ -207,7 +273,7 @@ pub fn parse_patch(input: &str) -> Result<Patch, ParseError> {
             i += 1;
             let mut move_to = None;
             if i < body_end
-                && let Some(dest) = header_path(lines[i].trim(), MOVE, i + 1)?
+                && let Some(dest) = header_path(lines.get(i).trim(), MOVE, i + 1)?
             {
                 move_to = Some(dest);
                 i += 1;
@@ -240,11 +306,11 @@ pub fn parse_patch(input: &str) -> Result<Patch, ParseError> {
 }
 
 /// Whether the next non-blank line is a file-operation header or the end of the body.
-fn next_is_header(lines: &[&str], mut i: usize, end: usize) -> bool {
-    while i < end && lines[i].trim().is_empty() {
+fn next_is_header(lines: &PatchLines<'_>, mut i: usize, end: usize) -> bool {
+    while i < end && lines.get(i).trim().is_empty() {
         i += 1;
     }
-    i >= end || lines[i].trim_start().starts_with("***")
+    i >= end || lines.get(i).trim_start().starts_with("***")
 }
 
 /// `Some(path)` when `t` is `marker` followed by a path.
@@ -257,7 +323,7 @@ fn header_path(t: &str, marker: &str, line: usize) -> Result<Option<String>, Par
     Ok(Some(path.to_string()))
 }
 
-fn parse_hunks(lines: &[&str], mut i: usize, end: usize, path: &str) -> Result<(Vec<Hunk>, usize), ParseError> {
+fn parse_hunks(lines: &PatchLines<'_>, mut i: usize, end: usize, path: &str) -> Result<(Vec<Hunk>, usize), ParseError> {
     let mut hunks: Vec<Hunk> = Vec::new();
     let mut current: Option<Hunk> = None;
     let close = |h: Option<Hunk>, hunks: &mut Vec<Hunk>| -> Result<(), ParseError> {
@@ -270,7 +336,7 @@ fn parse_hunks(lines: &[&str], mut i: usize, end: usize, path: &str) -> Result<(
         Ok(())
     };
     while i < end {
-        let l = lines[i];
+        let l = lines.get(i);
         let t = l.trim();
         if t.starts_with("@@") && !l.starts_with(' ') && !l.starts_with('+') && !l.starts_with('-') {
             close(current.take(), &mut hunks)?;
@@ -349,6 +415,40 @@ pub(crate) fn heredoc_delimiter(line: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The check before a call gives the same answer as the full parse (paths, lines, hunks,
+    /// errors and where they are), only without an added file's content.
+    #[test]
+    fn p1_the_check_before_a_call_answers_like_the_full_parse() {
+        let without_content = |p: Patch| Patch {
+            ops: p
+                .ops
+                .into_iter()
+                .map(|op| match op {
+                    PatchOp::Add { path, line, .. } => PatchOp::Add { path, content: String::new(), line },
+                    other => other,
+                })
+                .collect(),
+        };
+        for input in [
+            "*** Begin Patch\n*** Add File: a.txt\n+one\n+two\n*** Delete File: b\n*** End Patch\n",
+            "\r\n<<'EOF'\r\n*** Begin Patch\r\n*** Update File: c\r\n*** Move to: d\r\n@@ fn x\r\n a\r\n-b\r\n+c\r\n\r\n*** End Patch\r\nEOF\r\n\r\n",
+            "*** Begin Patch\n*** Add File: a\n+x\n\n*** Update File: c\n a\n\n-b\n*** End of File\n*** End Patch",
+            "*** Begin Patch\n*** Add File: a\n+x\nno plus\n*** End Patch\n",
+            "*** Begin Patch\n*** Update File: c\n@@\n*** End Patch\n",
+            "*** Begin Patch\n*** Add File: a\n+x\n",
+            "",
+            "\n\n",
+        ] {
+            let full = parse_patch(input).map(without_content);
+            assert_eq!(parse_patch_shape(input), full, "{input:?}");
+        }
+        let big: String = (0..1000).map(|i| format!("+line {i}\r\n")).collect();
+        let input = format!("*** Begin Patch\n*** Add File: big\n{big}*** End Patch\n");
+        let PatchOp::Add { content, .. } = &parse_patch(&input).unwrap().ops[0] else { panic!("not an add") };
+        assert_eq!(content.lines().count(), 1000);
+        assert!(content.starts_with("line 0\nline 1\n") && content.ends_with("line 999\n"));
+    }
 
     #[test]
     fn p1_parses_every_operation_kind() {
