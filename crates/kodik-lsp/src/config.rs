@@ -151,13 +151,24 @@ impl LspConfig {
         path: &Path,
         skip: &dyn Fn(&str) -> bool,
     ) -> Result<(&ServerConfig, PathBuf), Vec<String>> {
+        self.server_for_with(path, skip, &ServerConfig::resolve_program)
+    }
+
+    /// [`LspConfig::server_for_except`] with programs found by `resolve` (the manager caches
+    /// them: a `PATH` search is a dozen `stat`s, and it ran before every request).
+    pub fn server_for_with(
+        &self,
+        path: &Path,
+        skip: &dyn Fn(&str) -> bool,
+        resolve: &dyn Fn(&ServerConfig) -> Option<PathBuf>,
+    ) -> Result<(&ServerConfig, PathBuf), Vec<String>> {
         let mut tried = Vec::new();
         for s in self.servers.iter().filter(|s| s.language_id(path).is_some()) {
             if skip(&s.name) {
                 tried.push(format!("{} (failed to start)", s.command.display()));
                 continue;
             }
-            match s.resolve_program() {
+            match resolve(s) {
                 Some(p) => return Ok((s, p)),
                 None => tried.push(s.command.display().to_string()),
             }

@@ -37,7 +37,14 @@ pub struct LanguageServers {
     broken: Mutex<HashMap<String, Instant>>,
     /// Project root per (server, folder): found once, not with a dozen `stat`s per request.
     roots_seen: Mutex<HashMap<(String, PathBuf), PathBuf>>,
+    /// Each server's program as last looked up, and when: a found program is kept (a later
+    /// failure to start marks the server broken); a missing one is looked for again after
+    /// [`PROGRAM_RECHECK`], so a server installed mid-session is picked up.
+    programs: Mutex<HashMap<String, (Option<PathBuf>, Instant)>>,
 }
+
+/// How long "not installed" is believed before `PATH` is searched again.
+const PROGRAM_RECHECK: Duration = Duration::from_secs(10);
 
 impl std::fmt::Debug for LanguageServers {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -49,7 +56,14 @@ impl LanguageServers {
     /// A manager for the workspace `roots` (project roots are looked for below them).
     pub fn new(config: LspConfig, roots: Vec<PathBuf>) -> Self {
         let roots = roots.into_iter().map(|r| r.canonicalize().unwrap_or(r)).collect();
-        Self { config, roots, slots: Mutex::default(), broken: Mutex::default(), roots_seen: Mutex::default() }
+        Self {
+            config,
+            roots,
+            slots: Mutex::default(),
+            broken: Mutex::default(),
+            roots_seen: Mutex::default(),
+            programs: Mutex::default(),
+        }
     }
 
     /// The configuration.
@@ -59,7 +73,27 @@ impl LanguageServers {
 
     /// Whether a configured, installed server serves `path`'s file type.
     pub fn serves(&self, path: &Path) -> bool {
-        self.config.server_for_except(path, &|name| self.is_broken(name)).is_ok()
+        self.pick(path).is_ok()
+    }
+
+    /// The configured server for `path` and its program, passing over broken servers.
+    fn pick(&self, path: &Path) -> Result<(&crate::ServerConfig, PathBuf), Vec<String>> {
+        self.config.server_for_with(path, &|name| self.is_broken(name), &|cfg| self.program(cfg))
+    }
+
+    fn program(&self, cfg: &crate::ServerConfig) -> Option<PathBuf> {
+        let now = Instant::now();
+        if let Ok(programs) = self.programs.lock()
+            && let Some((found, at)) = programs.get(&cfg.name)
+            && (found.is_some() || now.duration_since(*at) < PROGRAM_RECHECK)
+        {
+            return found.clone();
+        }
+        let found = cfg.resolve_program();
+        if let Ok(mut programs) = self.programs.lock() {
+            programs.insert(cfg.name.clone(), (found.clone(), now));
+        }
+        found
     }
 
     fn is_broken(&self, name: &str) -> bool {
@@ -68,10 +102,7 @@ impl LanguageServers {
 
     /// The running server for `path`, started (or restarted after a crash) when needed.
     pub async fn server_for(&self, path: &Path) -> Result<Arc<Server>, LspError> {
-        let (cfg, program) = self
-            .config
-            .server_for_except(path, &|name| self.is_broken(name))
-            .map_err(|tried| no_server(path, tried))?;
+        let (cfg, program) = self.pick(path).map_err(|tried| no_server(path, tried))?;
         let dir = path.parent().unwrap_or(path).to_path_buf();
         let key = (cfg.name.clone(), dir);
         let cached = self.roots_seen.lock().ok().and_then(|r| r.get(&key).cloned());
@@ -116,6 +147,10 @@ impl LanguageServers {
             Err(e) => {
                 if let Ok(mut b) = self.broken.lock() {
                     b.insert(cfg.name.clone(), Instant::now() + self.config.restart_window);
+                }
+                // It may have been uninstalled: look for it again next time.
+                if let Ok(mut programs) = self.programs.lock() {
+                    programs.remove(&cfg.name);
                 }
                 return Err(e);
             }

@@ -183,6 +183,59 @@ struct Doc {
     text: String,
     /// `State::seq` when the last change went out: pushes older than that are stale.
     sent_seq: u64,
+    /// How the file looked on disk when `text` was read from it, and when that was.
+    disk: Option<(Stamp, SystemTime)>,
+}
+
+/// What a file looks like on disk without reading it. The same stamp means the same content
+/// once the file's last change is older than [`RACY`] at the time it was read: a later write
+/// then gets a later ctime even from the kernel's coarse clock. (ctime, unlike mtime, cannot be
+/// set back by `touch -d` or `cp -p`.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    ino: u64,
+    len: u64,
+    mtime: Option<SystemTime>,
+    ctime: (i64, i64),
+}
+
+/// Files changed this recently before they were read are read again on the next request:
+/// file times come from a clock that may lag by a scheduler tick.
+const RACY: Duration = Duration::from_millis(50);
+
+impl Stamp {
+    fn of(meta: &std::fs::Metadata) -> Self {
+        use std::os::unix::fs::MetadataExt;
+        Self { ino: meta.ino(), len: meta.len(), mtime: meta.modified().ok(), ctime: (meta.ctime(), meta.ctime_nsec()) }
+    }
+
+    /// Whether a read at `read_at` saw the file's settled content.
+    fn settled(&self, read_at: SystemTime) -> bool {
+        let changed = std::time::UNIX_EPOCH
+            + Duration::new(self.ctime.0.max(0) as u64, self.ctime.1.clamp(0, 999_999_999) as u32);
+        changed + RACY <= read_at
+    }
+}
+
+/// A file's content on disk, unless its stamp says it is what `known` already holds.
+enum Disk {
+    Unchanged,
+    Read(String, Option<(Stamp, SystemTime)>),
+}
+
+/// Reads `path` unless `known` was read from it and it has not changed since (by its stamp):
+/// this runs for every open document before every request.
+fn look(path: &Path, known: Option<&Doc>) -> std::io::Result<Disk> {
+    let read_at = SystemTime::now();
+    let stamp = Stamp::of(&std::fs::metadata(path)?);
+    if let Some((was, at)) = known.and_then(|d| d.disk)
+        && was == stamp
+        && was.settled(at)
+    {
+        return Ok(Disk::Unchanged);
+    }
+    let bytes = std::fs::read(path)?;
+    Ok(Disk::Read(String::from_utf8_lossy(&bytes).into_owned(), Some((stamp, read_at))))
 }
 
 /// Diagnostics of one file as the server reported them for the current content.
@@ -443,19 +496,22 @@ impl Server {
     /// Brings the server's view of `path` (and of every document already open) up to date with
     /// the disk, or with `text` for `path` when given. Returns the content sent for `path`.
     pub async fn sync(&self, path: &Path, text: Option<&str>) -> Result<String, LspError> {
-        // Source files are read in place: a trip through tokio's blocking pool per file costs
-        // more than reading a source file does, and this runs before every request.
+        // Files are looked at in place: a trip through tokio's blocking pool per file costs
+        // more than a `stat` or reading a source file, and this runs before every request.
         let mut docs = self.docs.lock().await;
         // Open documents changed or deleted since they were sent.
         let open: Vec<PathBuf> = docs.keys().filter(|p| p.as_path() != path).cloned().collect();
         let mut watched = Vec::new();
         for p in open {
-            match std::fs::read(&p) {
-                Ok(bytes) => {
-                    let now = String::from_utf8_lossy(&bytes).into_owned();
+            match look(&p, docs.get(&p)) {
+                Ok(Disk::Unchanged) => {}
+                Ok(Disk::Read(now, disk)) => {
                     if docs.get(&p).is_some_and(|d| d.text != now) {
                         self.change(&mut docs, &p, now);
                         watched.push(json!({"uri": path_to_uri(&p), "type": 2}));
+                    }
+                    if let Some(d) = docs.get_mut(&p) {
+                        d.disk = disk;
                     }
                 }
                 Err(_) => {
@@ -465,14 +521,17 @@ impl Server {
                 }
             }
         }
-        let now = match text {
-            Some(t) => t.to_owned(),
-            None => {
-                let bytes = tokio::fs::read(path)
-                    .await
-                    .map_err(|e| LspError::Read { path: path.display().to_string(), source: e })?;
-                String::from_utf8_lossy(&bytes).into_owned()
-            }
+        // The edit tools pass what they wrote; its stamp is taken when it is next read.
+        let (now, disk) = match text {
+            Some(t) => (t.to_owned(), None),
+            None => match look(path, docs.get(path)) {
+                Ok(Disk::Unchanged) => match docs.get(path) {
+                    Some(d) => (d.text.clone(), d.disk),
+                    None => return Err(LspError::Internal("an unopened document had a stamp".into())),
+                },
+                Ok(Disk::Read(now, disk)) => (now, disk),
+                Err(e) => return Err(LspError::Read { path: path.display().to_string(), source: e }),
+            },
         };
         match docs.get(path) {
             Some(d) if d.text == now => {}
@@ -493,8 +552,11 @@ impl Server {
                 if modified.is_some_and(|m| m >= self.started) {
                     watched.push(json!({"uri": path_to_uri(path), "type": 1}));
                 }
-                docs.insert(path.to_path_buf(), Doc { version: 1, text: now.clone(), sent_seq: seq });
+                docs.insert(path.to_path_buf(), Doc { version: 1, text: now.clone(), sent_seq: seq, disk: None });
             }
+        }
+        if let Some(d) = docs.get_mut(path) {
+            d.disk = disk;
         }
         if !watched.is_empty() {
             self.conn.notify("workspace/didChangeWatchedFiles", json!({"changes": watched}));
@@ -588,5 +650,39 @@ impl Server {
         }
         let items = self.state.read(|i| i.diagnostics.get(path).map(|p| p.items.clone())).flatten().unwrap_or_default();
         Ok(FileDiagnostics { path: path.to_path_buf(), text, items, possibly_stale: true })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doc(text: &str, disk: Option<(Stamp, SystemTime)>) -> Doc {
+        Doc { version: 1, text: text.to_owned(), sent_seq: 0, disk }
+    }
+
+    /// Documents are not re-read before every request when their stamp is unchanged, yet a
+    /// rewrite of the same length within the file clock's tick is still seen (no stale text
+    /// sent to the server, so no stale answers or diagnostics).
+    #[test]
+    fn l1_same_length_rewrite_right_after_a_read_is_seen_and_settled_files_are_not_reread() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let p = dir.path().join("a.py");
+        std::fs::write(&p, "x = 1\n").unwrap_or_else(|e| panic!("{e}"));
+        let Ok(Disk::Read(text, disk)) = look(&p, None) else { panic!("the first look must read") };
+        assert_eq!(text, "x = 1\n");
+        // Same length, same second, maybe the same coarse tick: must be read again.
+        std::fs::write(&p, "x = 2\n").unwrap_or_else(|e| panic!("{e}"));
+        match look(&p, Some(&doc(&text, disk))) {
+            Ok(Disk::Read(now, _)) => assert_eq!(now, "x = 2\n"),
+            _ => panic!("a rewrite right after the read was not seen"),
+        }
+        // Once the file's last change is older than RACY when it was read, an unchanged stamp
+        // means unchanged content and the file is not read.
+        std::thread::sleep(RACY + Duration::from_millis(20));
+        let Ok(Disk::Read(text, disk)) = look(&p, None) else { panic!("read") };
+        assert!(matches!(look(&p, Some(&doc(&text, disk))), Ok(Disk::Unchanged)));
+        std::fs::write(&p, "x = 3\n").unwrap_or_else(|e| panic!("{e}"));
+        assert!(matches!(look(&p, Some(&doc(&text, disk))), Ok(Disk::Read(t, _)) if t == "x = 3\n"));
     }
 }

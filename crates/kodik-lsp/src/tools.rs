@@ -190,7 +190,11 @@ fn format_locations(ws: &Workspace, locs: Vec<Loc>, enc: Encoding, header: &str)
     let mut hidden = 0usize;
     let mut shown = Vec::new();
     for l in locs {
-        let path = l.path.canonicalize().unwrap_or(l.path.clone());
+        // Servers answer with the real paths of the files they were given (the workspace's
+        // roots are canonical): resolving symlinks (a `readlink` per path component) is only
+        // needed for paths that seem to lie outside.
+        let inside = ws.roots().iter().any(|r| l.path.starts_with(r));
+        let path = if inside { l.path.clone() } else { l.path.canonicalize().unwrap_or(l.path.clone()) };
         if ws.roots().iter().any(|r| path.starts_with(r)) && ws.is_ignored(&path) {
             hidden += 1;
             continue;
