@@ -11,6 +11,7 @@
 //! `**/.env*`); then hidden entries are walked too, except `.git` folders. `.gitignore`,
 //! `.ignore` and `.kodikignore` always apply.
 
+use std::hash::{DefaultHasher, Hash as _, Hasher as _};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -26,7 +27,7 @@ use serde_json::json;
 use crate::config::SearchConfig;
 use crate::error::SearchError;
 use crate::guard;
-use crate::util::{hash_of, names_hidden, run_blocking, stamp};
+use crate::util::{names_hidden, run_blocking, stamp};
 
 /// The `glob` tool.
 #[derive(Debug, Clone)]
@@ -97,43 +98,63 @@ pub(crate) fn search_bases(
 
 /// A path as the search tools show it: relative to the (first) root, which is how `read_file`
 /// and the other tools resolve a relative path. With several roots, a path in another root is
-/// shown absolute, so that it names its root and resolves to the same file.
+/// shown absolute, so that it names its root and resolves to the same file. (This is
+/// `Workspace::display` for the first root, on bytes: it runs for every file a search shows.)
 pub(crate) fn show_path(ws: &Workspace, path: &Path) -> String {
-    if ws.roots().len() > 1 && !path.starts_with(ws.primary_root()) {
-        return path.display().to_string();
-    }
-    ws.display(path)
+    let bytes = path.as_os_str().as_encoded_bytes();
+    let root = ws.primary_root().as_os_str().as_encoded_bytes();
+    let rel = bytes.strip_prefix(root).and_then(|rest| match rest {
+        [] => Some(&b"."[..]),
+        [b'/', rest @ ..] => Some(rest),
+        rest if root.ends_with(b"/") => Some(rest),
+        _ => None,
+    });
+    String::from_utf8_lossy(rel.unwrap_or(bytes)).into_owned()
 }
 
-/// Compiles a glob with GR5 semantics relative to `base`.
-pub(crate) fn compile(pattern: &str, base: &Path) -> Result<(String, GlobMatcher), SearchError> {
-    let mut p = pattern.trim();
-    // An absolute pattern below the search folder (`/work/repo/src/*.rs`) is taken relative to it.
-    let base_s = format!("{}/", base.to_string_lossy());
-    if let Some(rest) = p.strip_prefix(base_s.as_str()) {
-        p = rest;
-    }
-    while let Some(rest) = p.strip_prefix("./") {
-        p = rest;
-    }
-    let p = p.trim_start_matches('/');
-    if p.is_empty() {
-        return Err(SearchError::BadGlob { glob: pattern.to_string(), reason: "the pattern is empty".into() });
-    }
-    let glob = GlobBuilder::new(p)
-        .literal_separator(true)
-        .build()
-        .map_err(|e| SearchError::BadGlob { glob: pattern.to_string(), reason: e.kind().to_string() })?;
-    Ok((p.to_string(), glob.compile_matcher()))
+/// A compiled pattern and what it is matched against.
+#[derive(Clone)]
+pub(crate) struct Pattern {
+    /// The pattern as the answer names it (relative to the search folder).
+    pub(crate) shown: String,
+    matcher: GlobMatcher,
+    /// Matched against the path below the search folder (`src/*.rs`) rather than the file
+    /// name (`*.rs`, and `**/*.rs`, which is the same thing on the whole path but costlier).
+    on_path: bool,
 }
 
-/// What a compiled pattern is matched against: `*.rs` (no `/`) against the file name, which is
-/// `**/*.rs` on the whole path but cheaper; `src/*.rs` against the path below the base.
-pub(crate) fn matches(matcher: &GlobMatcher, pattern_has_slash: bool, path: &Path, base: &Path) -> bool {
-    if pattern_has_slash {
-        matcher.is_match(path.strip_prefix(base).unwrap_or(path))
-    } else {
-        path.file_name().is_some_and(|n| matcher.is_match(n))
+impl Pattern {
+    /// Compiles a glob with GR5 semantics relative to `base`.
+    pub(crate) fn compile(pattern: &str, base: &Path) -> Result<Self, SearchError> {
+        let mut p = pattern.trim();
+        // An absolute pattern below the search folder (`/work/repo/src/*.rs`) is taken relative to it.
+        let base_s = format!("{}/", base.to_string_lossy());
+        if let Some(rest) = p.strip_prefix(base_s.as_str()) {
+            p = rest;
+        }
+        while let Some(rest) = p.strip_prefix("./") {
+            p = rest;
+        }
+        let p = p.trim_start_matches('/');
+        if p.is_empty() {
+            return Err(SearchError::BadGlob { glob: pattern.to_string(), reason: "the pattern is empty".into() });
+        }
+        let name_only = p.strip_prefix("**/").filter(|rest| !rest.contains('/') && !rest.contains("**"));
+        let glob = GlobBuilder::new(name_only.unwrap_or(p))
+            .literal_separator(true)
+            .build()
+            .map_err(|e| SearchError::BadGlob { glob: pattern.to_string(), reason: e.kind().to_string() })?;
+        let on_path = name_only.is_none() && p.contains('/');
+        Ok(Self { shown: p.to_string(), matcher: glob.compile_matcher(), on_path })
+    }
+
+    /// Whether the file at `path`, found below `base`, matches.
+    pub(crate) fn matches(&self, path: &Path, base: &Path) -> bool {
+        if self.on_path {
+            self.matcher.is_match(path.strip_prefix(base).unwrap_or(path))
+        } else {
+            path.file_name().is_some_and(|n| self.matcher.is_match(n))
+        }
     }
 }
 
@@ -176,10 +197,9 @@ fn glob(
     let mut pattern = String::new();
     let mut hidden = false;
     for (base, _) in &bases {
-        let (p, matcher) = compile(&args.pattern, base)?;
-        hidden = names_hidden(&p);
-        let has_slash = p.contains('/');
-        pattern = p;
+        let compiled = Pattern::compile(&args.pattern, base)?;
+        hidden = names_hidden(&compiled.shown);
+        pattern = compiled.shown.clone();
         let mut wb = ws.walker(base);
         wb.hidden(!hidden).threads(config.threads);
         if hidden {
@@ -187,7 +207,8 @@ fn glob(
         }
         wb.build_parallel().run(|| {
             let mut local = Local { found: Vec::new(), shared: shared.clone() };
-            let matcher = matcher.clone();
+            // A clone has its own regex cache: sharing one makes the threads contend.
+            let compiled = compiled.clone();
             let base = base.clone();
             let cancel = cancel.clone();
             Box::new(move |entry| {
@@ -198,7 +219,7 @@ fn glob(
                 if !entry.file_type().is_some_and(|t| t.is_file()) {
                     return WalkState::Continue;
                 }
-                if matches(&matcher, has_slash, entry.path(), &base) {
+                if compiled.matches(entry.path(), &base) {
                     let (mtime, len) = stamp(entry.metadata().ok().as_ref());
                     local.found.push(Found { path: entry.into_path(), mtime, len });
                 }
@@ -212,7 +233,13 @@ fn glob(
     let mut found = std::mem::take(&mut *shared.lock().unwrap_or_else(|p| p.into_inner()));
     found.sort_unstable_by(|a, b| b.mtime.cmp(&a.mtime).then_with(|| a.path.cmp(&b.path)));
 
-    let fingerprint = hash_of(&found.iter().map(|f| (&f.path, f.mtime, f.len)).collect::<Vec<_>>());
+    // The path's bytes: hashing a `Path` walks its components, which costs more here than the walk.
+    let mut hasher = DefaultHasher::new();
+    for f in &found {
+        f.path.as_os_str().as_encoded_bytes().hash(&mut hasher);
+        (f.mtime, f.len).hash(&mut hasher);
+    }
+    let fingerprint = hasher.finish();
     let where_ = bases.iter().map(|(b, _)| b.display().to_string()).collect::<Vec<_>>().join("\0");
     let key = format!("glob\0{where_}\0{pattern}");
     let base_shown = bases.iter().map(|(b, _)| show_path(ws, b)).collect::<Vec<_>>().join("`, `");

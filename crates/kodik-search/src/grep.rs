@@ -2,11 +2,17 @@
 //! `ignore`'s walker and type table).
 //!
 //! - Results come in path order (roots in workspace order), paged with `head_limit`/`offset`.
-//! - Memory is bounded by the page, not by the result: files are walked in sorted order and
-//!   searched by a pool of threads; each finished file's lines are handed on in path order,
-//!   counted, and only the page's lines are kept (`Report`). A file that finishes before the
-//!   ones ahead of it waits in a bounded buffer; a file with more hits than that buffer holds
-//!   pauses its search until it is next in line, then streams.
+//! - First a pre-pass works as ripgrep does: `ignore`'s parallel walker (which finds ignore
+//!   files in each folder's listing rather than probing for them), each file searched by the
+//!   thread that finds it. It holds up to 8 MiB of hits and lists the files that have any;
+//!   the list is sorted into path order. A search with few hits ends there.
+//! - Memory is bounded by the page, not by the result: files whose hits did not fit the
+//!   pre-pass are searched again by a pool of threads in path order; each finished file's lines
+//!   are handed on in that order, counted, and only the page's lines are kept (`Report`). A
+//!   file that finishes before the ones ahead of it waits in a bounded buffer; a file with more
+//!   hits than that buffer holds pauses its search until it is next in line, then streams. A
+//!   tree with too many such files to list is walked in sorted order instead, the pool
+//!   searching behind the walk.
 //! - When the answer does not show everything, the full result streams to a spool file
 //!   (kodik-core's [`OutputPreview`], G18–G20) whose path the answer gives.
 //! - Every hit is reported as its line (`path:line:text`), so an empty match (`^$`) still has
@@ -23,7 +29,7 @@ use std::collections::BTreeMap;
 use std::hash::{DefaultHasher, Hash as _, Hasher as _};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{SyncSender, sync_channel};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -33,6 +39,7 @@ use async_trait::async_trait;
 use grep::matcher::{LineTerminator, Matcher};
 use grep::regex::{RegexMatcher, RegexMatcherBuilder};
 use grep::searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
+use ignore::WalkState;
 use ignore::overrides::{Override, OverrideBuilder};
 use ignore::types::TypesBuilder;
 use kodik_core::{
@@ -145,11 +152,26 @@ struct FileSink<'a> {
     /// runs alone (a single file), which keeps everything.
     pipe: Option<(&'a Shared, usize)>,
     streamed: bool,
+    /// The pre-pass's search: the output must fit [`FILE_BUFFER_BYTES`] or the search stops
+    /// (`cut`), to be done again in order.
+    held_only: bool,
+    cut: bool,
 }
 
 impl<'a> FileSink<'a> {
     fn new(opts: Opts, matcher: &'a RegexMatcher, cancel: &'a CancellationToken, shown: String) -> Self {
-        Self { opts, matcher, cancel, shown, block: Block::default(), matches: 0, pipe: None, streamed: false }
+        Self {
+            opts,
+            matcher,
+            cancel,
+            shown,
+            block: Block::default(),
+            matches: 0,
+            pipe: None,
+            streamed: false,
+            held_only: false,
+            cut: false,
+        }
     }
 
     fn line(&mut self, number: u64, is_match: bool, bytes: &[u8]) {
@@ -185,6 +207,10 @@ impl<'a> FileSink<'a> {
                 let starts_file = !self.streamed;
                 self.streamed = true;
                 shared.stream(idx, block, starts_file, &self.shown)
+            }
+            None if self.held_only && self.block.bytes.len() >= FILE_BUFFER_BYTES => {
+                self.cut = true;
+                false
             }
             _ => true,
         }
@@ -800,10 +826,25 @@ impl Shared {
     }
 }
 
-/// A file of the walk, numbered in path order.
+/// A file to search, numbered in path order.
 struct Job {
     idx: usize,
-    entry: ignore::DirEntry,
+    path: PathBuf,
+}
+
+/// Hands jobs to the worker pool in batches.
+struct Feed {
+    tx: SyncSender<Vec<Job>>,
+    batch: Vec<Job>,
+}
+
+impl Feed {
+    /// Queues a job; `false` once the workers are gone.
+    fn push(&mut self, job: Job) -> bool {
+        self.batch.push(job);
+        self.batch.len() < JOB_BATCH
+            || self.tx.send(std::mem::replace(&mut self.batch, Vec::with_capacity(JOB_BATCH))).is_ok()
+    }
 }
 
 fn worker_count(config: &SearchConfig) -> usize {
@@ -814,12 +855,199 @@ fn worker_count(config: &SearchConfig) -> usize {
     }
 }
 
+/// Walk builders for the folders, with the call's filters (hidden files, types, `glob`/`exclude`).
+fn walk_builders(
+    ws: &Workspace,
+    args: &GrepArgs,
+    bases: &[(PathBuf, std::fs::Metadata)],
+) -> Result<Vec<ignore::WalkBuilder>, SearchError> {
+    let include_hidden = args.glob.as_ref().is_some_and(|g| g.to_vec().iter().any(|p| names_hidden(p)));
+    let file_types = args.file_type.as_deref().map(types).transpose()?;
+    let mut builders = Vec::with_capacity(bases.len());
+    for (base, _) in bases {
+        let mut wb = ws.walker(base);
+        wb.hidden(!include_hidden);
+        if let Some(t) = &file_types {
+            wb.types(t.clone());
+        }
+        let ov = overrides(args, base)?;
+        if ov.is_some() || include_hidden {
+            wb.filter_entry(move |e| {
+                let is_dir = e.file_type().is_some_and(|t| t.is_dir());
+                if include_hidden && is_dir && e.file_name() == ".git" {
+                    return false;
+                }
+                ov.as_ref().is_none_or(|ov| !ov.matched(e.path(), is_dir).is_ignore())
+            });
+        }
+        builders.push(wb);
+    }
+    Ok(builders)
+}
+
+/// Files with hits (or left for later) the parallel pre-pass lists before it gives up on
+/// holding the list (about 100 bytes each); such a search walks again, in sorted order.
+const PREPASS_MAX_FILES: usize = 300_000;
+/// Hits the pre-pass holds in all; past it, files are only listed and searched afterwards.
+const PREPASS_BUDGET_BYTES: usize = 8 << 20;
+
+/// What the pre-pass knows of one file with hits. (Files without hits are only counted: they
+/// take no place in the answer's order.)
+enum Pre {
+    /// Searched, with its whole output.
+    Hits(Done),
+    /// Not searched yet: the pre-pass's budget was spent, or the file's output outgrew it.
+    Later,
+}
+
+/// A pre-pass thread's files, handed to the shared list when the walker drops its visitor.
+struct PreLocal<'a> {
+    files: Vec<(PathBuf, Pre)>,
+    into: &'a Mutex<Vec<(PathBuf, Pre)>>,
+}
+
+impl Drop for PreLocal<'_> {
+    fn drop(&mut self) {
+        self.into.lock().unwrap_or_else(|p| p.into_inner()).append(&mut self.files);
+    }
+}
+
+enum Prepass {
+    /// Each base's files with hits, in path order, and the number of files searched.
+    Listed(Vec<Vec<(PathBuf, Pre)>>, u64),
+    TooMany,
+    Cancelled,
+}
+
+/// Walks and searches as ripgrep does — `ignore`'s parallel walker, which reads ignore files
+/// off each folder's listing instead of probing for them, each file searched by the thread
+/// that finds it — holding the hits (up to [`PREPASS_BUDGET_BYTES`]) and listing the files that
+/// have any (or might: those left for later); then sorts that list. A search with few hits is done here; with many, the files not searched
+/// yet go through the ordered pool afterwards.
+#[allow(clippy::too_many_arguments)] // One call site; a struct would only rename the list.
+fn prepass(
+    ws: &Workspace,
+    builders: &[ignore::WalkBuilder],
+    threads: usize,
+    matcher: &RegexMatcher,
+    searcher: &Searcher,
+    opts: Opts,
+    cancel: &CancellationToken,
+    max_files: usize,
+) -> Prepass {
+    let held = AtomicUsize::new(0);
+    let (files, listed) = (AtomicU64::new(0), AtomicUsize::new(0));
+    let too_many = AtomicBool::new(false);
+    let mut lists = Vec::with_capacity(builders.len());
+    for builder in builders {
+        let collected = Mutex::new(Vec::new());
+        let mut builder = builder.clone();
+        builder.threads(threads).build_parallel().run(|| {
+            let mut local = PreLocal { files: Vec::new(), into: &collected };
+            let (matcher, mut searcher) = (matcher.clone(), searcher.clone());
+            let (held, files, listed, too_many) = (&held, &files, &listed, &too_many);
+            Box::new(move |entry| {
+                if cancel.is_cancelled() {
+                    return WalkState::Quit;
+                }
+                let Ok(entry) = entry else { return WalkState::Continue };
+                if !entry.file_type().is_some_and(|t| t.is_file()) {
+                    return WalkState::Continue;
+                }
+                files.fetch_add(1, Ordering::Relaxed);
+                let pre = if held.load(Ordering::Relaxed) >= PREPASS_BUDGET_BYTES {
+                    Pre::Later
+                } else {
+                    match search_held(ws, entry.path(), &matcher, &mut searcher, opts, cancel, held) {
+                        Some(pre) => pre,
+                        None => return WalkState::Continue,
+                    }
+                };
+                if listed.fetch_add(1, Ordering::Relaxed) >= max_files {
+                    too_many.store(true, Ordering::Relaxed);
+                    return WalkState::Quit;
+                }
+                local.files.push((entry.into_path(), pre));
+                WalkState::Continue
+            })
+        });
+        if cancel.is_cancelled() {
+            return Prepass::Cancelled;
+        }
+        if too_many.load(Ordering::Relaxed) {
+            return Prepass::TooMany;
+        }
+        let mut list = collected.into_inner().unwrap_or_else(|p| p.into_inner());
+        list.sort_unstable_by(|a, b| path_order(&a.0, &b.0));
+        lists.push(list);
+    }
+    Prepass::Listed(lists, files.load(Ordering::Relaxed))
+}
+
+/// `Path`'s order (component by component, the sorted depth-first walk's order) by comparing
+/// bytes with `/` below every other byte, which is the same for the walker's normal paths and
+/// several times cheaper than iterating components.
+fn path_order(a: &Path, b: &Path) -> std::cmp::Ordering {
+    let (a, b) = (a.as_os_str().as_encoded_bytes(), b.as_os_str().as_encoded_bytes());
+    let key = |c: u8| if c == b'/' { 0 } else { u16::from(c) + 1 };
+    match a.iter().zip(b).find(|(x, y)| x != y) {
+        Some((x, y)) => key(*x).cmp(&key(*y)),
+        None => a.len().cmp(&b.len()),
+    }
+}
+
+/// Searches one file in the pre-pass, keeping its output if it fits the budget; `None` when
+/// it has no hits (or cannot be read, which ripgrep skips too).
+fn search_held(
+    ws: &Workspace,
+    path: &Path,
+    matcher: &RegexMatcher,
+    searcher: &mut Searcher,
+    opts: Opts,
+    cancel: &CancellationToken,
+    held: &AtomicUsize,
+) -> Option<Pre> {
+    // The path is shown only for a file with hits: most files have none.
+    let mut sink = FileSink::new(opts, matcher, cancel, String::new());
+    sink.held_only = true;
+    let file = std::fs::File::open(path);
+    let ok = file.as_ref().is_ok_and(|f| searcher.search_file(matcher, f, &mut sink).is_ok());
+    if sink.cut {
+        return Some(Pre::Later);
+    }
+    if !ok || sink.matches == 0 {
+        return None;
+    }
+    sink.shown = show_path(ws, path);
+    let stamp = file.ok().map(|f| (path.to_path_buf(), stamp(f.metadata().ok().as_ref())));
+    let mut done = sink.finish(stamp);
+    done.block.bytes.shrink_to_fit();
+    let size = done.block.bytes.capacity() + done.shown.len() + std::mem::size_of::<Done>();
+    if held.fetch_add(size, Ordering::Relaxed) + size > PREPASS_BUDGET_BYTES {
+        held.fetch_sub(size, Ordering::Relaxed);
+        return Some(Pre::Later);
+    }
+    Some(Pre::Hits(done))
+}
+
 fn grep(
     ws: &Workspace,
     session: &Session,
     config: &SearchConfig,
     args: &GrepArgs,
     cancel: &CancellationToken,
+) -> Result<ToolOutput, SearchError> {
+    grep_listing(ws, session, config, args, cancel, PREPASS_MAX_FILES)
+}
+
+/// [`grep`] with the pre-pass's file limit given (tests take every path with a small one).
+fn grep_listing(
+    ws: &Workspace,
+    session: &Session,
+    config: &SearchConfig,
+    args: &GrepArgs,
+    cancel: &CancellationToken,
+    max_listed: usize,
 ) -> Result<ToolOutput, SearchError> {
     let bases = search_bases(ws, args.path.as_deref())?;
     let matcher = build_matcher(args)?;
@@ -848,7 +1076,7 @@ fn grep(
             if let Some((base, _)) = bases.iter().find(|(_, m)| !m.is_dir()) {
                 return Err(SearchError::NotSearchable(ws.display(base)));
             }
-            search_folders(ws, config, args, &bases, &matcher, opts, report, cancel, &searched)?
+            search_folders(ws, config, args, &bases, &matcher, opts, report, cancel, &searched, max_listed)?
         }
     };
     if cancel.is_cancelled() {
@@ -867,7 +1095,9 @@ fn grep(
     Ok(format_result(args, &shown_bases, report, searched.load(Ordering::Relaxed)))
 }
 
-/// Walks the folders in path order on this thread while a pool of workers searches the files.
+/// Searches the folders: the parallel pre-pass first; then, in path order on a pool of workers,
+/// whatever it left for later. A tree too large to list is walked in sorted order instead,
+/// with the pool searching behind the walk.
 #[allow(clippy::too_many_arguments)] // One call site; a struct would only rename the list.
 fn search_folders(
     ws: &Workspace,
@@ -876,35 +1106,90 @@ fn search_folders(
     bases: &[(PathBuf, std::fs::Metadata)],
     matcher: &RegexMatcher,
     opts: Opts,
-    report: Report,
+    mut report: Report,
     cancel: &CancellationToken,
     searched: &AtomicU64,
+    max_listed: usize,
 ) -> Result<Report, SearchError> {
     let searcher = build_searcher(args, opts.mode, ws, true)?;
-    let include_hidden = args.glob.as_ref().is_some_and(|g| g.to_vec().iter().any(|p| names_hidden(p)));
-    let file_types = args.file_type.as_deref().map(types).transpose()?;
-    let mut walkers = Vec::with_capacity(bases.len());
-    for (base, _) in bases {
-        let mut wb = ws.walker(base);
-        // Sorting each folder's entries by name makes the depth-first walk produce paths in
-        // `Path` order (component by component), the order the answer lists them in.
-        wb.hidden(!include_hidden).sort_by_file_name(|a, b| a.cmp(b));
-        if let Some(t) = &file_types {
-            wb.types(t.clone());
+    let builders = walk_builders(ws, args, bases)?;
+    let lists = match prepass(ws, &builders, config.threads, matcher, &searcher, opts, cancel, max_listed) {
+        Prepass::Cancelled => return Ok(report),
+        Prepass::Listed(lists, files) => {
+            searched.store(files, Ordering::Relaxed);
+            lists
         }
-        let ov = overrides(args, base)?;
-        if ov.is_some() || include_hidden {
-            wb.filter_entry(move |e| {
-                let is_dir = e.file_type().is_some_and(|t| t.is_dir());
-                if include_hidden && is_dir && e.file_name() == ".git" {
-                    return false;
+        Prepass::TooMany => {
+            let walkers: Vec<_> = builders
+                .into_iter()
+                .map(|mut wb| {
+                    // Sorting each folder's entries by name makes the depth-first walk produce
+                    // paths in `Path` order (component by component), the answer's order.
+                    wb.sort_by_file_name(|a, b| a.cmp(b));
+                    wb.build()
+                })
+                .collect();
+            return Ok(run_pool(ws, config, matcher, &searcher, opts, report, cancel, |feed, _| {
+                let mut idx = 0;
+                for walk in walkers {
+                    for entry in walk {
+                        if cancel.is_cancelled() {
+                            return;
+                        }
+                        let Ok(entry) = entry else { continue };
+                        if !entry.file_type().is_some_and(|t| t.is_file()) {
+                            continue;
+                        }
+                        searched.fetch_add(1, Ordering::Relaxed);
+                        if !feed.push(Job { idx, path: entry.into_path() }) {
+                            return;
+                        }
+                        idx += 1;
+                    }
                 }
-                ov.as_ref().is_none_or(|ov| !ov.matched(e.path(), is_dir).is_ignore())
-            });
+            }));
         }
-        walkers.push(wb.build());
+    };
+    if lists.iter().flatten().all(|(_, pre)| !matches!(pre, Pre::Later)) {
+        for (_, pre) in lists.into_iter().flatten() {
+            if let Pre::Hits(done) = pre {
+                report.file_done(&done);
+            }
+        }
+        return Ok(report);
     }
+    Ok(run_pool(ws, config, matcher, &searcher, opts, report, cancel, |feed, shared| {
+        // Held hits go straight to the report (or wait there for the files ahead of them), the
+        // rest to the workers.
+        for (idx, (path, pre)) in lists.into_iter().flatten().enumerate() {
+            if cancel.is_cancelled() {
+                return;
+            }
+            match pre {
+                Pre::Hits(done) => shared.done(idx, done),
+                Pre::Later => {
+                    if !feed.push(Job { idx, path }) {
+                        return;
+                    }
+                }
+            }
+        }
+    }))
+}
 
+/// Searches the jobs `produce` feeds on a pool of workers, handing each file's output to the
+/// report in job order.
+#[allow(clippy::too_many_arguments)] // Two call sites in one function; a struct would only rename the list.
+fn run_pool(
+    ws: &Workspace,
+    config: &SearchConfig,
+    matcher: &RegexMatcher,
+    searcher: &Searcher,
+    opts: Opts,
+    report: Report,
+    cancel: &CancellationToken,
+    produce: impl FnOnce(&mut Feed, &Shared),
+) -> Report {
     let shared = Shared {
         state: Mutex::new(State { front: 0, ready: BTreeMap::new(), ready_bytes: 0, waiters: 0, report }),
         turn: Condvar::new(),
@@ -925,7 +1210,7 @@ fn search_folders(
                         if cancel.is_cancelled() || !shared.may_start(job.idx) {
                             continue;
                         }
-                        let path = job.entry.path();
+                        let path = job.path.as_path();
                         let mut sink = FileSink::new(opts, &matcher, cancel, show_path(ws, path));
                         sink.pipe = Some((shared, job.idx));
                         // An unreadable file is skipped, as ripgrep does (after saying so on stderr).
@@ -937,7 +1222,7 @@ fn search_folders(
                         // The open file's metadata: no second path lookup, and only for matched files.
                         let stamp = match &file {
                             Ok(f) if ok && sink.matches > 0 => {
-                                Some((path.to_path_buf(), stamp(f.metadata().ok().as_ref())))
+                                Some((job.path.clone(), stamp(f.metadata().ok().as_ref())))
                             }
                             _ => None,
                         };
@@ -951,32 +1236,13 @@ fn search_folders(
                 }
             });
         }
-        let (mut idx, mut batch) = (0, Vec::with_capacity(JOB_BATCH));
-        'walk: for walk in walkers {
-            for entry in walk {
-                if cancel.is_cancelled() {
-                    break 'walk;
-                }
-                let Ok(entry) = entry else { continue };
-                if !entry.file_type().is_some_and(|t| t.is_file()) {
-                    continue;
-                }
-                searched.fetch_add(1, Ordering::Relaxed);
-                batch.push(Job { idx, entry });
-                idx += 1;
-                if batch.len() == JOB_BATCH
-                    && tx.send(std::mem::replace(&mut batch, Vec::with_capacity(JOB_BATCH))).is_err()
-                {
-                    break 'walk;
-                }
-            }
+        let mut feed = Feed { tx, batch: Vec::with_capacity(JOB_BATCH) };
+        produce(&mut feed, &shared);
+        if !feed.batch.is_empty() {
+            let _ = feed.tx.send(feed.batch);
         }
-        if !batch.is_empty() {
-            let _ = tx.send(batch);
-        }
-        drop(tx);
     });
-    Ok(shared.state.into_inner().unwrap_or_else(|p| p.into_inner()).report)
+    shared.state.into_inner().unwrap_or_else(|p| p.into_inner()).report
 }
 
 fn search_one_file(
@@ -1078,6 +1344,83 @@ fn format_result(args: &GrepArgs, bases: &[String], mut report: Report, searched
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The answer and the saved full result of one search, the spool file removed.
+    fn answer(ws: &Workspace, args: &serde_json::Value, max_listed: usize) -> (String, serde_json::Value, String) {
+        let args: GrepArgs = serde_json::from_value(args.clone()).unwrap();
+        let out =
+            grep_listing(ws, &Session::new(), &SearchConfig::default(), &args, &CancellationToken::new(), max_listed)
+                .unwrap();
+        let mut meta = out.meta.clone();
+        let mut text = out.text_content();
+        let full = match out.meta["full_output"].as_str() {
+            Some(p) => {
+                let full = std::fs::read_to_string(p).unwrap();
+                std::fs::remove_file(p).unwrap();
+                // Each search saves to a file of its own.
+                text = text.replace(p, "SPOOL");
+                meta["full_output"] = "SPOOL".into();
+                full
+            }
+            None => String::new(),
+        };
+        (text, meta, full)
+    }
+
+    #[test]
+    fn gr1_gr2_every_search_path_gives_the_same_ordered_answer() {
+        // Small files with a few hits each, and one whose hits outgrow what the parallel
+        // pre-pass holds for a file, so that it is searched again in order.
+        let dir = tempfile::tempdir().unwrap();
+        for (i, name) in ["b/z.txt", "a.txt", "a/b.txt", "a-b/c.txt", "b/a/x.txt", "c.txt"].iter().enumerate() {
+            let path = dir.path().join(name);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, format!("nothing\nhit {i} one\nnone\nhit {i} two\n")).unwrap();
+        }
+        let big: String = (0..60_000).map(|l| format!("hit in a big file, line {l}\n")).collect();
+        std::fs::write(dir.path().join("b/big.txt"), big).unwrap();
+        let ws = Workspace::new(dir.path()).unwrap();
+
+        for args in [
+            json!({"pattern": "hit", "head_limit": 20}),
+            json!({"pattern": "hit", "head_limit": 5, "offset": 59_990}),
+            json!({"pattern": "hit", "output_mode": "files_with_matches"}),
+            json!({"pattern": "hit", "output_mode": "count"}),
+            json!({"pattern": "one", "context": 1}),
+        ] {
+            // Listed in parallel and sorted, then the big file in order; and walked in sorted order.
+            let listed = answer(&ws, &args, usize::MAX);
+            let walked = answer(&ws, &args, 0);
+            // Not `assert_eq!`: the full results are megabytes.
+            assert!(listed == walked, "{args}: the answers differ:\n{}\n---\n{}", listed.0, walked.0);
+            assert_eq!(listed.1["searched_files"], 7, "{args}");
+        }
+        let (text, meta, full) = answer(&ws, &json!({"pattern": "hit", "head_limit": 3}), usize::MAX);
+        assert_eq!(meta["total_matches"], 60_000 + 12);
+        // Path order, component by component: folder `a` before `a-b`, `a-b` before `a.txt`.
+        assert_eq!(
+            text.lines().skip(1).take(3).collect::<Vec<_>>(),
+            ["a/b.txt:2:hit 2 one", "a/b.txt:4:hit 2 two", "a-b/c.txt:2:hit 3 one"],
+            "{text}"
+        );
+        let headings: Vec<&str> = full.lines().filter(|l| l.ends_with(".txt")).collect();
+        assert_eq!(headings, ["a/b.txt", "a-b/c.txt", "a.txt", "b/a/x.txt", "b/big.txt", "b/z.txt", "c.txt"]);
+
+        // Only small files: the pre-pass answers alone, in the same order as the sorted walk.
+        std::fs::remove_file(dir.path().join("b/big.txt")).unwrap();
+        let args = json!({"pattern": "hit", "head_limit": 5});
+        assert_eq!(answer(&ws, &args, usize::MAX), answer(&ws, &args, 0));
+    }
+
+    #[test]
+    fn gr1_path_order_is_component_order() {
+        let mut paths: Vec<PathBuf> =
+            ["a-b/c", "a/b", "a.txt", "a/b/c", "a", "b", "a/b-c", "ab"].iter().map(PathBuf::from).collect();
+        let mut by_components = paths.clone();
+        by_components.sort();
+        paths.sort_by(|a, b| path_order(a, b));
+        assert_eq!(paths, by_components);
+    }
 
     #[test]
     fn gr2_cancellation_stops_the_walk_itself_not_just_the_wait() {
