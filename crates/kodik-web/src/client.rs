@@ -332,15 +332,34 @@ impl GuardedClient {
         validators: Option<&Validators>,
         cancel: &CancellationToken,
     ) -> Result<Fetched, FetchError> {
+        self.fetch_within(raw, validators, cancel, self.config.total_timeout, self.config.max_bytes).await
+    }
+
+    /// [`fetch`](Self::fetch) with a tighter deadline and size cap (robots.txt).
+    pub async fn fetch_within(
+        &self,
+        raw: &str,
+        validators: Option<&Validators>,
+        cancel: &CancellationToken,
+        deadline: Duration,
+        max_bytes: usize,
+    ) -> Result<Fetched, FetchError> {
         let (url, local) = self.check_start(raw)?;
         let started = Instant::now();
-        let work = self.fetch_checked(url, local, validators, started);
+        let work = self.fetch_checked(url, local, validators, started, max_bytes);
         tokio::select! {
             biased;
             () = cancel.cancelled() => Err(FetchError::Cancelled),
-            r = tokio::time::timeout(self.config.total_timeout, work) => match r {
+            r = tokio::time::timeout(deadline, work) => match r {
                 Ok(r) => r,
-                Err(_) => Err(FetchError::TimedOut { after: started.elapsed(), phase: "(the 30-second limit of a fetch)" }),
+                Err(_) => Err(FetchError::TimedOut {
+                    after: started.elapsed(),
+                    phase: if deadline == self.config.total_timeout {
+                        "(the 30-second limit of a fetch)"
+                    } else {
+                        "(the shorter limit of a robots.txt fetch)"
+                    },
+                }),
             },
         }
     }
@@ -351,6 +370,7 @@ impl GuardedClient {
         local: bool,
         validators: Option<&Validators>,
         started: Instant,
+        max_bytes: usize,
     ) -> Result<Fetched, FetchError> {
         let client = if local { &self.local } else { &self.strict };
         let mut url = start.clone();
@@ -401,7 +421,7 @@ impl GuardedClient {
                 continue;
             }
             let headers = resp.headers().clone();
-            let (body, truncated) = self.read_body(&mut resp, &url, started).await?;
+            let (body, truncated) = self.read_body(&mut resp, &url, started, max_bytes).await?;
             return Ok(Fetched { final_url: url, status: status.as_u16(), headers, body, truncated, redirects });
         }
     }
@@ -443,8 +463,8 @@ impl GuardedClient {
         resp: &mut reqwest::Response,
         url: &Url,
         started: Instant,
+        cap: usize,
     ) -> Result<(bytes::Bytes, bool), FetchError> {
-        let cap = self.config.max_bytes;
         let mut buf = BytesMut::new();
         loop {
             let chunk = match tokio::time::timeout(self.config.idle_timeout, resp.chunk()).await {

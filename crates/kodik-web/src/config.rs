@@ -29,6 +29,10 @@ pub struct WebConfig {
     pub user_agent: String,
     /// Extra trusted root certificates (PEM), e.g. a company proxy's or a test server's.
     pub extra_root_certificates: Vec<Vec<u8>>,
+    /// Honour robots.txt (RFC 9309) as the MCP reference `fetch` server does for the model's own
+    /// fetches: a path the site disallows for `kodik-web` (or `*`) is refused, and a site whose
+    /// robots.txt answers 5xx or cannot be read is not fetched. On by default.
+    pub respect_robots_txt: bool,
 }
 
 impl Default for WebConfig {
@@ -46,6 +50,7 @@ impl Default for WebConfig {
             cache_bytes: 32 * 1024 * 1024,
             user_agent: concat!("kodik-web/", env!("CARGO_PKG_VERSION"), " (+https://github.com/kodik-tools)").into(),
             extra_root_certificates: Vec::new(),
+            respect_robots_txt: true,
         }
     }
 }

@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 use crate::client::{FetchError, GuardedClient, GuardedResolver, Validators};
 use crate::config::WebConfig;
 use crate::content::{Kind, Page, to_page};
+use crate::robots::{self, Robots, Verdict};
 use crate::sections::{self, Section, size};
 
 /// A converted page as kept in the cache.
@@ -85,8 +86,20 @@ pub struct WebFetchTool {
     spec: ToolSpec,
     client: GuardedClient,
     cache: Arc<Mutex<Cache>>,
+    /// robots.txt per origin, with when it was read.
+    robots: Arc<Mutex<RobotsCache>>,
     renderer: Option<Arc<dyn PageRenderer>>,
 }
+
+/// robots.txt by origin, with when each was read.
+type RobotsCache = HashMap<String, (Instant, Arc<Robots>)>;
+
+/// How long a site's robots.txt is trusted before it is read again (RFC 9309 allows 24 h).
+const ROBOTS_TTL: Duration = Duration::from_secs(60 * 60);
+/// Origins whose robots.txt is kept.
+const ROBOTS_ENTRIES: usize = 256;
+/// robots.txt is small: it gets less time than a page.
+const ROBOTS_DEADLINE: Duration = Duration::from_secs(10);
 
 impl std::fmt::Debug for WebFetchTool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -113,6 +126,7 @@ impl WebFetchTool {
             spec: kodik_schema::spec::<WebFetchArgs>(),
             client,
             cache: Arc::new(Mutex::new(Cache::default())),
+            robots: Arc::default(),
             renderer: None,
         }
     }
@@ -148,7 +162,14 @@ impl WebFetchTool {
             }
         }
         let validators = cached.as_ref().map(|c| c.validators.clone());
+        if config.respect_robots_txt {
+            self.check_robots(url, cancel).await?;
+        }
         let fetched = self.client.fetch(url, validators.as_ref(), cancel).await.map_err(fetch_error)?;
+        if config.respect_robots_txt && fetched.redirects > 0 {
+            // A redirect may land on another site, or on a path this one disallows.
+            self.check_robots(fetched.final_url.as_str(), cancel).await?;
+        }
         if fetched.status == 304
             && let Some(c) = cached
         {
@@ -213,6 +234,72 @@ elsewhere (an API, a raw file, documentation source, or a server-rendered page).
         });
         self.cache().put(url, result.clone(), config.cache_entries, config.cache_bytes);
         Ok((result, Source::Network))
+    }
+
+    /// Refuses `url` when its site's robots.txt disallows it for kodik-web (RFC 9309): 2xx is
+    /// parsed, 4xx (none there) allows everything, 5xx and unreadable ones allow nothing.
+    async fn check_robots(&self, url: &str, cancel: &CancellationToken) -> Result<(), ToolError> {
+        let Ok(parsed) = url::Url::parse(url) else { return Ok(()) };
+        let origin = parsed.origin().ascii_serialization();
+        let cached = {
+            let map = self.robots.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            map.get(&origin).filter(|(at, _)| at.elapsed() < ROBOTS_TTL).map(|(_, r)| r.clone())
+        };
+        let robots = match cached {
+            Some(r) => r,
+            None => {
+                let robots_url = format!("{origin}/robots.txt");
+                let deadline = ROBOTS_DEADLINE.min(self.client.config().total_timeout);
+                let fetched = self
+                    .client
+                    .fetch_within(&robots_url, None, cancel, deadline, robots::MAX_ROBOTS_BYTES)
+                    .await
+                    .map_err(|e| match e {
+                        FetchError::Cancelled => ToolError::Cancelled,
+                        e => ToolError::failed(format!(
+                            "{url} was not fetched: its site's robots.txt could not be read ({}), and RFC 9309 \
+treats a site whose robots.txt is unreachable as closed to automatic fetching. Try again later, or ask the user \
+to open the page.",
+                            fetch_error(e)
+                        )),
+                    })?;
+                let robots = match fetched.status {
+                    200..=299 => Robots::parse(&String::from_utf8_lossy(&fetched.body)),
+                    400..=499 => Robots::default(),
+                    status => {
+                        return Err(ToolError::failed(format!(
+                            "{url} was not fetched: {robots_url} answered HTTP {status}, and RFC 9309 treats a \
+site whose robots.txt fails like that as closed to automatic fetching. Try again later, or ask the user to open \
+the page."
+                        )));
+                    }
+                };
+                let robots = Arc::new(robots);
+                let mut map = self.robots.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                if map.len() >= ROBOTS_ENTRIES {
+                    map.retain(|_, (at, _)| at.elapsed() < ROBOTS_TTL);
+                    if map.len() >= ROBOTS_ENTRIES {
+                        map.clear();
+                    }
+                }
+                map.insert(origin.clone(), (Instant::now(), robots.clone()));
+                robots
+            }
+        };
+        let path = match parsed.query() {
+            Some(q) => format!("{}?{q}", parsed.path()),
+            None => parsed.path().to_string(),
+        };
+        let agent = robots::product_token(&self.client.config().user_agent);
+        match robots.check(agent, &path) {
+            Verdict::Allowed => Ok(()),
+            Verdict::Disallowed { agent, rule } => Err(ToolError::failed(format!(
+                "{url} is disallowed for automatic fetching by {origin}/robots.txt (`{}: {}` for user-agent `{agent}`); \
+kodik-web honours robots.txt for the model's own fetches. Find the content elsewhere, or ask the user to open it.",
+                if rule.allow { "Allow" } else { "Disallow" },
+                rule.pattern
+            ))),
+        }
     }
 
     async fn render(

@@ -1,15 +1,29 @@
-//! HTML → Markdown: chrome removed, main content extracted (dom_smoothie, a readability.js
-//! port), converted by htmd with fenced code blocks that keep their language.
+//! HTML → Markdown: chrome removed, main content extracted, converted by htmd with fenced code
+//! blocks that keep their language.
+//!
+//! The page is parsed once (dom_query). One pass over that tree finds the title, the text
+//! weight of the page and of the element it marks as its main content, and whether it is an
+//! application shell. The chosen subtree is then copied straight into the tree htmd converts —
+//! dropping scripts, styles, banners, navigation and the like on the way and writing every code
+//! block's language where htmd looks for it — so nothing is serialised back to HTML and parsed
+//! again. Only pages that mark no main content pay for readability scoring (dom_smoothie, a
+//! readability.js port), on the same parsed tree.
 //!
 //! Runs on a thread with a big stack ([`convert_on_big_stack`]) and after [`limit_depth`], so
 //! 100 000 nested elements cannot overflow anything recursive in the parsers or the converter.
 
 use std::borrow::Cow;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
 use std::sync::OnceLock;
 
-use dom_query::Document;
+use dom_query::{Document, NodeData as DqData, NodeId, Tree};
 use htmd::HtmlToMarkdown;
 use htmd::options::{CodeBlockStyle, Options};
+use html5ever::tendril::StrTendril;
+use html5ever::{Attribute, LocalName, QualName, local_name, ns};
+use markup5ever_rcdom::{Node as MdNode, NodeData as MdData};
 
 /// Elements deeper than this are unwrapped (their text stays, their tags go).
 pub const MAX_DEPTH: usize = 256;
@@ -48,68 +62,388 @@ pub fn convert_on_big_stack(html: String, url: Option<String>) -> Result<Convert
 pub fn convert(html: &str, url: Option<&str>) -> Converted {
     let limited = limit_depth(html, MAX_DEPTH);
     let doc = Document::from(limited.as_ref());
-    let had_scripts = doc.select("script").exists();
-    let noscript_text = doc.select("noscript").text().trim().to_string();
-    let title = page_title(&doc);
-    clean(&doc);
-    normalise_code_languages(&doc);
-    let body_text_len = doc.select("body").text().split_whitespace().map(str::len).sum::<usize>();
+    let scan = scan(&doc.tree);
+    let title = if scan.title.is_empty() { scan.og_title.clone() } else { scan.title.clone() };
 
     // A page that marks its main content (one <main>/[role=main], else one <article>) holding
     // most of the text needs no scoring: readability costs more than parsing and converting
     // together on a large page.
-    if let Some(content) = marked_main(&doc, body_text_len) {
-        let markdown = tidy(&converter().convert(&content).unwrap_or_default());
+    if let Some(main) = scan.marked_main() {
+        let markdown = to_markdown(&doc.tree, main, Keep::Main);
         return Converted { title, markdown, extracted: true, client_rendered: false };
     }
 
-    // Classes carry the code blocks' languages (normalised above) through extraction.
+    // Classes carry the code blocks' languages (normalised first) through extraction.
+    clean(&doc);
+    normalise_code_languages(&doc);
     let cfg = dom_smoothie::Config { keep_classes: true, min_score_to_adjust: 10.0, ..Default::default() };
-    let article = dom_smoothie::Readability::with_document(doc, url, Some(cfg))
-        .ok()
-        .and_then(|mut r| r.parse_with_policy(dom_smoothie::ParsePolicy::Strict).ok());
-    let (content, extracted, title) = match article {
-        Some(a) if a.text_content.split_whitespace().map(str::len).sum::<usize>() >= MIN_ARTICLE_CHARS => {
-            let t = if title.is_empty() { a.title.clone() } else { title };
-            (a.content.to_string(), true, t)
-        }
-        _ => {
+    let mut extracted = None;
+    if let Ok(mut r) = dom_smoothie::Readability::with_document(doc, url, Some(cfg))
+        && let Ok(a) = r.parse_with_policy(dom_smoothie::ParsePolicy::Strict)
+        && text_weight(&a.text_content) >= MIN_ARTICLE_CHARS
+        && let Some(root) = r.doc.select("#readability-page-1").nodes().first().map(|n| n.id)
+    {
+        let t = if title.is_empty() { a.title.clone() } else { title.clone() };
+        extracted = Some((to_markdown(&r.doc.tree, root, Keep::Article), t));
+    }
+    let (markdown, is_extracted, title) = match extracted {
+        Some((markdown, t)) => (markdown, true, t),
+        None => {
             // Extraction took the document apart; the whole page comes from a fresh parse.
             let doc = Document::from(limited.as_ref());
-            clean(&doc);
-            normalise_code_languages(&doc);
-            doc.select("nav, footer, header, aside, [role=navigation], [role=banner], [role=contentinfo]").remove();
-            let body = doc.select("body");
-            let html = if body.exists() { body.html().to_string() } else { doc.html().to_string() };
-            (html, false, title)
+            let root = doc.tree.body().map_or_else(|| doc.tree.root_id(), |b| b.id);
+            (to_markdown(&doc.tree, root, Keep::WholePage), false, title)
         }
     };
-    let markdown = tidy(&converter().convert(&content).unwrap_or_default());
-    let client_rendered = had_scripts
-        && body_text_len.saturating_sub(noscript_text.split_whitespace().map(str::len).sum::<usize>())
-            < SHELL_TEXT_CHARS;
-    Converted { title, markdown, extracted, client_rendered }
+    let client_rendered = scan.had_scripts && scan.body_chars.saturating_sub(scan.noscript_chars) < SHELL_TEXT_CHARS;
+    Converted { title, markdown, extracted: is_extracted, client_rendered }
 }
 
-/// The HTML of the element the page marks as its main content, when it holds at least 60% of
-/// the page's text (and enough of it), with navigation and asides inside it removed.
-fn marked_main(doc: &Document, body_text_len: usize) -> Option<String> {
-    let mains = doc.select("main, [role=main]");
-    let candidate = if mains.length() == 1 {
-        mains
-    } else {
-        let articles = doc.select("article");
-        if articles.length() != 1 {
-            return None;
-        }
-        articles
-    };
-    let len = candidate.text().split_whitespace().map(str::len).sum::<usize>();
-    if len < MIN_ARTICLE_CHARS || len * 10 < body_text_len * 6 {
-        return None;
+/// What one pass over the parsed page finds.
+#[derive(Debug, Default)]
+struct Scan {
+    title: String,
+    og_title: String,
+    had_scripts: bool,
+    /// Text weight of `<noscript>` elements.
+    noscript_chars: usize,
+    /// Text weight of the page outside what is never content (scripts, banners, …).
+    body_chars: usize,
+    /// `<main>` / `[role=main]` elements with their text weight.
+    mains: Vec<(NodeId, usize)>,
+    /// `<article>` elements with their text weight.
+    articles: Vec<(NodeId, usize)>,
+}
+
+impl Scan {
+    /// The element the page marks as its main content (one `<main>`/`[role=main]`, else one
+    /// `<article>`), when it holds at least 60% of the page's text and enough of it.
+    fn marked_main(&self) -> Option<NodeId> {
+        let (id, len) = match (self.mains.as_slice(), self.articles.as_slice()) {
+            ([one], _) => *one,
+            ([], [one]) | ([_, _, ..], [one]) => *one,
+            _ => return None,
+        };
+        (len >= MIN_ARTICLE_CHARS && len * 10 >= self.body_chars * 6).then_some(id)
     }
-    candidate.select("nav, aside, [role=navigation], [role=complementary]").remove();
-    Some(candidate.html().to_string())
+}
+
+/// Non-whitespace bytes: the text measure every threshold here is in.
+fn text_weight(t: &str) -> usize {
+    t.split_whitespace().map(str::len).sum()
+}
+
+/// What the scan does with one element.
+enum Visit {
+    Text(usize),
+    Children,
+    Candidate { main: bool },
+    Head,
+    Script,
+    Noscript,
+    Skip,
+}
+
+/// One iterative pass (no recursion: the tree may be deep) over the whole page.
+fn scan(tree: &Tree) -> Scan {
+    enum Step {
+        Enter(NodeId),
+        Leave,
+    }
+    let mut s = Scan::default();
+    // Candidates whose subtree is being walked: (is main, index in mains/articles).
+    let mut open: Vec<(bool, usize)> = Vec::new();
+    let mut stack = vec![Step::Enter(tree.root_id())];
+    while let Some(step) = stack.pop() {
+        let id = match step {
+            Step::Enter(id) => id,
+            Step::Leave => {
+                open.pop();
+                continue;
+            }
+        };
+        let node = tree.get_unchecked(&id);
+        let visit = node
+            .query(|t| match &t.data {
+                DqData::Text { contents } => Visit::Text(text_weight(contents)),
+                DqData::Document | DqData::Fragment => Visit::Children,
+                DqData::Element(e) => {
+                    let attr = |n: &str| e.attrs.iter().find(|a| &*a.name.local == n).map(|a| &*a.value);
+                    match e.name.local {
+                        local_name!("script") => Visit::Script,
+                        local_name!("noscript") => Visit::Noscript,
+                        local_name!("head") => Visit::Head,
+                        local_name!("main") => Visit::Candidate { main: true },
+                        local_name!("article") if attr("role") != Some("main") => Visit::Candidate { main: false },
+                        ref n if never_content(n) || is_banner(n, &attr) => Visit::Skip,
+                        _ if attr("role") == Some("main") => Visit::Candidate { main: true },
+                        _ => Visit::Children,
+                    }
+                }
+                _ => Visit::Skip,
+            })
+            .unwrap_or(Visit::Skip);
+        match visit {
+            Visit::Text(n) => {
+                s.body_chars += n;
+                for &(main, i) in &open {
+                    let list = if main { &mut s.mains } else { &mut s.articles };
+                    list[i].1 += n;
+                }
+                continue;
+            }
+            Visit::Script => s.had_scripts = true,
+            Visit::Noscript => s.noscript_chars += text_weight(&node.text()),
+            Visit::Head => {
+                for d in node.descendants_it() {
+                    match d.node_name().as_deref() {
+                        Some("title") if s.title.is_empty() => {
+                            s.title = d.text().split_whitespace().collect::<Vec<_>>().join(" ");
+                        }
+                        Some("meta") if s.og_title.is_empty() && d.attr("property").as_deref() == Some("og:title") => {
+                            let t = d.attr("content").unwrap_or_default();
+                            s.og_title = t.split_whitespace().collect::<Vec<_>>().join(" ");
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            Visit::Skip => {}
+            Visit::Children => stack.extend(tree.child_ids_of_it(&id, true).map(Step::Enter)),
+            Visit::Candidate { main } => {
+                let list = if main { &mut s.mains } else { &mut s.articles };
+                list.push((id, 0));
+                open.push((main, list.len() - 1));
+                stack.push(Step::Leave);
+                stack.extend(tree.child_ids_of_it(&id, true).map(Step::Enter));
+            }
+        }
+    }
+    s
+}
+
+/// Elements that are never content, whatever part of the page is kept.
+fn never_content(name: &LocalName) -> bool {
+    matches!(
+        *name,
+        local_name!("script")
+            | local_name!("style")
+            | local_name!("noscript")
+            | local_name!("template")
+            | local_name!("svg")
+            | local_name!("math")
+            | local_name!("iframe")
+            | local_name!("object")
+            | local_name!("embed")
+            | local_name!("canvas")
+            | local_name!("link")
+            | local_name!("meta")
+            | local_name!("head")
+            | local_name!("title")
+            | local_name!("button")
+            | local_name!("select")
+            | local_name!("input")
+            | local_name!("textarea")
+            | local_name!("form")
+            | local_name!("dialog")
+            | local_name!("nav")
+            | local_name!("footer")
+    )
+}
+
+/// Cookie and consent banners, told by their id or class.
+const BANNER_WORDS: [&str; 5] = ["cookie", "consent", "gdpr", "cc-banner", "onetrust"];
+
+fn is_banner<'a>(name: &LocalName, attr: &impl Fn(&str) -> Option<&'a str>) -> bool {
+    if !matches!(
+        *name,
+        local_name!("div")
+            | local_name!("section")
+            | local_name!("aside")
+            | local_name!("dialog")
+            | local_name!("form")
+            | local_name!("footer")
+    ) {
+        return false;
+    }
+    let has = |v: Option<&str>| {
+        v.is_some_and(|v| {
+            let v = v.to_ascii_lowercase();
+            BANNER_WORDS.iter().any(|w| v.contains(w))
+        })
+    };
+    has(attr("id")) || has(attr("class"))
+}
+
+/// Which part of the page a copy keeps, beyond what is never content.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Keep {
+    /// The marked main element: asides and navigation inside it go too.
+    Main,
+    /// Readability's article, already cleaned.
+    Article,
+    /// The whole body: header, asides and landmarks of navigation go too.
+    WholePage,
+}
+
+/// What the copy does with one source node.
+enum CopyStep {
+    Text(StrTendril),
+    Element { name: QualName, attrs: Vec<Attribute>, lang: Option<String>, check_anchor: bool },
+    Skip,
+}
+
+/// Converts the subtree at `root` to Markdown, copying it into htmd's tree on the way (no
+/// serialising and re-parsing): what is never content is left out, and every code block gets
+/// a `<code class="language-X">` when its language is written anywhere the common highlighters
+/// put it (`language-*`, `lang-*`, `highlight-source-*` on the `code`, the `pre` or the wrapping
+/// element, or `data-lang`).
+fn to_markdown(tree: &Tree, root: NodeId, keep: Keep) -> String {
+    let md_root = MdNode::new(MdData::Document);
+    // `code` elements that take the language found on their `pre` or its parent.
+    let mut code_langs: HashMap<NodeId, String> = HashMap::new();
+    // (source node, copied parent, the language written on the source node's parent)
+    let mut stack: Vec<(NodeId, Rc<MdNode>, Option<Rc<str>>)> = vec![(root, md_root.clone(), None)];
+    while let Some((id, parent, parent_lang)) = stack.pop() {
+        let node = tree.get_unchecked(&id);
+        let copy = node
+            .query(|t| match &t.data {
+                DqData::Text { contents } => CopyStep::Text(StrTendril::from_slice(contents)),
+                DqData::Document | DqData::Fragment => CopyStep::Element {
+                    name: QualName::new(None, ns!(html), local_name!("div")),
+                    attrs: Vec::new(),
+                    lang: None,
+                    check_anchor: false,
+                },
+                DqData::Element(e) => {
+                    let attr = |n: &str| e.attrs.iter().find(|a| &*a.name.local == n).map(|a| &*a.value);
+                    let name = &e.name.local;
+                    if never_content(name) || is_banner(name, &attr) || dropped_by(keep, name, attr("role")) {
+                        return CopyStep::Skip;
+                    }
+                    let lang = language_of(attr("class"), attr("data-lang"));
+                    let attrs = e
+                        .attrs
+                        .iter()
+                        .filter(|a| kept_attr(name, &a.name.local, &a.value))
+                        .map(|a| Attribute { name: a.name.clone(), value: StrTendril::from_slice(&a.value) })
+                        .collect();
+                    let check_anchor = *name == local_name!("a") && attr("href").is_some_and(|h| h.starts_with('#'));
+                    CopyStep::Element { name: e.name.clone(), attrs, lang, check_anchor }
+                }
+                _ => CopyStep::Skip,
+            })
+            .unwrap_or(CopyStep::Skip);
+        let (name, mut attrs, lang, check_anchor) = match copy {
+            CopyStep::Skip => continue,
+            CopyStep::Text(contents) => {
+                append(&parent, MdNode::new(MdData::Text { contents: RefCell::new(contents) }));
+                continue;
+            }
+            CopyStep::Element { name, attrs, lang, check_anchor } => (name, attrs, lang, check_anchor),
+        };
+        // Heading permalinks (`§`, `#`, `¶`) would end up inside every heading's title.
+        if check_anchor && matches!(node.text().trim(), "" | "§" | "#" | "¶" | "🔗") {
+            continue;
+        }
+        let mut wrap_children_in = None;
+        if name.local == local_name!("code") {
+            attrs.retain(|a| a.name.local != local_name!("class"));
+            if let Some(l) = code_langs.remove(&id).or_else(|| lang.clone()) {
+                attrs.push(class_attr(&l));
+            }
+        } else if name.local == local_name!("pre") {
+            let code = first_code_in(tree, id);
+            let code_lang = code.and_then(|c| {
+                tree.get_unchecked(&c).query(|t| match &t.data {
+                    DqData::Element(e) => {
+                        let attr = |n: &str| e.attrs.iter().find(|a| &*a.name.local == n).map(|a| &*a.value);
+                        language_of(attr("class"), attr("data-lang"))
+                    }
+                    _ => None,
+                })?
+            });
+            if let Some(l) = code_lang.or_else(|| lang.clone()).or_else(|| parent_lang.as_deref().map(str::to_string)) {
+                match code {
+                    Some(c) => {
+                        code_langs.insert(c, l);
+                    }
+                    None => wrap_children_in = Some(element(local_name!("code"), vec![class_attr(&l)])),
+                }
+            }
+        }
+        let el = MdNode::new(MdData::Element {
+            name,
+            attrs: RefCell::new(attrs),
+            template_contents: RefCell::new(None),
+            mathml_annotation_xml_integration_point: false,
+        });
+        append(&parent, el.clone());
+        let children_parent = match wrap_children_in {
+            Some(code) => {
+                append(&el, code.clone());
+                code
+            }
+            None => el,
+        };
+        let lang: Option<Rc<str>> = lang.map(Into::into);
+        stack.extend(tree.child_ids_of_it(&id, true).map(|c| (c, children_parent.clone(), lang.clone())));
+    }
+    tidy(&converter().tree_to_markdown(&md_root))
+}
+
+/// Elements a part of the page leaves out besides [`never_content`].
+fn dropped_by(keep: Keep, name: &LocalName, role: Option<&str>) -> bool {
+    match keep {
+        Keep::Article => false,
+        Keep::Main => *name == local_name!("aside") || matches!(role, Some("navigation" | "complementary")),
+        Keep::WholePage => {
+            matches!(*name, local_name!("header") | local_name!("aside"))
+                || matches!(role, Some("navigation" | "banner" | "contentinfo"))
+        }
+    }
+}
+
+/// The attributes htmd reads; the rest (styles, data-*, event handlers, …) are not copied.
+fn kept_attr(element: &LocalName, attr: &LocalName, value: &str) -> bool {
+    match *attr {
+        local_name!("href")
+        | local_name!("src")
+        | local_name!("alt")
+        | local_name!("title")
+        | local_name!("start")
+        | local_name!("colspan")
+        | local_name!("rowspan") => true,
+        // Inline maths (`<span class="math math-inline">`) is told by its class.
+        local_name!("class") => *element == local_name!("span") && value.starts_with("math"),
+        _ => false,
+    }
+}
+
+fn class_attr(lang: &str) -> Attribute {
+    Attribute {
+        name: QualName::new(None, ns!(), local_name!("class")),
+        value: StrTendril::from_slice(&format!("language-{lang}")),
+    }
+}
+
+fn element(name: LocalName, attrs: Vec<Attribute>) -> Rc<MdNode> {
+    MdNode::new(MdData::Element {
+        name: QualName::new(None, ns!(html), name),
+        attrs: RefCell::new(attrs),
+        template_contents: RefCell::new(None),
+        mathml_annotation_xml_integration_point: false,
+    })
+}
+
+fn append(parent: &Rc<MdNode>, child: Rc<MdNode>) {
+    child.parent.set(Some(Rc::downgrade(parent)));
+    parent.children.borrow_mut().push(child);
+}
+
+/// The first `<code>` inside a `<pre>` (a small subtree).
+fn first_code_in(tree: &Tree, pre: NodeId) -> Option<NodeId> {
+    tree.get_unchecked(&pre).descendants_it().find(|d| d.node_name().as_deref() == Some("code")).map(|d| d.id)
 }
 
 fn converter() -> &'static HtmlToMarkdown {
@@ -134,40 +468,17 @@ fn converter() -> &'static HtmlToMarkdown {
     })
 }
 
-fn page_title(doc: &Document) -> String {
-    let og = doc.select("meta[property='og:title']").attr("content").map(|t| t.to_string());
-    let t = doc.select("title").first().text().to_string();
-    let t = if t.trim().is_empty() { og.unwrap_or_default() } else { t };
-    t.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-/// Drops what is never content: code, styling, vector art, embedded frames, and cookie or
-/// consent banners.
+/// Drops what is never content before readability scores the page: code, styling, vector art,
+/// embedded frames, and cookie or consent banners.
 fn clean(doc: &Document) {
     doc.select("script, style, noscript, template, svg, math, iframe, object, embed, canvas, link, meta").remove();
     // One pass over the elements that have an id or class (a selector list with every word and
     // tag costs several times more on a large page).
-    const BANNER_WORDS: [&str; 5] = ["cookie", "consent", "gdpr", "cc-banner", "onetrust"];
     for el in doc.select("div[id], div[class], section[id], section[class], aside, dialog, form, footer").iter() {
         let id = el.attr("id").map(|v| v.to_ascii_lowercase()).unwrap_or_default();
         let class = el.attr("class").map(|v| v.to_ascii_lowercase()).unwrap_or_default();
         if BANNER_WORDS.iter().any(|w| id.contains(w) || class.contains(w)) {
             el.remove();
-        }
-    }
-    // Heading permalinks (`§`, `#`, `¶`) would end up inside every heading's title.
-    for a in doc.select("a[href^='#']").iter() {
-        if matches!(a.text().trim(), "" | "§" | "#" | "¶" | "🔗") {
-            a.remove();
-        }
-    }
-    // Images carry only their alt text; a data: URI is megabytes of nothing for the model.
-    for img in doc.select("img[src^='data:']").iter() {
-        let alt = img.attr("alt").map(|a| a.trim().to_string()).unwrap_or_default();
-        if alt.is_empty() {
-            img.remove();
-        } else {
-            img.replace_with_html(format!("<span>(image: {})</span>", escape_text(&alt)));
         }
     }
 }
@@ -203,10 +514,6 @@ fn language_of(class: Option<&str>, data_lang: Option<&str>) -> Option<String> {
             .filter(|l| is_lang_token(l))
             .map(str::to_ascii_lowercase)
     })
-}
-
-fn escape_text(t: &str) -> String {
-    t.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
 }
 
 fn is_lang_token(l: &str) -> bool {

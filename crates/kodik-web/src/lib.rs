@@ -17,6 +17,7 @@ pub mod content;
 pub mod decode;
 pub mod fetch;
 pub mod html;
+pub mod robots;
 pub mod search;
 pub mod sections;
 

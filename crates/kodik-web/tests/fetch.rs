@@ -126,39 +126,69 @@ fn brotli(data: &[u8]) -> Vec<u8> {
     out
 }
 
+fn zstd(data: &[u8]) -> Vec<u8> {
+    zstd::encode_all(data, 19).unwrap()
+}
+
+fn encode(encoding: &str, data: &[u8]) -> Vec<u8> {
+    match encoding {
+        "gzip" => gzip(data),
+        "br" => brotli(data),
+        "zstd" => zstd(data),
+        other => panic!("no encoder for {other}"),
+    }
+}
+
 #[tokio::test]
-async fn w2_gzip_and_brotli_bodies_are_decoded() {
-    let gz = gzip(BLOG.as_bytes());
-    let br = brotli(BLOG.as_bytes());
+async fn w2_gzip_brotli_and_zstd_bodies_are_decoded() {
+    let bodies: Vec<(&str, Vec<u8>)> =
+        ["gzip", "br", "zstd"].into_iter().map(|e| (e, encode(e, BLOG.as_bytes()))).collect();
     let s = Server::start(move |r| {
-        let (enc, body) = if r.path == "/gz" { ("gzip", gz.clone()) } else { ("br", br.clone()) };
+        let Some((enc, body)) = bodies.iter().find(|(e, _)| r.path == format!("/{e}")) else {
+            return Reply::not_found();
+        };
         Reply::Full {
             status: 200,
-            headers: vec![("Content-Type".into(), "text/html".into()), ("Content-Encoding".into(), enc.into())],
-            body,
+            headers: vec![("Content-Type".into(), "text/html".into()), ("Content-Encoding".into(), (*enc).into())],
+            body: body.clone(),
         }
     })
     .await;
-    for path in ["/gz", "/br"] {
+    for path in ["/gzip", "/br", "/zstd"] {
         let out = fetch(&tool(WebConfig::default()), &s.url(path), None, None).await.unwrap();
         assert!(out.contains("## Splitting the test suite"), "{path}: {out}");
     }
 }
 
 #[tokio::test]
-async fn w4_a_decompression_bomb_stops_at_the_decoded_cap() {
-    // 64 MB of text in a few dozen KB of gzip; the cap is 1 MB of *decoded* bytes.
-    let bomb = gzip(&vec![b'a'; 64 << 20]);
-    assert!(bomb.len() < 1 << 20);
-    let s = Server::start(move |_| Reply::Full {
-        status: 200,
-        headers: vec![("Content-Type".into(), "text/plain".into()), ("Content-Encoding".into(), "gzip".into())],
-        body: bomb.clone(),
+async fn w4_gzip_brotli_and_zstd_decompression_bombs_stop_at_the_decoded_cap() {
+    // 64 MB of text in a few dozen KB each; the cap is 1 MB of *decoded* bytes.
+    let plain = vec![b'a'; 64 << 20];
+    let bombs: Vec<(&str, Vec<u8>)> = ["gzip", "br", "zstd"].into_iter().map(|e| (e, encode(e, &plain))).collect();
+    drop(plain);
+    for (enc, bomb) in &bombs {
+        assert!(bomb.len() < 1 << 20, "{enc}: {} bytes", bomb.len());
+    }
+    let s = Server::start(move |r| {
+        let Some((enc, bomb)) = bombs.iter().find(|(e, _)| r.path == format!("/{e}")) else {
+            return Reply::not_found();
+        };
+        Reply::Full {
+            status: 200,
+            headers: vec![("Content-Type".into(), "text/plain".into()), ("Content-Encoding".into(), (*enc).into())],
+            body: bomb.clone(),
+        }
     })
     .await;
     let t = tool(WebConfig { max_bytes: 1 << 20, ..WebConfig::default() });
-    let out = fetch(&t, &s.url("/bomb"), None, None).await.unwrap();
-    assert!(out.contains("text/plain, 1.0 MB →") && out.contains("cut at the size limit"), "{}", &out[..400]);
+    for path in ["/gzip", "/br", "/zstd"] {
+        let out = fetch(&t, &s.url(path), None, None).await.unwrap();
+        assert!(
+            out.contains("text/plain, 1.0 MB →") && out.contains("cut at the size limit"),
+            "{path}: {}",
+            &out[..400.min(out.len())]
+        );
+    }
 }
 
 #[tokio::test]
@@ -460,4 +490,58 @@ async fn w2_a_body_that_stalls_longer_than_the_idle_timeout_fails_naming_it() {
     let err = fetch(&t, &s.url("/stall"), None, None).await.unwrap_err();
     assert!(err.contains("idle timeout"), "{err}");
     assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+}
+
+/// A site whose robots.txt answers `status` with `rules`, a public page, a private section and a
+/// redirect into it.
+fn robots_site(status: u16, rules: &'static str) -> impl Fn(&common::Request) -> Reply + Send + Sync + 'static {
+    move |r| match r.path.as_str() {
+        "/robots.txt" => Reply::Full {
+            status,
+            headers: vec![("Content-Type".into(), "text/plain".into())],
+            body: rules.as_bytes().to_vec(),
+        },
+        "/go" => Reply::redirect("/private/report"),
+        p if p.starts_with("/private") || p == "/public" => Reply::html(BLOG),
+        _ => Reply::not_found(),
+    }
+}
+
+#[tokio::test]
+async fn w2_robots_txt_disallowed_paths_are_refused_and_read_once_per_site() {
+    let rules: &'static str = "User-agent: *\nDisallow: /private\n\nUser-agent: other-bot\nDisallow: /\n";
+    let s = Server::start(robots_site(200, rules)).await;
+    let t = tool(WebConfig::default());
+    let out = fetch(&t, &s.url("/public"), None, None).await.unwrap();
+    assert!(out.contains("## Splitting the test suite"), "{out}");
+
+    let err = fetch(&t, &s.url("/private/report"), None, None).await.unwrap_err();
+    assert!(err.contains("robots.txt") && err.contains("Disallow: /private") && err.contains("`*`"), "{err}");
+    assert_eq!(s.hits("/private/report"), 0, "a disallowed page is never requested");
+
+    // A redirect onto a disallowed path is refused too.
+    let err = fetch(&t, &s.url("/go"), None, None).await.unwrap_err();
+    assert!(err.contains("Disallow: /private"), "{err}");
+    assert_eq!(s.hits("/robots.txt"), 1, "robots.txt is read once per site");
+}
+
+#[tokio::test]
+async fn w2_robots_txt_answering_5xx_closes_the_site_and_404_opens_it() {
+    let down = Server::start(robots_site(503, "busy")).await;
+    let err = fetch(&tool(WebConfig::default()), &down.url("/public"), None, None).await.unwrap_err();
+    assert!(err.contains("robots.txt answered HTTP 503") && err.contains("RFC 9309"), "{err}");
+    assert_eq!(down.hits("/public"), 0);
+
+    let none = Server::start(robots_site(404, "no")).await;
+    let out = fetch(&tool(WebConfig::default()), &none.url("/private/report"), None, None).await.unwrap();
+    assert!(out.contains("## Splitting the test suite"), "{out}");
+}
+
+#[tokio::test]
+async fn w2_robots_txt_is_not_read_when_switched_off() {
+    let s = Server::start(robots_site(200, "User-agent: *\nDisallow: /\n")).await;
+    let t = tool(WebConfig { respect_robots_txt: false, ..WebConfig::default() });
+    let out = fetch(&t, &s.url("/private/report"), None, None).await.unwrap();
+    assert!(out.contains("## Splitting the test suite"), "{out}");
+    assert_eq!(s.hits("/robots.txt"), 0);
 }

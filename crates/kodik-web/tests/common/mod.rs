@@ -29,6 +29,9 @@ impl Reply {
     pub fn html(body: impl Into<Vec<u8>>) -> Self {
         Self::ok("text/html; charset=utf-8", body)
     }
+    pub fn not_found() -> Self {
+        Reply::Full { status: 404, headers: vec![("Content-Type".into(), "text/plain".into())], body: b"no".to_vec() }
+    }
     pub fn redirect(to: &str) -> Self {
         Reply::Full { status: 302, headers: vec![("Location".into(), to.into())], body: Vec::new() }
     }
