@@ -54,31 +54,49 @@ impl AnsiStripper {
 
     /// Strips one chunk. Returns the input itself when it holds nothing to strip.
     pub fn strip<'a>(&mut self, input: &'a [u8]) -> Cow<'a, [u8]> {
-        if self.state == State::Ground && memchr::memchr2(ESC, BEL, input).is_none() {
+        if self.passes_through(input) {
             return Cow::Borrowed(input);
         }
-        let mut out = Vec::with_capacity(input.len());
+        let mut out = input.to_vec();
+        let len = self.strip_in_place(&mut out);
+        out.truncate(len);
+        Cow::Owned(out)
+    }
+
+    /// Whether `input` would come out of [`strip`](Self::strip) unchanged (outside any sequence
+    /// and free of ESC and BEL): one SIMD scan, the whole cost of stripping plain text.
+    pub fn passes_through(&self, input: &[u8]) -> bool {
+        self.state == State::Ground && memchr::memchr2(ESC, BEL, input).is_none()
+    }
+
+    /// Strips `buf` in place and returns the length of the text left at its start: stripping
+    /// only removes bytes, so the kept ones move towards the start and no second buffer (and no
+    /// allocation per chunk) is needed.
+    pub fn strip_in_place(&mut self, buf: &mut [u8]) -> usize {
+        // `w` (bytes kept) never passes `i` (bytes read).
+        let mut w = 0;
         let mut i = 0;
-        while i < input.len() {
+        while i < buf.len() {
             if self.state == State::Ground {
-                match memchr::memchr2(ESC, BEL, &input[i..]) {
-                    None => {
-                        out.extend_from_slice(&input[i..]);
-                        break;
-                    }
-                    Some(off) => {
-                        out.extend_from_slice(&input[i..i + off]);
-                        i += off;
-                        if input[i] == ESC {
-                            self.state = State::Escape;
-                            self.seq_len = 0;
-                        }
-                        i += 1;
-                        continue;
-                    }
+                let (next, found) = match memchr::memchr2(ESC, BEL, &buf[i..]) {
+                    None => (buf.len(), false),
+                    Some(off) => (i + off, true),
+                };
+                if w != i {
+                    buf.copy_within(i..next, w);
                 }
+                w += next - i;
+                i = next;
+                if found {
+                    if buf[i] == ESC {
+                        self.state = State::Escape;
+                        self.seq_len = 0;
+                    }
+                    i += 1;
+                }
+                continue;
             }
-            let b = input[i];
+            let b = buf[i];
             i += 1;
             self.seq_len += 1;
             self.state = match self.state {
@@ -100,7 +118,8 @@ impl AnsiStripper {
                     0x20..=0x3f if self.seq_len < MAX_CSI => State::Csi,
                     // Not a control sequence after all: keep the byte.
                     _ => {
-                        out.push(b);
+                        buf[w] = b;
+                        w += 1;
                         State::Ground
                     }
                 },
@@ -118,7 +137,7 @@ impl AnsiStripper {
                 },
             };
         }
-        Cow::Owned(out)
+        w
     }
 }
 

@@ -278,16 +278,20 @@ impl Terminal {
 }
 
 impl process::Sink for Terminal {
-    fn output(&self, chunk: &[u8]) {
-        let (stripped, prompt) = {
+    fn output(&self, chunk: &mut [u8]) {
+        // Every byte is looked at twice here (is there an escape? how many newlines?), both SIMD
+        // scans; stripping, when there is something to strip, works in the read buffer itself.
+        let (text, prompt) = {
             let mut r = lock(&self.reader);
-            let stripped = r.stripper.strip(chunk);
-            let prompt = track_last_line(&mut r.last_line, &stripped, &self.prompt_markers);
-            (stripped, prompt)
+            let len = if r.stripper.passes_through(chunk) { chunk.len() } else { r.stripper.strip_in_place(chunk) };
+            let text = &chunk[..len];
+            let prompt = track_last_line(&mut r.last_line, text, &self.prompt_markers);
+            (text, prompt)
         };
+        let newlines = memchr::memchr_iter(b'\n', text).count() as u64;
         let mut o = lock(&self.out);
-        o.total.push(&stripped);
-        o.unread.push(&stripped);
+        o.total.push_lines(text, newlines);
+        o.unread.push_lines(text, newlines);
         o.last_output = Instant::now();
         o.prompt = prompt;
     }
@@ -311,14 +315,16 @@ impl process::Sink for Terminal {
 
 /// Keeps the unfinished last line (bounded) and says whether it is a prompt for a secret.
 fn track_last_line(last: &mut Vec<u8>, chunk: &[u8], markers: &[String]) -> Option<String> {
-    match memchr::memrchr(b'\n', chunk) {
+    // Only the chunk's end can matter: a line ending before it leaves a last line too long to
+    // be a prompt either way, so a chunk without newlines is not scanned to its start.
+    let window = &chunk[chunk.len().saturating_sub(LAST_LINE_MAX + 1)..];
+    match memchr::memrchr(b'\n', window) {
         Some(nl) => {
             last.clear();
-            let rest = &chunk[nl + 1..];
-            last.extend_from_slice(&rest[rest.len().saturating_sub(LAST_LINE_MAX + 1)..]);
+            last.extend_from_slice(&window[nl + 1..]);
         }
         None => {
-            last.extend_from_slice(&chunk[chunk.len().saturating_sub(LAST_LINE_MAX + 1)..]);
+            last.extend_from_slice(window);
             if last.len() > LAST_LINE_MAX {
                 let cut = last.len() - LAST_LINE_MAX - 1;
                 last.drain(..cut);

@@ -468,6 +468,30 @@ async fn s14_g17_g19_one_gib_of_output_keeps_memory_bounded() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s1_s7_g20_escapes_split_across_reads_are_stripped_alike_from_preview_and_saved_output() {
+    // ~13 MB of coloured lines with a title sequence each: escapes land across read boundaries
+    // at every offset, and stripping happens in the read buffer itself.
+    let e = env();
+    let n = 400_000;
+    let cmd = format!("seq 1 {n} | awk '{{printf \"\\033[1;32m%d\\033[0m ok\\033]0;t%d\\007\\n\", $1, $1}}'");
+    let out = e.call("shell", json!({"command": cmd, "timeout": 60000})).await;
+    assert_eq!(out.status, ToolStatus::Success, "{}", out.text_content());
+    let expected: String = (1..=n).map(|i| format!("{i} ok\n")).collect();
+    assert_eq!(out.meta["output_bytes"], expected.len() as u64, "escapes are not counted as output");
+    assert_eq!(out.meta["output_lines"], n);
+    let full = PathBuf::from(out.meta["full_output"].as_str().expect("saved"));
+    let saved = std::fs::read_to_string(&full).unwrap();
+    assert!(saved == expected, "the saved output is the stripped text, byte for byte");
+    let text = out.text_content();
+    let (head, rest) = text.split_once("\n[… ").expect("a marked middle");
+    let tail = rest.split_once("]\n").expect("the marker ends").1;
+    // The result's status line follows the output after one newline.
+    let tail = tail.rsplit_once("[exit code").map_or(tail, |(t, _)| t).trim_end();
+    assert!(head.len() > 1000 && saved.starts_with(head), "the preview's head is the file's start");
+    assert!(tail.len() > 1000 && saved.trim_end().ends_with(tail), "the preview's tail is the file's end");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s14_g18_an_unusable_spool_folder_falls_back_to_a_bounded_preview_with_a_note() {
     let blocker = tempfile::NamedTempFile::new().unwrap();
     let bad = blocker.path().join("spool");
