@@ -11,6 +11,7 @@
 //! - [`WebSearchTool`] over a [`SearchProvider`]: SearXNG, Brave, Tavily, Exa.
 
 pub mod addr;
+pub mod approval;
 pub mod client;
 pub mod config;
 pub mod content;
@@ -23,8 +24,9 @@ pub mod sections;
 
 use std::sync::Arc;
 
-use kodik_core::{PageRenderer, ToolRegistry};
+use kodik_core::{Approver, PageRenderer, ToolRegistry};
 
+pub use approval::AutoApprove;
 pub use client::{FetchError, Fetched, GuardedClient, GuardedResolver};
 pub use config::WebConfig;
 pub use fetch::WebFetchTool;
@@ -39,6 +41,7 @@ pub struct WebToolset {
     config: WebConfig,
     provider: Option<Arc<dyn SearchProvider>>,
     renderer: Option<Arc<dyn PageRenderer>>,
+    auto_approve: AutoApprove,
 }
 
 impl std::fmt::Debug for WebToolset {
@@ -46,6 +49,7 @@ impl std::fmt::Debug for WebToolset {
         f.debug_struct("WebToolset")
             .field("search_provider", &self.provider.as_ref().map(|p| p.name()))
             .field("renderer", &self.renderer.is_some())
+            .field("auto_approve", &self.auto_approve)
             .finish_non_exhaustive()
     }
 }
@@ -53,13 +57,27 @@ impl std::fmt::Debug for WebToolset {
 impl WebToolset {
     /// The tools with `config` and no search provider yet.
     pub fn new(config: WebConfig) -> Self {
-        Self { config, provider: None, renderer: None }
+        Self { config, provider: None, renderer: None, auto_approve: AutoApprove::default() }
     }
 
-    /// Default configuration and the search provider the environment names
-    /// ([`search::provider_from_env`]).
+    /// Default configuration, the search provider the environment names
+    /// ([`search::provider_from_env`]) and the auto-approve switches it sets
+    /// ([`approval::SEARCH_SWITCH_ENV`], [`approval::FETCH_SWITCH_ENV`]).
     pub fn from_env() -> Result<Self, SearchError> {
-        Ok(Self { provider: search::provider_from_env()?, ..Self::default() })
+        let auto_approve = AutoApprove::from_vars(|k| std::env::var(k).ok()).map_err(SearchError::Config)?;
+        Ok(Self { provider: search::provider_from_env()?, auto_approve, ..Self::default() })
+    }
+
+    /// Sets `web_search`'s and `web_fetch`'s own auto-approve switches (W5).
+    pub fn with_auto_approve(mut self, switches: AutoApprove) -> Self {
+        self.auto_approve = switches;
+        self
+    }
+
+    /// The session's approver with the web tools' switches on top ([`AutoApprove::over`]); the
+    /// same approver when no switch is set.
+    pub fn approver(&self, inner: Arc<dyn Approver>) -> Arc<dyn Approver> {
+        self.auto_approve.over(inner)
     }
 
     /// Searches through `provider`.

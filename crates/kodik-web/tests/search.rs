@@ -203,3 +203,74 @@ fn w5_the_environment_picks_the_provider() {
     let err = provider_from(env(&[("KODIK_SEARCH_PROVIDER", "brave")])).err().unwrap().to_string();
     assert!(err.contains("needs BRAVE_API_KEY"), "{err}");
 }
+
+/// What dispatch answers for one call through `approver`.
+async fn dispatched(
+    registry: &kodik_core::ToolRegistry,
+    approver: Arc<dyn kodik_core::Approver>,
+    name: &str,
+    args: serde_json::Value,
+) -> kodik_core::ToolOutput {
+    let mut cx = context();
+    cx.approver = approver;
+    kodik_core::dispatch(registry, kodik_core::ToolCall::new("c1", name, args), &cx).await
+}
+
+#[tokio::test]
+async fn w5_web_search_has_its_own_auto_approve_switch_apart_from_web_fetch() {
+    use kodik_core::{ApprovalPolicy, Effect, ToolStatus};
+    use kodik_web::{AutoApprove, WebToolset};
+    let searches = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = searches.clone();
+    let engine = Server::start(move |_| {
+        seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Reply::ok("application/json", searxng_json())
+    })
+    .await;
+    let site = Server::start(|_| Reply::ok("text/plain", "release notes: version 1.0 is out")).await;
+    let mut registry = kodik_core::ToolRegistry::new();
+    let web = WebToolset::new(WebConfig::default())
+        .with_search_provider(Arc::new(SearxngProvider::new(engine.url("")).unwrap()));
+    web.register(&mut registry).unwrap();
+    let search = serde_json::json!({"query": "tokio timeout"});
+    let fetch = serde_json::json!({"url": site.url("/notes")});
+
+    // A read-only session auto-approves the network class; web_search switched off still asks
+    // (nobody to ask here: denied, never sent), while web_fetch keeps following the class.
+    let read_only = || -> Arc<dyn kodik_core::Approver> {
+        Arc::new(ApprovalPolicy::ask(None).effect(Effect::ReadOnly, true).effect(Effect::Network, true))
+    };
+    let off = web.clone().with_auto_approve(AutoApprove { web_search: Some(false), web_fetch: None });
+    let out = dispatched(&registry, off.approver(read_only()), "web_search", search.clone()).await;
+    assert_eq!(out.status, ToolStatus::Denied, "{}", out.text_content());
+    assert!(out.text_content().contains("KODIK_WEB_SEARCH_AUTO_APPROVE"), "{}", out.text_content());
+    assert_eq!(searches.load(std::sync::atomic::Ordering::SeqCst), 0, "a denied search is never sent");
+    let out = dispatched(&registry, off.approver(read_only()), "web_fetch", fetch.clone()).await;
+    assert_eq!(out.status, ToolStatus::Success, "{}", out.text_content());
+
+    // A session that asks for everything: web_search switched on runs, web_fetch is still asked.
+    let ask_all = || -> Arc<dyn kodik_core::Approver> { Arc::new(ApprovalPolicy::ask(None)) };
+    let on = web.clone().with_auto_approve(AutoApprove { web_search: Some(true), web_fetch: None });
+    let out = dispatched(&registry, on.approver(ask_all()), "web_search", search).await;
+    assert_eq!(out.status, ToolStatus::Success, "{}", out.text_content());
+    assert!(out.text_content().contains("tokio::time::timeout wraps a future"), "{}", out.text_content());
+    assert_eq!(searches.load(std::sync::atomic::Ordering::SeqCst), 1);
+    let out = dispatched(&registry, on.approver(ask_all()), "web_fetch", fetch).await;
+    assert_eq!(out.status, ToolStatus::Denied, "{}", out.text_content());
+}
+
+#[test]
+fn w5_the_auto_approve_switches_come_from_the_environment_and_bad_values_are_named() {
+    use kodik_web::AutoApprove;
+    let vars = |pairs: &'static [(&'static str, &'static str)]| {
+        move |k: &str| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+    };
+    let s = AutoApprove::from_vars(vars(&[
+        ("KODIK_WEB_SEARCH_AUTO_APPROVE", "off"),
+        ("KODIK_WEB_FETCH_AUTO_APPROVE", "1"),
+    ]));
+    assert_eq!(s, Ok(AutoApprove { web_search: Some(false), web_fetch: Some(true) }));
+    assert_eq!(AutoApprove::from_vars(vars(&[])), Ok(AutoApprove::default()));
+    let err = AutoApprove::from_vars(vars(&[("KODIK_WEB_SEARCH_AUTO_APPROVE", "maybe")])).unwrap_err();
+    assert!(err.contains("KODIK_WEB_SEARCH_AUTO_APPROVE") && err.contains("maybe"), "{err}");
+}
