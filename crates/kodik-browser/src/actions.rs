@@ -11,6 +11,7 @@ use kodik_schema::browser::Target;
 use serde_json::{Value, json};
 
 use crate::error::{BrowserError, cdp};
+use crate::frames::{self, FrameCtx};
 use crate::session::Tab;
 
 /// The helper installed in each document (see page.js).
@@ -27,14 +28,18 @@ pub(crate) fn clip_chars(s: &str, max: usize) -> String {
 /// Evaluates `expression` in the tab's page and returns its JSON value. Stops early when a
 /// JavaScript dialog opens, since the page is frozen until it is answered.
 pub(crate) async fn eval(tab: &Tab, expression: &str) -> Result<Value, BrowserError> {
-    let params = EvaluateParams::builder()
-        .expression(expression)
-        .return_by_value(true)
-        .await_promise(true)
-        .user_gesture(false)
-        .build()
-        .map_err(|e| BrowserError::Other(format!("cannot build the evaluation: {e}")))?;
-    let run = tab.page.execute(params);
+    eval_in(tab, &FrameCtx::top(tab), expression).await
+}
+
+/// [`eval`] in one document of the tab: the top page or a cross-origin frame.
+pub(crate) async fn eval_in(tab: &Tab, frame: &FrameCtx, expression: &str) -> Result<Value, BrowserError> {
+    let mut params =
+        EvaluateParams::builder().expression(expression).return_by_value(true).await_promise(true).user_gesture(false);
+    if let Some(c) = frame.context {
+        params = params.context_id(c);
+    }
+    let params = params.build().map_err(|e| BrowserError::Other(format!("cannot build the evaluation: {e}")))?;
+    let run = frame.page.execute(params);
     let mut dialog = tab.shared.dialog_opened.subscribe();
     dialog.mark_unchanged();
     if let Some(d) = tab.shared.lock().dialog.clone() {
@@ -47,7 +52,7 @@ pub(crate) async fn eval(tab: &Tab, expression: &str) -> Result<Value, BrowserEr
         return Err(crashed(tab));
     }
     let res = tokio::select! {
-        r = run => r.map_err(cdp("evaluate in the page"))?,
+        r = run => r?,
         _ = tokio::time::sleep(EVAL_LIMIT) => {
             return Err(BrowserError::Other(format!(
                 "the page of tab {} did not answer within {} s (busy script or hung renderer)", tab.id, EVAL_LIMIT.as_secs()
@@ -63,11 +68,11 @@ pub(crate) async fn eval(tab: &Tab, expression: &str) -> Result<Value, BrowserEr
             });
         }
     };
-    if let Some(ex) = &res.result.exception_details {
+    if let Some(ex) = &res.exception_details {
         let text = ex.exception.as_ref().and_then(|e| e.description.clone()).unwrap_or_else(|| ex.text.clone());
         return Err(BrowserError::Other(format!("the page's script failed: {}", text.lines().next().unwrap_or(""))));
     }
-    Ok(res.result.result.value.clone().unwrap_or(Value::Null))
+    Ok(res.result.value.clone().unwrap_or(Value::Null))
 }
 
 /// The longest a single evaluation may take; waits poll with short evaluations instead.
@@ -92,6 +97,40 @@ pub(crate) fn dialog_error(tab: &Tab, d: &crate::session::Dialog) -> BrowserErro
 /// Runs `body` (JavaScript with `K`, `el` and `args` in scope, returning a JSON-able value)
 /// against the element `target` names. Locator errors become the matching [`BrowserError`].
 pub(crate) async fn with_element(tab: &Tab, target: &Target, args: Value, body: &str) -> Result<Value, BrowserError> {
+    Ok(with_element_in(tab, target, args, body).await?.0)
+}
+
+/// [`with_element`], also returning the document the element is in: a ref such as `f2e5` or a
+/// locator whose `frame` is cross-origin runs in that frame.
+pub(crate) async fn with_element_in(
+    tab: &Tab,
+    target: &Target,
+    args: Value,
+    body: &str,
+) -> Result<(Value, FrameCtx), BrowserError> {
+    let top = FrameCtx::top(tab);
+    let frame = match target.reference.as_deref().and_then(frames::key_of_ref) {
+        Some(key) => frames::by_key(tab, key, target.reference.as_deref().unwrap_or("")).await?,
+        None => top,
+    };
+    let v = run_on_element(tab, &frame, target, &args, body).await?;
+    if v.get("__error").and_then(Value::as_str) != Some("xframe") {
+        return Ok((v, frame));
+    }
+    // The locator's `frame` named a cross-origin iframe: look for the element inside it.
+    let inner = frames::child_by_expression(tab, &frame, "window.__kodik.crossHit").await?;
+    let within = Target { frame: None, ..target.clone() };
+    let v = run_on_element(tab, &inner, &within, &args, body).await?;
+    Ok((v, inner))
+}
+
+async fn run_on_element(
+    tab: &Tab,
+    frame: &FrameCtx,
+    target: &Target,
+    args: &Value,
+    body: &str,
+) -> Result<Value, BrowserError> {
     let t = json!({
         "ref": target.reference, "role": target.role, "name": target.name, "label": target.label,
         "placeholder": target.placeholder, "text": target.text, "test_id": target.test_id,
@@ -101,8 +140,10 @@ pub(crate) async fn with_element(tab: &Tab, target: &Target, args: Value, body: 
         "(async () => {{ const K = {PAGE_JS}; const args = {args}; const __r = K.locate({t}); \
          if (__r.error) return {{ __error: __r.error, detail: __r.detail }}; const el = __r.el; {body} }})()"
     );
-    let v = eval(tab, &script).await?;
-    if let Some(kind) = v.get("__error").and_then(Value::as_str) {
+    let v = eval_in(tab, frame, &script).await?;
+    if let Some(kind) = v.get("__error").and_then(Value::as_str)
+        && kind != "xframe"
+    {
         let detail = v.get("detail").and_then(Value::as_str).unwrap_or("").to_string();
         return Err(match kind {
             "stale" => BrowserError::StaleRef(detail),
@@ -117,7 +158,7 @@ pub(crate) async fn with_element(tab: &Tab, target: &Target, args: Value, body: 
 /// Scrolls the element into view and returns its description and centre in viewport
 /// coordinates, refusing hidden, disabled (when `enabled`) or covered elements.
 pub(crate) async fn point_of(tab: &Tab, target: &Target, enabled: bool) -> Result<(String, f64, f64), BrowserError> {
-    let v = with_element(
+    let (v, frame) = with_element_in(
         tab,
         target,
         json!({ "enabled": enabled }),
@@ -138,8 +179,9 @@ pub(crate) async fn point_of(tab: &Tab, target: &Target, enabled: bool) -> Resul
     )
     .await?;
     let desc = v.get("desc").and_then(Value::as_str).unwrap_or("the element").to_string();
-    let x = v.get("x").and_then(Value::as_f64).unwrap_or(0.0);
-    let y = v.get("y").and_then(Value::as_f64).unwrap_or(0.0);
+    let (dx, dy) = frame.offset().await?;
+    let x = v.get("x").and_then(Value::as_f64).unwrap_or(0.0) + dx;
+    let y = v.get("y").and_then(Value::as_f64).unwrap_or(0.0) + dy;
     Ok((desc, x, y))
 }
 

@@ -4,7 +4,7 @@
 // here, in one round trip, because per-node CDP calls cost ~1 ms each and a page has thousands.
 (() => {
   if (window.__kodik && window.__kodik.version === 1) return window.__kodik;
-  const K = { version: 1, refs: new Map(), elRef: new WeakMap(), latest: new Set(), next: 1 };
+  const K = { version: 1, refs: new Map(), elRef: new WeakMap(), latest: new Set(), next: 1, prefix: '', cross: [] };
 
   const norm = (s) => (s || '').replace(/\s+/g, ' ').trim();
   const clip = (s, n) => (s.length > n ? s.slice(0, n - 1) + '…' : s);
@@ -112,7 +112,7 @@
   function refFor(el) {
     let r = K.elRef.get(el);
     if (!r) {
-      r = 'e' + K.next++;
+      r = K.prefix + 'e' + K.next++;
       K.elRef.set(el, r);
       K.refs.set(r, new WeakRef(el));
     }
@@ -141,8 +141,13 @@
 
   // The snapshot: one line per meaningful node, indented by depth; generic wrappers are
   // flattened away so the model pays only for what it can read or act on.
-  function snapshot(start) {
+  // `prefix` is the frame key of a cross-origin frame's document (`f2`), so its refs say where
+  // they live. Such frames cannot be entered from here: each becomes a marker line `\u0001N`
+  // (N indexes K.cross) that the host replaces with the frame's own snapshot.
+  function snapshot(start, prefix) {
     K.latest = new Set();
+    K.cross = [];
+    K.prefix = prefix || '';
     if (start > K.next) K.next = start;
     const lines = [];
     let count = 0;
@@ -202,7 +207,7 @@
         let doc = null;
         try { doc = el.contentDocument; } catch (e) {}
         if (doc && doc.body) walkChildren(doc.body, depth + 1);
-        else lines.push('  '.repeat(depth + 1) + '- text: (cross-origin frame ' + quote(el.src) + ', not inspected)');
+        else if (!doc) { K.cross.push(el); lines.push('  '.repeat(depth + 1) + '\u0001' + (K.cross.length - 1)); }
         return;
       }
       if (LEAF.has(rr) && rr !== 'combobox') { lines.push(line); return; }
@@ -218,7 +223,7 @@
     const body = document.body || document.documentElement;
     walkChildren(body, 0);
     if (lines.length >= MAX) lines.push('- text: (snapshot cut at ' + MAX + ' lines)');
-    return { text: lines.join('\n'), refs: count, next: K.next, url: location.href, title: document.title };
+    return { text: lines.join('\n'), refs: count, next: K.next, url: location.href, title: document.title, cross: K.cross.length };
   }
 
   // Every document the locator searches: the top one, open shadow roots, same-origin frames.
@@ -250,7 +255,8 @@
     if (hits.length > 1) return { error: hits.length + ' frames match ' + quote(spec) + ': ' + hits.map((f) => quote(f.name || f.id || f.src)).join(', ') };
     let d = null;
     try { d = hits[0].contentDocument; } catch (e) {}
-    if (!d) return { error: 'frame ' + quote(spec) + ' is cross-origin (' + hits[0].src + '); its elements cannot be targeted yet' };
+    // A cross-origin frame is searched by the host in the frame's own context.
+    if (!d) { K.crossHit = hits[0]; return { xframe: true }; }
     return { doc: d };
   }
 
@@ -276,6 +282,7 @@
       return { el };
     }
     const fd = frameDoc(t.frame);
+    if (fd.xframe) return { error: 'xframe' };
     if (fd.error) return { error: 'frame', detail: fd.error };
     const all = [];
     for (const r of roots(fd.doc)) for (const el of r.querySelectorAll('*')) all.push(el);

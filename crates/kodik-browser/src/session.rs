@@ -34,6 +34,9 @@ use crate::credentials::CredentialStore;
 use crate::error::{BrowserError, cdp};
 use crate::launch::{self, Launched};
 
+/// Pages of out-of-process frames by frame id (which is their target id).
+pub(crate) type FramePages = Arc<Mutex<std::collections::HashMap<String, crate::raw::Session>>>;
+
 /// How many console entries, page errors and failed requests a tab keeps (B3, B11).
 pub(crate) const BUFFER: usize = 500;
 
@@ -135,6 +138,10 @@ pub(crate) struct TabData {
     pub shots: u64,
     /// An intercepted file chooser waiting for `upload`: its input and whether it takes several files.
     pub file_chooser: Option<(chromiumoxide::cdp::browser_protocol::dom::BackendNodeId, bool)>,
+    /// Cross-origin frames seen by snapshots, keyed `fN` in their refs (B3, B4).
+    pub frames: Vec<crate::frames::FrameInfo>,
+    /// Bumped by every snapshot; frame refs from an older one are stale.
+    pub snapshot_gen: u64,
 }
 
 pub(crate) struct TabShared {
@@ -172,6 +179,8 @@ pub(crate) struct Tab {
     pub context: Option<BrowserContextId>,
     pub last_url: String,
     tasks: Vec<JoinHandle<()>>,
+    /// Sessions of out-of-process (cross-site) frames, by frame id, shared by the whole browser.
+    pub frame_pages: FramePages,
 }
 
 impl Drop for Tab {
@@ -207,6 +216,10 @@ pub(crate) struct Running {
     pub closed_tabs: Vec<String>,
     next_tab: u32,
     new_targets: mpsc::UnboundedReceiver<(TargetId, Option<TargetId>)>,
+    /// Out-of-process frames created since the last [`attach_frames`](Self::attach_frames).
+    new_frames: Mutex<mpsc::UnboundedReceiver<TargetId>>,
+    frame_pages: FramePages,
+    raw: Mutex<Option<Arc<crate::raw::RawCdp>>>,
     /// Pages that existed before the session's first tab (Chromium's start-up tab).
     pub(crate) ignored: HashSet<TargetId>,
     /// Something the next result should say about how the browser was started.
@@ -332,7 +345,8 @@ impl Running {
         // Installed before any page script runs, so a window.open on load is seen too (B7).
         let _ = page.execute(AddScriptToEvaluateOnNewDocumentParams::new(BLOCKED_POPUPS_JS)).await;
         let last_url = page.url().await.ok().flatten().unwrap_or_default();
-        self.tabs.push(Tab { id: id.clone(), page, opener, shared, context, last_url, tasks });
+        let frame_pages = self.frame_pages.clone();
+        self.tabs.push(Tab { id: id.clone(), page, opener, shared, context, last_url, tasks, frame_pages });
         id
     }
 
@@ -380,6 +394,36 @@ impl Running {
             }
         }
         added
+    }
+
+    /// Attaches to the out-of-process frames (cross-site iframes, B3) created since the last call,
+    /// over a second DevTools connection (see [`crate::raw`]), so snapshots and actions can reach
+    /// into them through their own sessions.
+    pub async fn attach_frames(&self) {
+        let fresh: Vec<TargetId> = {
+            let mut rx = self.new_frames.lock().unwrap_or_else(|p| p.into_inner());
+            std::iter::from_fn(|| rx.try_recv().ok()).collect()
+        };
+        if fresh.is_empty() {
+            return;
+        }
+        let existing = self.raw.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let raw = match existing {
+            Some(r) => r,
+            None => match crate::raw::RawCdp::connect(self.browser.websocket_address()).await {
+                Ok(r) => {
+                    *self.raw.lock().unwrap_or_else(|p| p.into_inner()) = Some(r.clone());
+                    r
+                }
+                // Frames that cannot be reached are shown as not inspected, with the reason.
+                Err(_) => return,
+            },
+        };
+        for target in fresh {
+            if let Ok(session) = raw.attach(target.clone()).await {
+                self.frame_pages.lock().unwrap_or_else(|p| p.into_inner()).insert(target.inner().clone(), session);
+            }
+        }
     }
 
     /// Downloads go to the session's own folder, with events (B8).
@@ -728,6 +772,7 @@ impl BrowserSession {
             .map_err(|e| BrowserError::Other(format!("cannot create the download folder: {e}")))?;
         let Launched { browser, handler } = launch::launch(&executable, &dir, self.options.launch_timeout).await?;
         let (tx, new_targets) = mpsc::unbounded_channel();
+        let (frame_tx, new_frames) = mpsc::unbounded_channel();
         let (crash_tx, crashed) = mpsc::unbounded_channel();
         let downloads = Arc::new(Mutex::new(Vec::new()));
         let mut background = Vec::new();
@@ -736,6 +781,8 @@ impl BrowserSession {
                 while let Some(e) = s.next().await {
                     if e.target_info.r#type == "page" {
                         let _ = tx.send((e.target_info.target_id.clone(), e.target_info.opener_id.clone()));
+                    } else if e.target_info.r#type == "iframe" {
+                        let _ = frame_tx.send(e.target_info.target_id.clone());
                     }
                 }
             }));
@@ -780,10 +827,13 @@ impl BrowserSession {
             }));
         }
         let registry: Arc<Mutex<std::collections::HashMap<TargetId, Arc<TabShared>>>> = Arc::default();
+        let frame_pages = FramePages::default();
         if let Ok(mut s) = browser.event_listener::<EventTargetDestroyed>().await {
             let registry = registry.clone();
+            let frame_pages = frame_pages.clone();
             background.push(tokio::spawn(async move {
                 while let Some(e) = s.next().await {
+                    frame_pages.lock().unwrap_or_else(|p| p.into_inner()).remove(e.target_id.inner());
                     let shared = registry.lock().unwrap_or_else(|p| p.into_inner()).remove(&e.target_id);
                     if let Some(shared) = shared {
                         shared.lock().closed = true;
@@ -824,6 +874,9 @@ impl BrowserSession {
             closed_tabs: Vec::new(),
             next_tab: 0,
             new_targets,
+            new_frames: Mutex::new(new_frames),
+            frame_pages,
+            raw: Mutex::new(None),
             crashed,
             downloads,
             download_dir,

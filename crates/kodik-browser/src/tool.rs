@@ -25,6 +25,7 @@ use serde_json::{Value, json};
 
 use crate::actions::{self, clip_chars, eval, with_element};
 use crate::error::{BrowserError, cdp};
+use crate::frames::FrameCtx;
 use crate::session::{BrowserSession, Running, Shot, Tab};
 
 /// The `browser` tool over one [`BrowserSession`] (one per conversation).
@@ -282,6 +283,7 @@ impl BrowserSession {
         // A crashed renderer is reloaded at its last URL (B9), before the action or, when it
         // crashed during it, after; a snapshot or screenshot is then taken again.
         r.adopt_new_targets().await;
+        r.attach_frames().await;
         let mut crash_note = None;
         if !matches!(args.action, A::ListTabs | A::CloseTab | A::Console | A::Diagnostics) {
             crash_note = recover_crash(r).await;
@@ -367,7 +369,7 @@ impl BrowserSession {
                     );
                 }
                 rep.meta.insert("tab_id".into(), json!(id));
-                self.page_state(tab, &mut rep, true).await;
+                self.page_state(r, tab, &mut rep, true).await;
                 Ok(rep.into_output())
             }
             A::CloseTab => {
@@ -406,7 +408,7 @@ impl BrowserSession {
                 let tab = r.tab(None)?;
                 let mut rep = Report::new(String::new());
                 rep.lines.clear();
-                self.page_state(tab, &mut rep, true).await;
+                self.page_state(r, tab, &mut rep, true).await;
                 Ok(rep.into_output())
             }
             A::Inspect => inspect(r.tab(None)?, target(args)?).await,
@@ -519,7 +521,7 @@ impl BrowserSession {
     }
 
     /// URL, title, new tabs, dialog, console errors, and (with `snapshot`) the page snapshot.
-    async fn page_state(&self, tab: &Tab, rep: &mut Report, snapshot: bool) {
+    async fn page_state(&self, r: &Running, tab: &Tab, rep: &mut Report, snapshot: bool) {
         let dialog = tab.shared.lock().dialog.clone();
         if let Some(d) = dialog {
             rep.line(format!(
@@ -552,6 +554,7 @@ impl BrowserSession {
                 Some(crate::session::Takeover { tab: tab.id.clone(), reason });
         }
         if snapshot {
+            r.attach_frames().await;
             match take_snapshot(tab).await {
                 Ok((url, title, text)) => {
                     rep.line(format!("URL: {url}"));
@@ -615,7 +618,7 @@ impl BrowserSession {
         }
         let tab = r.tab(Some(&id))?;
         let mut rep = Report::new(format!("{} done.", args.action.as_str()));
-        self.page_state(tab, &mut rep, true).await;
+        self.page_state(r, tab, &mut rep, true).await;
         Ok(rep.into_output())
     }
 
@@ -624,7 +627,7 @@ impl BrowserSession {
         let mut what = "the viewport".to_string();
         let (mut width, mut height) = viewport_size(tab).await?;
         if let Some(t) = &args.target {
-            let v = with_element(
+            let (mut v, frame) = actions::with_element_in(
                 tab,
                 t,
                 json!({}),
@@ -632,6 +635,17 @@ impl BrowserSession {
                  return { desc: K.describe(el), x: b.x + window.scrollX, y: b.y + window.scrollY, w: b.width, h: b.height };",
             )
             .await?;
+            if frame.key.is_some() {
+                // The clip is in top-page coordinates: the frame's position there plus its scroll.
+                let (dx, dy) = frame.offset().await?;
+                let inner = actions::eval_in(tab, &frame, "[window.scrollX, window.scrollY]").await?;
+                let top = eval(tab, "[window.scrollX, window.scrollY]").await?;
+                let at = |a: &Value, i: usize| a.get(i).and_then(Value::as_f64).unwrap_or(0.0);
+                let x = v["x"].as_f64().unwrap_or(0.0) - at(&inner, 0) + dx + at(&top, 0);
+                let y = v["y"].as_f64().unwrap_or(0.0) - at(&inner, 1) + dy + at(&top, 1);
+                v["x"] = json!(x);
+                v["y"] = json!(y);
+            }
             let f = |k: &str| v.get(k).and_then(Value::as_f64).unwrap_or(0.0);
             if f("w") <= 0.0 || f("h") <= 0.0 {
                 return Err(BrowserError::NotActionable(format!(
@@ -966,7 +980,7 @@ impl BrowserSession {
                 }
             }
         }
-        self.page_state(tab, &mut rep, snapshot).await;
+        self.page_state(r, tab, &mut rep, snapshot).await;
         if let Ok(Value::String(u)) = eval(tab, "location.href").await
             && let Some(t) = r.tab_mut(id)
         {
@@ -1215,7 +1229,7 @@ impl BrowserSession {
         };
         let tab = r.tab(Some(&id))?;
         let mut rep = Report::new(format!("{msg} (waited {} ms)", started.elapsed().as_millis()));
-        self.page_state(tab, &mut rep, false).await;
+        self.page_state(r, tab, &mut rep, false).await;
         Ok(rep.into_output())
     }
 
@@ -1297,6 +1311,15 @@ impl BrowserSession {
             return Err(BrowserError::Refused(format!("filling credential {cid} was not approved: {why}")));
         }
         let form = args.target.clone().unwrap_or(Target { css: Some("body".into()), ..Default::default() });
+        // The form may sit in a frame of another origin; the values go only where they belong.
+        let at = with_element(tab, &form, json!({}), "return { origin: location.origin };").await?;
+        let form_origin = at.get("origin").and_then(Value::as_str).unwrap_or("");
+        if form_origin != cred.origin() {
+            return Err(BrowserError::Refused(format!(
+                "credential {cid} belongs to {}, but the form is in a frame of {form_origin}; it is never filled on another origin",
+                cred.origin()
+            )));
+        }
         // The values travel only in this call's arguments and never come back.
         let v = with_element(
             tab,
@@ -1442,7 +1465,7 @@ impl BrowserSession {
             if started { " (dev server started; close_preview stops it)" } else { "" }
         ));
         rep.meta.insert("tab_id".into(), json!(id));
-        self.page_state(tab, &mut rep, true).await;
+        self.page_state(r, tab, &mut rep, true).await;
         Ok(rep.into_output())
     }
 }
@@ -1540,22 +1563,99 @@ async fn before(tab: &Tab, r: &Running) -> Before {
     }
 }
 
-/// Takes a snapshot; refs issued in it are the only valid ones afterwards (B4).
+/// Takes a snapshot; refs issued in it are the only valid ones afterwards (B4). Cross-origin
+/// frames are snapshotted in their own documents and spliced in where their iframe is.
 pub(crate) async fn take_snapshot(tab: &Tab) -> Result<(String, String, String), BrowserError> {
-    let start = tab.shared.lock().next_ref.max(1);
-    let script = format!("(() => {{ const K = {}; return K.snapshot({start}); }})()", actions::PAGE_JS);
-    let v = eval(tab, &script).await?;
-    let next = v.get("next").and_then(Value::as_u64).unwrap_or(start);
-    {
-        let mut d = tab.shared.lock();
-        d.next_ref = next;
-        d.snapshot_taken = true;
-    }
+    tab.shared.lock().snapshot_gen += 1;
+    let top = FrameCtx::top(tab);
+    let v = snapshot_of(tab, &top).await?;
+    tab.shared.lock().snapshot_taken = true;
+    let text = v.get("text").and_then(Value::as_str).unwrap_or("").to_string();
+    let text = if v.get("cross").and_then(Value::as_u64).unwrap_or(0) > 0 {
+        splice_frames(tab, &top, text, 1).await
+    } else {
+        text
+    };
     Ok((
         v.get("url").and_then(Value::as_str).unwrap_or("").to_string(),
         v.get("title").and_then(Value::as_str).unwrap_or("").to_string(),
-        v.get("text").and_then(Value::as_str).unwrap_or("").to_string(),
+        text,
     ))
+}
+
+/// One document's snapshot, with refs numbered on from where that document's last one ended.
+async fn snapshot_of(tab: &Tab, frame: &FrameCtx) -> Result<Value, BrowserError> {
+    let start = {
+        let d = tab.shared.lock();
+        match frame.key {
+            None => d.next_ref,
+            Some(k) => d.frames.iter().find(|f| f.key == k).map_or(1, |f| f.next_ref),
+        }
+        .max(1)
+    };
+    let prefix = serde_json::to_string(&frame.prefix()).unwrap_or_else(|_| "\"\"".into());
+    let script = format!("(() => {{ const K = {}; return K.snapshot({start}, {prefix}); }})()", actions::PAGE_JS);
+    let v = actions::eval_in(tab, frame, &script).await?;
+    let next = v.get("next").and_then(Value::as_u64).unwrap_or(start);
+    let mut d = tab.shared.lock();
+    let generation = d.snapshot_gen;
+    match frame.key {
+        None => d.next_ref = next,
+        Some(k) => {
+            if let Some(f) = d.frames.iter_mut().find(|f| f.key == k) {
+                f.next_ref = next;
+                f.seen_in = generation;
+            }
+        }
+    }
+    Ok(v)
+}
+
+/// Replaces each cross-origin frame marker of `parent`'s snapshot with that frame's snapshot.
+fn splice_frames<'a>(
+    tab: &'a Tab,
+    parent: &'a FrameCtx,
+    text: String,
+    depth: usize,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = String> + Send + 'a>> {
+    Box::pin(async move {
+        let mut out = Vec::new();
+        for line in text.lines() {
+            let trimmed = line.trim_start_matches(' ');
+            let Some(index) = trimmed.strip_prefix('\u{1}') else {
+                out.push(line.to_string());
+                continue;
+            };
+            let indent = &line[..line.len() - trimmed.len()];
+            let inner = async {
+                if depth > crate::frames::MAX_DEPTH {
+                    return Err(BrowserError::Other("frames nested too deep".into()));
+                }
+                let frame =
+                    crate::frames::child_by_expression(tab, parent, &format!("window.__kodik.cross[{index}]")).await?;
+                let v = snapshot_of(tab, &frame).await?;
+                let text = v.get("text").and_then(Value::as_str).unwrap_or("").to_string();
+                let text = if v.get("cross").and_then(Value::as_u64).unwrap_or(0) > 0 {
+                    splice_frames(tab, &frame, text, depth + 1).await
+                } else {
+                    text
+                };
+                Ok::<_, BrowserError>((
+                    frame.prefix(),
+                    v.get("url").and_then(Value::as_str).unwrap_or("").to_string(),
+                    text,
+                ))
+            };
+            match inner.await {
+                Ok((key, url, text)) => {
+                    out.push(format!("{indent}- document [frame={key}] [url={url}]"));
+                    out.extend(text.lines().map(|l| format!("{indent}  {l}")));
+                }
+                Err(e) => out.push(format!("{indent}- text: (cross-origin frame not inspected: {e})")),
+            }
+        }
+        out.join("\n")
+    })
 }
 
 async fn inspect(tab: &Tab, t: &Target) -> Result<ToolOutput, BrowserError> {
