@@ -9,7 +9,8 @@
 //! Criterion runs them one after the other, so a shared machine's changing load skews
 //! the ratios; `cargo run --release -p kodik-shell --example spawn_overhead -- 500 /bin/sh`
 //! alternates runner and plain runs and compares medians.
-//! The 1 GiB capture comparison (wall time and peak RSS) is `benches/compare_shell.sh`.
+//! The 1 GiB capture comparison is `benches/compare_shell.sh`: hyperfine against the floor of a
+//! capture that keeps every byte, `sh -c 'CMD | cat > file'`, plus CPU time and peak RSS.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
