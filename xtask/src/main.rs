@@ -2,7 +2,7 @@
 //!
 //! - `ci`: install what the tests need when missing (incl. the official Python MCP SDK in a
 //!   venv under the target dir, and pyright, typescript-language-server + typescript@5 from npm and
-//!   clangd from Debian for kodik-lsp), then fmt check, schema staleness check,
+//!   clangd, gopls and golang-go from Debian for kodik-lsp), then fmt check, schema staleness check,
 //!   clippy with `-D warnings` on all targets, rustdoc with `-D warnings`, and the whole test suite. The README's test
 //!   command; `.ci/run` calls it.
 //! - `test-tools`: only install what the tests need (what `ci` does first).
@@ -110,8 +110,8 @@ fn lsp_bin() -> PathBuf {
     target.join("lsp-servers").join("node_modules").join(".bin")
 }
 
-/// pyright, typescript-language-server and typescript@5 from npm (kodik-lsp's tests), clangd
-/// from Debian when running as root.
+/// pyright, typescript-language-server and typescript@5 from npm (kodik-lsp's tests); clangd,
+/// gopls and the Go toolchain from Debian when running as root.
 fn ensure_language_servers() -> Result<(), String> {
     let bin = lsp_bin();
     let wanted = ["pyright-langserver", "typescript-language-server", "tsserver"];
@@ -141,20 +141,29 @@ fn ensure_language_servers() -> Result<(), String> {
             ));
         }
     }
-    if !have("clangd") {
+    // clangd, and gopls with the Go toolchain it loads packages with, from Debian.
+    let debian = [("clangd", "clangd"), ("gopls", "gopls"), ("go", "golang-go")];
+    let missing: Vec<&str> = debian.iter().filter(|(bin, _)| !have(bin)).map(|(_, pkg)| *pkg).collect();
+    if !missing.is_empty() {
         let is_root = Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.starts_with(b"0\n"));
         if !is_root {
-            return Err(
-                "missing `clangd` for the language-server tests: install it (Debian: apt-get install -y clangd)".into(),
-            );
+            return Err(format!(
+                "missing {} for the language-server tests: install them (Debian: apt-get install -y {})",
+                missing.join(", "),
+                missing.join(" ")
+            ));
         }
-        eprintln!("xtask: == installing clangd with apt-get");
+        eprintln!("xtask: == installing {} with apt-get", missing.join(" "));
         let ok = Command::new("apt-get")
-            .args(["install", "-y", "--no-install-recommends", "clangd"])
+            .args(["install", "-y", "--no-install-recommends"])
+            .args(&missing)
             .status()
             .is_ok_and(|s| s.success());
-        if !ok || !have("clangd") {
-            return Err("missing `clangd`: `apt-get install -y clangd` failed; run `apt-get update` first or install it by hand".into());
+        if !ok || debian.iter().any(|(bin, _)| !have(bin)) {
+            return Err(format!(
+                "missing language servers: `apt-get install -y {}` failed; run `apt-get update` first or install them by hand",
+                missing.join(" ")
+            ));
         }
     }
     Ok(())
