@@ -82,6 +82,13 @@ async fn b3_b4_cross_origin_frames_are_snapshotted_and_acted_in_by_ref_and_locat
     let v = h.ok(json!({"action": "eval", "expression": "element.value", "target": {"ref": card}})).await;
     assert!(v.contains("4242"), "{v}");
 
+    // A login saved for the shop is never typed into the payment frame of another origin.
+    let cid = h.session.credentials().add(&base, "Shop login", "ada", "pw-frame-secret");
+    let e = h
+        .err(json!({"action": "fill_credential", "credential_id": cid, "target": {"frame": "pay", "css": "body"}}))
+        .await;
+    assert!(e.contains("in a frame of") && !e.contains("pw-frame-secret"), "{e}");
+
     // After the page navigates, a frame ref is stale, with a message to take a new snapshot.
     h.ok(json!({"action": "navigate", "url": format!("{base}/plain")})).await;
     let e = h.err(json!({"action": "click", "target": {"ref": card}})).await;
