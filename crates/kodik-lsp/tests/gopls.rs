@@ -1,0 +1,54 @@
+//! `lsp` and `read_lints` against a real gopls (Debian's, with Go 1.19): definition and
+//! references across packages, hover, and diagnostics after an edit and after its fix
+//! (L1, L2, L4, E9).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
+
+mod common;
+
+use common::{Harness, server_program};
+use kodik_core::{DiagnosticSeverity, DiagnosticsProvider};
+use serde_json::json;
+
+const UTIL: &str = "package util\n\n// Double doubles a value.\nfunc Double(v int) int { return v * 2 }\n";
+
+/// L1, L2, L4, E9 on gopls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l1_l2_e9_against_gopls() {
+    let Some(program) = server_program("gopls") else { return };
+    // gopls runs the `go` command to load packages.
+    if server_program("go").is_none() {
+        return;
+    }
+    let mut cfg = kodik_lsp::config::default_servers().into_iter().find(|s| s.name == "gopls").unwrap();
+    cfg.command = program;
+    let dir = tempfile::tempdir().unwrap();
+    let h = Harness::new(dir.path(), cfg);
+    h.write("go.mod", "module example.com/p\n\ngo 1.19\n");
+    h.write("util/util.go", UTIL);
+    let good = "package main\n\nimport \"example.com/p/util\"\n\nfunc main() {\n\tn := util.Double(util.Double(2))\n\t_ = n\n}\n";
+    h.write("main.go", good);
+
+    let def = h
+        .lsp(json!({"operation": "definition", "path": "main.go", "line": 6, "symbol": "Double", "occurrence": 2}))
+        .await;
+    assert!(def.contains("util/util.go:4:6: func Double(v int) int { return v * 2 }"), "{def}");
+    let refs = h.lsp(json!({"operation": "references", "path": "util/util.go", "line": 4, "symbol": "Double"})).await;
+    // The tab before `n` is one character: columns count characters, not display width.
+    assert!(refs.contains("main.go:6:12:") && refs.contains("main.go:6:24:"), "{refs}");
+    let hover = h.lsp(json!({"operation": "hover", "path": "main.go", "line": 6, "symbol": "Double"})).await;
+    assert!(hover.contains("func util.Double(v int) int") && hover.contains("Double doubles a value."), "{hover}");
+
+    let main = h.root.join("main.go");
+    let bad =
+        "package main\n\nimport \"example.com/p/util\"\n\nfunc main() {\n\tvar s string = util.Double(2)\n\t_ = s\n}\n";
+    std::fs::write(&main, bad).unwrap();
+    let diags = h.servers.diagnostics(&main, bad).await;
+    assert!(diags.iter().any(|d| d.severity == DiagnosticSeverity::Error && d.line == 6), "{diags:?}");
+    std::fs::write(&main, good).unwrap();
+    let diags = h.servers.diagnostics(&main, good).await;
+    assert!(diags.iter().all(|d| d.severity != DiagnosticSeverity::Error), "stale errors after the fix: {diags:?}");
+    let lints = h.call("read_lints", json!({"paths": ["main.go"]})).await.text_content();
+    assert!(lints.contains("No errors or warnings"), "{lints}");
+    assert_eq!(h.servers.starts().await, 1);
+}
