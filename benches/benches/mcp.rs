@@ -3,11 +3,18 @@
 //! no-op call directly; the same call over streamable HTTP on loopback (kodik-mcp's HTTP server
 //! with a session, called through kodik-mcp's client as a mounted `server__tool`); and 8
 //! overlapping 100 ms requests (they must run concurrently: ≈100 ms wall, not 800).
+//!
+//! Before the criterion groups it prints per-call p50/p99 of `read_file` on a small file three
+//! ways: direct `dispatch`, MCP over the in-process pipe, and MCP over the stdin/stdout of a
+//! real `kodik serve` child process — the binary next to this bench (build it first with
+//! `cargo build --release -p kodik-cli`) or `$KODIK_BIN`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)] // a bench binary, not library code
 
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use criterion::{Criterion, criterion_group, criterion_main};
@@ -35,8 +42,112 @@ impl Tool for Noop {
 
 const CALLS: usize = 1_000;
 
+/// Calls per path in the latency table.
+const LATENCY_CALLS: usize = 3_000;
+
+/// `kodik serve`'s binary: `$KODIK_BIN`, else `kodik` in the target folder this bench runs from.
+fn kodik_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("KODIK_BIN") {
+        return p.into();
+    }
+    let exe = std::env::current_exe().unwrap();
+    let bin = exe.parent().and_then(Path::parent).unwrap().join("kodik");
+    assert!(
+        bin.exists(),
+        "no kodik binary at {}: run `cargo build --release -p kodik-cli` first, or set KODIK_BIN",
+        bin.display()
+    );
+    bin
+}
+
+/// A different line window per call, as a model's reads differ.
+fn read_args(n: usize) -> Value {
+    let start = 1 + n % 40;
+    json!({"path": "lines.txt", "ranges": [{"start_line": start, "end_line": start + 5}]})
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() as f64 * p) as usize).min(sorted.len() - 1)]
+}
+
+/// Per-call latency of the same `read_file` calls: direct dispatch, MCP over the in-process
+/// pipe, and MCP over a `kodik serve` child's stdin/stdout. Each path gets a fresh session.
+fn latency_table(rt: &tokio::runtime::Runtime) {
+    let dir = tempfile::tempdir().unwrap();
+    let text: String = (1..=60).map(|i| format!("line {i} of a small file\n")).collect();
+    std::fs::write(dir.path().join("lines.txt"), text).unwrap();
+    let mut reg = ToolRegistry::new();
+    kodik_search::SearchToolset::new().register(&mut reg);
+    let specs: Vec<ToolSpec> = reg.specs().cloned().collect();
+    let fresh_cx = || ToolContext::new(Workspace::new(dir.path()).unwrap());
+
+    let direct = rt.block_on(async {
+        let cx = fresh_cx();
+        let mut times = Vec::with_capacity(LATENCY_CALLS);
+        for n in 0..LATENCY_CALLS {
+            let call = ToolCall::new("c", "read_file", read_args(n));
+            let t = Instant::now();
+            let out = dispatch(&reg, &call, &cx).await;
+            times.push(t.elapsed());
+            assert!(out.is_success(), "{out:?}");
+        }
+        times
+    });
+    let over_peer = |peer: rmcp::service::Peer<rmcp::RoleClient>| async move {
+        let mut times = Vec::with_capacity(LATENCY_CALLS);
+        for n in 0..LATENCY_CALLS {
+            let params =
+                CallToolRequestParams::new("read_file").with_arguments(read_args(n).as_object().cloned().unwrap());
+            let t = Instant::now();
+            let out = peer.call_tool(params).await.unwrap();
+            times.push(t.elapsed());
+            assert_ne!(out.is_error, Some(true), "{out:?}");
+        }
+        times
+    };
+    let pipe = rt.block_on(async {
+        let server = McpServer::new(Scheduler::new(Arc::new(reg.clone())), fresh_cx(), specs);
+        let (server_io, client_io) = tokio::io::duplex(1 << 20);
+        tokio::spawn(async move {
+            let _ = server.serve(server_io).await;
+        });
+        let client = ().serve(client_io).await.unwrap();
+        let times = over_peer(client.peer().clone()).await;
+        drop(client);
+        times
+    });
+    let child = rt.block_on(async {
+        let mut cmd = tokio::process::Command::new(kodik_bin());
+        cmd.args(["serve", "--workspace"]).arg(dir.path());
+        let (transport, _) = rmcp::transport::TokioChildProcess::builder(cmd).stderr(Stdio::null()).spawn().unwrap();
+        let mut client = ().serve(transport).await.unwrap();
+        let times = over_peer(client.peer().clone()).await;
+        let _ = client.close().await;
+        times
+    });
+    eprintln!("read_file of a 60-line file, {LATENCY_CALLS} sequential calls per path:");
+    let base = {
+        let mut d = direct.clone();
+        d.sort();
+        percentile(&d, 0.5)
+    };
+    for (name, mut times) in
+        [("direct dispatch", direct), ("MCP, in-process pipe", pipe), ("MCP, kodik serve child stdio", child)]
+    {
+        times.sort();
+        let p50 = percentile(&times, 0.5);
+        eprintln!(
+            "  {name:<30} p50 {:>8.1} µs  p99 {:>8.1} µs  p50 over direct {:>+8.1} µs",
+            p50.as_secs_f64() * 1e6,
+            percentile(&times, 0.99).as_secs_f64() * 1e6,
+            (p50.as_secs_f64() - base.as_secs_f64()) * 1e6
+        );
+    }
+}
+
 fn bench(c: &mut Criterion) {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    latency_table(&rt);
     let dir = tempfile::tempdir().unwrap();
     let mut reg = ToolRegistry::new();
     reg.register(Noop(ToolSpec::new("noop", "no-op", json!({"type": "object"}), Effect::ReadOnly)));

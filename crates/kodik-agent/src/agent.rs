@@ -41,6 +41,17 @@ struct Shared {
     inbox: Arc<TerminalInbox>,
     /// Other sources of notes for the next request ([`Agent::with_notes`]).
     notes: Vec<Arc<dyn Notes>>,
+    /// Where each request takes its tools and policy from, when they may change
+    /// ([`Agent::with_tool_source`]); otherwise `registry` and `harness` are used.
+    source: Option<Arc<dyn ToolSource>>,
+}
+
+/// Tools that may change between requests — an MCP server's `tools/list_changed` adds or
+/// removes `server__tool` entries — read once per request: each request offers what the
+/// source holds then, while calls already running keep the tools they started with.
+pub trait ToolSource: Send + Sync {
+    /// The registry and policy in force now.
+    fn current(&self) -> (Arc<ToolRegistry>, Arc<Harness>);
 }
 
 /// A source of messages that arrive between requests from outside the loop — a background
@@ -156,6 +167,7 @@ impl Agent {
             shared: Arc::new(Shared {
                 inbox,
                 notes: Vec::new(),
+                source: None,
                 model,
                 registry,
                 context,
@@ -170,6 +182,14 @@ impl Agent {
     /// Adds a source of notes for the model's next request (e.g. background sub-agents' reports).
     pub fn with_notes(mut self, notes: Arc<dyn Notes>) -> Self {
         Arc::make_mut(&mut self.shared).notes.push(notes);
+        self
+    }
+
+    /// Reads the tools and the policy from `source` on every request instead of the fixed
+    /// ones given to [`new`](Self::new), so tools added or removed meanwhile apply from the next
+    /// request.
+    pub fn with_tool_source(mut self, source: Arc<dyn ToolSource>) -> Self {
+        Arc::make_mut(&mut self.shared).source = Some(source);
         self
     }
 
@@ -473,7 +493,15 @@ impl Conversation {
     async fn turn(&mut self, n: u32, cancel: &CancellationToken, deadline: Option<Instant>) -> (TurnEnd, Usage) {
         let shared = Arc::clone(&self.shared);
         let model_id = shared.model.model().to_string();
-        let plan = shared.harness.plan(shared.config.mode, &model_id);
+        let (tools_now, harness_now);
+        let (registry_now, harness) = match &shared.source {
+            Some(source) => {
+                (tools_now, harness_now) = source.current();
+                (&tools_now, &*harness_now)
+            }
+            None => (&shared.registry, &shared.harness),
+        };
+        let plan = harness.plan(shared.config.mode, &model_id);
 
         // P5: OpenAI models get apply_patch as a grammar tool where the wire API takes one;
         // elsewhere it stays a JSON tool with its `input` field.
@@ -496,7 +524,7 @@ impl Conversation {
         };
 
         let settled: Settled = Arc::new(Mutex::new(HashSet::new()));
-        let base = plan.registry(&shared.registry);
+        let base = plan.registry(registry_now);
         let mut registry = ToolRegistry::new();
         for name in base.names() {
             if let Some(tool) = base.get(name) {

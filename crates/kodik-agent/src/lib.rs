@@ -30,7 +30,7 @@ mod events;
 mod observe;
 mod transcript;
 
-pub use agent::{Agent, Conversation, Notes};
+pub use agent::{Agent, Conversation, Notes, ToolSource};
 pub use config::{AgentConfig, ApprovalMode};
 pub use error::AgentError;
 pub use events::{AgentEvent, RunOutcome, RunStatus};

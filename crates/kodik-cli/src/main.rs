@@ -391,8 +391,29 @@ struct ServeOptions {
     session_idle: u64,
 }
 
-/// One MCP server over a fresh toolbox: the mode's tools, directly or deferred (G12), and the
-/// number of tools it lists.
+/// What `kodik serve` offers from `tb` now: the mode's tools, directly or deferred (G12),
+/// and a scheduler over exactly those.
+fn serve_offer(
+    tb: &Toolbox,
+    mode: Mode,
+    model: &str,
+    defer: bool,
+) -> (kodik_tools::scheduler::Scheduler, kodik_tools::harness::RequestPlan) {
+    let mut harness = tb.harness();
+    if !defer {
+        // G12 shapes kodik's own requests; an MCP client has its own tool search.
+        let names: Vec<String> = harness.entries().iter().map(|e| e.spec.name.clone()).collect();
+        for name in names {
+            harness.set_deferred(mode, name, false);
+        }
+    }
+    let plan = harness.plan(mode, model);
+    (kodik_tools::scheduler::Scheduler::new(tb.registry_for(&plan)), plan)
+}
+
+/// One MCP server over a fresh toolbox (see [`serve_offer`]), and the number of tools it
+/// lists. With MCP servers mounted it follows their `tools/list_changed`: it offers their new
+/// tools from its next request and tells its own client.
 fn session_server(
     workspace: &std::path::Path,
     mcp: Option<&Arc<McpClient>>,
@@ -404,21 +425,19 @@ fn session_server(
     if let Some(client) = mcp {
         b = b.mcp(Arc::clone(client));
     }
-    let tb = b.build()?;
-    let mut harness = tb.harness().clone();
-    if !defer {
-        // G12 shapes kodik's own requests; an MCP client has its own tool search.
-        let names: Vec<String> = harness.entries().iter().map(|e| e.spec.name.clone()).collect();
-        for name in names {
-            harness.set_deferred(mode, name, false);
-        }
-    }
-    let plan = harness.plan(mode, model);
-    let scheduler = kodik_tools::scheduler::Scheduler::new(tb.registry_for(&plan));
+    let tb = Arc::new(b.build()?);
+    let (scheduler, plan) = serve_offer(&tb, mode, model, defer);
     // Events reach the client as MCP logging notifications: the server forwards the context's
     // event sink to its peer, so the toolbox keeps no other sink (stdout is the protocol).
-    let server = kodik_mcp::McpServer::new(scheduler, tb.context().clone(), plan.tools.clone())
+    let mut server = kodik_mcp::McpServer::new(scheduler, tb.context().clone(), plan.tools.clone())
         .with_instructions(plan.guidance.clone());
+    if let Some(client) = mcp {
+        let model = model.to_owned();
+        server = server.follow(client.subscribe(), move || {
+            let (scheduler, plan) = serve_offer(&tb, mode, &model, defer);
+            (scheduler, plan.tools)
+        });
+    }
     Ok((server, plan.tools.len()))
 }
 

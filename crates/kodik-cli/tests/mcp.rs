@@ -865,3 +865,187 @@ async fn a8_agent_mounts_mcp_config_and_the_model_calls_the_servers_tool() {
     assert!(tools[first_mcp..].iter().all(|t| t.starts_with("py__")), "MCP tools come after the built-ins: {tools:?}");
     assert!(requests[1].body.to_string().contains("hello through mcp"), "{}", requests[1].body);
 }
+
+/// Waits (at most 20 s) until `done` holds, polling.
+async fn eventually(what: &str, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(start.elapsed() < Duration::from_secs(20), "never happened: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A8: a Toolbox built before a mounted server's `tools/list_changed` follows it: its next plan
+/// offers the added tool and can call it (directly and from code mode), a removed tool
+/// answers "no longer offered", and an agent made before the change is offered the new tool
+/// on its next request and calls it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a8_list_changed_reaches_a_built_toolbox_and_its_agents_next_request() {
+    use kodik_tools::agent::AgentConfig;
+    use kodik_tools::core::{CancellationToken, ToolCall, ToolStatus};
+    use kodik_tools::harness::Mode;
+    use kodik_tools::mcp::{ClientOptions, McpClient, McpConfig};
+    use kodik_tools::model::replay::{Exchange, Recording, ReplayServer};
+    use kodik_tools::model::{ModelConfig, Provider};
+    use std::sync::Arc;
+
+    let ws = tempfile::tempdir().unwrap();
+    let config = McpConfig::load(&fixture_config(ws.path())).unwrap();
+    let client = Arc::new(McpClient::connect(&config, ClientOptions::default()).await);
+    assert!(client.errors().is_empty(), "{:?}", client.errors());
+    let tb = kodik_tools::Toolbox::builder().workspace(ws.path()).mcp(Arc::clone(&client)).build().unwrap();
+    let offered = |tb: &kodik_tools::Toolbox| -> Vec<String> {
+        tb.plan(Mode::Code, "gpt-5").tools.iter().map(|t| t.name.clone()).collect()
+    };
+    let before = offered(&tb);
+    assert!(before.iter().any(|t| t == "py__ephemeral") && !before.iter().any(|t| t == "py__late"), "{before:?}");
+
+    let event = |v: Value| format!("event: {}\ndata: {v}\n\n", v["type"].as_str().unwrap());
+    let completed =
+        event(serde_json::json!({"type": "response.completed", "response": {"id": "r", "status": "completed",
+        "usage": {"input_tokens": 10, "output_tokens": 5}}}));
+    let text = |t: &str| {
+        event(serde_json::json!({"type": "response.output_text.delta", "output_index": 0,
+            "content_index": 0, "delta": t}))
+    };
+    let call_late = event(serde_json::json!({"type": "response.output_item.done", "output_index": 0,
+        "item": {"type": "function_call", "id": "fc_1", "call_id": "call_late", "name": "py__late",
+            "arguments": "{}"}}));
+    let recording = Recording::new(Provider::OpenAiResponses, "gpt-5")
+        .with(Exchange::sse(text("nothing to do yet") + &completed))
+        .with(Exchange::sse(call_late + &completed))
+        .with(Exchange::sse(text("called it") + &completed));
+    let replay = ReplayServer::start(recording).await.unwrap();
+    let model = kodik_tools::model::client(
+        ModelConfig::new(Provider::OpenAiResponses, "gpt-5").base_url(replay.base_url()).api_key("sk-test").retries(0),
+    )
+    .unwrap();
+    let agent = tb.agent(model, AgentConfig::default());
+    let mut conversation = agent.start().unwrap();
+    let first = conversation.run("first", CancellationToken::new()).await;
+    assert!(first.error.is_none(), "{first:?}");
+
+    // The server adds `late`, then removes `ephemeral`, telling kodik each time.
+    for (id, tool) in [("c1", "py__grow"), ("c2", "py__shrink")] {
+        let out = tb.call(&ToolCall::new(id, tool, serde_json::json!({}))).await;
+        assert_eq!(out.status, ToolStatus::Success, "{out:?}");
+    }
+    eventually("the toolbox offers py__late and no py__ephemeral", || {
+        let now = offered(&tb);
+        now.iter().any(|t| t == "py__late") && !now.iter().any(|t| t == "py__ephemeral")
+    })
+    .await;
+    let late = tb.call(&ToolCall::new("c3", "py__late", serde_json::json!({}))).await;
+    assert_eq!((late.status, late.text_content().as_str()), (ToolStatus::Success, "late"), "{late:?}");
+    let gone = tb.call(&ToolCall::new("c4", "py__ephemeral", serde_json::json!({}))).await;
+    assert_eq!(gone.status, ToolStatus::Error, "{gone:?}");
+    assert!(gone.text_content().contains("no longer offered"), "{gone:?}");
+    assert_eq!(gone.meta["error_kind"], "mcp_tool_removed", "{gone:?}");
+    // Code mode's view was rebuilt too: scripts reach the new tool.
+    let script = serde_json::json!({"code": "return await tools.py__late({})"});
+    let from_script = tb.call(&ToolCall::new("c5", "codemode", script)).await;
+    assert_eq!(from_script.status, ToolStatus::Success, "{from_script:?}");
+    assert!(from_script.text_content().contains("late"), "{from_script:?}");
+
+    let second = conversation.run("now call the new tool", CancellationToken::new()).await;
+    assert!(second.error.is_none(), "{second:?}");
+    assert_eq!(second.final_text, "called it");
+    let requests = replay.requests();
+    assert_eq!(requests.len(), 3, "{requests:?}");
+    let tools = |n: usize| -> Vec<String> {
+        requests[n].body["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|t| t["name"].as_str().map(String::from))
+            .collect()
+    };
+    assert!(tools(0).contains(&"py__ephemeral".into()) && !tools(0).contains(&"py__late".into()), "{:?}", tools(0));
+    assert!(tools(1).contains(&"py__late".into()) && !tools(1).contains(&"py__ephemeral".into()), "{:?}", tools(1));
+    let result = requests[2].body["input"].to_string();
+    assert!(result.contains("call_late") && result.contains("late"), "{result}");
+    client.shutdown().await;
+}
+
+/// The client of the list_changed test: lists, has the mounted server add `late` and remove
+/// `ephemeral` through kodik, waits for kodik's own `notifications/tools/list_changed`, lists
+/// again and calls the new and the removed tool.
+const FOLLOW_CLIENT: &str = r#"
+import asyncio, json, sys
+from mcp import ClientSession, StdioServerParameters, types
+from mcp.client.stdio import stdio_client
+
+kodik, workspace, config = sys.argv[1:4]
+
+async def main():
+    changed = asyncio.Event()
+
+    async def on_message(message):
+        if isinstance(message, types.ToolListChangedNotification):
+            changed.set()
+
+    server = StdioServerParameters(command=kodik, args=["serve", "--workspace", workspace, "--mcp-config", config])
+    out = {}
+    async with stdio_client(server) as (read, write):
+        async with ClientSession(read, write, message_handler=on_message) as session:
+            init = await session.initialize()
+            out["list_changed_capability"] = bool(init.capabilities.tools and init.capabilities.tools.list_changed)
+            out["before"] = [t.name for t in (await session.list_tools()).tools]
+            for tool in ["py__grow", "py__shrink"]:
+                r = await session.call_tool(tool, {})
+                out[tool] = r.is_error
+                await asyncio.wait_for(changed.wait(), 20)
+                changed.clear()
+                out["after_" + tool] = [t.name for t in (await session.list_tools()).tools]
+            late = await session.call_tool("py__late", {})
+            out["late"] = {"is_error": late.is_error, "text": "".join(c.text for c in late.content if c.type == "text")}
+            gone = await session.call_tool("py__ephemeral", {})
+            out["gone"] = {"is_error": gone.is_error, "text": "".join(c.text for c in gone.content if c.type == "text")}
+    print(json.dumps(out))
+
+asyncio.run(main())
+"#;
+
+/// A8: a running stdio `kodik serve` that mounts a server follows its `tools/list_changed`:
+/// it tells its own client (`notifications/tools/list_changed`, announced in its
+/// capabilities), lists the new tool and calls it, and refuses the removed one clearly.
+#[test]
+fn a8_serve_tells_its_client_when_a_mounted_servers_tools_change() {
+    let python = mcp_python();
+    let ws = tempfile::tempdir().unwrap();
+    let conf = tempfile::tempdir().unwrap();
+    let config = fixture_config(conf.path());
+    let script = conf.path().join("follow.py");
+    std::fs::write(&script, FOLLOW_CLIENT).unwrap();
+    let mut child = Command::new(python)
+        .arg(&script)
+        .args([KODIK, ws.path().to_str().unwrap(), config.to_str().unwrap()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let err_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stderr.read_to_string(&mut s);
+        s
+    });
+    let status = wait_exit(&mut child, Duration::from_secs(90));
+    let mut out = String::new();
+    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    let err = err_reader.join().unwrap();
+    assert!(status.success(), "the client failed ({status})\nstdout:\n{out}\nstderr:\n{err}");
+    let s: Value = serde_json::from_str(out.lines().last().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("no JSON summary ({e})\nstdout:\n{out}\nstderr:\n{err}"));
+    let list = |key: &str| -> Vec<&str> { s[key].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect() };
+    assert_eq!(s["list_changed_capability"], true, "{s}");
+    assert!(list("before").contains(&"py__ephemeral") && !list("before").contains(&"py__late"), "{s}");
+    assert_eq!((&s["py__grow"], &s["py__shrink"]), (&Value::Bool(false), &Value::Bool(false)), "{s}");
+    assert!(list("after_py__grow").contains(&"py__late"), "{s}");
+    assert!(!list("after_py__shrink").contains(&"py__ephemeral"), "{s}");
+    assert!(list("after_py__shrink").contains(&"read_file"), "the built-ins stay: {s}");
+    assert_eq!(s["late"], serde_json::json!({"is_error": false, "text": "late"}), "{s}");
+    assert_eq!(s["gone"]["is_error"], true, "{s}");
+    assert!(s["gone"]["text"].as_str().unwrap().contains("no longer offered"), "{s}");
+}

@@ -40,6 +40,15 @@ impl CodeModeTool {
         Self { spec, setup: Setup { catalog: Arc::new(catalog), registry: tools, config, store: Arc::default() } }
     }
 
+    /// The same tool over a new set of callable `tools`, sharing this one's configuration and
+    /// `store()` values: for when the set changes mid-conversation (an MCP server's
+    /// `tools/list_changed`). Scripts running on this value keep the tools they started with.
+    pub fn with_tools(&self, tools: ToolRegistry) -> Self {
+        let mut next = Self::new(self.setup.config.clone(), tools);
+        next.setup.store = Arc::clone(&self.setup.store);
+        next
+    }
+
     /// The tool description: what scripts are, the limits in force, and the catalog of tools
     /// within `catalog-budget` bytes (K7).
     pub fn description(&self) -> &str {

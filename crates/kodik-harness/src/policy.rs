@@ -216,6 +216,17 @@ impl Harness {
         self
     }
 
+    /// Replaces every MCP server's tools with `tools` (server, spec), keeping the built-ins,
+    /// switches and deferrals: a server's `tools/list_changed` applies from the next
+    /// [`plan`](Self::plan).
+    pub fn set_mcp_tools(&mut self, tools: impl IntoIterator<Item = (String, ToolSpec)>) -> &mut Self {
+        self.tools.retain(|t| t.server.is_none());
+        for (server, spec) in tools {
+            self.add_mcp_tool(server, spec);
+        }
+        self
+    }
+
     /// Switches a tool on or off in one mode; applies from the next [`plan`](Self::plan).
     pub fn set_enabled(&mut self, mode: Mode, tool: impl Into<String>, enabled: bool) -> &mut Self {
         self.switches.insert((mode, tool.into()), enabled);

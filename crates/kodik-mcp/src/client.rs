@@ -134,6 +134,8 @@ struct Shared {
     tools: RwLock<Vec<rmcp::model::Tool>>,
     /// Bumped on every refresh.
     generation: tokio::sync::watch::Sender<u64>,
+    /// The client's count, bumped on every server's refresh.
+    client_generation: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 impl Shared {
@@ -142,6 +144,11 @@ impl Shared {
             *t = tools;
         }
         self.generation.send_modify(|g| *g += 1);
+        self.client_generation.send_modify(|g| *g += 1);
+    }
+
+    fn offers(&self, remote: &str) -> bool {
+        self.tools.read().map(|t| t.iter().any(|tool| tool.name == remote)).unwrap_or(true)
     }
 }
 
@@ -493,7 +500,60 @@ impl Tool for McpTool {
     }
 
     async fn call(&self, args: Value, cx: &ToolContext) -> ToolOutput {
+        // A caller holding a tool list from before the server's `tools/list_changed`.
+        if !self.server.shared.offers(&self.remote) {
+            return removed_output(&self.spec.name, &self.server.name, &self.remote);
+        }
         self.server.call(&self.remote, args, &cx.cancel).await
+    }
+}
+
+fn removed_output(name: &str, server: &str, remote: &str) -> ToolOutput {
+    ToolOutput::error(format!(
+        "`{name}` is no longer offered: MCP server `{server}` removed its tool `{remote}` from its tool list. Use \
+         the tools you are offered now."
+    ))
+    .with_meta(json!({"server": server, "tool": remote, "error_kind": "mcp_tool_removed"}))
+}
+
+/// A tool a mounted server used to offer and removed (`tools/list_changed`): kept under its
+/// old name so a call to it gets a clear "no longer offered" error instead of "unknown tool".
+/// Hosts keep it out of the lists the model sees.
+#[derive(Debug)]
+pub struct RemovedTool {
+    spec: ToolSpec,
+    server: String,
+    remote: String,
+}
+
+impl RemovedTool {
+    /// The removed tool `name` (`server__tool`), which was `remote` on `server`.
+    pub fn new(name: impl Into<String>, server: impl Into<String>, remote: impl Into<String>) -> Self {
+        let name = name.into();
+        let server = server.into();
+        let description = format!("No longer offered: MCP server `{server}` removed it.");
+        let spec = ToolSpec::new(name, description, json!({"type": "object"}), Effect::ReadOnly);
+        Self { spec, server, remote: remote.into() }
+    }
+}
+
+#[async_trait::async_trait]
+impl Tool for RemovedTool {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn validate(&self, _args: &Value) -> Result<(), ToolError> {
+        // Whatever the arguments, the answer is that the tool is gone.
+        Ok(())
+    }
+
+    fn server(&self) -> Option<&str> {
+        Some(&self.server)
+    }
+
+    async fn call(&self, _args: Value, _cx: &ToolContext) -> ToolOutput {
+        removed_output(&self.spec.name, &self.server, &self.remote)
     }
 }
 
@@ -501,6 +561,8 @@ impl Tool for McpTool {
 pub struct McpClient {
     servers: Vec<Arc<Server>>,
     errors: Vec<ClientError>,
+    /// Bumped whenever any server's tool list is refreshed.
+    generation: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 impl std::fmt::Debug for McpClient {
@@ -517,13 +579,18 @@ impl McpClient {
     /// server that fails (cannot start, no `initialize` answer within
     /// [`ClientOptions::init_timeout`]) is left out and reported in [`errors`](Self::errors).
     pub async fn connect(config: &McpConfig, options: ClientOptions) -> Self {
+        let client_generation = Arc::new(tokio::sync::watch::channel(0).0);
         let starts = config.servers.iter().map(|(name, server)| {
             let (generation, _) = tokio::sync::watch::channel(0);
             let server = Arc::new(Server {
                 name: name.clone(),
                 config: server.clone(),
                 options: options.clone(),
-                shared: Arc::new(Shared { tools: RwLock::new(Vec::new()), generation }),
+                shared: Arc::new(Shared {
+                    tools: RwLock::new(Vec::new()),
+                    generation,
+                    client_generation: Arc::clone(&client_generation),
+                }),
                 stderr: Arc::new(StderrTail::default()),
                 conn: tokio::sync::Mutex::new(None),
                 restarts: AtomicU32::new(0),
@@ -543,7 +610,7 @@ impl McpClient {
                 Err(e) => errors.push(e),
             }
         }
-        Self { servers, errors }
+        Self { servers, errors, generation: client_generation }
     }
 
     /// The servers that could not be used, with why.
@@ -594,6 +661,18 @@ impl McpClient {
     /// (`tools/list_changed`, or a restart); per server name.
     pub fn changes(&self) -> HashMap<String, tokio::sync::watch::Receiver<u64>> {
         self.servers.iter().map(|s| (s.name.clone(), s.shared.generation.subscribe())).collect()
+    }
+
+    /// A count that grows whenever any server's tool list is refreshed (`tools/list_changed`,
+    /// or a restart): a host that built its tool list at count `n` rebuilds it when the count
+    /// differs.
+    pub fn generation(&self) -> u64 {
+        *self.generation.borrow()
+    }
+
+    /// A receiver of [`generation`](Self::generation), woken on every refresh of any server.
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.generation.subscribe()
     }
 
     /// Closes every connection (stdio servers are killed with their process group).

@@ -4,8 +4,8 @@
 #![allow(deprecated)]
 
 use std::collections::HashSet;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 
 use kodik_core::{ToolCall, ToolContext, ToolError, ToolSpec};
 use kodik_scheduler::{CallStream, Scheduler};
@@ -17,17 +17,40 @@ use rmcp::service::{NotificationContext, RequestContext, RunningService};
 use rmcp::transport::IntoTransport;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::Value;
+use tokio_util::sync::CancellationToken;
 
 use crate::McpError;
 use crate::convert::{call_result, mcp_tool, terminal_note};
 use crate::events::McpEvents;
 
-/// An MCP server over a fixed tool list, running calls through the scheduler.
-pub struct McpServer {
-    /// One stream for the session: overlapping requests form one turn's calls (G1, G2, S4).
+/// What the server offers now: replaced as a whole when the tool list changes
+/// ([`McpServer::follow`]), so a request works on one consistent list.
+struct Offer {
+    /// One stream per list: overlapping requests form one turn's calls (G1, G2, S4).
     calls: Arc<CallStream>,
-    tools: Arc<Vec<Tool>>,
-    offered: Arc<HashSet<String>>,
+    tools: Vec<Tool>,
+    offered: HashSet<String>,
+    /// Names offered earlier and removed since: calls to them get "no longer offered".
+    removed: HashSet<String>,
+}
+
+/// How the server learns of a changed tool list.
+struct Follow {
+    changes: tokio::sync::watch::Receiver<u64>,
+    refresh: Box<dyn Fn() -> (Scheduler, Vec<ToolSpec>) + Send + Sync>,
+}
+
+/// An MCP server over a tool list, running calls through the scheduler.
+pub struct McpServer {
+    offer: Arc<RwLock<Arc<Offer>>>,
+    /// The calls' context (events go to the client too).
+    cx: ToolContext,
+    /// Set by [`follow`](Self::follow); started once the client is connected.
+    follow: Mutex<Option<Follow>>,
+    /// Whether the tool list may change (the `tools.listChanged` capability).
+    following: bool,
+    /// Cancelled when the server is dropped: ends the follower.
+    ended: CancellationToken,
     events: Arc<McpEvents>,
     next_id: Arc<AtomicU64>,
     instructions: Option<String>,
@@ -41,7 +64,7 @@ pub struct McpServer {
 
 impl std::fmt::Debug for McpServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("McpServer").field("tools", &self.tools.len()).finish_non_exhaustive()
+        f.debug_struct("McpServer").field("tools", &self.offer().tools.len()).finish_non_exhaustive()
     }
 }
 
@@ -54,11 +77,13 @@ impl McpServer {
     pub fn new(scheduler: Scheduler, mut cx: ToolContext, tools: Vec<ToolSpec>) -> Self {
         let events = Arc::new(McpEvents::new(Arc::clone(&cx.events)));
         cx.events = events.clone();
-        let offered = tools.iter().map(|t| t.name.clone()).collect();
+        let offer = Offer::new(&scheduler, &cx, &tools, HashSet::new());
         Self {
-            calls: Arc::new(scheduler.stream(&cx)),
-            tools: Arc::new(tools.iter().map(mcp_tool).collect()),
-            offered: Arc::new(offered),
+            offer: Arc::new(RwLock::new(Arc::new(offer))),
+            cx,
+            follow: Mutex::new(None),
+            following: false,
+            ended: CancellationToken::new(),
             events,
             next_id: Arc::new(AtomicU64::new(1)),
             instructions: None,
@@ -72,6 +97,64 @@ impl McpServer {
         let text = instructions.into();
         self.instructions = (!text.trim().is_empty()).then_some(text);
         self
+    }
+
+    /// Follows a tool list that changes while serving (a mounted MCP server's
+    /// `tools/list_changed`): whenever `changes` sees a new value, `refresh` gives the
+    /// scheduler and tool list in force now; the server offers them from its next request on,
+    /// tells its client with `notifications/tools/list_changed`, and answers calls to removed
+    /// tools with a "no longer offered" error. Calls already running finish on the old list.
+    pub fn follow<F>(mut self, changes: tokio::sync::watch::Receiver<u64>, refresh: F) -> Self
+    where
+        F: Fn() -> (Scheduler, Vec<ToolSpec>) + Send + Sync + 'static,
+    {
+        if let Ok(mut follow) = self.follow.lock() {
+            *follow = Some(Follow { changes, refresh: Box::new(refresh) });
+        }
+        self.following = true;
+        self
+    }
+
+    fn offer(&self) -> Arc<Offer> {
+        Arc::clone(&self.offer.read().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Starts following changes (once), now that `peer` can be told about them.
+    fn start_following(&self, peer: rmcp::service::Peer<RoleServer>) {
+        let Some(Follow { mut changes, refresh }) = self.follow.lock().ok().and_then(|mut f| f.take()) else {
+            return;
+        };
+        let offer = Arc::clone(&self.offer);
+        let cx = self.cx.clone();
+        let ended = self.ended.clone();
+        changes.borrow_and_update();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    () = ended.cancelled() => break,
+                    changed = changes.changed() => if changed.is_err() { break },
+                }
+                let (scheduler, tools) = refresh();
+                let changed = {
+                    let mut current = offer.write().unwrap_or_else(|p| p.into_inner());
+                    let next: Vec<Tool> = tools.iter().map(mcp_tool).collect();
+                    if next == current.tools {
+                        false
+                    } else {
+                        let mut removed: HashSet<String> = current.removed.union(&current.offered).cloned().collect();
+                        for t in &tools {
+                            removed.remove(&t.name);
+                        }
+                        // Calls running on the old stream keep it alive until they finish.
+                        *current = Arc::new(Offer::new(&scheduler, &cx, &tools, removed));
+                        true
+                    }
+                };
+                if changed && peer.notify_tool_list_changed().await.is_err() {
+                    break;
+                }
+            }
+        });
     }
 
     /// Counts this server's running calls in `counter`.
@@ -114,16 +197,38 @@ impl McpServer {
         events.attach(running.peer().clone());
         Ok(running)
     }
+}
 
-    fn refuse_unknown(&self, name: &str) -> ToolError {
+impl Offer {
+    fn new(scheduler: &Scheduler, cx: &ToolContext, tools: &[ToolSpec], removed: HashSet<String>) -> Self {
+        Self {
+            calls: Arc::new(scheduler.stream(cx)),
+            tools: tools.iter().map(mcp_tool).collect(),
+            offered: tools.iter().map(|t| t.name.clone()).collect(),
+            removed,
+        }
+    }
+
+    fn refuse(&self, name: &str) -> kodik_core::ToolOutput {
+        if self.removed.contains(name) {
+            return kodik_core::ToolOutput::error(format!(
+                "`{name}` is no longer offered: the server's tool list changed (notifications/tools/list_changed). \
+                 List the tools again and use one of those."
+            ))
+            .with_meta(serde_json::json!({"error_kind": "tool_removed", "tool": name}));
+        }
         let suggestions = kodik_core::registry::closest(name, self.offered.iter().map(String::as_str), 3);
-        ToolError::UnknownTool { name: name.to_owned(), suggestions }
+        ToolError::UnknownTool { name: name.to_owned(), suggestions }.into_output()
     }
 }
 
 impl ServerHandler for McpServer {
     fn get_info(&self) -> ServerConfig {
-        let caps = ServerCapabilities::builder().enable_logging().enable_tools().build();
+        let caps = if self.following {
+            ServerCapabilities::builder().enable_logging().enable_tools().enable_tool_list_changed().build()
+        } else {
+            ServerCapabilities::builder().enable_logging().enable_tools().build()
+        };
         let config = ServerConfig::new(caps).with_server_info(Implementation::new("kodik", env!("CARGO_PKG_VERSION")));
         match &self.instructions {
             Some(text) => config.with_instructions(text.clone()),
@@ -136,7 +241,7 @@ impl ServerHandler for McpServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(self.tools.as_ref().clone()))
+        Ok(ListToolsResult::with_all_items(self.offer().tools.clone()))
     }
 
     async fn call_tool(
@@ -145,8 +250,9 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let name = request.name.into_owned();
-        if !self.offered.contains(&name) {
-            return Ok(call_result(self.refuse_unknown(&name).into_output()).into());
+        let offer = self.offer();
+        if !offer.offered.contains(&name) {
+            return Ok(call_result(offer.refuse(&name)).into());
         }
         let args = request.arguments.map(Value::Object).unwrap_or_else(|| Value::Object(Default::default()));
         let id = format!("mcp_{}", self.next_id.fetch_add(1, Ordering::Relaxed));
@@ -173,7 +279,7 @@ impl ServerHandler for McpServer {
         // rmcp only cancels the token when the client sends notifications/cancelled; dropping
         // the call future is what cancels the call in the scheduler (G6).
         let out = tokio::select! {
-            out = self.calls.call(call) => out,
+            out = offer.calls.call(call) => out,
             () = context.ct.cancelled() => ToolError::Cancelled.into_output(),
         };
         let mut result = call_result(out);
@@ -198,14 +304,16 @@ impl ServerHandler for McpServer {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        self.start_following(context.peer.clone());
         self.events.attach(context.peer);
     }
 }
 
 impl Drop for McpServer {
     fn drop(&mut self) {
-        // The session is over: stop whatever its calls still run.
-        self.calls.cancel_all();
+        // The session is over: stop whatever its calls still run, and stop following.
+        self.ended.cancel();
+        self.offer().calls.cancel_all();
     }
 }
 

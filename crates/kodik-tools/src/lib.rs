@@ -30,7 +30,7 @@ pub struct ReadmeDoctests;
 pub struct WorkspaceReadmeDoctests;
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 #[cfg(feature = "agent")]
 pub use kodik_agent as agent;
@@ -93,14 +93,163 @@ pub enum BuildError {
     Web(String),
 }
 
-/// The enabled tools and the context they share: one conversation's tool set.
-pub struct Toolbox {
+/// The tools in force at one moment: replaced as a whole when a mounted MCP server's list
+/// changes, so a request or turn works on one consistent set while the next sees the new one.
+#[derive(Clone)]
+struct ToolSet {
+    /// Every enabled tool.
     registry: Arc<ToolRegistry>,
-    context: ToolContext,
+    harness: Arc<Harness>,
+    /// Runs calls over `registry` plus the MCP tools removed since the build, which answer
+    /// "no longer offered".
     scheduler: Scheduler,
+    /// The MCP client's change count this set was built at.
+    #[cfg(feature = "mcp")]
+    mcp_generation: u64,
+    /// Code mode over this set's tools (its `store()` values carry over to the next set).
+    #[cfg(feature = "codemode")]
+    #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
+    codemode: Option<Arc<kodik_codemode::CodeModeTool>>,
+}
+
+/// The tool set in force, and what rebuilding it after an MCP `tools/list_changed` needs.
+struct Tools {
+    current: RwLock<Arc<ToolSet>>,
+    #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
+    scheduler_config: SchedulerConfig,
+    #[cfg(feature = "mcp")]
+    mcp: Option<McpMount>,
+}
+
+/// The mounted MCP servers and the tools they join.
+#[cfg(feature = "mcp")]
+struct McpMount {
+    client: Arc<kodik_mcp::McpClient>,
+    /// The built-in tools (after `disable`), without MCP tools and code mode.
+    builtins: ToolRegistry,
+    #[cfg(feature = "codemode")]
+    codemode_config: Option<kodik_codemode::CodeModeConfig>,
+    /// Every MCP tool name offered so far: (name, server, remote name).
+    ever: std::sync::Mutex<Vec<(String, String, String)>>,
+}
+
+impl Tools {
+    /// The set in force; rebuilt first when a mounted server's tool list changed since.
+    fn current(&self) -> Arc<ToolSet> {
+        let set = Arc::clone(&self.current.read().unwrap_or_else(|p| p.into_inner()));
+        #[cfg(feature = "mcp")]
+        if let Some(mount) = &self.mcp
+            && mount.client.generation() != set.mcp_generation
+        {
+            let mut current = self.current.write().unwrap_or_else(|p| p.into_inner());
+            if mount.client.generation() != current.mcp_generation {
+                *current = Arc::new(mount.rebuild(&current, &self.scheduler_config));
+            }
+            return Arc::clone(&current);
+        }
+        set
+    }
+
+    fn replace_harness(&self, harness: Harness) {
+        let mut current = self.current.write().unwrap_or_else(|p| p.into_inner());
+        #[cfg_attr(not(feature = "mcp"), allow(unused_mut))]
+        let mut harness = harness;
+        // A policy taken before a server's list changed must not bring back its old tools.
+        #[cfg(feature = "mcp")]
+        harness
+            .set_mcp_tools(current.harness.entries().iter().filter_map(|e| Some((e.server.clone()?, e.spec.clone()))));
+        let mut next = ToolSet::clone(&current);
+        next.harness = Arc::new(harness);
+        *current = Arc::new(next);
+    }
+}
+
+#[cfg(feature = "agent")]
+impl kodik_agent::ToolSource for Tools {
+    fn current(&self) -> (Arc<ToolRegistry>, Arc<Harness>) {
+        let set = Tools::current(self);
+        (Arc::clone(&set.registry), Arc::clone(&set.harness))
+    }
+}
+
+#[cfg(feature = "mcp")]
+impl McpMount {
+    /// The MCP tools as the client lists them now, after the built-ins (names kept unique).
+    fn mcp_tools(&self, builtins: &ToolRegistry) -> Vec<kodik_mcp::McpTool> {
+        let taken = builtins.names().map(String::from).collect();
+        let tools = self.client.tools(&taken);
+        if let Ok(mut ever) = self.ever.lock() {
+            for t in &tools {
+                let name = &kodik_core::Tool::spec(t).name;
+                if !ever.iter().any(|(n, _, _)| n == name) {
+                    ever.push((name.clone(), t.server_name().to_owned(), t.remote_name().to_owned()));
+                }
+            }
+        }
+        tools
+    }
+
+    /// The set after a server's list changed: the built-ins, the servers' current tools,
+    /// code mode over both, the same policy with the new MCP entries.
+    fn rebuild(&self, current: &ToolSet, config: &SchedulerConfig) -> ToolSet {
+        let generation = self.client.generation();
+        let mut registry = self.builtins.clone();
+        let tools = self.mcp_tools(&registry);
+        let entries: Vec<(String, ToolSpec)> =
+            tools.iter().map(|t| (t.server_name().to_owned(), kodik_core::Tool::spec(t).clone())).collect();
+        for tool in tools {
+            registry.register(tool);
+        }
+        let mut harness = Harness::clone(&current.harness);
+        harness.set_mcp_tools(entries);
+        #[cfg(feature = "codemode")]
+        let codemode = current.codemode.as_ref().map(|old| {
+            if let Some(config) = &self.codemode_config {
+                for name in registry.names().filter(|n| !config.exposure_of(n).model_sees()) {
+                    harness.hide_from_model(name);
+                }
+            }
+            let tool = Arc::new(old.with_tools(registry.clone()));
+            registry.register_arc(Arc::clone(&tool) as Arc<dyn kodik_core::Tool>);
+            tool
+        });
+        let registry = Arc::new(registry);
+        ToolSet {
+            scheduler: Scheduler::new(self.callable(&registry)).with_config(config.clone()),
+            registry,
+            harness: Arc::new(harness),
+            mcp_generation: generation,
+            #[cfg(feature = "codemode")]
+            codemode,
+        }
+    }
+
+    /// `registry` plus the MCP tools offered earlier and removed since, which answer
+    /// "no longer offered".
+    fn callable(&self, registry: &Arc<ToolRegistry>) -> Arc<ToolRegistry> {
+        let ever = self.ever.lock().map(|e| e.clone()).unwrap_or_default();
+        let removed: Vec<_> = ever.into_iter().filter(|(name, _, _)| registry.get(name).is_none()).collect();
+        if removed.is_empty() {
+            return Arc::clone(registry);
+        }
+        let mut callable = ToolRegistry::clone(registry);
+        for (name, server, remote) in removed {
+            callable.register(kodik_mcp::RemovedTool::new(name, server, remote));
+        }
+        Arc::new(callable)
+    }
+}
+
+/// The enabled tools and the context they share: one conversation's tool set.
+///
+/// The tools of mounted MCP servers follow their `tools/list_changed`: [`registry`](Self::registry),
+/// [`plan`](Self::plan), [`call`](Self::call) and the agents of [`agent`](Self::agent) see
+/// the new list from their next use; calls already running keep the tools they started with.
+pub struct Toolbox {
+    tools: Arc<Tools>,
+    context: ToolContext,
     #[cfg_attr(not(feature = "agent"), allow(dead_code))]
     scheduler_config: SchedulerConfig,
-    harness: Harness,
     #[cfg(feature = "conversation")]
     conversation: kodik_conversation::ConversationToolset,
     #[cfg(feature = "edit")]
@@ -117,7 +266,10 @@ pub struct Toolbox {
 
 impl std::fmt::Debug for Toolbox {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Toolbox").field("tools", &self.registry).field("context", &self.context).finish()
+        f.debug_struct("Toolbox")
+            .field("tools", &self.tools.current().registry)
+            .field("context", &self.context)
+            .finish()
     }
 }
 
@@ -127,9 +279,10 @@ impl Toolbox {
         ToolboxBuilder::default()
     }
 
-    /// The registry of enabled tools.
-    pub fn registry(&self) -> &Arc<ToolRegistry> {
-        &self.registry
+    /// The registry of enabled tools, as it is now (a snapshot: mounted MCP servers may change
+    /// their tools later).
+    pub fn registry(&self) -> Arc<ToolRegistry> {
+        Arc::clone(&self.tools.current().registry)
     }
 
     /// The shared context (workspace, session, approver, hooks, events).
@@ -137,47 +290,51 @@ impl Toolbox {
         &self.context
     }
 
-    /// The scheduler that runs turns over [`registry`](Self::registry).
-    pub fn scheduler(&self) -> &Scheduler {
-        &self.scheduler
+    /// The scheduler that runs turns over [`registry`](Self::registry) as it is now.
+    pub fn scheduler(&self) -> Scheduler {
+        self.tools.current().scheduler.clone()
     }
 
-    /// The mode policy over the enabled tools (switches and deferrals can be changed on a clone
-    /// with [`Toolbox::set_harness`]).
-    pub fn harness(&self) -> &Harness {
-        &self.harness
+    /// The mode policy over the enabled tools, as it is now (switches and deferrals can be
+    /// changed on it and set with [`Toolbox::set_harness`]).
+    pub fn harness(&self) -> Harness {
+        Harness::clone(&self.tools.current().harness)
     }
 
-    /// Replaces the mode policy; applies from the next request.
+    /// Replaces the mode policy; applies from the next request. The mounted MCP servers'
+    /// tools stay the ones they offer now.
     pub fn set_harness(&mut self, harness: Harness) {
-        self.harness = harness;
+        self.tools.current();
+        self.tools.replace_harness(harness);
     }
 
     /// What one request offers in `mode` for `model` (G10–G13).
     pub fn plan(&self, mode: Mode, model: &str) -> RequestPlan {
-        self.harness.plan(mode, model)
+        self.tools.current().harness.plan(mode, model)
     }
 
     /// The registry of exactly what `plan` offers, `tool_search`/`call_tool` included.
     pub fn registry_for(&self, plan: &RequestPlan) -> ToolRegistry {
-        plan.registry(&self.registry)
+        plan.registry(&self.tools.current().registry)
     }
 
     /// The specs of every enabled tool, sorted by name.
     pub fn specs(&self) -> Vec<ToolSpec> {
-        self.registry.specs().cloned().collect()
+        self.tools.current().registry.specs().cloned().collect()
     }
 
     /// Runs one call through validation, hooks, approval and the tool.
     pub async fn call(&self, call: &ToolCall) -> ToolOutput {
-        let mut out = self.scheduler.run([call.clone()], &self.context).await;
+        let scheduler = self.scheduler();
+        let mut out = scheduler.run([call.clone()], &self.context).await;
         out.pop().unwrap_or_else(|| ToolOutput::error("the scheduler returned no result"))
     }
 
     /// Runs the calls of one model turn concurrently under the scheduler's rules and returns
     /// their results in call order.
     pub async fn run_turn(&self, calls: &[ToolCall]) -> Vec<ToolOutput> {
-        self.scheduler.run(calls.iter().cloned(), &self.context).await
+        let scheduler = self.scheduler();
+        scheduler.run(calls.iter().cloned(), &self.context).await
     }
 
     /// The edit engine's checkpoints, for "undo" (E13).
@@ -214,11 +371,11 @@ impl Toolbox {
         model: Arc<dyn kodik_model::ModelClient>,
         config: kodik_agent::AgentConfig,
     ) -> bool {
+        let tools: Arc<dyn kodik_agent::ToolSource> = self.tools.clone();
         let runner = AgentLoopRunner::new(
             model,
-            &self.registry,
+            Arc::downgrade(&tools),
             self.context.clone(),
-            self.harness.clone(),
             config,
             self.scheduler_config.clone(),
         );
@@ -240,20 +397,23 @@ impl Toolbox {
     /// An agent that talks to `model` and runs its calls on this toolbox: every tool, the
     /// shared context (workspace, approver, hooks, events), the mode policy and the
     /// scheduler settings. Each request offers what the harness plans for `config.mode` and
-    /// the model (G10–G12).
+    /// the model (G10–G12), over the tools in force at that request (a mounted MCP server's
+    /// `tools/list_changed` applies from the next one).
     #[cfg(feature = "agent")]
     pub fn agent(
         &self,
         model: Arc<dyn kodik_model::ModelClient>,
         config: kodik_agent::AgentConfig,
     ) -> kodik_agent::Agent {
+        let set = self.tools.current();
         let agent = kodik_agent::Agent::new(
             model,
-            Arc::clone(&self.registry),
+            Arc::clone(&set.registry),
             self.context.clone(),
-            self.harness.clone(),
+            Harness::clone(&set.harness),
             config,
         )
+        .with_tool_source(self.tools.clone())
         .with_scheduler_config(self.scheduler_config.clone());
         // Background sub-agents report to the model when they settle (A3).
         #[cfg(feature = "conversation")]
@@ -482,41 +642,55 @@ impl ToolboxBuilder {
             }
         }
 
-        // MCP tools join before code mode, so scripts reach them too (K1).
+        // MCP tools join before code mode, so scripts reach them too (K1). The count is read
+        // before the list: a change while building makes the first use rebuild.
         #[cfg(feature = "mcp")]
-        let mcp_tools: Vec<(String, ToolSpec)> = match &self.mcp {
-            Some(client) => {
-                let taken = registry.names().map(String::from).collect();
-                client
-                    .tools(&taken)
-                    .into_iter()
-                    .map(|tool| {
-                        let entry = (tool.server_name().to_owned(), kodik_core::Tool::spec(&tool).clone());
-                        registry.register(tool);
-                        entry
-                    })
-                    .collect()
-            }
+        #[cfg_attr(not(feature = "codemode"), allow(unused_mut))]
+        let mut mcp = self.mcp.as_ref().map(|client| McpMount {
+            client: Arc::clone(client),
+            builtins: registry.clone(),
+            #[cfg(feature = "codemode")]
+            codemode_config: None,
+            ever: std::sync::Mutex::default(),
+        });
+        #[cfg(feature = "mcp")]
+        let mcp_generation = mcp.as_ref().map(|m| m.client.generation()).unwrap_or_default();
+        #[cfg(feature = "mcp")]
+        let mcp_tools: Vec<(String, ToolSpec)> = match &mcp {
+            Some(mount) => mount
+                .mcp_tools(&registry)
+                .into_iter()
+                .map(|tool| {
+                    let entry = (tool.server_name().to_owned(), kodik_core::Tool::spec(&tool).clone());
+                    registry.register(tool);
+                    entry
+                })
+                .collect(),
             None => Vec::new(),
         };
 
         // Code mode calls the other tools, so it is built last, over everything else (K5:
         // it cannot call itself).
         #[cfg(feature = "codemode")]
-        let script_only: Vec<String> = {
+        let (script_only, codemode): (Vec<String>, _) = {
             let config = self.codemode.unwrap_or_default();
             if config.enabled && !self.disabled.iter().any(|d| d == "codemode") {
                 let hidden =
                     registry.names().filter(|n| !config.exposure_of(n).model_sees()).map(String::from).collect();
-                let tool = kodik_codemode::CodeModeTool::new(config, registry.clone());
-                registry.register(tool);
-                hidden
+                #[cfg(feature = "mcp")]
+                if let Some(mount) = mcp.as_mut() {
+                    mount.codemode_config = Some(config.clone());
+                }
+                let tool = Arc::new(kodik_codemode::CodeModeTool::new(config, registry.clone()));
+                registry.register_arc(Arc::clone(&tool) as Arc<dyn kodik_core::Tool>);
+                (hidden, Some(tool))
             } else {
-                Vec::new()
+                (Vec::new(), None)
             }
         };
 
         #[cfg(feature = "mcp")]
+        #[cfg_attr(not(any(feature = "web", feature = "codemode")), allow(unused_mut))]
         let mut harness = {
             let from_mcp: std::collections::HashSet<&str> = mcp_tools.iter().map(|(_, s)| s.name.as_str()).collect();
             let mut harness = Harness::new(registry.specs().filter(|s| !from_mcp.contains(s.name.as_str())).cloned());
@@ -526,6 +700,7 @@ impl ToolboxBuilder {
             harness
         };
         #[cfg(not(feature = "mcp"))]
+        #[cfg_attr(not(any(feature = "web", feature = "codemode")), allow(unused_mut))]
         let mut harness = Harness::new(registry.specs().cloned());
         #[cfg(feature = "web")]
         harness.set_search_configured(search_configured);
@@ -535,12 +710,25 @@ impl ToolboxBuilder {
         }
         let registry = Arc::new(registry);
         let scheduler = Scheduler::new(Arc::clone(&registry)).with_config(self.scheduler.clone());
-        Ok(Toolbox {
+        let set = ToolSet {
             registry,
-            context,
+            harness: Arc::new(harness),
             scheduler,
+            #[cfg(feature = "mcp")]
+            mcp_generation,
+            #[cfg(feature = "codemode")]
+            codemode,
+        };
+        let tools = Arc::new(Tools {
+            current: RwLock::new(Arc::new(set)),
+            scheduler_config: self.scheduler.clone(),
+            #[cfg(feature = "mcp")]
+            mcp,
+        });
+        Ok(Toolbox {
+            tools,
+            context,
             scheduler_config: self.scheduler,
-            harness,
             #[cfg(feature = "conversation")]
             conversation,
             #[cfg(feature = "edit")]

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, Weak};
 use async_trait::async_trait;
 use kodik_agent::{Agent, AgentConfig, Conversation, RunStatus};
 use kodik_conversation::{AgentRunner, ChildConversation, ChildReport, ChildStatus, ChildTask, RunnerError};
-use kodik_core::{CancellationToken, Session, ToolContext, ToolRegistry};
+use kodik_core::{CancellationToken, Session, ToolContext};
 use kodik_harness::{Harness, Mode};
 use kodik_scheduler::SchedulerConfig;
 use kodik_schema::agent::AgentMode;
@@ -16,10 +16,10 @@ use kodik_schema::agent::AgentMode;
 /// Runs sub-agents with the kodik-agent loop. Built by [`Toolbox::enable_sub_agents`](crate::Toolbox::enable_sub_agents).
 pub struct AgentLoopRunner {
     model: Arc<dyn kodik_model::ModelClient>,
-    // Weak: the registry holds the sub_agent tool, which holds this runner.
-    registry: Weak<ToolRegistry>,
+    // Weak: the toolbox's tools hold the sub_agent tool, which holds this runner. Read per
+    // child, so a child sees the tools in force when it starts (MCP `tools/list_changed`).
+    tools: Weak<dyn kodik_agent::ToolSource>,
     context: ToolContext,
-    harness: Harness,
     config: AgentConfig,
     scheduler: SchedulerConfig,
     /// Each child's mode, so a resumed child goes on in the mode it started in.
@@ -49,22 +49,23 @@ fn mode_of(mode: AgentMode) -> Mode {
 impl AgentLoopRunner {
     pub(crate) fn new(
         model: Arc<dyn kodik_model::ModelClient>,
-        registry: &Arc<ToolRegistry>,
+        tools: Weak<dyn kodik_agent::ToolSource>,
         context: ToolContext,
-        mut harness: Harness,
         config: AgentConfig,
         scheduler: SchedulerConfig,
     ) -> Self {
+        Self { model, tools, context, config, scheduler, modes: Mutex::default() }
+    }
+
+    fn agent(&self, mode: Option<AgentMode>) -> Result<Agent, RunnerError> {
+        let tools = self.tools.upgrade().ok_or_else(|| RunnerError("the toolbox was dropped".into()))?;
+        let (registry, harness) = tools.current();
+        let mut harness = Harness::clone(&harness);
         for mode in Mode::ALL {
             for tool in PARENT_ONLY {
                 harness.set_enabled(mode, tool, false);
             }
         }
-        Self { model, registry: Arc::downgrade(registry), context, harness, config, scheduler, modes: Mutex::default() }
-    }
-
-    fn agent(&self, mode: Option<AgentMode>) -> Result<Agent, RunnerError> {
-        let registry = self.registry.upgrade().ok_or_else(|| RunnerError("the toolbox was dropped".into()))?;
         let mut config = self.config.clone();
         if let Some(m) = mode {
             config.mode = mode_of(m);
@@ -73,7 +74,7 @@ impl AgentLoopRunner {
         let mut context = self.context.clone();
         context.session = Arc::new(Session::new());
         context.cancel = CancellationToken::new();
-        Ok(Agent::new(Arc::clone(&self.model), registry, context, self.harness.clone(), config)
+        Ok(Agent::new(Arc::clone(&self.model), registry, context, harness, config)
             .with_scheduler_config(self.scheduler.clone()))
     }
 }
