@@ -102,7 +102,7 @@ struct Lines<'t> {
     len: usize,
     /// The last line reached and the byte where it starts.
     cursor: Cell<(usize, usize)>,
-    /// Line starts seen by [`Lines::of`], for jumps back (a few per changed block).
+    /// Line starts seen by [`Lines::of`], sorted, for jumps back (a few per changed block).
     marks: RefCell<Vec<(usize, usize)>>,
 }
 
@@ -115,18 +115,23 @@ impl<'t> Lines<'t> {
     fn len(&self) -> usize {
         self.len
     }
-    /// The nearest known line start at or before line `i` (by line) or byte `pos` (by byte).
-    fn known_before(&self, fits: impl Fn(&(usize, usize)) -> bool) -> (usize, usize) {
-        let cur = self.cursor.get();
-        if fits(&cur) {
-            return cur;
-        }
+    /// The nearest known line start at or before line `i`.
+    fn known_by_line(&self, i: usize) -> (usize, usize) {
         let marks = self.marks.borrow();
-        marks.iter().copied().filter(|m| fits(m)).max_by_key(|m| m.0).unwrap_or((0, 0))
+        let mark = marks[..marks.partition_point(|m| m.0 <= i)].last().copied().unwrap_or((0, 0));
+        let cur = self.cursor.get();
+        if cur.0 <= i && cur.0 > mark.0 { cur } else { mark }
+    }
+    /// The nearest known line start at or before byte `pos`.
+    fn known_by_byte(&self, pos: usize) -> (usize, usize) {
+        let marks = self.marks.borrow();
+        let mark = marks[..marks.partition_point(|m| m.1 <= pos)].last().copied().unwrap_or((0, 0));
+        let cur = self.cursor.get();
+        if cur.1 <= pos && cur.1 > mark.1 { cur } else { mark }
     }
     /// The byte where line `i` starts (the text's length for `i == len`).
     fn start(&self, i: usize) -> usize {
-        let (mut line, mut at) = self.known_before(|&(l, _)| l <= i);
+        let (mut line, mut at) = self.known_by_line(i);
         let bytes = self.text.as_bytes();
         while line < i {
             at = memchr::memchr(b'\n', &bytes[at..]).map_or(bytes.len(), |k| at + k + 1);
@@ -146,11 +151,16 @@ impl<'t> Lines<'t> {
         if pos >= self.text.len() {
             return self.len;
         }
-        let (line, at) = self.known_before(|&(_, b)| b <= pos);
+        let (line, at) = self.known_by_byte(pos);
         let between = &self.text.as_bytes()[at..pos];
         let found = line + crate::matcher::count_newlines(between);
         let start = memchr::memrchr(b'\n', between).map_or(at, |k| at + k + 1);
-        self.marks.borrow_mut().push((found, start));
+        // Kept sorted (line starts grow with their lines), so the nearest is a binary search.
+        let mut marks = self.marks.borrow_mut();
+        let at = marks.partition_point(|m| m.0 < found);
+        if marks.get(at).is_none_or(|m| m.0 != found) {
+            marks.insert(at, (found, start));
+        }
         found
     }
     /// Lines `l0..l1` that bytes `s..e` may have changed: besides the lines they lie on, the

@@ -297,9 +297,11 @@ pub fn find_all(hay: &str, needle: &str, cap: usize) -> Vec<usize> {
     out
 }
 
-/// Number of `\n` bytes in `b` (memchr's vectorised count).
+/// Number of `\n` bytes in `b`.
 pub fn count_newlines(b: &[u8]) -> usize {
-    memchr::memchr_iter(b'\n', b).count()
+    // Counted in byte-wide lanes over 255-byte pieces (the most a u8 can count), which the
+    // compiler vectorizes: several times faster than finding each break when lines are short.
+    b.chunks(255).map(|piece| piece.iter().fold(0u8, |n, &x| n + u8::from(x == b'\n')) as usize).sum()
 }
 
 /// `Ok(None)` for no hit, the one hit, or an ambiguity error.

@@ -143,7 +143,7 @@ struct PatchLines<'a> {
 
 impl<'a> PatchLines<'a> {
     fn new(text: &'a str) -> Self {
-        let len = memchr::memchr_iter(b'\n', text.as_bytes()).count() + 1;
+        let len = crate::matcher::count_newlines(text.as_bytes()) + 1;
         let last = memchr::memrchr(b'\n', text.as_bytes()).map_or(0, |k| k + 1);
         Self { text, len, last, cursor: Cell::new((0, 0)) }
     }
