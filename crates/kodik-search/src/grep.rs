@@ -38,7 +38,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use grep::matcher::{LineTerminator, Matcher};
 use grep::regex::{RegexMatcher, RegexMatcherBuilder};
-use grep::searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
+use grep::searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkFinish, SinkMatch};
 use ignore::WalkState;
 use ignore::overrides::{Override, OverrideBuilder};
 use ignore::types::TypesBuilder;
@@ -217,7 +217,7 @@ impl<'a> FileSink<'a> {
     }
 
     /// The file's remaining output (for `count` and `files_with_matches`, its one line).
-    fn finish(mut self, stamp: Option<(PathBuf, (u128, u64))>) -> Done {
+    fn into_done(mut self, stamp: Option<(PathBuf, (u128, u64))>) -> Done {
         if self.matches > 0 {
             let out = &mut self.block.bytes;
             match self.opts.mode {
@@ -269,6 +269,18 @@ impl Sink for FileSink<'_> {
     fn context(&mut self, _: &Searcher, c: &SinkContext<'_>) -> Result<bool, Self::Error> {
         self.line(c.line_number().unwrap_or(0), false, c.bytes());
         Ok((!self.block.lines.is_multiple_of(256) || !self.cancel.is_cancelled()) && self.maybe_stream())
+    }
+
+    fn finish(&mut self, _: &Searcher, finish: &SinkFinish) -> Result<(), Self::Error> {
+        // As ripgrep (whose counts then match): a file found to be binary in a folder search
+        // (a NUL byte, which also stops its search) has no hits, not even those before the NUL.
+        // Only a file that already streamed part of its output (over 1 MiB of hits before the
+        // NUL) keeps what it streamed.
+        if finish.binary_byte_offset().is_some() && !self.streamed {
+            self.block = Block::default();
+            self.matches = 0;
+        }
+        Ok(())
     }
 
     fn context_break(&mut self, _: &Searcher) -> Result<bool, Self::Error> {
@@ -990,7 +1002,13 @@ fn prepass(
 fn path_order(a: &Path, b: &Path) -> std::cmp::Ordering {
     let (a, b) = (a.as_os_str().as_encoded_bytes(), b.as_os_str().as_encoded_bytes());
     let key = |c: u8| if c == b'/' { 0 } else { u16::from(c) + 1 };
-    match a.iter().zip(b).find(|(x, y)| x != y) {
+    // Paths of one walk share long prefixes: skip them a word at a time.
+    let n = a.len().min(b.len());
+    let mut i = 0;
+    while i + 8 <= n && a[i..i + 8] == b[i..i + 8] {
+        i += 8;
+    }
+    match a[i..n].iter().zip(&b[i..n]).find(|(x, y)| x != y) {
         Some((x, y)) => key(*x).cmp(&key(*y)),
         None => a.len().cmp(&b.len()),
     }
@@ -1020,7 +1038,7 @@ fn search_held(
     }
     sink.shown = show_path(ws, path);
     let stamp = file.ok().map(|f| (path.to_path_buf(), stamp(f.metadata().ok().as_ref())));
-    let mut done = sink.finish(stamp);
+    let mut done = sink.into_done(stamp);
     done.block.bytes.shrink_to_fit();
     let size = done.block.bytes.capacity() + done.shown.len() + std::mem::size_of::<Done>();
     if held.fetch_add(size, Ordering::Relaxed) + size > PREPASS_BUDGET_BYTES {
@@ -1227,7 +1245,7 @@ fn run_pool(
                             _ => None,
                         };
                         drop(file);
-                        let mut done = sink.finish(stamp);
+                        let mut done = sink.into_done(stamp);
                         if !ok {
                             done = Done { block: Block::default(), matches: 0, stamp: None, ..done };
                         }
@@ -1267,7 +1285,7 @@ fn search_one_file(
     searcher
         .search_slice(matcher, decoded.text.as_bytes(), &mut sink)
         .map_err(|e| SearchError::Internal(e.to_string()))?;
-    Ok(sink.finish(Some((path.to_path_buf(), stamp(Some(&meta))))))
+    Ok(sink.into_done(Some((path.to_path_buf(), stamp(Some(&meta))))))
 }
 
 fn format_result(args: &GrepArgs, bases: &[String], mut report: Report, searched: u64) -> ToolOutput {

@@ -306,6 +306,15 @@ async fn gr1_hidden_and_binary_files_are_skipped_unless_a_glob_names_hidden() {
     env.write("a.txt", "foo\n");
     let t = env.ok("grep", json!({"output_mode": "files_with_matches", "pattern": "foo"})).await;
     assert_eq!(t, "Found 1 file\na.txt");
+    // The NUL comes after the search's first buffer, so hits are found before it is: as with
+    // ripgrep's counts, the file still counts as binary and none of its hits are reported.
+    let mut late = b"foo\n".repeat(50_000);
+    late.extend_from_slice(b"\x00foo\n");
+    env.write("late-nul.dat", late);
+    for mode in ["count", "content"] {
+        let t = env.ok("grep", json!({"output_mode": mode, "pattern": "foo"})).await;
+        assert!(t.starts_with("Found 1 matching line in 1 file\na.txt"), "{mode}: {t}");
+    }
     let t =
         env.ok("grep", json!({"output_mode": "files_with_matches", "pattern": "foo", "glob": ".github/*.yml"})).await;
     assert_eq!(t, "Found 1 file\n.github/ci.yml");
