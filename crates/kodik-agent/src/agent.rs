@@ -59,6 +59,19 @@ pub trait ToolSource: Send + Sync {
 pub trait Notes: Send + Sync {
     /// The messages that arrived since the last call; each is handed out once.
     fn take(&self) -> Vec<String>;
+
+    /// The messages for conversation `session_id`'s next request (default: [`take`](Self::take)),
+    /// for sources that keep a mailbox per conversation (A5: a message from another process).
+    fn take_for(&self, session_id: &str) -> Vec<String> {
+        let _ = session_id;
+        self.take()
+    }
+
+    /// Conversation `session_id`'s run ended cancelled: stop what it left running in the
+    /// background, such as its background sub-agents (G6, A3). Default: nothing.
+    fn run_cancelled(&self, session_id: &str) {
+        let _ = session_id;
+    }
 }
 
 /// Passes every tool event on to the host's sink and keeps the ends of background commands
@@ -479,6 +492,11 @@ impl Conversation {
             (None, Some(t)) => Some(t),
             (Some(e), Some(t)) => Some(format!("{e}; {t}")),
         };
+        if status == RunStatus::Cancelled {
+            for source in &shared.notes {
+                source.run_cancelled(&self.id);
+            }
+        }
         shared.emit(AgentEvent::RunFinished {
             status,
             turns,
@@ -542,7 +560,7 @@ impl Conversation {
             self.push(Item::User { text: terminal_note(&settled) }, None);
         }
         for source in &shared.notes {
-            for note in source.take() {
+            for note in source.take_for(&self.id) {
                 self.push(Item::User { text: note }, None);
             }
         }

@@ -7,7 +7,7 @@
 //! with its exact history.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Instant;
 
 use async_trait::async_trait;
@@ -16,7 +16,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 /// What the parent asks for when it starts a child.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct ChildTask {
     /// The short name of the task.
     pub description: String,
@@ -24,6 +24,11 @@ pub struct ChildTask {
     pub mode: Option<AgentMode>,
     /// The parent's session id.
     pub parent: String,
+    /// The child's own conversation tools, to register in its tool set in place of the
+    /// parent's: its own todo list and sub-agents, one level deeper, and `send_message` with
+    /// `parent: true` reaching the parent (A5). Call [`ConversationToolset::set_session_id`]
+    /// with the child's id once it has one.
+    pub tools: crate::ConversationToolset,
 }
 
 /// How a child's run ended.
@@ -74,8 +79,9 @@ pub trait ChildConversation: Send {
 pub trait AgentRunner: Send + Sync {
     /// A new child for `task`.
     fn start(&self, task: &ChildTask) -> Result<Box<dyn ChildConversation>, RunnerError>;
-    /// The child `id` as it was saved, ready to go on.
-    fn resume(&self, id: &str) -> Result<Box<dyn ChildConversation>, RunnerError>;
+    /// The child `id` as it was saved, ready to go on, with `tools` as its conversation tools
+    /// (as [`ChildTask::tools`]).
+    fn resume(&self, id: &str, tools: &crate::ConversationToolset) -> Result<Box<dyn ChildConversation>, RunnerError>;
 }
 
 /// Where a child is.
@@ -94,9 +100,18 @@ pub(crate) struct Child {
     pub(crate) background: bool,
     pub(crate) state: watch::Sender<ChildState>,
     inbox: Mutex<Vec<String>>,
+    /// The child's own conversation tools, kept for resuming it.
+    pub(crate) tools: crate::ConversationToolset,
+    /// Stops the current run only (the parent's turn was cancelled); the child can be resumed.
+    run_cancel: Mutex<CancellationToken>,
 }
 
 impl Child {
+    /// Stops the child's current run, if any.
+    pub(crate) fn stop_run(&self) {
+        self.run_cancel.lock().unwrap_or_else(|p| p.into_inner()).cancel();
+    }
+
     pub(crate) fn state(&self) -> ChildState {
         self.state.borrow().clone()
     }
@@ -120,14 +135,25 @@ impl Child {
 #[derive(Default)]
 pub(crate) struct Children {
     pub(crate) list: Mutex<Vec<Arc<Child>>>,
-    /// Stops every child: cancelled by [`crate::ConversationToolset::stop_children`] and when the
-    /// toolset goes away.
+    /// Stops every child for good: cancelled when the toolset goes away (and, for a sub-agent's
+    /// toolset, with its parent's).
     pub(crate) stop: CancellationToken,
     pub(crate) reports: Mutex<Vec<(String, ChildReport)>>,
     pub(crate) by_id: Mutex<HashMap<String, Arc<Child>>>,
+    /// Messages children sent to this conversation (A5: child → parent), as notes.
+    messages: Mutex<Vec<String>>,
 }
 
 impl Children {
+    /// The children of a sub-agent: they stop for good with its parent's.
+    pub(crate) fn under(stop: CancellationToken) -> Self {
+        Self { stop, ..Self::default() }
+    }
+
+    pub(crate) fn take_messages(&self) -> Vec<String> {
+        std::mem::take(&mut *self.messages.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
     pub(crate) fn get(&self, id: &str) -> Option<Arc<Child>> {
         self.by_id.lock().unwrap_or_else(|p| p.into_inner()).get(id).cloned()
     }
@@ -136,7 +162,13 @@ impl Children {
         self.list.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    pub(crate) fn add(&self, id: String, description: String, background: bool) -> Arc<Child> {
+    pub(crate) fn add(
+        &self,
+        id: String,
+        description: String,
+        background: bool,
+        tools: crate::ConversationToolset,
+    ) -> Arc<Child> {
         let child = Arc::new(Child {
             id: id.clone(),
             description,
@@ -144,7 +176,12 @@ impl Children {
             background,
             state: watch::channel(ChildState::Running).0,
             inbox: Mutex::new(Vec::new()),
+            tools: tools.clone(),
+            run_cancel: Mutex::new(CancellationToken::new()),
         });
+        if let Some(link) = &tools.inner.parent {
+            let _ = link.me.set(Arc::downgrade(&child));
+        }
         self.list.lock().unwrap_or_else(|p| p.into_inner()).push(child.clone());
         self.by_id.lock().unwrap_or_else(|p| p.into_inner()).insert(id, child.clone());
         child
@@ -161,6 +198,7 @@ pub(crate) async fn drive(
     cancel: CancellationToken,
     reports: Option<std::sync::Weak<Children>>,
 ) -> ChildReport {
+    *child.run_cancel.lock().unwrap_or_else(|p| p.into_inner()) = cancel.clone();
     let mut message = first;
     loop {
         let report = conv.run(&message, cancel.clone()).await;
@@ -218,4 +256,41 @@ pub(crate) fn describe(child: &Child) -> String {
 /// The text the model reads for a settled child.
 pub(crate) fn report_text(id: &str, r: &ChildReport) -> String {
     format!("Sub-agent {id} {}:\n{}", r.status.as_str(), r.text.trim())
+}
+
+/// A sub-agent's way back to the conversation that started it (A5: child → parent, parent →
+/// child at the child's next request).
+pub(crate) struct ParentLink {
+    /// The parent's session id.
+    pub(crate) id: String,
+    /// The parent's children, whose message list the parent reads before its next request.
+    parent: Weak<Children>,
+    /// This child's entry in that list (its inbox); set once the child has an id.
+    pub(crate) me: OnceLock<Weak<Child>>,
+}
+
+impl ParentLink {
+    pub(crate) fn new(id: String, parent: Weak<Children>) -> Self {
+        Self { id, parent, me: OnceLock::new() }
+    }
+
+    /// Leaves `message` for the parent's next request.
+    pub(crate) fn send(&self, message: &str) -> Result<(), String> {
+        let parent = self.parent.upgrade().ok_or_else(|| format!("your parent conversation {} has ended", self.id))?;
+        let me = self.me.get().and_then(Weak::upgrade);
+        let (id, what) = me.as_ref().map_or(("?", ""), |c| (c.id.as_str(), c.description.as_str()));
+        parent.messages.lock().unwrap_or_else(|p| p.into_inner()).push(format!(
+            "[message from sub-agent {id} ({what}), still working]\n{}\n(Answer it with send_message agent_id \"{id}\".)",
+            message.trim()
+        ));
+        Ok(())
+    }
+
+    /// The parent's messages waiting for this child, as notes for its next request; the
+    /// inbox is emptied, so the run that settles next has nothing left to go on with.
+    pub(crate) fn take_from_parent(&self) -> Vec<String> {
+        let Some(me) = self.me.get().and_then(Weak::upgrade) else { return Vec::new() };
+        let taken = std::mem::take(&mut *me.inbox.lock().unwrap_or_else(|p| p.into_inner()));
+        taken.into_iter().map(|m| format!("[message from your parent agent {}]\n{}", self.id, m.trim())).collect()
+    }
 }

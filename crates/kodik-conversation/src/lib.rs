@@ -5,7 +5,7 @@
 //! | trait | for | reference implementations |
 //! | --- | --- | --- |
 //! | [`Asker`] | `ask_questions`, `check_understanding` | [`ScriptedAsker`], [`TerminalAsker`] |
-//! | [`Presenter`] | `generate_plan`, `create_lesson` | [`PathPresenter`], [`CommandPresenter`] |
+//! | [`Presenter`] | `generate_plan`, `create_lesson` | [`PathPresenter`], [`CommandPresenter`], [`BrowserPresenter`] |
 //! | [`ConversationStore`] | `agent_status` | [`FileStore`] under `.kodik/conversations/` |
 //! | [`AgentRunner`] | `sub_agent`, `send_message` | the kodik-agent loop, in kodik-tools |
 //!
@@ -34,15 +34,15 @@ mod tools;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
 
 pub use agents::{AgentRunner, ChildConversation, ChildReport, ChildStatus, ChildTask, RunnerError};
 pub use ask::{Answer, AskError, AskOutcome, Asker, Interaction, Reaction, ScriptedAsker, TerminalAsker};
 use kodik_core::ToolRegistry;
 pub use memory::{MemoryLimits, Note};
-pub use present::{Artifact, ArtifactKind, CommandPresenter, PathPresenter, PresentError, Presenter};
-pub use store::{ConversationStore, FileStore, SessionInfo, StoreError};
+pub use present::{Artifact, ArtifactKind, BrowserPresenter, CommandPresenter, PathPresenter, PresentError, Presenter};
+pub use store::{ConversationStore, FileStore, Letter, SessionInfo, StoreError};
 pub use todo::{Todo, TodoList};
 pub use tools::{
     AgentStatusTool, AskQuestionsTool, CheckUnderstandingTool, CreateLessonTool, GeneratePlanTool, MemoryTool,
@@ -63,6 +63,13 @@ pub struct ConversationConfig {
     pub question_timeout: Duration,
     /// Sub-agents one conversation may start (A3; default 8).
     pub max_children: usize,
+    /// How deep sub-agents may nest (A3; default 2): 1 lets the top conversation start
+    /// sub-agents that start none of their own, 2 lets those start one more level, 0 turns
+    /// sub-agents off. Each level multiplies the cost of a task, so the default is shallow.
+    pub max_depth: usize,
+    /// Where this conversation sits: 0 for a conversation a person started, 1 for its
+    /// sub-agents, and so on. Set by `sub_agent` for the toolsets of its children.
+    pub depth: usize,
 }
 
 /// A new session id: time and process, so ids from different processes do not collide.
@@ -83,18 +90,25 @@ impl Default for ConversationConfig {
             memory_limits: MemoryLimits::default(),
             question_timeout: ask::QUESTION_TIMEOUT,
             max_children: 8,
+            max_depth: 2,
+            depth: 0,
         }
     }
 }
 
 pub(crate) struct Inner {
     pub(crate) config: ConversationConfig,
+    /// The id in use: `config.session_id` until the host learns the conversation's real id
+    /// (a transcript's id is chosen when the conversation starts, after the tools are built).
+    pub(crate) session_id: RwLock<String>,
     pub(crate) todos: TodoList,
     pub(crate) asker: Option<Arc<dyn Asker>>,
-    pub(crate) presenter: Arc<dyn Presenter>,
+    pub(crate) presenter: RwLock<Arc<dyn Presenter>>,
     pub(crate) store: Option<Arc<dyn ConversationStore>>,
     pub(crate) runner: OnceLock<Arc<dyn AgentRunner>>,
     pub(crate) children: Arc<agents::Children>,
+    /// The conversation that started this one, for a sub-agent.
+    pub(crate) parent: Option<agents::ParentLink>,
 }
 
 impl Drop for Inner {
@@ -137,6 +151,40 @@ impl ConversationToolset {
         &self.inner.config
     }
 
+    /// This conversation's id: the session memory's folder, `agent_status`'s "self", the
+    /// mailbox other conversations write to.
+    pub fn session_id(&self) -> String {
+        self.inner.session_id.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Sets this conversation's id once the host knows it (e.g. the transcript's id, chosen
+    /// when the conversation starts).
+    pub fn set_session_id(&self, id: impl Into<String>) {
+        *self.inner.session_id.write().unwrap_or_else(|p| p.into_inner()) = id.into();
+    }
+
+    /// Replaces who shows plans and lessons (e.g. the browser, once the host has one).
+    pub fn set_presenter(&self, presenter: Arc<dyn Presenter>) {
+        *self.inner.presenter.write().unwrap_or_else(|p| p.into_inner()) = presenter;
+    }
+
+    pub(crate) fn presenter(&self) -> Arc<dyn Presenter> {
+        self.inner.presenter.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The id of the conversation that started this one, for a sub-agent.
+    pub fn parent_id(&self) -> Option<&str> {
+        self.inner.parent.as_ref().map(|p| p.id.as_str())
+    }
+
+    /// The conversation store: the host's, or the workspace's `.kodik/conversations/`.
+    pub fn store_for(&self, workspace_root: &std::path::Path) -> Arc<dyn ConversationStore> {
+        match &self.inner.store {
+            Some(s) => s.clone(),
+            None => Arc::new(FileStore::for_workspace(workspace_root)),
+        }
+    }
+
     /// The current todo list.
     pub fn todos(&self) -> Vec<Todo> {
         self.inner.todos.items()
@@ -148,10 +196,14 @@ impl ConversationToolset {
         self.inner.runner.set(runner).is_ok()
     }
 
-    /// Stops every sub-agent of this conversation (the host's stop button; also done when the
-    /// toolset is dropped). Foreground sub-agents also stop with their call's cancellation (G6).
+    /// Stops what every sub-agent of this conversation is doing (the host's stop button, or
+    /// the parent's turn cancelled: G6); a stopped child can still be messaged and resumed, and
+    /// new ones can start. Dropping the toolset stops them for good. Foreground sub-agents
+    /// also stop with their call's cancellation.
     pub fn stop_children(&self) {
-        self.inner.children.stop.cancel();
+        for child in self.inner.children.all() {
+            child.stop_run();
+        }
     }
 
     /// Reports of background sub-agents that settled since the last call, for the host to put
@@ -160,9 +212,52 @@ impl ConversationToolset {
         std::mem::take(&mut *self.inner.children.reports.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
-    /// [`take_reports`](Self::take_reports) as the text the model reads for each settled child.
+    /// What arrived for this conversation inside this process since the last call, as the
+    /// notes the model reads before its next request: reports of background sub-agents that
+    /// settled (A3), messages from sub-agents (A5: child → parent) and, for a sub-agent,
+    /// messages from its parent.
     pub fn take_report_notes(&self) -> Vec<String> {
-        self.take_reports().iter().map(|(id, r)| agents::report_text(id, r)).collect()
+        let mut notes: Vec<String> = self.take_reports().iter().map(|(id, r)| agents::report_text(id, r)).collect();
+        notes.extend(self.inner.children.take_messages());
+        if let Some(link) = &self.inner.parent {
+            notes.extend(link.take_from_parent());
+        }
+        notes
+    }
+
+    /// Messages other processes left in conversation `id`'s mailbox (A5), as notes for its next
+    /// request; each is handed out once. The store is the host's or `workspace_root`'s.
+    pub fn take_mailbox_notes(&self, id: &str, workspace_root: &std::path::Path) -> Vec<String> {
+        match self.store_for(workspace_root).take_messages(id) {
+            Ok(messages) => messages.iter().map(store::Letter::note).collect(),
+            Err(e) => vec![format!("[mailbox] messages for this conversation could not be read: {e}")],
+        }
+    }
+
+    /// The toolset of a new sub-agent of this conversation: one level deeper, its own todo
+    /// list and sub-agents, the same person, presenter, store and runner, and a link back here
+    /// (A5: child → parent). Its id is set once the runner has started it.
+    pub(crate) fn child_toolset(&self) -> ConversationToolset {
+        let inner = &self.inner;
+        let config =
+            ConversationConfig { session_id: String::new(), depth: inner.config.depth + 1, ..inner.config.clone() };
+        let set = ConversationToolset {
+            inner: Arc::new(Inner {
+                session_id: RwLock::new(String::new()),
+                config,
+                todos: TodoList::new(),
+                asker: inner.asker.clone(),
+                presenter: RwLock::new(self.presenter()),
+                store: inner.store.clone(),
+                runner: OnceLock::new(),
+                children: Arc::new(agents::Children::under(inner.children.stop.child_token())),
+                parent: Some(agents::ParentLink::new(self.session_id(), Arc::downgrade(&inner.children))),
+            }),
+        };
+        if let Some(runner) = inner.runner.get() {
+            let _ = set.inner.runner.set(Arc::clone(runner));
+        }
+        set
     }
 
     /// Registers every conversation tool: `todo_write`, `memory`, `ask_questions`,
@@ -220,15 +315,18 @@ impl ConversationToolsetBuilder {
 
     /// Builds the toolset.
     pub fn build(self) -> ConversationToolset {
+        let config = self.config.unwrap_or_default();
         ConversationToolset {
             inner: Arc::new(Inner {
-                config: self.config.unwrap_or_default(),
+                session_id: RwLock::new(config.session_id.clone()),
+                config,
                 todos: TodoList::new(),
                 asker: self.asker,
-                presenter: self.presenter.unwrap_or_else(|| Arc::new(PathPresenter::default())),
+                presenter: RwLock::new(self.presenter.unwrap_or_else(|| Arc::new(PathPresenter::default()))),
                 store: self.store,
                 runner: OnceLock::new(),
                 children: Arc::default(),
+                parent: None,
             }),
         }
     }

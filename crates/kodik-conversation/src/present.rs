@@ -106,6 +106,151 @@ impl Presenter for CommandPresenter {
     }
 }
 
+/// A presenter that opens plans and lessons in the browser: it calls the host's `browser` tool
+/// (kodik-browser's, or any tool taking `{"action": "open", "url": …}`) with the artifact's
+/// page, so the page is the session's current tab, where the person sees it (a headed browser)
+/// and the model can read or drive it. A plan is shown through an HTML page written next to
+/// its Markdown file.
+pub struct BrowserPresenter {
+    tool: std::sync::Arc<dyn kodik_core::Tool>,
+    context: kodik_core::ToolContext,
+}
+
+impl std::fmt::Debug for BrowserPresenter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BrowserPresenter").field("tool", &self.tool.spec().name).finish_non_exhaustive()
+    }
+}
+
+impl BrowserPresenter {
+    /// Opens artifacts with `tool` (the `browser` tool) under `context`. The call is the
+    /// host's, not the model's: it is not put to the approver.
+    pub fn new(tool: std::sync::Arc<dyn kodik_core::Tool>, context: kodik_core::ToolContext) -> Self {
+        Self { tool, context }
+    }
+}
+
+#[async_trait]
+impl Presenter for BrowserPresenter {
+    async fn present(&self, artifact: &Artifact) -> Result<String, PresentError> {
+        let page = html_view(artifact)?;
+        let url = file_url(&page);
+        let out = self.tool.call(serde_json::json!({ "action": "open", "url": url }), &self.context).await;
+        if out.is_success() {
+            Ok(format!("opened in the browser ({url})"))
+        } else {
+            Err(PresentError { path: page, reason: format!("the browser could not open it: {}", out.text_content()) })
+        }
+    }
+}
+
+/// The page that shows `artifact` in a browser: the lesson itself, or for a plan an HTML
+/// rendering of its Markdown written next to it (`plan.md` → `plan.html`).
+pub fn html_view(artifact: &Artifact) -> Result<PathBuf, PresentError> {
+    match artifact.kind {
+        ArtifactKind::Lesson => Ok(artifact.path.clone()),
+        ArtifactKind::Plan => {
+            let err = |reason: String| PresentError { path: artifact.path.clone(), reason };
+            let md = std::fs::read_to_string(&artifact.path).map_err(|e| err(format!("reading it: {e}")))?;
+            let page = artifact.path.with_extension("html");
+            std::fs::write(&page, markdown_page(&artifact.title, &md))
+                .map_err(|e| err(format!("writing {}: {e}", page.display())))?;
+            Ok(page)
+        }
+    }
+}
+
+/// A `file://` URL for an absolute path, every byte outside the unreserved set escaped.
+pub fn file_url(path: &Path) -> String {
+    let mut url = String::from("file://");
+    for b in path.to_string_lossy().bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'/' | b'.' | b'-' | b'_' | b'~') {
+            url.push(b as char);
+        } else {
+            let _ = write!(url, "%{b:02X}");
+        }
+    }
+    url
+}
+
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+/// `**bold**` and `` `code` `` of one escaped line.
+fn inline(text: &str) -> String {
+    let code = |part: &str| {
+        let mut out = String::new();
+        for (i, piece) in part.split('`').enumerate() {
+            if i % 2 == 1 {
+                let _ = write!(out, "<code>{piece}</code>");
+            } else {
+                out.push_str(piece);
+            }
+        }
+        out
+    };
+    let mut out = String::new();
+    for (i, part) in escape(text).split("**").enumerate() {
+        if i % 2 == 1 {
+            let _ = write!(out, "<strong>{}</strong>", code(part));
+        } else {
+            out.push_str(&code(part));
+        }
+    }
+    out
+}
+
+/// The Markdown of [`plan_markdown`] (headings, numbered and bulleted items with indented
+/// details, bold and code spans) as a self-contained HTML page; anything else is a paragraph.
+pub fn markdown_page(title: &str, md: &str) -> String {
+    let mut body = String::new();
+    let mut list: Option<&str> = None;
+    let close = |body: &mut String, list: &mut Option<&str>| {
+        if let Some(tag) = list.take() {
+            let _ = writeln!(body, "</li></{tag}>");
+        }
+    };
+    for line in md.lines() {
+        let trimmed = line.trim();
+        let numbered = trimmed.split_once(". ").filter(|(n, _)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+        if trimmed.is_empty() {
+            continue;
+        } else if let Some(h) = trimmed.strip_prefix("## ") {
+            close(&mut body, &mut list);
+            let _ = writeln!(body, "<h2>{}</h2>", inline(h));
+        } else if let Some(h) = trimmed.strip_prefix("# ") {
+            close(&mut body, &mut list);
+            let _ = writeln!(body, "<h1>{}</h1>", inline(h));
+        } else if let Some((item, tag)) =
+            numbered.map(|(_, rest)| (rest, "ol")).or_else(|| trimmed.strip_prefix("- ").map(|r| (r, "ul")))
+            && !line.starts_with(' ')
+        {
+            match list {
+                Some(open) if open == tag => body.push_str("</li>\n"),
+                _ => {
+                    close(&mut body, &mut list);
+                    let _ = writeln!(body, "<{tag}>");
+                    list = Some(tag);
+                }
+            }
+            let _ = write!(body, "<li>{}", inline(item));
+        } else if list.is_some() && line.starts_with(' ') {
+            let _ = write!(body, "<br>{}", inline(trimmed));
+        } else {
+            close(&mut body, &mut list);
+            let _ = writeln!(body, "<p>{}</p>", inline(trimmed));
+        }
+    }
+    close(&mut body, &mut list);
+    format!(
+        "<!doctype html><html><head><meta charset=\"utf-8\"><title>{}</title><style>body{{font-family:sans-serif;\
+         max-width:50em;margin:2em auto;line-height:1.5}}code{{background:#eee;padding:0 .2em}}</style></head>\
+         <body>\n{body}</body></html>\n",
+        escape(title)
+    )
+}
+
 /// A file name from a title: lowercase ASCII words joined by dashes, at most 60 bytes.
 pub fn file_stem(title: &str) -> String {
     let mut s = String::new();
@@ -216,6 +361,20 @@ pub fn external_resource(html: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a7_a_plan_page_has_its_headings_steps_details_and_escaped_text() {
+        let md = "# Fix <parser>\n\nWhy: **speed**.\n\n## Steps\n\n1. **Split `lex`**\n   Move it out.\n   Files: `src/lex.rs`\n2. **Test**\n\n## Risks\n\n- a & b\n";
+        let page = markdown_page("Fix <parser>", md);
+        assert!(page.contains("<title>Fix &lt;parser&gt;</title>"), "{page}");
+        assert!(page.contains("<h1>Fix &lt;parser&gt;</h1>\n<p>Why: <strong>speed</strong>.</p>"), "{page}");
+        assert!(
+            page.contains("<ol>\n<li><strong>Split <code>lex</code></strong><br>Move it out.<br>Files: <code>src/lex.rs</code></li>\n<li><strong>Test</strong></li></ol>"),
+            "{page}"
+        );
+        assert!(page.contains("<h2>Risks</h2>\n<ul>\n<li>a &amp; b</li></ul>"), "{page}");
+        assert_eq!(file_url(Path::new("/tmp/a b/ü.html")), "file:///tmp/a%20b/%C3%BC.html");
+    }
 
     #[test]
     fn a7_external_resources_are_found_and_links_are_not() {

@@ -41,6 +41,51 @@ pub struct SessionInfo {
     /// Its last few messages, newest last.
     #[serde(default)]
     pub last_messages: Vec<String>,
+    /// The process it runs in, while it is open: a running or idle entry whose process is gone
+    /// was left by a crash and counts as closed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+}
+
+impl SessionInfo {
+    /// Whether the conversation is open in a live process (running or idle, and its process,
+    /// if known, still exists).
+    pub fn is_open(&self) -> bool {
+        self.status != SessionState::Closed && self.pid.is_none_or(process_alive)
+    }
+}
+
+/// Whether process `pid` exists. Where that cannot be told (no `/proc`), it is assumed to.
+pub fn process_alive(pid: u32) -> bool {
+    if pid == std::process::id() {
+        return true;
+    }
+    let proc = Path::new("/proc");
+    !proc.is_dir() || proc.join(pid.to_string()).exists()
+}
+
+/// A message one conversation left for another (A5), waiting in the recipient's mailbox until
+/// its next model request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Letter {
+    /// The sender's session id.
+    pub from: String,
+    /// The message.
+    pub message: String,
+    /// When it was sent, seconds since the Unix epoch.
+    pub sent: u64,
+}
+
+impl Letter {
+    /// The note the recipient's model reads.
+    pub fn note(&self) -> String {
+        format!(
+            "[message from conversation {}]\n{}\n(Reply with send_message agent_id \"{}\" if it asks for an answer.)",
+            self.from,
+            self.message.trim(),
+            self.from
+        )
+    }
 }
 
 impl SessionInfo {
@@ -58,6 +103,7 @@ impl SessionInfo {
             context_fill: None,
             parent: None,
             last_messages: Vec::new(),
+            pid: None,
         }
     }
 }
@@ -83,6 +129,9 @@ pub enum StoreError {
     /// A session id that cannot be a file name.
     #[error("`{0}` is not a session id (letters, digits, `.`, `-` and `_`, not starting with `.`)")]
     BadId(String),
+    /// The store keeps no mailboxes.
+    #[error("this conversation store keeps no mailboxes, so messages cannot reach conversation `{0}`")]
+    NoMailbox(String),
 }
 
 /// Where conversations' metadata lives.
@@ -93,11 +142,22 @@ pub trait ConversationStore: Send + Sync {
     fn get(&self, id: &str) -> Result<Option<SessionInfo>, StoreError>;
     /// Every entry (unreadable ones are left out).
     fn list(&self) -> Result<Vec<SessionInfo>, StoreError>;
+    /// Leaves `letter` in conversation `to`'s mailbox (default: no mailboxes).
+    fn post(&self, to: &str, letter: &Letter) -> Result<(), StoreError> {
+        let _ = letter;
+        Err(StoreError::NoMailbox(to.to_string()))
+    }
+    /// Takes every letter waiting for conversation `id`, oldest first; each is handed out once
+    /// (default: none).
+    fn take_messages(&self, id: &str) -> Result<Vec<Letter>, StoreError> {
+        let _ = id;
+        Ok(Vec::new())
+    }
 }
 
-/// One `<id>.json` per conversation in a folder (by default `<workspace>/.kodik/conversations`).
-/// Writes go through a temporary file and a rename, so another process never reads half an
-/// entry.
+/// One `<id>.json` per conversation in a folder (by default `<workspace>/.kodik/conversations`),
+/// and its mailbox `<id>.inbox/` with one JSON file per letter. Writes go through a temporary
+/// file and a rename, so another process never reads half an entry or half a letter.
 #[derive(Debug, Clone)]
 pub struct FileStore {
     dir: PathBuf,
@@ -136,16 +196,69 @@ impl FileStore {
     fn path(&self, id: &str) -> Result<PathBuf, StoreError> {
         if valid_id(id) { Ok(self.dir.join(format!("{id}.json"))) } else { Err(StoreError::BadId(id.to_string())) }
     }
+
+    fn inbox(&self, id: &str) -> Result<PathBuf, StoreError> {
+        if valid_id(id) { Ok(self.dir.join(format!("{id}.inbox"))) } else { Err(StoreError::BadId(id.to_string())) }
+    }
+}
+
+/// Writes `bytes` to `path` through a temporary file in the same folder and a rename.
+fn write_whole(dir: &Path, path: &Path, stem: &str, bytes: &[u8]) -> Result<(), StoreError> {
+    std::fs::create_dir_all(dir).map_err(io_err("creating", dir))?;
+    let tmp = dir.join(format!(".{stem}.{}.tmp", std::process::id()));
+    std::fs::write(&tmp, bytes).map_err(io_err("writing", &tmp))?;
+    std::fs::rename(&tmp, path).map_err(io_err("writing", path))
 }
 
 impl ConversationStore for FileStore {
     fn put(&self, info: &SessionInfo) -> Result<(), StoreError> {
         let path = self.path(&info.id)?;
-        std::fs::create_dir_all(&self.dir).map_err(io_err("creating", &self.dir))?;
-        let tmp = self.dir.join(format!(".{}.{}.tmp", info.id, std::process::id()));
         let json = serde_json::to_vec_pretty(info).map_err(|e| io_err("encoding", &path)(std::io::Error::other(e)))?;
-        std::fs::write(&tmp, json).map_err(io_err("writing", &tmp))?;
-        std::fs::rename(&tmp, &path).map_err(io_err("writing", &path))
+        write_whole(&self.dir, &path, &info.id, &json)
+    }
+
+    fn post(&self, to: &str, letter: &Letter) -> Result<(), StoreError> {
+        let dir = self.inbox(to)?;
+        // Named by time, process and a counter: letters sort in the order they were sent, and
+        // two senders never pick the same name.
+        let name = crate::new_session_id();
+        let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or_default();
+        let name = format!("{nanos:024}-{name}");
+        let path = dir.join(format!("{name}.json"));
+        let json = serde_json::to_vec(letter).map_err(|e| io_err("encoding", &path)(std::io::Error::other(e)))?;
+        write_whole(&dir, &path, &name, &json)
+    }
+
+    fn take_messages(&self, id: &str) -> Result<Vec<Letter>, StoreError> {
+        let dir = self.inbox(id)?;
+        let mut names: Vec<PathBuf> = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "json"))
+                .filter(|p| p.file_name().is_some_and(|n| !n.to_string_lossy().starts_with('.')))
+                .collect(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(source) => return Err(StoreError::Io { action: "listing", path: dir, source }),
+        };
+        names.sort();
+        let mut letters = Vec::new();
+        for path in names {
+            let bytes = match std::fs::read(&path) {
+                Ok(b) => b,
+                // Another reader of the same mailbox took it first.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(source) => return Err(StoreError::Io { action: "reading", path, source }),
+            };
+            // Removed before it is handed out: a letter is read once even if two readers race;
+            // one that is not a letter is left for a person to look at.
+            if let Ok(letter) = serde_json::from_slice::<Letter>(&bytes)
+                && std::fs::remove_file(&path).is_ok()
+            {
+                letters.push(letter);
+            }
+        }
+        Ok(letters)
     }
 
     fn get(&self, id: &str) -> Result<Option<SessionInfo>, StoreError> {

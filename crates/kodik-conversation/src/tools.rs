@@ -107,7 +107,7 @@ impl MemoryTool {
             MemoryScope::Workspace => root(cx).join(".kodik").join("memory"),
             MemoryScope::Session => {
                 // The id comes from the host; it names one folder and nothing above it.
-                let id = &config.session_id;
+                let id = &self.set.session_id();
                 if id.is_empty() || id.starts_with('.') || id.contains(['/', '\\', '\0']) {
                     return Err(ToolError::failed(format!(
                         "the session memory is not available: this session's id `{id}` cannot name a folder"
@@ -365,7 +365,7 @@ impl AgentStatusTool {
     }
 
     fn current(&self, cx: &ToolContext, store: &dyn ConversationStore) -> Result<SessionInfo, ToolError> {
-        let id = &self.set.inner.config.session_id;
+        let id = &self.set.session_id();
         let stored = store.get(id).map_err(|e| ToolError::failed(e.to_string()))?;
         Ok(stored.unwrap_or_else(|| SessionInfo { workspace: Some(root(cx)), ..SessionInfo::new(id.clone()) }))
     }
@@ -375,7 +375,7 @@ impl AgentStatusTool {
         args: &AgentStatusArgs,
         store: &dyn ConversationStore,
     ) -> Result<(String, serde_json::Value), ToolError> {
-        let me = &self.set.inner.config.session_id;
+        let me = &self.set.session_id();
         let mut all: Vec<SessionInfo> = store
             .list()
             .map_err(|e| ToolError::failed(e.to_string()))?
@@ -515,7 +515,7 @@ async fn write_and_present(
     }
     std::fs::write(&path, body).map_err(|e| ToolError::io("writing", &path, e))?;
     let artifact = Artifact { kind, title: title.trim().to_string(), path: path.clone() };
-    let how = set.inner.presenter.present(&artifact).await.map_err(|e| {
+    let how = set.presenter().present(&artifact).await.map_err(|e| {
         ToolError::failed(format!("the file is written ({}), but showing it failed: {e}", path.display()))
     })?;
     Ok((path, how))
@@ -714,6 +714,17 @@ impl TypedTool for SubAgentTool {
     async fn run(&self, args: SubAgentArgs, cx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let inner = &self.set.inner;
         let runner = inner.runner.get().ok_or_else(no_runner)?;
+        let (depth, max_depth) = (inner.config.depth, inner.config.max_depth);
+        if depth >= max_depth {
+            return Err(ToolError::failed(if depth == 0 {
+                "sub-agents are turned off in this session (their depth limit is 0): do the task yourself".to_string()
+            } else {
+                format!(
+                    "you are a sub-agent at depth {depth} and sub-agents may nest at most {max_depth} deep, so you \
+                     cannot start one: do the task yourself, or say in your report what should be delegated"
+                )
+            }));
+        }
         let started = inner.children.all().len();
         if started >= inner.config.max_children {
             return Err(ToolError::failed(format!(
@@ -724,11 +735,13 @@ impl TypedTool for SubAgentTool {
         let task = ChildTask {
             description: args.description.trim().to_string(),
             mode: args.mode,
-            parent: inner.config.session_id.clone(),
+            parent: self.set.session_id(),
+            tools: self.set.child_toolset(),
         };
         let conv = runner.start(&task).map_err(|e| ToolError::failed(format!("the sub-agent could not start: {e}")))?;
         let id = conv.id().to_string();
-        let child = inner.children.add(id.clone(), task.description.clone(), args.background);
+        task.tools.set_session_id(id.clone());
+        let child = inner.children.add(id.clone(), task.description.clone(), args.background, task.tools.clone());
         let reports = Some(std::sync::Arc::downgrade(&inner.children));
         if args.background {
             let cancel = inner.children.stop.child_token();
@@ -791,27 +804,48 @@ impl TypedTool for SendMessageTool {
 
     async fn run(&self, args: SendMessageArgs, cx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let inner = &self.set.inner;
-        if args.parent {
-            return Err(ToolError::failed(
-                "this conversation has no parent agent here: only a sub-agent can message its parent, and this host \
-                 does not route sub-agents' messages to their parent; put what the parent needs in your final answer",
-            ));
-        }
         let id = args.agent_id.as_deref().map(str::trim).unwrap_or_default();
+        let to_parent = args.parent || inner.parent.as_ref().is_some_and(|p| p.id == id);
+        if to_parent {
+            let Some(link) = &inner.parent else {
+                return Err(ToolError::failed(
+                    "this conversation is not a sub-agent, so it has no parent to message: name a sub-agent or \
+                     conversation with agent_id",
+                ));
+            };
+            link.send(&args.message)
+                .map_err(|e| ToolError::failed(format!("{e}: put what it needs in your final answer")))?;
+            return Ok(ToolOutput::text(format!(
+                "Message delivered to your parent {}: it reads it before its next model request. Go on with your task; \
+                 your final answer is still your report.",
+                link.id
+            ))
+            .with_meta(json!({ "agent_id": link.id, "delivered": "parent" })));
+        }
         let Some(child) = inner.children.get(id) else {
+            if inner.parent.is_some() {
+                // A5: never child → child, so a sub-agent reaches only its parent and its own sub-agents.
+                return Err(ToolError::failed(format!(
+                    "`{id}` is not a sub-agent you started, and a sub-agent may message only its parent (parent: \
+                     true) and its own sub-agents, never its siblings or other conversations: tell your parent in \
+                     your report or with send_message parent: true"
+                )));
+            }
             return self.to_conversation(id, &args.message, cx);
         };
         let last = match agents::queue_or_claim(&child, &args.message) {
             agents::Delivery::Queued => {
                 return Ok(ToolOutput::text(format!(
-                    "Message queued for sub-agent {id}: it is working and reads it as soon as its current run settles."
+                    "Message queued for sub-agent {id}: it is working and reads it before its next model request."
                 ))
                 .with_meta(json!({ "agent_id": id, "delivered": "queued" })));
             }
             agents::Delivery::Claimed(last) => last,
         };
         let resumed = inner.runner.get().ok_or_else(no_runner).and_then(|runner| {
-            runner.resume(id).map_err(|e| ToolError::failed(format!("sub-agent {id} could not be resumed: {e}")))
+            runner
+                .resume(id, &child.tools)
+                .map_err(|e| ToolError::failed(format!("sub-agent {id} could not be resumed: {e}")))
         });
         let conv = match resumed {
             Ok(conv) => conv,
@@ -832,17 +866,19 @@ impl TypedTool for SendMessageTool {
 }
 
 impl SendMessageTool {
-    /// A message to a conversation that is not one of ours: a closed one is resumed from its
-    /// transcript and works on the message at once (A5); it is then followed like a background
-    /// sub-agent. An open one belongs to its own process, which this host cannot reach.
+    /// A message to a conversation that is not one of ours (A5). An open one, here or in
+    /// another process, finds it in its mailbox before its next model request. A closed one is
+    /// resumed from its transcript and works on the message at once; it is then followed like
+    /// a background sub-agent.
     fn to_conversation(&self, id: &str, message: &str, cx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let inner = &self.set.inner;
-        let store: std::sync::Arc<dyn ConversationStore> = match &inner.store {
-            Some(s) => s.clone(),
-            None => std::sync::Arc::new(FileStore::for_workspace(&root(cx))),
-        };
+        let me = self.set.session_id();
+        let store = self.set.store_for(&root(cx));
+        if id == me {
+            return Err(ToolError::failed(format!("`{id}` is this conversation's own id: name another conversation")));
+        }
         let info = store.get(id).ok().flatten();
-        let Some(info) = info.filter(|i| i.id != inner.config.session_id) else {
+        let Some(info) = info else {
             let known: Vec<String> = inner.children.all().iter().map(|c| c.id.clone()).collect();
             let known =
                 if known.is_empty() { "you started none".to_string() } else { format!("yours: {}", known.join(", ")) };
@@ -851,18 +887,24 @@ impl SendMessageTool {
                  with agent_status scope `all`"
             )));
         };
-        if info.status != SessionState::Closed {
-            return Err(ToolError::failed(format!(
-                "conversation `{id}` is {} in another process, which this host cannot reach; a closed conversation \
-                 can be messaged",
+        let title = if info.title.is_empty() { id.to_string() } else { info.title.clone() };
+        if info.is_open() {
+            let letter = crate::store::Letter { from: me, message: message.trim().to_string(), sent: now_secs() };
+            store.post(id, &letter).map_err(|e| ToolError::failed(e.to_string()))?;
+            return Ok(ToolOutput::text(format!(
+                "Message left for conversation {id} (\"{title}\", {}): it reads it before its next model request. \
+                 Its answer, if any, comes to you as a message.",
                 state_name(info.status)
-            )));
+            ))
+            .with_meta(json!({ "agent_id": id, "delivered": "mailbox" })));
         }
         let runner = inner.runner.get().ok_or_else(no_runner)?;
-        let conv =
-            runner.resume(id).map_err(|e| ToolError::failed(format!("conversation {id} could not be resumed: {e}")))?;
-        let title = if info.title.is_empty() { id.to_string() } else { info.title.clone() };
-        let child = inner.children.add(id.to_string(), format!("conversation: {title}"), true);
+        let tools = self.set.child_toolset();
+        tools.set_session_id(id);
+        let conv = runner
+            .resume(id, &tools)
+            .map_err(|e| ToolError::failed(format!("conversation {id} could not be resumed: {e}")))?;
+        let child = inner.children.add(id.to_string(), format!("conversation: {title}"), true, tools);
         let cancel = inner.children.stop.child_token();
         let reports = Some(std::sync::Arc::downgrade(&inner.children));
         tokio::spawn(agents::drive(child, conv, message.to_string(), cancel, reports));

@@ -9,19 +9,24 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use kodik_conversation::{
-    AgentRunner, ChildConversation, ChildReport, ChildStatus, ChildTask, ConversationConfig, ConversationToolset,
-    RunnerError,
+    AgentRunner, ChildConversation, ChildReport, ChildStatus, ChildTask, ConversationConfig, ConversationStore,
+    ConversationToolset, FileStore, RunnerError, SessionInfo,
 };
 use kodik_core::{CancellationToken, ToolCall, ToolContext, ToolOutput, ToolRegistry, ToolStatus, Workspace, dispatch};
 use serde_json::{Value, json};
 
 /// Each child answers a message after `delay` with "done: <message>"; its whole history is kept
-/// by the runner, as a transcript would be, and `resume` picks it up.
+/// by the runner, as a transcript would be, and `resume` picks it up. A message
+/// `do: <tool> <json>` makes the child call one of its own conversation tools and answer with
+/// the result, as a model would.
 #[derive(Default)]
 struct Runner {
     delay: Duration,
     histories: Arc<Mutex<HashMap<String, Vec<String>>>>,
     cancelled: Arc<Mutex<Vec<String>>>,
+    /// (child, its parent) for every child started.
+    parents: Mutex<Vec<(String, String)>>,
+    root: std::path::PathBuf,
     n: Mutex<u32>,
 }
 
@@ -31,6 +36,24 @@ struct Child {
     history: Vec<String>,
     saved: Arc<Mutex<HashMap<String, Vec<String>>>>,
     cancelled: Arc<Mutex<Vec<String>>>,
+    tools: ToolRegistry,
+    root: std::path::PathBuf,
+}
+
+impl Child {
+    fn new(id: String, runner: &Runner, history: Vec<String>, tools: &ConversationToolset) -> Self {
+        let mut registry = ToolRegistry::new();
+        tools.register(&mut registry);
+        Child {
+            id,
+            delay: runner.delay,
+            history,
+            saved: runner.histories.clone(),
+            cancelled: runner.cancelled.clone(),
+            tools: registry,
+            root: runner.root.clone(),
+        }
+    }
 }
 
 #[async_trait]
@@ -48,7 +71,15 @@ impl ChildConversation for Child {
             }
             _ = tokio::time::sleep(self.delay) => {}
         }
-        let answer = format!("done: {message} (after {} messages)", self.history.len());
+        let answer = match message.strip_prefix("do: ").and_then(|m| m.split_once(' ')) {
+            Some((tool, args)) => {
+                let cx = ToolContext::new(Workspace::new(&self.root).unwrap());
+                let args: Value = serde_json::from_str(args).unwrap();
+                let out = dispatch(&self.tools, &ToolCall::new("c", tool, args), &cx).await;
+                format!("{tool} said: {}", out.text_content())
+            }
+            None => format!("done: {message} (after {} messages)", self.history.len()),
+        };
         self.history.push(format!("agent: {answer}"));
         self.saved.lock().unwrap().insert(self.id.clone(), self.history.clone());
         ChildReport { status: ChildStatus::Completed, text: answer }
@@ -59,17 +90,12 @@ impl AgentRunner for Runner {
     fn start(&self, task: &ChildTask) -> Result<Box<dyn ChildConversation>, RunnerError> {
         let mut n = self.n.lock().unwrap();
         *n += 1;
-        assert_eq!(task.parent, "parent");
-        Ok(Box::new(Child {
-            id: format!("child-{n}"),
-            delay: self.delay,
-            history: Vec::new(),
-            saved: self.histories.clone(),
-            cancelled: self.cancelled.clone(),
-        }))
+        let id = format!("child-{n}");
+        self.parents.lock().unwrap().push((id.clone(), task.parent.clone()));
+        Ok(Box::new(Child::new(id, self, Vec::new(), &task.tools)))
     }
 
-    fn resume(&self, id: &str) -> Result<Box<dyn ChildConversation>, RunnerError> {
+    fn resume(&self, id: &str, tools: &ConversationToolset) -> Result<Box<dyn ChildConversation>, RunnerError> {
         let history = self
             .histories
             .lock()
@@ -77,13 +103,7 @@ impl AgentRunner for Runner {
             .get(id)
             .cloned()
             .ok_or_else(|| RunnerError(format!("no transcript {id}")))?;
-        Ok(Box::new(Child {
-            id: id.into(),
-            delay: self.delay,
-            history,
-            saved: self.histories.clone(),
-            cancelled: self.cancelled.clone(),
-        }))
+        Ok(Box::new(Child::new(id.into(), self, history, tools)))
     }
 }
 
@@ -96,15 +116,20 @@ struct Host {
 }
 
 fn host(delay: Duration, max_children: usize) -> Host {
+    host_with(delay, max_children, ConversationConfig::default().max_depth)
+}
+
+fn host_with(delay: Duration, max_children: usize, max_depth: usize) -> Host {
     let dir = tempfile::tempdir().unwrap();
     let config = ConversationConfig {
         session_id: "parent".into(),
         global_memory_dir: None,
         max_children,
+        max_depth,
         ..ConversationConfig::default()
     };
     let set = ConversationToolset::builder().config(config).build();
-    let runner = Arc::new(Runner { delay, ..Runner::default() });
+    let runner = Arc::new(Runner { delay, root: dir.path().to_path_buf(), ..Runner::default() });
     assert!(set.set_runner(runner.clone()));
     let mut registry = ToolRegistry::new();
     set.register(&mut registry);
@@ -234,4 +259,106 @@ async fn a3_a5_limits_and_recipients_are_checked() {
     let out =
         dispatch(&registry, &ToolCall::new("c", "sub_agent", json!({"description": "d", "prompt": "p"})), &h.cx).await;
     assert!(out.text_content().contains("no agent runner"), "{}", out.text_content());
+}
+
+/// `do: sub_agent …` nested `levels` deep: each child starts the next.
+fn nested(levels: usize) -> Value {
+    let mut args = json!({"description": format!("level {levels}"), "prompt": "hello"});
+    for level in (1..levels).rev() {
+        args = json!({"description": format!("level {level}"), "prompt": format!("do: sub_agent {args}")});
+    }
+    args
+}
+
+#[tokio::test]
+async fn a3_sub_agents_nest_to_the_configured_depth_and_are_refused_past_it() {
+    // Default depth 2: a child starts a grandchild; the grandchild's own sub_agent is refused.
+    assert_eq!(ConversationConfig::default().max_depth, 2);
+    let h = host(Duration::ZERO, 8);
+    let out = h.call("sub_agent", nested(3)).await;
+    assert!(out.is_success(), "{}", out.text_content());
+    let text = out.text_content();
+    assert!(text.contains("Sub-agent child-2 completed"), "the grandchild ran: {text}");
+    assert!(
+        text.contains("you are a sub-agent at depth 2 and sub-agents may nest at most 2 deep"),
+        "the third level is refused with the reason: {text}"
+    );
+    let parents = h.runner.parents.lock().unwrap().clone();
+    assert_eq!(parents, [("child-1".to_string(), "parent".to_string()), ("child-2".into(), "child-1".into())]);
+
+    // A limit of 1: the child itself cannot delegate; 0: nobody can.
+    let h = host_with(Duration::ZERO, 8, 1);
+    let text = h.call("sub_agent", nested(2)).await.text_content();
+    assert!(text.contains("at depth 1 and sub-agents may nest at most 1 deep"), "{text}");
+    assert_eq!(h.runner.parents.lock().unwrap().len(), 1);
+    let h = host_with(Duration::ZERO, 8, 0);
+    let out = h.call("sub_agent", nested(1)).await;
+    assert_eq!(out.status, ToolStatus::Error);
+    assert!(out.text_content().contains("sub-agents are turned off"), "{}", out.text_content());
+}
+
+#[tokio::test]
+async fn a5_a_child_messages_its_parent_which_reads_it_before_its_next_request() {
+    let h = host(Duration::ZERO, 8);
+    let send = json!({"parent": true, "message": "found 3 parsers so far"});
+    let out = h
+        .call(
+            "sub_agent",
+            json!({"description": "scout", "prompt": format!("do: send_message {send}"), "background": true}),
+        )
+        .await;
+    assert!(out.is_success(), "{}", out.text_content());
+    let out = h.call("agent_status", json!({"agent_id": "child-1", "wait": true})).await;
+    assert!(out.text_content().contains("Message delivered to your parent parent"), "{}", out.text_content());
+    let notes = h.set.take_report_notes();
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.starts_with("[message from sub-agent child-1 (scout), still working]\nfound 3 parsers so far")),
+        "{notes:#?}"
+    );
+    assert!(notes.iter().any(|n| n.starts_with("Sub-agent child-1 completed")), "{notes:#?}");
+    assert!(h.set.take_report_notes().is_empty(), "each is handed out once");
+}
+
+#[tokio::test]
+async fn a5_a_child_cannot_message_its_sibling() {
+    let h = host(Duration::ZERO, 8);
+    h.call("sub_agent", json!({"description": "first", "prompt": "hello"})).await;
+    let send = json!({"agent_id": "child-1", "message": "hi sibling"});
+    let out = h.call("sub_agent", json!({"description": "second", "prompt": format!("do: send_message {send}")})).await;
+    let text = out.text_content();
+    assert!(text.contains("`child-1` is not a sub-agent you started") && text.contains("never its siblings"), "{text}");
+    assert_eq!(h.runner.histories.lock().unwrap()["child-1"].len(), 2, "the sibling got nothing");
+}
+
+#[tokio::test]
+async fn a5_an_open_conversation_of_another_process_gets_the_message_in_its_mailbox_once() {
+    let h = host(Duration::ZERO, 8);
+    let root = h._dir.path();
+    // A live process stands for the other conversation's process.
+    let mut other = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+    let store = FileStore::for_workspace(root);
+    let info =
+        SessionInfo { pid: Some(other.id()), title: "refactor the parser".into(), ..SessionInfo::new("other-1") };
+    store.put(&info).unwrap();
+    let out = h.call("send_message", json!({"agent_id": "other-1", "message": "The lexer API changed."})).await;
+    assert_eq!(out.meta["delivered"], "mailbox", "{}", out.text_content());
+
+    // The receiver, with the same workspace, reads it before its next request, once.
+    let receiver = ConversationToolset::builder()
+        .config(ConversationConfig { session_id: "other-1".into(), global_memory_dir: None, ..Default::default() })
+        .build();
+    let notes = receiver.take_mailbox_notes("other-1", root);
+    assert_eq!(notes.len(), 1, "{notes:#?}");
+    assert!(notes[0].starts_with("[message from conversation parent]\nThe lexer API changed."), "{}", notes[0]);
+    assert!(receiver.take_mailbox_notes("other-1", root).is_empty());
+
+    // Its process gone, the entry still says running: it counts as closed and is resumed here.
+    other.kill().unwrap();
+    other.wait().unwrap();
+    h.runner.histories.lock().unwrap().insert("other-1".into(), vec!["user: refactor".into()]);
+    let out = h.call("send_message", json!({"agent_id": "other-1", "message": "Go on."})).await;
+    assert_eq!(out.meta["delivered"], "resumed_conversation", "{}", out.text_content());
+    assert!(store.take_messages("other-1").unwrap().is_empty());
 }

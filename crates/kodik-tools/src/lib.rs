@@ -361,10 +361,21 @@ impl Toolbox {
         &self.conversation
     }
 
+    /// Opens the plans and lessons the conversation tools make in this toolbox's browser
+    /// session, as its current tab (A7), instead of only saving them and printing their path.
+    #[cfg(all(feature = "conversation", feature = "browser"))]
+    pub fn present_in_browser(&self) {
+        let tool = Arc::new(kodik_browser::BrowserTool::new(Arc::clone(&self.browser)));
+        let presenter = kodik_conversation::BrowserPresenter::new(tool, self.context.clone());
+        self.conversation.set_presenter(Arc::new(presenter));
+    }
+
     /// Lets `sub_agent` start children: each is a kodik-agent conversation on `model` over
     /// this toolbox's tools, with its own session, in its own mode (A3), resumable from its
-    /// transcript by `send_message` (A5). Children get no `sub_agent`, `send_message` or
-    /// `agent_status`. `false` when a runner was already set.
+    /// transcript by `send_message` (A5). Each child has its own conversation tools: it can
+    /// message its parent and start sub-agents of its own down to
+    /// [`ConversationConfig::max_depth`](kodik_conversation::ConversationConfig::max_depth).
+    /// `false` when a runner was already set.
     #[cfg(all(feature = "agent", feature = "conversation"))]
     pub fn enable_sub_agents(
         &self,
@@ -415,21 +426,14 @@ impl Toolbox {
         )
         .with_tool_source(self.tools.clone())
         .with_scheduler_config(self.scheduler_config.clone());
-        // Background sub-agents report to the model when they settle (A3).
+        // Background sub-agents report to the model when they settle (A3); messages from
+        // them and from other conversations arrive the same way (A5).
         #[cfg(feature = "conversation")]
-        let agent = agent.with_notes(Arc::new(ChildReports(self.conversation.clone())));
+        let agent = agent.with_notes(Arc::new(sub_agents::ConversationNotes::new(
+            self.conversation.clone(),
+            self.context.workspace.primary_root().to_path_buf(),
+        )));
         agent
-    }
-}
-
-/// The reports of background sub-agents, as notes for the agent's next request (A3).
-#[cfg(all(feature = "agent", feature = "conversation"))]
-struct ChildReports(kodik_conversation::ConversationToolset);
-
-#[cfg(all(feature = "agent", feature = "conversation"))]
-impl kodik_agent::Notes for ChildReports {
-    fn take(&self) -> Vec<String> {
-        self.0.take_report_notes()
     }
 }
 

@@ -38,6 +38,8 @@ pub fn publish_sessions(
                         mode: Some(mode),
                         model: Some(model),
                         workspace: Some(workspace.clone()),
+                        // Lets senders tell an open conversation from one a crash left "running".
+                        pid: Some(std::process::id()),
                         ..previous.unwrap_or_else(|| SessionInfo::new(session_id))
                     });
                     true

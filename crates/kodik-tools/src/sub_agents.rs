@@ -1,14 +1,19 @@
 //! The kodik-agent loop as the conversation tools' [`AgentRunner`]: each sub-agent is an
 //! [`Agent`](kodik_agent::Agent) conversation over the same tools, with its own session and
 //! context, planned for its own mode (A3), saved as a transcript it can be resumed from (A5).
+//! Its conversation tools are its own (its todo list, its sub-agents one level deeper, its way
+//! back to the parent), and [`ConversationNotes`] hands it what arrives between requests.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, Weak};
 
 use async_trait::async_trait;
 use kodik_agent::{Agent, AgentConfig, Conversation, RunStatus};
-use kodik_conversation::{AgentRunner, ChildConversation, ChildReport, ChildStatus, ChildTask, RunnerError};
-use kodik_core::{CancellationToken, Session, ToolContext};
+use kodik_conversation::{
+    AgentRunner, ChildConversation, ChildReport, ChildStatus, ChildTask, ConversationToolset, RunnerError,
+};
+use kodik_core::{CancellationToken, Session, ToolContext, ToolRegistry};
 use kodik_harness::{Harness, Mode};
 use kodik_scheduler::SchedulerConfig;
 use kodik_schema::agent::AgentMode;
@@ -32,9 +37,54 @@ impl std::fmt::Debug for AgentLoopRunner {
     }
 }
 
-/// The tools a child does not get: it starts no sub-agents of its own (depth 1) and cannot
-/// message or inspect its siblings (A5: never child → child).
-const PARENT_ONLY: [&str; 3] = ["sub_agent", "send_message", "agent_status"];
+/// The conversation tools, which each child gets its own of.
+const CONVERSATION_TOOLS: [&str; 9] = [
+    "todo_write",
+    "memory",
+    "ask_questions",
+    "agent_status",
+    "sub_agent",
+    "send_message",
+    "generate_plan",
+    "check_understanding",
+    "create_lesson",
+];
+
+/// What arrives for a conversation between its model requests, as notes (kodik-agent's hook):
+/// background sub-agents' reports (A3), messages from its sub-agents or its parent, and letters
+/// other processes left in its mailbox (A5). When its run is cancelled, its sub-agents stop
+/// too (G6).
+pub(crate) struct ConversationNotes {
+    tools: ConversationToolset,
+    root: PathBuf,
+}
+
+impl ConversationNotes {
+    pub(crate) fn new(tools: ConversationToolset, root: PathBuf) -> Self {
+        Self { tools, root }
+    }
+}
+
+impl kodik_agent::Notes for ConversationNotes {
+    fn take(&self) -> Vec<String> {
+        self.tools.take_report_notes()
+    }
+
+    fn take_for(&self, session_id: &str) -> Vec<String> {
+        // The conversation's id is chosen when it starts, after its tools were built: from its
+        // first request on, session memory, agent_status and the mailbox go by it.
+        if self.tools.session_id() != session_id {
+            self.tools.set_session_id(session_id);
+        }
+        let mut notes = self.tools.take_report_notes();
+        notes.extend(self.tools.take_mailbox_notes(session_id, &self.root));
+        notes
+    }
+
+    fn run_cancelled(&self, _session_id: &str) {
+        self.tools.stop_children();
+    }
+}
 
 fn mode_of(mode: AgentMode) -> Mode {
     match mode {
@@ -57,13 +107,21 @@ impl AgentLoopRunner {
         Self { model, tools, context, config, scheduler, modes: Mutex::default() }
     }
 
-    fn agent(&self, mode: Option<AgentMode>) -> Result<Agent, RunnerError> {
+    fn agent(&self, mode: Option<AgentMode>, own: &ConversationToolset) -> Result<Agent, RunnerError> {
         let tools = self.tools.upgrade().ok_or_else(|| RunnerError("the toolbox was dropped".into()))?;
-        let (registry, harness) = tools.current();
+        let (parent_registry, harness) = tools.current();
+        // The tools in force now, but its own conversation tools.
+        let mut registry = ToolRegistry::clone(&parent_registry);
+        for name in CONVERSATION_TOOLS {
+            registry.remove(name);
+        }
+        own.register(&mut registry);
         let mut harness = Harness::clone(&harness);
-        for mode in Mode::ALL {
-            for tool in PARENT_ONLY {
-                harness.set_enabled(mode, tool, false);
+        let limits = own.config();
+        if limits.depth >= limits.max_depth {
+            // At the depth limit `sub_agent` would only refuse: not offered at all (G11).
+            for mode in Mode::ALL {
+                harness.set_enabled(mode, "sub_agent", false);
             }
         }
         let mut config = self.config.clone();
@@ -74,8 +132,10 @@ impl AgentLoopRunner {
         let mut context = self.context.clone();
         context.session = Arc::new(Session::new());
         context.cancel = CancellationToken::new();
-        Ok(Agent::new(Arc::clone(&self.model), registry, context, harness, config)
-            .with_scheduler_config(self.scheduler.clone()))
+        let root = context.workspace.primary_root().to_path_buf();
+        Ok(Agent::new(Arc::clone(&self.model), Arc::new(registry), context, harness, config)
+            .with_scheduler_config(self.scheduler.clone())
+            .with_notes(Arc::new(ConversationNotes::new(own.clone(), root))))
     }
 }
 
@@ -108,15 +168,15 @@ impl ChildConversation for LoopChild {
 
 impl AgentRunner for AgentLoopRunner {
     fn start(&self, task: &ChildTask) -> Result<Box<dyn ChildConversation>, RunnerError> {
-        let conversation = self.agent(task.mode)?.start().map_err(|e| RunnerError(e.to_string()))?;
+        let conversation = self.agent(task.mode, &task.tools)?.start().map_err(|e| RunnerError(e.to_string()))?;
         let id = conversation.id().to_string();
         self.modes.lock().unwrap_or_else(|p| p.into_inner()).insert(id.clone(), task.mode);
         Ok(Box::new(LoopChild { id, conversation }))
     }
 
-    fn resume(&self, id: &str) -> Result<Box<dyn ChildConversation>, RunnerError> {
+    fn resume(&self, id: &str, tools: &ConversationToolset) -> Result<Box<dyn ChildConversation>, RunnerError> {
         let mode = self.modes.lock().unwrap_or_else(|p| p.into_inner()).get(id).copied().flatten();
-        let conversation = self.agent(mode)?.resume(id).map_err(|e| RunnerError(e.to_string()))?;
+        let conversation = self.agent(mode, tools)?.resume(id).map_err(|e| RunnerError(e.to_string()))?;
         Ok(Box::new(LoopChild { id: id.to_string(), conversation }))
     }
 }

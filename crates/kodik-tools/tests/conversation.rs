@@ -92,25 +92,54 @@ const LESSON: &str = r#"<!doctype html><html><head><title>Moves</title>
 document.getElementById('result').textContent=c&&c.value==='moved'?'Correct: a was moved.':'Not quite, try again.';}</script>
 </body></html>"#;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a7_a_created_lesson_opens_in_headless_chromium_and_its_quiz_is_answered() {
-    let dir = tempfile::tempdir().unwrap();
-    let tb = toolbox(dir.path(), ConversationToolset::builder().config(config()).build());
-    let out = tb.call(&ToolCall::new("1", "create_lesson", json!({"title": "Moves", "html": LESSON}))).await;
-    assert!(out.is_success(), "{}", out.text_content());
-    let path = out.meta["path"].as_str().unwrap().to_string();
-
-    let out = browse(&tb, json!({"action": "open", "url": format!("file://{path}")})).await;
-    assert!(out.is_success(), "{}", out.text_content());
-    let out = browse(&tb, json!({"action": "click", "target": {"role": "radio", "name": "It is moved"}})).await;
-    assert!(out.is_success(), "{}", out.text_content());
-    let out = browse(&tb, json!({"action": "click", "target": {"role": "button", "name": "Check answer"}})).await;
-    assert!(out.is_success(), "{}", out.text_content());
-    let out = browse(&tb, json!({"action": "wait", "condition": "text", "text": "Correct: a was moved."})).await;
-    assert!(out.is_success(), "the page checked the answer: {}", out.text_content());
-    tb.browser().shutdown().await;
-}
-
 async fn browse(tb: &Toolbox, args: serde_json::Value) -> kodik_tools::core::ToolOutput {
     tb.call(&ToolCall::new("b", "browser", args)).await
+}
+
+/// A7: asked to, the toolbox opens a generated plan in its (real, headless) Chromium session as
+/// a rendered page, and a lesson as itself; the model's `browser` tool then sees them, and the
+/// lesson's quiz is answered in the page. (One Chromium test per binary: they share the
+/// global browser profile.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a7_plans_and_lessons_open_in_the_browser_when_the_host_asks() {
+    let dir = tempfile::tempdir().unwrap();
+    let tb = toolbox(dir.path(), ConversationToolset::builder().config(config()).build());
+    tb.present_in_browser();
+    let plan = json!({
+        "title": "Split the <lexer>",
+        "summary": "Move lexing out of **parse.rs** so it can be tested alone.",
+        "steps": [
+            {"title": "Create lex.rs", "details": "Move `tokenize` and its helpers.", "files": ["src/lex.rs", "src/parse.rs"]},
+            {"title": "Test the lexer", "files": ["tests/lex.rs"]}
+        ],
+        "risks": ["Public API & docs change"]
+    });
+    let out = tb.call(&ToolCall::new("1", "generate_plan", plan)).await;
+    assert!(out.is_success(), "{}", out.text_content());
+    assert!(out.text_content().contains("opened in the browser (file://"), "{}", out.text_content());
+    assert!(dir.path().join(".kodik/plans/split-the-lexer.html").is_file());
+
+    let out = browse(&tb, json!({"action": "snapshot"})).await;
+    let page = out.text_content();
+    assert!(out.is_success(), "{page}");
+    for seen in [
+        "Split the <lexer>",
+        "Create lex.rs",
+        "Move tokenize and its helpers.",
+        "Files touched",
+        "Public API & docs change",
+    ] {
+        assert!(page.contains(seen), "the rendered plan lacks {seen:?}:\n{page}");
+    }
+    assert!(!page.contains("**"), "Markdown marks are rendered, not shown:\n{page}");
+
+    let out = tb.call(&ToolCall::new("2", "create_lesson", json!({"title": "Moves", "html": LESSON}))).await;
+    assert!(out.text_content().contains("opened in the browser"), "{}", out.text_content());
+    // The lesson is the current tab: its quiz is answered without opening it again.
+    let out = browse(&tb, json!({"action": "click", "target": {"role": "radio", "name": "It is moved"}})).await;
+    assert!(out.is_success(), "{}", out.text_content());
+    browse(&tb, json!({"action": "click", "target": {"role": "button", "name": "Check answer"}})).await;
+    let out = browse(&tb, json!({"action": "wait", "condition": "text", "text": "Correct: a was moved."})).await;
+    assert!(out.is_success(), "{}", out.text_content());
+    tb.browser().shutdown().await;
 }

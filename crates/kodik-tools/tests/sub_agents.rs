@@ -112,18 +112,11 @@ async fn a3_a5_a_real_child_answers_then_resumes_its_saved_conversation_on_a_mes
     let rest = third[second.len()..].join("\n");
     assert!(rest.contains("There are 2 parsers") && rest.contains("Where are their tests?"), "{rest}");
     assert!(second.join("\n").contains("parsers: json, toml"), "the child read the file itself: {second:#?}");
-    // The child runs in its own mode (Ask: read_file offered directly, nothing that edits) and,
-    // unlike its parent in that mode, is not offered sub-agent management (depth 1, never
-    // child → child) — also not after resuming.
-    let parent_in_ask = tb.registry_for(&tb.plan(kodik_tools::harness::Mode::Ask, "gpt-5"));
-    assert!(parent_in_ask.names().any(|n| n == "sub_agent"));
+    // The child runs in its own mode (Ask: read_file offered directly, nothing that edits), also
+    // after resuming.
     for r in [&requests[0], &requests[2]] {
-        let tools: Vec<String> = r.body["tools"].as_array().unwrap().iter().map(|t| t["name"].to_string()).collect();
-        assert!(
-            tools.iter().any(|t| t.contains("read_file")) && !tools.iter().any(|t| t.contains("edit_file")),
-            "{tools:?}"
-        );
-        assert!(!tools.iter().any(|t| t.contains("sub_agent") || t.contains("send_message")), "{tools:?}");
+        let tools = offered(&r.body);
+        assert!(tools.iter().any(|t| t == "read_file") && !tools.iter().any(|t| t == "edit_file"), "{tools:?}");
     }
 }
 
@@ -233,9 +226,15 @@ async fn a4_a5_an_agents_conversation_is_published_listed_and_resumed_once_close
     assert_eq!(store.get(&id).unwrap().unwrap().status, kodik_tools::schema::agent::SessionState::Closed);
 
     // A closed conversation messaged from another one resumes its saved conversation at once (A5).
-    let out = call(&tb, "send_message", json!({"agent_id": id, "message": "And after the merge?"})).await;
+    let sender = Toolbox::builder().workspace(dir.path()).build().unwrap();
+    let model = kodik_tools::model::client(
+        ModelConfig::new(Provider::OpenAiResponses, "gpt-5").base_url(_server.base_url()).api_key("sk-test").retries(0),
+    )
+    .unwrap();
+    assert!(sender.enable_sub_agents(model, AgentConfig::default()));
+    let out = call(&sender, "send_message", json!({"agent_id": id, "message": "And after the merge?"})).await;
     assert_eq!(out.meta["delivered"], "resumed_conversation", "{}", out.text_content());
-    let out = call(&tb, "agent_status", json!({"agent_id": id, "wait": true})).await;
+    let out = call(&sender, "agent_status", json!({"agent_id": id, "wait": true})).await;
     assert!(out.text_content().contains("Still green after the merge."), "{}", out.text_content());
     let requests = _server.requests();
     let (first, second) = (input_texts(&requests[0].body), input_texts(&requests[1].body));
@@ -286,4 +285,141 @@ async fn a3_a_background_childs_report_goes_into_the_parents_next_request() {
     // Handed out once: the second request had none, and nothing is left queued.
     assert!(!input_texts(&requests[1].body).join("\n").contains("Found 3 parsers."));
     assert!(tb.conversation().take_reports().is_empty());
+}
+
+/// The names of the tools a recorded Responses request offered.
+fn offered(request: &Value) -> Vec<String> {
+    request["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap_or_default().to_string()).collect()
+}
+
+/// A3, A5: with the default depth limit (2) a real child starts a real grandchild, which is not
+/// offered `sub_agent` itself, messages its parent mid-run (child → parent), and reports; the
+/// child's next request carries both the message and the report.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a3_a5_a_child_delegates_to_a_grandchild_which_messages_it_before_its_next_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let (tb, server) = toolbox(
+        dir.path(),
+        vec![
+            // The child delegates.
+            body(&[Step::Call(
+                "call_sub",
+                "sub_agent",
+                json!({"description": "count parsers", "prompt": "Count the parsers.", "mode": "ask"}),
+            )]),
+            // The grandchild tells its parent how far it got, then reports.
+            body(&[Step::Call(
+                "call_msg",
+                "send_message",
+                json!({"parent": true, "message": "halfway: 2 parsers so far"}),
+            )]),
+            body(&[Step::Text("grandchild done: 3 parsers")]),
+            // The child answers.
+            body(&[Step::Text("child done: 3 parsers")]),
+        ],
+        ReplayOptions::default(),
+    )
+    .await;
+    let out =
+        call(&tb, "sub_agent", json!({"description": "delegate", "prompt": "Delegate the count.", "mode": "ask"}))
+            .await;
+    assert!(out.is_success(), "{}", out.text_content());
+    assert!(out.text_content().contains("child done: 3 parsers"), "{}", out.text_content());
+
+    let requests = server.requests();
+    assert_eq!(requests.len(), 4);
+    let (child, grandchild) = (offered(&requests[0].body), offered(&requests[1].body));
+    assert!(child.iter().any(|t| t == "sub_agent"), "the child (depth 1) may delegate: {child:?}");
+    assert!(
+        !grandchild.iter().any(|t| t == "sub_agent"),
+        "the grandchild (depth 2) is not offered sub_agent: {grandchild:?}"
+    );
+    assert!(grandchild.iter().any(|t| t == "send_message"), "{grandchild:?}");
+    let reply = input_texts(&requests[2].body).join("\n");
+    assert!(reply.contains("Message delivered to your parent"), "{reply}");
+    let last = input_texts(&requests[3].body).join("\n");
+    assert!(last.contains("[message from sub-agent") && last.contains("halfway: 2 parsers so far"), "{last}");
+    assert!(last.contains("grandchild done: 3 parsers"), "{last}");
+}
+
+/// A5: a message to a running child reaches it at its next model request, inside the same run
+/// (not after the run settles).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a5_a_message_to_a_running_child_arrives_at_its_next_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("started");
+    let (tb, server) = toolbox(
+        dir.path(),
+        vec![
+            body(&[Step::Call("call_wait", "shell", json!({"command": "touch started; sleep 1"}))]),
+            body(&[Step::Text("Noted: skip the docs.")]),
+        ],
+        ReplayOptions::default(),
+    )
+    .await;
+    let out = call(&tb, "sub_agent", json!({"description": "bg", "prompt": "work", "background": true})).await;
+    let id = out.meta["agent_id"].as_str().unwrap().to_string();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !marker.exists() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(marker.exists(), "the child's command never ran");
+    let out = call(&tb, "send_message", json!({"agent_id": id, "message": "Skip the docs."})).await;
+    assert_eq!(out.meta["delivered"], "queued", "{}", out.text_content());
+    let out = call(&tb, "agent_status", json!({"agent_id": id, "wait": true})).await;
+    assert!(out.text_content().contains("Noted: skip the docs."), "{}", out.text_content());
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2, "one run: the message did not start another");
+    let second = input_texts(&requests[1].body).join("\n");
+    assert!(second.contains("[message from your parent agent") && second.contains("Skip the docs."), "{second}");
+}
+
+/// G6, A3: cancelling the parent's run stops its background children and their commands, not
+/// only its foreground ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn g6_cancelling_the_parents_run_stops_its_background_child_and_its_command() {
+    let secs = format!("32.{:07}", std::process::id());
+    let argv = ["sleep", secs.as_str()];
+    let dir = tempfile::tempdir().unwrap();
+    let (tb, _child_server) = toolbox(
+        dir.path(),
+        vec![body(&[Step::Call("call_sleep", "shell", json!({"command": format!("sleep {secs}")}))])],
+        ReplayOptions::default(),
+    )
+    .await;
+    let parent_bodies = [
+        body(&[Step::Call(
+            "call_bg",
+            "sub_agent",
+            json!({"description": "sleeper", "prompt": "sleep", "background": true}),
+        )]),
+        // The parent waits on something else until the user cancels.
+        body(&[Step::Call("call_wait", "shell", json!({"command": "sleep 20"}))]),
+    ];
+    let recording = parent_bodies
+        .into_iter()
+        .fold(Recording::new(Provider::OpenAiResponses, "gpt-5"), |r, b| r.with(Exchange::sse(b)));
+    let parent_server = ReplayServer::start(recording).await.unwrap();
+    let parent_model = kodik_tools::model::client(
+        ModelConfig::new(Provider::OpenAiResponses, "gpt-5")
+            .base_url(parent_server.base_url())
+            .api_key("sk-test")
+            .retries(0),
+    )
+    .unwrap();
+    let agent = tb.agent(parent_model, AgentConfig::default().max_turns(5));
+    let mut conversation = agent.start().unwrap();
+    let cancel = kodik_tools::core::CancellationToken::new();
+    let (stop, watched) = (cancel.clone(), argv.map(String::from));
+    let watcher = tokio::spawn(async move {
+        let seen = wait_for(&[watched[0].as_str(), watched[1].as_str()], true).await;
+        stop.cancel();
+        seen
+    });
+    let outcome = conversation.run("start a sleeper in the background", cancel).await;
+    assert!(watcher.await.unwrap(), "the child's command never started");
+    assert_eq!(outcome.status, kodik_tools::agent::RunStatus::Cancelled, "{outcome:?}");
+    assert!(wait_for(&argv, false).await, "the background child's command outlived the parent's cancelled run");
+    let out = call(&tb, "agent_status", json!({})).await;
+    assert!(out.text_content().contains("[cancelled] sleeper"), "{}", out.text_content());
 }

@@ -1,0 +1,217 @@
+//! The conversation tools across real `kodik` processes: `kodik serve` over stdio MCP (A1, A2,
+//! A4) and a message from one `kodik agent` to another one that is running (A5).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
+
+use std::io::{BufRead as _, BufReader, Write as _};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use kodik_tools::model::Provider;
+use kodik_tools::model::replay::{Exchange, Recording, ReplayServer};
+use serde_json::{Value, json};
+
+const KODIK: &str = env!("CARGO_BIN_EXE_kodik");
+
+/// A `kodik serve` child process spoken to in raw JSON-RPC lines.
+struct Serve {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    stdout: BufReader<std::process::ChildStdout>,
+    next: u64,
+}
+
+impl Serve {
+    fn start(workspace: &Path) -> Self {
+        let mut child = Command::new(KODIK)
+            .args(["serve", "--workspace", workspace.to_str().unwrap()])
+            .env("KODIK_CONFIG_DIR", workspace.join("user-config"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut serve = Self { child, stdin, stdout, next: 1 };
+        let init = serve.request(
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}),
+        );
+        assert_eq!(init["result"]["serverInfo"]["name"], "kodik", "{init}");
+        writeln!(serve.stdin, r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#).unwrap();
+        serve
+    }
+
+    /// Sends a request and returns its response, skipping notifications.
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next;
+        self.next += 1;
+        writeln!(self.stdin, "{}", json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).unwrap();
+        loop {
+            let mut line = String::new();
+            assert!(self.stdout.read_line(&mut line).unwrap() > 0, "kodik serve closed stdout");
+            let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON-RPC ({e}): {line}"));
+            if v["id"] == id {
+                return v;
+            }
+        }
+    }
+
+    /// Calls a tool; returns (is_error, text of its content).
+    fn call(&mut self, name: &str, arguments: Value) -> (bool, String) {
+        let reply = self.request("tools/call", json!({"name": name, "arguments": arguments}));
+        let result = &reply["result"];
+        assert!(result.is_object(), "{reply}");
+        let text = result["content"].as_array().unwrap().iter().filter_map(|c| c["text"].as_str()).collect();
+        (result["isError"] == true, text)
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A1, A2, A4 through `kodik serve`: the conversation tools are listed, the todo list lives as
+/// long as the server's conversation (an invalid merge leaves it untouched), notes are plain
+/// Markdown files, and agent_status describes this conversation.
+#[test]
+fn a1_a2_a4_conversation_tools_through_kodik_serve() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut serve = Serve::start(dir.path());
+    let tools = serve.request("tools/list", json!({}));
+    let names: Vec<&str> =
+        tools["result"]["tools"].as_array().unwrap().iter().filter_map(|t| t["name"].as_str()).collect();
+    for tool in ["todo_write", "memory", "agent_status"] {
+        assert!(names.contains(&tool), "{tool} is not listed: {names:?}");
+    }
+
+    let (err, text) = serve.call("todo_write", json!({"todos": [{"title": "Write the parser"}, {"title": "Test it"}]}));
+    assert!(!err, "{text}");
+    let (err, text) = serve.call("todo_write", json!({"merge": true, "todos": [{"id": "1", "status": "in_progress"}]}));
+    assert!(!err && text.contains("1: Write the parser") && text.contains("2: Test it"), "the list lives on: {text}");
+    let (err, text) = serve.call("todo_write", json!({"merge": true, "todos": [{"id": "9", "status": "completed"}]}));
+    assert!(err && text.contains("The list is unchanged"), "{text}");
+
+    let (err, text) = serve.call("memory", json!({"content": "The parser lives in src/parse.rs."}));
+    assert!(!err, "{text}");
+    let note = std::fs::read_to_string(dir.path().join(".kodik/memory/the-parser-lives-in-src-parse-rs.md")).unwrap();
+    assert_eq!(note, "The parser lives in src/parse.rs.\n", "a plain Markdown file");
+    let (err, text) = serve.call("memory", json!({"action": "list"}));
+    assert!(!err && text.contains("the-parser-lives-in-src-parse-rs"), "{text}");
+
+    let (err, text) = serve.call("agent_status", json!({"scope": "self"}));
+    assert!(!err, "{text}");
+    assert!(text.contains("Write the parser"), "self shows the todo progress: {text}");
+    let (err, text) = serve.call("agent_status", json!({}));
+    assert!(!err && text.contains("no background sub-agents"), "{text}");
+}
+
+/// A Responses stream that makes one function call.
+fn call_body(name: &str, args: &Value) -> String {
+    let args = args.to_string();
+    let added = json!({"type": "response.output_item.added", "output_index": 0,
+        "item": {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": name, "arguments": ""}});
+    let done = json!({"type": "response.output_item.done", "output_index": 0,
+        "item": {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": name, "arguments": args}});
+    sse(&[added, done])
+}
+
+fn text_body(text: &str) -> String {
+    sse(&[json!({"type": "response.output_text.delta", "output_index": 0, "content_index": 0, "delta": text})])
+}
+
+fn sse(events: &[Value]) -> String {
+    let completed = json!({"type": "response.completed", "response": {"id": "resp_1", "status": "completed",
+        "usage": {"input_tokens": 100, "output_tokens": 10}}});
+    events
+        .iter()
+        .chain([&completed])
+        .map(|e| format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap()))
+        .collect()
+}
+
+fn agent(server: &ReplayServer, workspace: &Path, mode: &str, task: &str) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(KODIK);
+    cmd.arg("agent")
+        .arg("--workspace")
+        .arg(workspace)
+        .args(["--mode", mode, "--json", "--model", "gpt-5", "--base-url", &server.base_url(), task])
+        .env("OPENAI_API_KEY", "sk-test-not-a-real-key")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd
+}
+
+/// A5: one `kodik agent` messages another that is running in its own process; the message
+/// waits in the recipient's mailbox and is in its next model request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a5_a_message_reaches_a_conversation_running_in_another_process() {
+    let ws = tempfile::tempdir().unwrap();
+    // The recipient works on something that ends once a letter has arrived (at most 30 s).
+    let wait =
+        "for i in $(seq 300); do ls .kodik/conversations/*.inbox/*.json >/dev/null 2>&1 && break; sleep 0.1; done";
+    let recipient = Recording::new(Provider::OpenAiResponses, "gpt-5")
+        .with(Exchange::sse(call_body("shell", &json!({"command": wait}))))
+        .with(Exchange::sse(text_body("Adapted to the new lexer API.")));
+    let recipient_server = ReplayServer::start(recipient).await.unwrap();
+    let mut running = agent(&recipient_server, ws.path(), "code", "refactor the parser").spawn().unwrap();
+
+    // Its entry in the conversation store names it and its process.
+    let store = ws.path().join(".kodik/conversations");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let entry = loop {
+        let found = std::fs::read_dir(&store)
+            .ok()
+            .and_then(|d| d.flatten().map(|e| e.path()).find(|p| p.extension().is_some_and(|x| x == "json")));
+        if let Some(path) = found
+            && let Ok(v) = serde_json::from_slice::<Value>(&std::fs::read(&path).unwrap_or_default())
+        {
+            break v;
+        }
+        assert!(Instant::now() < deadline, "the running agent published no conversation");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let recipient_id = entry["id"].as_str().unwrap().to_string();
+    assert_eq!(entry["pid"].as_u64(), running.id().map(u64::from), "{entry}");
+
+    let sender = Recording::new(Provider::OpenAiResponses, "gpt-5")
+        .with(Exchange::sse(call_body(
+            "send_message",
+            &json!({"agent_id": recipient_id, "message": "The lexer API changed: tokenize() now returns a Vec."}),
+        )))
+        .with(Exchange::sse(text_body("Told them.")));
+    let sender_server = ReplayServer::start(sender).await.unwrap();
+    let sent = agent(&sender_server, ws.path(), "ask", "tell the parser refactor about the lexer change")
+        .output()
+        .await
+        .unwrap();
+    let sent_out = String::from_utf8_lossy(&sent.stdout);
+    assert_eq!(sent.status.code(), Some(0), "{sent_out}\n{}", String::from_utf8_lossy(&sent.stderr));
+    assert!(sent_out.contains("Message left for conversation"), "{sent_out}");
+    let sender_id = sent_out
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|l| l["type"] == "thread.started")
+        .and_then(|l| l["thread_id"].as_str().map(String::from))
+        .unwrap();
+
+    let done = tokio::time::timeout(Duration::from_secs(60), running.wait()).await.expect("the recipient never ended");
+    assert!(done.unwrap().success());
+    let requests = recipient_server.requests();
+    assert_eq!(requests.len(), 2);
+    let second = requests[1].body["input"].to_string();
+    assert!(
+        second.contains(&format!("[message from conversation {sender_id}]"))
+            && second.contains("The lexer API changed: tokenize() now returns a Vec."),
+        "{second}"
+    );
+    assert!(!requests[0].body["input"].to_string().contains("lexer API"));
+    let inbox = store.join(format!("{recipient_id}.inbox"));
+    assert_eq!(std::fs::read_dir(&inbox).map(|d| d.count()).unwrap_or(0), 0, "the letter was taken once");
+}
