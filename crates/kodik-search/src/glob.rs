@@ -101,6 +101,13 @@ pub(crate) fn search_bases(
 /// shown absolute, so that it names its root and resolves to the same file. (This is
 /// `Workspace::display` for the first root, on bytes: it runs for every file a search shows.)
 pub(crate) fn show_path(ws: &Workspace, path: &Path) -> String {
+    let mut out = String::new();
+    push_shown(ws, path, &mut out);
+    out
+}
+
+/// Appends [`show_path`]'s text to `out`.
+pub(crate) fn push_shown(ws: &Workspace, path: &Path, out: &mut String) {
     let bytes = path.as_os_str().as_encoded_bytes();
     let root = ws.primary_root().as_os_str().as_encoded_bytes();
     let rel = bytes.strip_prefix(root).and_then(|rest| match rest {
@@ -109,7 +116,7 @@ pub(crate) fn show_path(ws: &Workspace, path: &Path) -> String {
         rest if root.ends_with(b"/") => Some(rest),
         _ => None,
     });
-    String::from_utf8_lossy(rel.unwrap_or(bytes)).into_owned()
+    out.push_str(&String::from_utf8_lossy(rel.unwrap_or(bytes)));
 }
 
 /// A compiled pattern and what it is matched against.
@@ -259,7 +266,7 @@ fn glob(
     let limit = config.glob_limit.max(1);
     let mut text = String::new();
     for f in found.iter().take(limit) {
-        text.push_str(&show_path(ws, &f.path));
+        push_shown(ws, &f.path, &mut text);
         text.push('\n');
     }
     let shown = total.min(limit);
