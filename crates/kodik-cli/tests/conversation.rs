@@ -23,9 +23,9 @@ struct Serve {
 }
 
 impl Serve {
-    fn start(workspace: &Path) -> Self {
+    fn start(workspace: &Path, mode: &str) -> Self {
         let mut child = Command::new(KODIK)
-            .args(["serve", "--workspace", workspace.to_str().unwrap()])
+            .args(["serve", "--workspace", workspace.to_str().unwrap(), "--mode", mode])
             .env("KODIK_CONFIG_DIR", workspace.join("user-config"))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -82,7 +82,7 @@ impl Drop for Serve {
 #[test]
 fn a1_a2_a4_conversation_tools_through_kodik_serve() {
     let dir = tempfile::tempdir().unwrap();
-    let mut serve = Serve::start(dir.path());
+    let mut serve = Serve::start(dir.path(), "code");
     let tools = serve.request("tools/list", json!({}));
     let names: Vec<&str> =
         tools["result"]["tools"].as_array().unwrap().iter().filter_map(|t| t["name"].as_str()).collect();
@@ -109,6 +109,41 @@ fn a1_a2_a4_conversation_tools_through_kodik_serve() {
     assert!(text.contains("Write the parser"), "self shows the todo progress: {text}");
     let (err, text) = serve.call("agent_status", json!({}));
     assert!(!err && text.contains("no background sub-agents"), "{text}");
+
+    // A server has no person to ask and no model to run sub-agents: clear errors, no hang.
+    let question = json!({"questions": [{"question": "Tabs?", "options": [{"label": "yes"}, {"label": "no"}]}]});
+    let (err, text) = serve.call("ask_questions", question);
+    assert!(err && text.contains("nobody can be asked"), "{text}");
+    let (err, text) = serve.call("sub_agent", json!({"description": "d", "prompt": "p"}));
+    assert!(err && text.contains("no agent runner"), "{text}");
+    let (err, text) = serve.call("send_message", json!({"agent_id": "nobody", "message": "hi"}));
+    assert!(err && text.contains("neither a sub-agent"), "{text}");
+}
+
+/// A7 through `kodik serve` in Plan and Educator modes: the plan and the lesson are written as
+/// files; the quiz has nobody to ask.
+#[test]
+fn a7_plan_and_lesson_tools_through_kodik_serve() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut serve = Serve::start(dir.path(), "plan");
+    let plan = json!({"title": "Split the lexer", "summary": "Move lexing out.",
+        "steps": [{"title": "Create lex.rs", "files": ["src/lex.rs"]}], "risks": ["API change"]});
+    let (err, text) = serve.call("generate_plan", plan);
+    assert!(!err, "{text}");
+    let md = std::fs::read_to_string(dir.path().join(".kodik/plans/split-the-lexer.md")).unwrap();
+    assert!(
+        md.contains("1. **Create lex.rs**") && md.contains("- `src/lex.rs` (step 1)") && md.contains("- API change")
+    );
+    drop(serve);
+
+    let mut serve = Serve::start(dir.path(), "educator");
+    let html = "<html><body><h1>Moves</h1><p>let b = a; moves a.</p></body></html>";
+    let (err, text) = serve.call("create_lesson", json!({"title": "Moves", "html": html}));
+    assert!(!err, "{text}");
+    assert_eq!(std::fs::read_to_string(dir.path().join(".kodik/lessons/moves.html")).unwrap(), html);
+    let quiz = json!({"topic": "moves", "questions": [{"question": "Is a moved?", "options": ["yes", "no"], "correct_option": 0}]});
+    let (err, text) = serve.call("check_understanding", quiz);
+    assert!(err && text.contains("nobody can be asked"), "{text}");
 }
 
 /// A Responses stream that makes one function call.
