@@ -854,11 +854,12 @@ impl BrowserSession {
                 }
             }));
         }
-        let mut browser = browser;
+        // Listed, not attached: chromiumoxide's fetch_targets would attach to Chromium's start-up
+        // tab and run a whole page set-up for it while the first real tab is being set up.
         let ignored: HashSet<TargetId> = browser
-            .fetch_targets()
+            .execute(chromiumoxide::cdp::browser_protocol::target::GetTargetsParams::default())
             .await
-            .map(|ts| ts.into_iter().filter(|t| t.r#type == "page").map(|t| t.target_id).collect())
+            .map(|r| r.result.target_infos.iter().filter(|t| t.r#type == "page").map(|t| t.target_id.clone()).collect())
             .unwrap_or_default();
         let running = Running {
             note,
