@@ -164,6 +164,29 @@ impl Tools {
     }
 }
 
+/// A sub-agent's tools (A3): the set in force now with its own conversation tools in place of
+/// the parent's, and code mode over those, so its scripts reach its own todo list, sub-agents
+/// and parent too.
+#[cfg(all(feature = "agent", feature = "conversation"))]
+impl Tools {
+    fn for_child(&self, own: &kodik_conversation::ConversationToolset) -> (Arc<ToolRegistry>, Arc<Harness>) {
+        let set = self.current();
+        let mut registry = ToolRegistry::clone(&set.registry);
+        for name in sub_agents::CONVERSATION_TOOLS {
+            registry.remove(name);
+        }
+        own.register(&mut registry);
+        #[cfg(feature = "codemode")]
+        if let Some(codemode) = &set.codemode
+            && registry.remove("codemode").is_some()
+        {
+            let tool = codemode.with_tools(registry.clone());
+            registry.register(tool);
+        }
+        (Arc::new(registry), Arc::clone(&set.harness))
+    }
+}
+
 #[cfg(feature = "agent")]
 impl kodik_agent::ToolSource for Tools {
     fn current(&self) -> (Arc<ToolRegistry>, Arc<Harness>) {
@@ -382,10 +405,9 @@ impl Toolbox {
         model: Arc<dyn kodik_model::ModelClient>,
         config: kodik_agent::AgentConfig,
     ) -> bool {
-        let tools: Arc<dyn kodik_agent::ToolSource> = self.tools.clone();
         let runner = AgentLoopRunner::new(
             model,
-            Arc::downgrade(&tools),
+            Arc::downgrade(&self.tools),
             self.context.clone(),
             config,
             self.scheduler_config.clone(),

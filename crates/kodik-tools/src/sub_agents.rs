@@ -13,7 +13,7 @@ use kodik_agent::{Agent, AgentConfig, Conversation, RunStatus};
 use kodik_conversation::{
     AgentRunner, ChildConversation, ChildReport, ChildStatus, ChildTask, ConversationToolset, RunnerError,
 };
-use kodik_core::{CancellationToken, Session, ToolContext, ToolRegistry};
+use kodik_core::{CancellationToken, Session, ToolContext};
 use kodik_harness::{Harness, Mode};
 use kodik_scheduler::SchedulerConfig;
 use kodik_schema::agent::AgentMode;
@@ -23,7 +23,7 @@ pub struct AgentLoopRunner {
     model: Arc<dyn kodik_model::ModelClient>,
     // Weak: the toolbox's tools hold the sub_agent tool, which holds this runner. Read per
     // child, so a child sees the tools in force when it starts (MCP `tools/list_changed`).
-    tools: Weak<dyn kodik_agent::ToolSource>,
+    tools: Weak<crate::Tools>,
     context: ToolContext,
     config: AgentConfig,
     scheduler: SchedulerConfig,
@@ -38,7 +38,7 @@ impl std::fmt::Debug for AgentLoopRunner {
 }
 
 /// The conversation tools, which each child gets its own of.
-const CONVERSATION_TOOLS: [&str; 9] = [
+pub(crate) const CONVERSATION_TOOLS: [&str; 9] = [
     "todo_write",
     "memory",
     "ask_questions",
@@ -99,7 +99,7 @@ fn mode_of(mode: AgentMode) -> Mode {
 impl AgentLoopRunner {
     pub(crate) fn new(
         model: Arc<dyn kodik_model::ModelClient>,
-        tools: Weak<dyn kodik_agent::ToolSource>,
+        tools: Weak<crate::Tools>,
         context: ToolContext,
         config: AgentConfig,
         scheduler: SchedulerConfig,
@@ -109,13 +109,8 @@ impl AgentLoopRunner {
 
     fn agent(&self, mode: Option<AgentMode>, own: &ConversationToolset) -> Result<Agent, RunnerError> {
         let tools = self.tools.upgrade().ok_or_else(|| RunnerError("the toolbox was dropped".into()))?;
-        let (parent_registry, harness) = tools.current();
         // The tools in force now, but its own conversation tools.
-        let mut registry = ToolRegistry::clone(&parent_registry);
-        for name in CONVERSATION_TOOLS {
-            registry.remove(name);
-        }
-        own.register(&mut registry);
+        let (registry, harness) = tools.for_child(own);
         let mut harness = Harness::clone(&harness);
         let limits = own.config();
         if limits.depth >= limits.max_depth {
@@ -133,7 +128,7 @@ impl AgentLoopRunner {
         context.session = Arc::new(Session::new());
         context.cancel = CancellationToken::new();
         let root = context.workspace.primary_root().to_path_buf();
-        Ok(Agent::new(Arc::clone(&self.model), Arc::new(registry), context, harness, config)
+        Ok(Agent::new(Arc::clone(&self.model), registry, context, harness, config)
             .with_scheduler_config(self.scheduler.clone())
             .with_notes(Arc::new(ConversationNotes::new(own.clone(), root))))
     }

@@ -423,3 +423,22 @@ async fn g6_cancelling_the_parents_run_stops_its_background_child_and_its_comman
     let out = call(&tb, "agent_status", json!({})).await;
     assert!(out.text_content().contains("[cancelled] sleeper"), "{}", out.text_content());
 }
+
+/// A3: a child's code-mode scripts reach the child's own conversation tools: its todo list is
+/// its own, the parent's stays empty.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a3_a_childs_script_writes_the_childs_todo_list_not_its_parents() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = "await tools.todo_write({ todos: [{ title: 'child step' }] });";
+    let (tb, server) = toolbox(
+        dir.path(),
+        vec![body(&[Step::Call("call_code", "codemode", json!({"code": script}))]), body(&[Step::Text("Planned.")])],
+        ReplayOptions::default(),
+    )
+    .await;
+    let out = call(&tb, "sub_agent", json!({"description": "plan", "prompt": "plan it"})).await;
+    assert!(out.text_content().contains("Planned."), "{}", out.text_content());
+    let second = input_texts(&server.requests()[1].body).join("\n");
+    assert!(second.contains("child step"), "the script's call succeeded: {second}");
+    assert!(tb.conversation().todos().is_empty(), "the parent's list: {:?}", tb.conversation().todos());
+}
