@@ -26,7 +26,7 @@ pub struct ChildTask {
     pub parent: String,
     /// The child's own conversation tools, to register in its tool set in place of the
     /// parent's: its own todo list and sub-agents, one level deeper, and `send_message` with
-    /// `parent: true` reaching the parent (A5). Call [`ConversationToolset::set_session_id`]
+    /// `parent: true` reaching the parent (A5). Call [`set_session_id`](crate::ConversationToolset::set_session_id)
     /// with the child's id once it has one.
     pub tools: crate::ConversationToolset,
 }

@@ -17,7 +17,7 @@
 //! | `model` (off by default) | `kodik_model` | — the streaming model clients |
 //! | `agent` (off by default) | `kodik_agent` | — the agent loop; [`Toolbox::agent`] builds one |
 //! | `mcp` (off by default) | `kodik_mcp` | other MCP servers' tools as `server__tool` (`ToolboxBuilder::mcp`) |
-//! | `conversation` | `kodik_conversation` | todo_write, memory, ask_questions, agent_status, generate_plan, check_understanding, create_lesson |
+//! | `conversation` | `kodik_conversation` | todo_write, memory, ask_questions, agent_status, sub_agent and send_message (with `agent`: `Toolbox::enable_sub_agents`), generate_plan, check_understanding, create_lesson |
 //!
 //! See the crate README for an embedding example.
 
