@@ -337,6 +337,15 @@ fn describe(info: &SessionInfo) -> String {
     s
 }
 
+/// An entry as it is now: one left "running" or "idle" by a process that is gone (a crash, a
+/// kill) is closed.
+fn as_it_is(mut info: SessionInfo) -> SessionInfo {
+    if !info.is_open() {
+        info.status = SessionState::Closed;
+    }
+    info
+}
+
 fn matches_workspace(info: &SessionInfo, want: &str) -> bool {
     let want = want.trim().trim_end_matches('/');
     info.workspace.as_ref().is_some_and(|w| {
@@ -381,6 +390,7 @@ impl AgentStatusTool {
             .map_err(|e| ToolError::failed(e.to_string()))?
             .into_iter()
             .filter(|s| s.id != *me)
+            .map(as_it_is)
             .filter(|s| args.status.is_none_or(|st| s.status == st))
             .filter(|s| {
                 args.active_within_minutes
@@ -441,7 +451,7 @@ impl TypedTool for AgentStatusTool {
         }
         if let Some(id) = args.agent_id.as_deref().map(str::trim) {
             let info = store.get(id).map_err(|e| ToolError::failed(e.to_string()))?;
-            let Some(info) = info else {
+            let Some(info) = info.map(as_it_is) else {
                 return Err(ToolError::failed(format!(
                     "no sub-agent or conversation `{id}`: list them with agent_status scope `all`"
                 )));

@@ -286,6 +286,12 @@ fn store_writer_process() {
     store.put(&session("s-run", "Parser fix", SessionState::Running, 2, "/work/alpha")).unwrap();
     store.put(&session("s-idle", "Docs pass", SessionState::Idle, 30, "/work/beta")).unwrap();
     store.put(&session("me", "This one", SessionState::Running, 0, "/work/alpha")).unwrap();
+    // Left "running" by this process, which ends now: a crashed conversation.
+    let crashed = SessionInfo {
+        pid: Some(std::process::id()),
+        ..session("s-crashed", "Crashed run", SessionState::Running, 5, "/work/gamma")
+    };
+    store.put(&crashed).unwrap();
 }
 
 #[tokio::test]
@@ -298,11 +304,12 @@ async fn a4_agent_status_lists_sessions_written_by_another_process() {
         .status()
         .unwrap();
     assert!(status.success());
-    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 4, "the other process wrote the store");
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 5, "the other process wrote the store");
 
     let out = h.call("agent_status", json!({"scope": "sessions"})).await;
     let text = out.text_content();
-    assert!(text.starts_with("Conversations 1–3 of 3"), "{text}");
+    assert!(text.starts_with("Conversations 1–4 of 4"), "{text}");
+    assert!(text.contains("- s-crashed [closed] Crashed run"), "its process is gone: {text}");
     let run = text.find("s-run").unwrap();
     let idle = text.find("s-idle").unwrap();
     let old = text.find("s-old").unwrap();
@@ -314,17 +321,19 @@ async fn a4_agent_status_lists_sessions_written_by_another_process() {
         out.meta["sessions"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect::<Vec<_>>()
     };
     let out = h.call("agent_status", json!({"scope": "sessions", "status": "closed"})).await;
-    assert_eq!(ids(&out), ["s-old"]);
+    assert_eq!(ids(&out), ["s-crashed", "s-old"]);
+    let out = h.call("agent_status", json!({"scope": "sessions", "status": "running"})).await;
+    assert_eq!(ids(&out), ["s-run"]);
     let out = h.call("agent_status", json!({"scope": "sessions", "active_within_minutes": 60})).await;
-    assert_eq!(ids(&out), ["s-run", "s-idle"]);
+    assert_eq!(ids(&out), ["s-run", "s-crashed", "s-idle"]);
     let out = h.call("agent_status", json!({"scope": "sessions", "workspace": "beta"})).await;
     assert_eq!(ids(&out), ["s-idle"]);
     let out = h.call("agent_status", json!({"scope": "all", "query": "words parser"})).await;
     assert_eq!(ids(&out), ["s-run"]);
     assert!(out.text_content().contains("no background sub-agents"), "{}", out.text_content());
-    let out = h.call("agent_status", json!({"scope": "sessions", "limit": 1, "offset": 1})).await;
+    let out = h.call("agent_status", json!({"scope": "sessions", "limit": 1, "offset": 2})).await;
     assert_eq!(ids(&out), ["s-idle"]);
-    assert!(out.text_content().contains("offset 2"), "{}", out.text_content());
+    assert!(out.text_content().contains("offset 3"), "{}", out.text_content());
 
     let out = h.call("agent_status", json!({"scope": "self"})).await;
     assert!(out.text_content().contains("- me [running] This one"), "{}", out.text_content());
