@@ -107,7 +107,10 @@ impl Session {
     /// Sends `cmd` and returns its answer.
     pub async fn execute<C: Command>(&self, cmd: C) -> Result<C::Response, BrowserError> {
         match self {
-            Session::Page(p) => p.execute(cmd).await.map(|r| r.result).map_err(crate::error::cdp("run a command")),
+            Session::Page(p) => {
+                let what = format!("run {}", cmd.identifier());
+                p.execute(cmd).await.map(|r| r.result).map_err(crate::error::cdp(what))
+            }
             Session::Raw { cdp, session } => cdp.call(Some(session.clone()), cmd).await,
         }
     }
