@@ -32,6 +32,10 @@ struct Cli {
     /// Where full outputs that do not fit a result are saved (default: $TMPDIR/kodik-output-UID).
     #[arg(long, global = true, value_name = "DIR")]
     spool_dir: Option<PathBuf>,
+    /// The workspace's authors are not trusted: the browser keeps no cookies or storage beyond
+    /// the session for it and may not clear saved profiles (B1).
+    #[arg(long, global = true)]
+    untrusted: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -172,6 +176,9 @@ fn main() -> ExitCode {
         // Once, before any toolbox is built (the setting is process-wide).
         kodik_tools::core::preview::set_default_spool_dir(Some(dir));
     }
+    if cli.untrusted {
+        UNTRUSTED.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
     match cli.command {
         Command::Agent(args) => with_runtime(|| agent::run(args)),
         Command::Schema { format, tools } => schema(format.into(), &tools),
@@ -185,11 +192,15 @@ fn main() -> ExitCode {
     }
 }
 
+/// `--untrusted`, set once before any toolbox is built.
+static UNTRUSTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// The toolbox every command uses: scripts of `codemode` run in a worker process of this same
 /// program (`kodik codemode-worker`), so a script that runs away after an `await` is killed
 /// instead of running on inside the command.
 fn builder(workspace: PathBuf) -> kodik_tools::ToolboxBuilder {
-    let builder = Toolbox::builder().workspace(workspace);
+    let trusted = !UNTRUSTED.load(std::sync::atomic::Ordering::Relaxed);
+    let builder = Toolbox::builder().workspace(workspace).trusted(trusted);
     match std::env::current_exe() {
         Ok(exe) => builder.codemode(
             kodik_tools::codemode::CodeModeConfig::default().worker(exe.to_string_lossy(), ["codemode-worker"]),

@@ -110,26 +110,55 @@ fn b3_b4_browser_through_call_and_batch_keeps_the_tab_between_lines() {
     assert!(left.is_empty(), "browser processes left: {left:?}");
 }
 
+/// One `kodik [FLAGS] call browser ARGS` in `ws`: its exit code and the result's text.
+fn call_browser(cache: &std::path::Path, ws: &std::path::Path, flags: &[&str], args: &Value) -> (i32, String) {
+    let out = kodik(cache)
+        .args(flags)
+        .args(["call", "--workspace", ws.to_str().unwrap(), "browser", &args.to_string()])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!("{e}: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+    });
+    (out.status.code().unwrap_or(-1), v["content"][0]["text"].as_str().unwrap_or_default().to_string())
+}
+
+const COOKIE_PAGE: &str = r#"<!doctype html><title>Cookie</title><p id="c"></p>
+<script>document.getElementById('c').textContent = 'cookies:[' + document.cookie + ']';
+document.cookie = 'seen=yes; max-age=3600; path=/';</script>"#;
+
 /// B1: the default (global) storage persists: a cookie set during one `kodik call` is there in
 /// the next, because the command ends Chromium cleanly instead of killing it.
 #[test]
 fn b1_a_cookie_set_in_one_kodik_call_is_there_in_the_next() {
-    const COOKIE_PAGE: &str = r#"<!doctype html><title>Cookie</title><p id="c"></p>
-<script>document.getElementById('c').textContent = 'cookies:[' + document.cookie + ']';
-document.cookie = 'seen=yes; max-age=3600; path=/';</script>"#;
-    let url = serve_page(COOKIE_PAGE);
+    let open = serde_json::json!({"action": "open", "url": serve_page(COOKIE_PAGE)});
     let ws = tempfile::tempdir().unwrap();
     let cache = tempfile::tempdir().unwrap();
-    let w = ws.path().to_str().unwrap();
-    let args = serde_json::json!({"action": "open", "url": url}).to_string();
-    let page_text = || {
-        let out = kodik(cache.path()).args(["call", "--workspace", w, "browser", &args]).output().unwrap();
-        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
-        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-        v["content"][0]["text"].as_str().unwrap().to_string()
-    };
-    let first = page_text();
-    assert!(first.contains("cookies:[]"), "{first}");
-    let second = page_text();
-    assert!(second.contains("cookies:[seen=yes]"), "the cookie did not survive the first command: {second}");
+    let (code, first) = call_browser(cache.path(), ws.path(), &[], &open);
+    assert!(code == 0 && first.contains("cookies:[]"), "{code}: {first}");
+    let (code, second) = call_browser(cache.path(), ws.path(), &[], &open);
+    assert!(
+        code == 0 && second.contains("cookies:[seen=yes]"),
+        "the cookie did not survive the first command: {second}"
+    );
+}
+
+/// B1: `kodik --untrusted` keeps nothing of an untrusted workspace: the cookie of one call is
+/// gone in the next, and clearing the saved profiles is refused.
+#[test]
+fn b1_untrusted_flag_keeps_no_cookie_between_calls_and_refuses_clear_storage() {
+    let open = serde_json::json!({"action": "open", "url": serve_page(COOKIE_PAGE)});
+    let ws = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    for round in 0..2 {
+        let (code, text) = call_browser(cache.path(), ws.path(), &["--untrusted"], &open);
+        assert!(code == 0 && text.contains("cookies:[]"), "round {round}, a cookie was kept: {code}: {text}");
+    }
+    let (code, text) = call_browser(
+        cache.path(),
+        ws.path(),
+        &["--untrusted"],
+        &serde_json::json!({"action": "clear_storage", "storage": "global"}),
+    );
+    assert!(code != 0 && text.contains("not trusted"), "{code}: {text}");
 }

@@ -465,6 +465,7 @@ pub struct ToolboxBuilder {
     roots: Vec<PathBuf>,
     spool_dir: Option<PathBuf>,
     settings: Settings,
+    untrusted: bool,
     approver: Option<Arc<dyn Approver>>,
     hooks: Option<Arc<dyn Hooks>>,
     events: Option<Arc<dyn EventSink>>,
@@ -492,6 +493,14 @@ impl ToolboxBuilder {
     /// Project settings such as `files.encoding`.
     pub fn settings(mut self, settings: Settings) -> Self {
         self.settings = settings;
+        self
+    }
+
+    /// Whether the user trusts the workspace's authors (default `true`). An untrusted
+    /// workspace keeps nothing beyond the session: the browser uses only fresh, isolated
+    /// storage for it and may not clear the saved profiles (B1).
+    pub fn trusted(mut self, trusted: bool) -> Self {
+        self.untrusted = !trusted;
         self
     }
 
@@ -593,7 +602,7 @@ impl ToolboxBuilder {
         if let Some(dir) = self.spool_dir {
             kodik_core::preview::set_default_spool_dir(Some(dir));
         }
-        let workspace = Workspace::with_roots(&self.roots)?.with_settings(self.settings);
+        let workspace = Workspace::with_roots(&self.roots)?.with_settings(self.settings).with_trusted(!self.untrusted);
         let mut context = ToolContext::new(workspace);
         if let Some(a) = self.approver {
             context.approver = a;
@@ -643,6 +652,8 @@ impl ToolboxBuilder {
         #[cfg(feature = "browser")]
         let browser = Arc::new(kodik_browser::BrowserSession::new(kodik_browser::BrowserOptions {
             workspace_key: Some(context.workspace.primary_root().display().to_string()),
+            // Also for pages web_fetch renders before any browser call (B1).
+            trusted: context.workspace.is_trusted(),
             ..Default::default()
         }));
 
