@@ -16,7 +16,7 @@ use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock, mpsc};
 
 use dom_query::{Document, NodeData as DqData, NodeId, Tree};
 use htmd::HtmlToMarkdown;
@@ -50,12 +50,57 @@ pub struct Converted {
 
 /// Converts on a thread with a 256 MB stack (reserved, not committed): deep documents recurse.
 pub fn convert_on_big_stack(html: String, url: Option<String>) -> Result<Converted, String> {
-    let worker = std::thread::Builder::new()
+    on_big_stack(move || convert(&html, url.as_deref()))
+}
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// Idle converter threads. Threads are kept rather than spawned per page: a fresh thread gets a
+/// fresh malloc arena and stack, and faulting in that memory cost a quarter of the conversion
+/// time of a 2 MB page.
+static IDLE_WORKERS: Mutex<Vec<mpsc::Sender<Job>>> = Mutex::new(Vec::new());
+/// Idle threads kept at most; more run one job and end.
+const MAX_IDLE_WORKERS: usize = 4;
+
+/// Runs `f` on one of the big-stack converter threads; a panic in `f` is an error.
+pub fn on_big_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, String> {
+    let (done, result) = mpsc::channel();
+    let mut job: Job = Box::new(move || {
+        let _ = done.send(std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)));
+    });
+    let idle = IDLE_WORKERS.lock().unwrap_or_else(std::sync::PoisonError::into_inner).pop();
+    if let Some(worker) = idle {
+        // A worker whose thread ended hands the job back; a new one takes it then.
+        match worker.send(job) {
+            Ok(()) => return receive(result),
+            Err(mpsc::SendError(back)) => job = back,
+        }
+    }
+    let (tx, rx) = mpsc::channel::<Job>();
+    let me = tx.clone();
+    std::thread::Builder::new()
         .name("kodik-web-html".into())
         .stack_size(256 << 20)
-        .spawn(move || convert(&html, url.as_deref()))
+        .spawn(move || {
+            while let Ok(job) = rx.recv() {
+                job();
+                let mut idle = IDLE_WORKERS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                if idle.len() >= MAX_IDLE_WORKERS {
+                    break;
+                }
+                idle.push(me.clone());
+            }
+        })
         .map_err(|e| format!("could not start the HTML converter thread: {e}"))?;
-    worker.join().map_err(|_| "the HTML converter failed on this page".to_string())
+    tx.send(job).map_err(|_| "the HTML converter thread ended before it started".to_string())?;
+    receive(result)
+}
+
+fn receive<T>(result: mpsc::Receiver<std::thread::Result<T>>) -> Result<T, String> {
+    match result.recv() {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(_)) | Err(_) => Err("the HTML converter failed on this page".to_string()),
+    }
 }
 
 /// HTML to Markdown with main-content extraction.
@@ -299,6 +344,11 @@ enum CopyStep {
 /// put it (`language-*`, `lang-*`, `highlight-source-*` on the `code`, the `pre` or the wrapping
 /// element, or `data-lang`).
 fn to_markdown(tree: &Tree, root: NodeId, keep: Keep) -> String {
+    tidy(&converter().tree_to_markdown(&copy_tree(tree, root, keep)))
+}
+
+/// The copy [`to_markdown`] converts.
+fn copy_tree(tree: &Tree, root: NodeId, keep: Keep) -> Rc<MdNode> {
     let md_root = MdNode::new(MdData::Document);
     // `code` elements that take the language found on their `pre` or its parent.
     let mut code_langs: HashMap<NodeId, String> = HashMap::new();
@@ -389,7 +439,7 @@ fn to_markdown(tree: &Tree, root: NodeId, keep: Keep) -> String {
         let lang: Option<Rc<str>> = lang.map(Into::into);
         stack.extend(tree.child_ids_of_it(&id, true).map(|c| (c, children_parent.clone(), lang.clone())));
     }
-    tidy(&converter().tree_to_markdown(&md_root))
+    md_root
 }
 
 /// Elements a part of the page leaves out besides [`never_content`].
@@ -699,6 +749,17 @@ mod tests {
         assert_eq!(limited.matches("</div>").count(), 10);
         let c = convert_on_big_stack(html, None).unwrap();
         assert!(c.markdown.contains("deep text"), "{}", c.markdown);
+    }
+
+    #[test]
+    fn w2_a_converter_panic_is_an_error_and_later_pages_still_convert() {
+        let err = on_big_stack(|| -> u32 { panic!("converter bug") }).unwrap_err();
+        assert!(err.contains("failed on this page"), "{err}");
+        for i in 0..3 {
+            let html = format!("<html><body><main><h1>Page {i}</h1><p>text</p></main></body></html>");
+            let c = convert_on_big_stack(html, None).unwrap();
+            assert!(c.markdown.contains(&format!("# Page {i}")), "{}", c.markdown);
+        }
     }
 
     #[test]
