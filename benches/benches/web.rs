@@ -1,8 +1,14 @@
 //! kodik-web: HTML → Markdown on a 2 MB real-world page (The Rust Programming Language's
-//! print.html from the toolchain's docs), and web_fetch of a 200 KB page from a 127.0.0.1
-//! server end to end, against a plain reqwest GET of the same page as the baseline.
-//! After criterion, prints p50/p95 of web_fetch and of its own cost (parse, extract, convert).
-//! turndown on the same page: `benches/compare_web.sh`.
+//! print.html from the toolchain's docs) beside the two converter crates alone (htmd, which
+//! kodik-web uses, and fast_html2md), and web_fetch of a 200 KB page from a 127.0.0.1 server end
+//! to end, against a plain reqwest GET of the same page as the baseline.
+//!
+//! After criterion, prints percentiles over many interleaved samples (`KODIK_WEB_SAMPLES`,
+//! default 400): web_fetch and the GET baseline end to end, and the tool's own cost (parse,
+//! extract, convert) beside htmd alone on the same page — wall time, and the converting thread's
+//! CPU time from /proc/thread-self/schedstat, so a loaded machine's run-queue waits show up as
+//! the gap between the two instead of hiding in the tool's figure.
+//! turndown on the same pages: `benches/compare_web.sh`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -75,10 +81,29 @@ async fn serve(page: Arc<String>) -> String {
     url
 }
 
-fn percentiles(mut v: Vec<Duration>) -> (f64, f64) {
+/// p50, p95 and p99 in milliseconds.
+fn percentiles(mut v: Vec<Duration>) -> [f64; 3] {
     v.sort();
-    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
-    (ms(v[v.len() / 2]), ms(v[(v.len() * 95 / 100).min(v.len() - 1)]))
+    let at = |q: usize| v[(v.len() * q / 100).min(v.len() - 1)].as_secs_f64() * 1000.0;
+    [at(50), at(95), at(99)]
+}
+
+/// The CPU time this thread has run so far (Linux; `None` elsewhere).
+fn thread_cpu() -> Option<Duration> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    s.split_whitespace().next()?.parse().ok().map(Duration::from_nanos)
+}
+
+/// Wall and CPU time of `f` on this thread.
+fn timed<T>(f: impl FnOnce() -> T) -> (Duration, Option<Duration>) {
+    let (c0, t) = (thread_cpu(), Instant::now());
+    std::hint::black_box(f());
+    let wall = t.elapsed();
+    (wall, c0.and_then(|c0| Some(thread_cpu()?.saturating_sub(c0))))
+}
+
+fn line(label: &str, p: [f64; 3]) {
+    println!("  {label:<44} p50 {:>7.2} ms   p95 {:>7.2} ms   p99 {:>7.2} ms", p[0], p[1], p[2]);
 }
 
 fn main() {
@@ -92,6 +117,9 @@ fn main() {
         b.iter(|| kodik_web::html::convert(&big, Some("https://doc.rust-lang.org/book/print.html")))
     });
     g.bench_function(BenchmarkId::new("htmd_alone", big.len()), |b| b.iter(|| htmd::convert(&big).unwrap()));
+    g.bench_function(BenchmarkId::new("fast_html2md_alone", big.len()), |b| {
+        b.iter(|| html2md::rewrite_html(&big, false))
+    });
     g.finish();
 
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
@@ -115,11 +143,13 @@ fn main() {
     });
     g.finish();
 
-    // p50/p95 over 100 runs each (criterion reports means and medians, not p95).
-    let n = 100;
-    let mut fetch = Vec::with_capacity(n);
-    let mut get = Vec::with_capacity(n);
-    let mut own = Vec::with_capacity(n);
+    // Percentiles over many samples, the four measurements interleaved so load changes hit
+    // them alike (criterion reports means and medians, not p95).
+    let n: usize = std::env::var("KODIK_WEB_SAMPLES").ok().and_then(|v| v.parse().ok()).unwrap_or(400);
+    let url_for_convert = Some("https://doc.rust-lang.org/book/print.html");
+    let (mut fetch, mut get) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    let (mut own, mut own_cpu, mut htmd_wall, mut htmd_cpu) =
+        (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
     for _ in 0..n {
         let t = Instant::now();
         rt.block_on(get_once());
@@ -127,18 +157,31 @@ fn main() {
         let t = Instant::now();
         rt.block_on(fetch_once());
         fetch.push(t.elapsed());
-        let t = Instant::now();
-        let _ = kodik_web::html::convert(&small, Some("https://doc.rust-lang.org/book/print.html"));
-        own.push(t.elapsed());
+        let (wall, cpu) = timed(|| kodik_web::html::convert(&small, url_for_convert));
+        own.push(wall);
+        own_cpu.extend(cpu);
+        let (wall, cpu) = timed(|| htmd::convert(&small).unwrap());
+        htmd_wall.push(wall);
+        htmd_cpu.extend(cpu);
     }
-    let (g50, g95) = percentiles(get);
-    let (f50, f95) = percentiles(fetch);
-    let (o50, o95) = percentiles(own);
-    println!("web_fetch 200 KB over {n} runs: p50 {f50:.2} ms, p95 {f95:.2} ms");
+    let (g, f) = (percentiles(get), percentiles(fetch));
+    let (o, h) = (percentiles(own), percentiles(htmd_wall));
     println!(
-        "  plain reqwest GET (baseline): p50 {g50:.2} ms, p95 {g95:.2} ms → web_fetch/GET at p50 = {:.1}x",
-        f50 / g50
+        "web 200 KB page ({} bytes), {n} interleaved samples each; load average {}",
+        small.len(),
+        std::fs::read_to_string("/proc/loadavg").unwrap_or_default().split(' ').take(3).collect::<Vec<_>>().join(" ")
     );
-    println!("  own cost (parse, extract, convert): p50 {o50:.2} ms, p95 {o95:.2} ms");
+    line("web_fetch end to end (127.0.0.1)", f);
+    line("plain reqwest GET (baseline)", g);
+    println!("    → web_fetch / GET: {:.1}x at p50, {:.1}x at p95", f[0] / g[0], f[1] / g[1]);
+    line("own cost: parse, extract, convert (wall)", o);
+    line("htmd alone on the same page (wall, baseline)", h);
+    println!("    → own cost / htmd alone: {:.2}x at p50, {:.2}x at p95", o[0] / h[0], o[1] / h[1]);
+    if own_cpu.len() == n && htmd_cpu.len() == n {
+        let (oc, hc) = (percentiles(own_cpu), percentiles(htmd_cpu));
+        line("own cost (CPU time of the converting thread)", oc);
+        line("htmd alone (CPU time)", hc);
+        println!("    → wall minus CPU at p95 is time spent waiting for a core: {:.2} ms", o[1] - oc[1]);
+    }
     c.final_summary();
 }
