@@ -178,9 +178,8 @@ pub fn apply_hunks(text: &str, hunks: &[Hunk]) -> Result<(String, Vec<Stage>), H
             result.push_str(&l);
             result.push_str(brk);
         }
-        prev = e;
     }
-    result.push_str(&text[lines.start(prev, text)..]);
+    result.push_str(&text[rest..]);
     if !text.is_empty() && !text.ends_with('\n') {
         // The file had no final newline; it keeps having none (E12).
         if let Some(stripped) = result.strip_suffix("\r\n").or_else(|| result.strip_suffix('\n')) {
