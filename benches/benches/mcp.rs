@@ -93,17 +93,22 @@ fn latency_table(rt: &tokio::runtime::Runtime) {
         }
         times
     });
+    // read_file calls, then calls to an unknown tool: refused by the server before any tool
+    // runs, they time the transport and rmcp alone.
     let over_peer = |peer: rmcp::service::Peer<rmcp::RoleClient>| async move {
-        let mut times = Vec::with_capacity(LATENCY_CALLS);
-        for n in 0..LATENCY_CALLS {
-            let params =
-                CallToolRequestParams::new("read_file").with_arguments(read_args(n).as_object().cloned().unwrap());
-            let t = Instant::now();
-            let out = peer.call_tool(params).await.unwrap();
-            times.push(t.elapsed());
-            assert_ne!(out.is_error, Some(true), "{out:?}");
+        let mut reads = Vec::with_capacity(LATENCY_CALLS);
+        let mut refused = Vec::with_capacity(LATENCY_CALLS);
+        for (tool, times) in [("read_file", &mut reads), ("no_such_tool", &mut refused)] {
+            for n in 0..LATENCY_CALLS {
+                let params =
+                    CallToolRequestParams::new(tool).with_arguments(read_args(n).as_object().cloned().unwrap());
+                let t = Instant::now();
+                let out = peer.call_tool(params).await.unwrap();
+                times.push(t.elapsed());
+                assert_eq!(out.is_error == Some(true), tool == "no_such_tool", "{out:?}");
+            }
         }
-        times
+        (reads, refused)
     };
     let pipe = rt.block_on(async {
         let server = McpServer::new(Scheduler::new(Arc::new(reg.clone())), fresh_cx(), specs);
@@ -125,19 +130,23 @@ fn latency_table(rt: &tokio::runtime::Runtime) {
         let _ = client.close().await;
         times
     });
-    eprintln!("read_file of a 60-line file, {LATENCY_CALLS} sequential calls per path:");
+    eprintln!("{LATENCY_CALLS} sequential calls per path; read_file of a 60-line file, then a refused call:");
     let base = {
         let mut d = direct.clone();
         d.sort();
         percentile(&d, 0.5)
     };
-    for (name, mut times) in
-        [("direct dispatch", direct), ("MCP, in-process pipe", pipe), ("MCP, kodik serve child stdio", child)]
-    {
+    for (name, mut times) in [
+        ("read_file, direct dispatch", direct),
+        ("read_file, MCP in-process pipe", pipe.0),
+        ("read_file, MCP kodik serve child", child.0),
+        ("refused, MCP in-process pipe", pipe.1),
+        ("refused, MCP kodik serve child", child.1),
+    ] {
         times.sort();
         let p50 = percentile(&times, 0.5);
         eprintln!(
-            "  {name:<30} p50 {:>8.1} µs  p99 {:>8.1} µs  p50 over direct {:>+8.1} µs",
+            "  {name:<34} p50 {:>8.1} µs  p99 {:>8.1} µs  p50 over direct {:>+8.1} µs",
             p50.as_secs_f64() * 1e6,
             percentile(&times, 0.99).as_secs_f64() * 1e6,
             (p50.as_secs_f64() - base.as_secs_f64()) * 1e6
