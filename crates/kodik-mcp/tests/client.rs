@@ -276,9 +276,10 @@ async fn a8_a_server_that_never_initializes_is_reported_not_waited_on() {
         )
         .server("missing", ServerConfig::stdio("/no/such/mcp-server", Vec::<String>::new()));
     let started = Instant::now();
-    let options = ClientOptions { init_timeout: Duration::from_secs(2), ..ClientOptions::default() };
+    // Long enough for the good server to start on a loaded machine (the deadline is per server).
+    let options = ClientOptions { init_timeout: Duration::from_secs(8), ..ClientOptions::default() };
     let client = McpClient::connect(&config, options).await;
-    assert!(started.elapsed() < Duration::from_secs(15), "{:?}", started.elapsed());
+    assert!(started.elapsed() < Duration::from_secs(25), "{:?}", started.elapsed());
     assert_eq!(client.server_names(), ["py"], "the good server still mounts");
     let errors: Vec<String> = client.errors().iter().map(ToString::to_string).collect();
     assert!(
@@ -286,7 +287,7 @@ async fn a8_a_server_that_never_initializes_is_reported_not_waited_on() {
         "{errors:?}"
     );
     let mute = errors.iter().find(|e| e.contains("`mute`")).unwrap();
-    assert!(mute.contains("did not answer `initialize` within 2 s") && mute.contains("hung up"), "{mute}");
+    assert!(mute.contains("did not answer `initialize` within 8 s") && mute.contains("hung up"), "{mute}");
     assert!(
         errors.iter().any(|e| e.contains("`missing`") && e.contains("cannot start `/no/such/mcp-server`")),
         "{errors:?}"
@@ -369,5 +370,18 @@ async fn a8_g6_g8_a_streamable_http_server_is_mounted_like_a_stdio_one() {
         assert!(start.elapsed() < Duration::from_secs(10), "the server never saw notifications/cancelled");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+
+    // tools/list_changed arrives over HTTP too (on the request's SSE stream) and refreshes the list.
+    let before = client.generation();
+    let out = tool("web__grow").call(json!({}), &cx).await;
+    assert_eq!(out.status, ToolStatus::Success, "{out:?}");
+    let start = Instant::now();
+    while client.generation() == before {
+        assert!(start.elapsed() < Duration::from_secs(10), "no refresh after list_changed over HTTP");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let tools = client.tools(&HashSet::new());
+    let late = tools.iter().find(|t| t.spec().name == "web__late").expect("web__late after the refresh");
+    assert_eq!(text(&late.call(json!({}), &cx).await), "late");
     client.shutdown().await;
 }
