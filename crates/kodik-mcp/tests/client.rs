@@ -1,5 +1,5 @@
 //! The MCP client against a real server written with the official Python SDK
-//! (`tests/fixture/server.py`, started by each test over stdio).
+//! (`tests/fixture/server.py`, started by each test over stdio or streamable HTTP).
 //!
 //! The SDK lives in the venv `cargo xtask ci` creates and names in `KODIK_MCP_PYTHON` (else
 //! `$CARGO_TARGET_DIR/mcp-venv/bin/python`); a missing SDK fails the test, never skips it.
@@ -304,8 +304,12 @@ struct HttpFixture {
 
 impl HttpFixture {
     fn start() -> Self {
-        let markers = tempfile::tempdir().unwrap();
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        Self::start_on(port)
+    }
+
+    fn start_on(port: u16) -> Self {
+        let markers = tempfile::tempdir().unwrap();
         let child = std::process::Command::new(mcp_python())
             .arg(fixture())
             .arg(markers.path())
@@ -383,5 +387,38 @@ async fn a8_g6_g8_a_streamable_http_server_is_mounted_like_a_stdio_one() {
     let tools = client.tools(&HashSet::new());
     let late = tools.iter().find(|t| t.spec().name == "web__late").expect("web__late after the refresh");
     assert_eq!(text(&late.call(json!({}), &cx).await), "late");
+    client.shutdown().await;
+}
+
+/// A8 over streamable HTTP: a server that dies mid-call fails that call with an error naming
+/// it, and once it is back on its address the next call connects again (the one restart).
+#[tokio::test(flavor = "multi_thread")]
+async fn a8_an_http_server_killed_mid_call_fails_that_call_and_is_reconnected_once() {
+    let mut server = HttpFixture::start();
+    let port: u16 = server.url.trim_start_matches("http://127.0.0.1:").trim_end_matches("/mcp").parse().unwrap();
+    let config = McpConfig::new().server("web", ServerConfig::http(&server.url));
+    let client = McpClient::connect(&config, ClientOptions::default()).await;
+    assert!(client.errors().is_empty(), "{:?}", client.errors());
+    let tools = client.tools(&HashSet::new());
+    let ws = tempfile::tempdir().unwrap();
+    let cx = ToolContext::new(Workspace::new(ws.path()).unwrap());
+    let tool = |name: &str| tools.iter().find(|t| t.spec().name == name).unwrap_or_else(|| panic!("no {name}"));
+    let first_pid = text(&tool("web__pid").call(json!({}), &cx).await);
+
+    let marker = server.markers.path().join("started-k");
+    let (out, ()) = tokio::join!(tool("web__slow").call(json!({"seconds": 60, "tag": "k"}), &cx), async {
+        while !marker.exists() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let _ = server.child.kill();
+        let _ = server.child.wait();
+    });
+    assert_eq!(out.status, ToolStatus::Error, "{out:?}");
+    assert!(text(&out).contains("`web`"), "the error names the server: {out:?}");
+
+    let _again = HttpFixture::start_on(port);
+    let out = tokio::time::timeout(Duration::from_secs(30), tool("web__pid").call(json!({}), &cx)).await.unwrap();
+    assert_eq!(out.status, ToolStatus::Success, "{out:?}");
+    assert_ne!(text(&out), first_pid, "a new server process answers");
     client.shutdown().await;
 }
