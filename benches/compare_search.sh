@@ -57,24 +57,42 @@ fi
 echo "machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "tree: $SRC ($(du -sh "$SRC" | cut -f1), $(find "$SRC" -type f -not -path '*/.git/*' | wc -l) files)"
 
-cargo build --release -q -p kodik-search --example search_bench
+# NO_BUILD=1 times the binary already built (the build waits for cargo's lock meanwhile).
+[[ -n "${NO_BUILD:-}" ]] || cargo build --release -q -p kodik-search --example search_bench
 BIN=${CARGO_TARGET_DIR:-$PWD/target}/release/examples/search_bench
 RUNS=${RUNS:-20}
 OUT=$(mktemp -d)
 status=0
 
-ratio() { # mean of command 1 / mean of command 2 in a hyperfine JSON export
-    python3 - "$1" <<'PY'
+# hyperfine runs one command's runs, then the other's; on a shared machine the load moves in
+# between and favours whichever ran in the quieter stretch. So each comparison is ROUNDS
+# hyperfine runs of RUNS/ROUNDS each, alternating which command goes first, pooled.
+ROUNDS=${ROUNDS:-5}
+compare() { # name, kodik command, other command
+    local name=$1 ours=$2 theirs=$3 r per=$(( (RUNS + ROUNDS - 1) / ROUNDS ))
+    for ((r = 0; r < ROUNDS; r++)); do
+        if (( r % 2 == 0 )); then set -- "$ours" "$theirs"; else set -- "$theirs" "$ours"; fi
+        hyperfine -N --warmup 1 --runs "$per" --output=pipe --export-json "$OUT/$name.$r.json" "$1" "$2" >/dev/null
+    done
+    python3 - "$OUT/$name" "$ROUNDS" "$ours" <<'PY'
 import json, sys
-r = json.load(open(sys.argv[1]))["results"]
+prefix, rounds, ours = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+runs = {True: [], False: []}
+cpu = {True: [], False: []}
+for r in range(rounds):
+    for res in json.load(open("%s.%d.json" % (prefix, r)))["results"]:
+        mine = res["command"] == ours
+        runs[mine] += res["times"]
+        cpu[mine] += [res["user"] + res["system"]] * len(res["times"])
+mean = lambda xs: sum(xs) / len(xs)
 ms = lambda x: "%.1f ms" % (x * 1e3)
-a, b = r[0], r[1]
-ca, cb = a["user"] + a["system"], b["user"] + b["system"]
+a, b = runs[True], runs[False]
+ca, cb = mean(cpu[True]), mean(cpu[False])
 # On a shared, loaded machine the mean moves with other processes; the minimum and the CPU
 # time (user + system) are the steadier comparisons, so all three are shown.
-print("wall mean %s vs %s: %.2f; wall min %s vs %s: %.2f; cpu %s vs %s: %.2f"
-      % (ms(a["mean"]), ms(b["mean"]), a["mean"] / b["mean"], ms(a["min"]), ms(b["min"]), a["min"] / b["min"],
-         ms(ca), ms(cb), ca / cb))
+print("wall mean %s vs %s: %.2f; wall min %s vs %s: %.2f; cpu %s vs %s: %.2f (%d runs each, %d alternating rounds)"
+      % (ms(mean(a)), ms(mean(b)), mean(a) / mean(b), ms(min(a)), ms(min(b)), min(a) / min(b),
+         ms(ca), ms(cb), ca / cb, len(a), rounds))
 PY
 }
 
@@ -91,9 +109,7 @@ grep_case() { # name, pattern, extra rg flags, extra kodik flags, target
     if [[ "$ours" != "$theirs" ]]; then echo "  MISMATCH" >&2; status=1; fi
     # kodik answers with a page (250 lines by default) and, when that is not all, streams the
     # full result to a spool file on disk; rg prints every line into /dev/null.
-    hyperfine -N --warmup 3 --runs "$RUNS" --output=pipe --export-json "$OUT/$name.json" \
-        "$BIN grep $SRC '$pat' $kflags" "$RG --no-require-git $rgflags -n '$pat' $SRC" >/dev/null
-    echo "  $(ratio "$OUT/$name.json") (target ≤ $target)"
+    echo "  $(compare "$name" "$BIN grep $SRC '$pat' $kflags" "$RG --no-require-git $rgflags -n '$pat' $SRC") (target ≤ $target)"
     rss=$("$BIN" grep "$SRC" "$pat" $kflags --rss | tail -1)
     echo "  peak RSS: kodik $((rss / 1024)) MiB, rg $(($(peak_rss_rg $rgflags -n "$pat" "$SRC") / 1024)) MiB"
 }
@@ -116,13 +132,9 @@ if ! cmp -s "$OUT/kodik.files" "$OUT/fd.files"; then
     diff "$OUT/kodik.files" "$OUT/fd.files" | head -10 >&2
     status=1
 fi
-hyperfine -N --warmup 3 --runs "$RUNS" --output=pipe --export-json "$OUT/glob.json" \
-    "$BIN glob $SRC '**/*.rs'" "$FD -t f -g '*.rs' $SRC" >/dev/null
-echo "  $(ratio "$OUT/glob.json") (target ≤ 1.00)"
+echo "  $(compare glob "$BIN glob $SRC '**/*.rs'" "$FD -t f -g '*.rs' $SRC") (target ≤ 1.00)"
 # The same walk with no match: what remains of the difference above is the one `stat` per
 # matched file that newest-first ordering needs (fd -t f reads no metadata; fd -l does).
-hyperfine -N --warmup 3 --runs "$RUNS" --output=pipe --export-json "$OUT/walk.json" \
-    "$BIN glob $SRC '*.no-such-extension'" "$FD -t f -g '*.no-such-extension' $SRC" >/dev/null
-echo "glob walk only (no match): $(ratio "$OUT/walk.json")"
+echo "glob walk only (no match): $(compare walk "$BIN glob $SRC '*.no-such-extension'" "$FD -t f -g '*.no-such-extension' $SRC")"
 rm -rf "$OUT"
 exit $status

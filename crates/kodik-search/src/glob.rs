@@ -27,7 +27,7 @@ use serde_json::json;
 use crate::config::SearchConfig;
 use crate::error::SearchError;
 use crate::guard;
-use crate::util::{names_hidden, run_blocking, stamp};
+use crate::util::{CancelCheck, names_hidden, run_blocking, stamp};
 
 /// The `glob` tool.
 #[derive(Debug, Clone)]
@@ -217,9 +217,9 @@ fn glob(
             // A clone has its own regex cache: sharing one makes the threads contend.
             let compiled = compiled.clone();
             let base = base.clone();
-            let cancel = cancel.clone();
+            let mut cancelled = CancelCheck::new(cancel.clone());
             Box::new(move |entry| {
-                if cancel.is_cancelled() {
+                if cancelled.is_cancelled() {
                     return WalkState::Quit;
                 }
                 let Ok(entry) = entry else { return WalkState::Continue };

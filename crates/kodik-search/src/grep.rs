@@ -53,7 +53,7 @@ use crate::config::SearchConfig;
 use crate::error::SearchError;
 use crate::glob::{search_bases, show_path};
 use crate::guard;
-use crate::util::{names_hidden, run_blocking, stamp};
+use crate::util::{CancelCheck, names_hidden, run_blocking, stamp};
 
 /// A file whose lines wait for the files ahead of it holds at most this much before its search
 /// pauses until it is next in line (then it streams).
@@ -958,8 +958,9 @@ fn prepass(
             let mut local = PreLocal { files: Vec::new(), into: &collected };
             let (matcher, mut searcher) = (matcher.clone(), searcher.clone());
             let (held, files, listed, too_many) = (&held, &files, &listed, &too_many);
+            let mut cancelled = CancelCheck::new(cancel.clone());
             Box::new(move |entry| {
-                if cancel.is_cancelled() {
+                if cancelled.is_cancelled() {
                     return WalkState::Quit;
                 }
                 let Ok(entry) = entry else { return WalkState::Continue };

@@ -24,6 +24,27 @@ where
     }
 }
 
+/// A cancellation check cheap enough for every entry of a walk: it looks at the token every
+/// 64th time only. The token takes a lock, which walker threads asking for every entry contend
+/// for — and on a loaded machine wait on while its holder is preempted, which turned a parallel
+/// walk's wall time serial.
+pub(crate) struct CancelCheck {
+    token: CancellationToken,
+    calls: u32,
+}
+
+impl CancelCheck {
+    pub(crate) fn new(token: CancellationToken) -> Self {
+        Self { token, calls: 0 }
+    }
+
+    /// Whether the call was cancelled, as seen at the latest look.
+    pub(crate) fn is_cancelled(&mut self) -> bool {
+        self.calls = self.calls.wrapping_add(1);
+        self.calls.is_multiple_of(64) && self.token.is_cancelled()
+    }
+}
+
 /// A stable 64-bit hash of anything hashable (within one process, which is all the loop guard needs).
 pub(crate) fn hash_of<T: Hash + ?Sized>(value: &T) -> u64 {
     let mut h = DefaultHasher::new();
