@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use kodik_core::text::{self, Decoded};
-use kodik_core::{FileVersion, Session, Resource, ToolContext, ToolError, ToolOutput, ToolSpec, TypedTool, Workspace};
+use kodik_core::{FileVersion, Resource, Session, ToolContext, ToolError, ToolOutput, ToolSpec, TypedTool, Workspace};
 use kodik_schema::search::{LineRange, ReadFileArgs};
 use serde_json::json;
 
