@@ -16,6 +16,9 @@
 # (`cat` vs the runner process, from the capture example's own /proc/self/stat) and peak RSS
 # (VmHWM of the runner process).
 #
+# A third command, the floor started with `setsid` (a new session, as the runner starts every
+# command), shows how much of the gap is the session's own scheduling group (kernel autogroup).
+#
 # Usage: benches/compare_shell.sh [runs per order, default 5] [workloads, default "lines stream binary"]
 # Needs hyperfine, GNU time at /usr/bin/time and python3. KODIK_BENCH_NICE=-10 runs everything at
 # that niceness (root only), which keeps other builds on a shared machine from adding noise.
@@ -48,10 +51,14 @@ echo "1 GiB capture: kodik-shell runner vs sh -c 'CMD | cat > file' ($runs runs 
 for w in $workloads; do
     gen="$(gen_for "$w")"
     floor="sh -c \"$gen | cat > $out/file\""
+    # The runner starts every command in a new session (S10); with the kernel's autogroup
+    # scheduling that session is a scheduling group of its own, which on a loaded machine costs
+    # wall time by itself. This floor starts the same pipeline in a new session too.
+    floor_setsid="setsid -w sh -c \"$gen | cat > $out/file\""
     runner="$bin \"$gen\" $out"
     prep="sh -c 'rm -rf $out; mkdir -p $out'"
     for order in floor-first runner-first; do
-        if [[ $order == floor-first ]]; then cmds=("$floor" "$runner"); else cmds=("$runner" "$floor"); fi
+        if [[ $order == floor-first ]]; then cmds=("$floor" "$floor_setsid" "$runner"); else cmds=("$runner" "$floor_setsid" "$floor"); fi
         "${nice[@]}" hyperfine -N --style none --warmup 1 --runs "$runs" --prepare "$prep" \
             --export-json "$work/$w-$order.json" "${cmds[@]}" >/dev/null
     done
@@ -66,10 +73,10 @@ for w in $workloads; do
         echo "runner $(sed -E 's/.*runner_cpu_s=([0-9.]+) runner_peak_rss_kib=([0-9]+).*/\1 \2/' <<<"$line") $(sed -E 's/.*output_bytes=([0-9]+) output_lines=([0-9]+).*/\1 \2/' <<<"$line")" >>"$work/$w-cpu"
     done
     rm -rf "$out"
-    python3 - "$w" "$work" "$floor" "$runner" <<'PY'
+    python3 - "$w" "$work" "$floor" "$runner" "$floor_setsid" <<'PY'
 import json, statistics, sys
-w, work, floor, runner = sys.argv[1:5]
-times = {floor: [], runner: []}
+w, work, floor, runner, floor_setsid = sys.argv[1:6]
+times = {floor: [], runner: [], floor_setsid: []}
 for order in ("floor-first", "runner-first"):
     for r in json.load(open(f"{work}/{w}-{order}.json"))["results"]:
         times[r["command"]] += r["times"]
@@ -84,7 +91,9 @@ for line in open(f"{work}/{w}-cpu"):
         rss.append(int(v[1]))
         size = f"{int(v[2]) / 2**20:.0f} MiB saved, {int(v[3])} lines"
 cf, cr = statistics.median(cpu["floor"]), statistics.median(cpu["runner"])
+ms = statistics.median(times[floor_setsid])
 print(f"  {w:6} wall median: floor {mf:.2f} s, runner {mr:.2f} s -> {mr / mf:.2f}x (min {min(r) / min(f):.2f}x; {len(f)} runs each)")
+print(f"  {'':6} floor in a new session (setsid) {ms:.2f} s -> runner {mr / ms:.2f}x of it")
 print(f"  {'':6} reader CPU median: cat {cf:.2f} s, runner {cr:.2f} s -> {cr / cf:.2f}x; runner peak RSS {max(rss) / 1024:.1f} MiB; {size}")
 PY
 done
