@@ -1,7 +1,8 @@
 //! kodik-lsp against the bare language server (pyright), issue 13's benchmarks:
 //! - cold: server start → first `definition` answer, through the `lsp` tool vs a minimal
 //!   blocking client that sends the same requests to the bare server (the floor);
-//! - warm: one `definition` through the tool vs the same request on an open bare connection;
+//! - warm: one `definition` through the tool, and through kodik's transport alone, vs the same
+//!   request on an open bare connection, interleaved in blocks, medians and p95 printed;
 //! - edit → diagnostics of the written version (the E9 path), p50/p95 printed.
 //!
 //! Needs `pyright-langserver` in `KODIK_LSP_BIN` (what `cargo xtask test-tools` installs) or on
@@ -75,9 +76,11 @@ impl Bare {
     }
 
     fn send(&mut self, msg: &Value) {
+        // One write per message, as a real client does: `write!` on the unbuffered pipe would
+        // send the header in pieces and wake the server for each.
         let body = msg.to_string();
-        write!(self.stdin, "Content-Length: {}\r\n\r\n{body}", body.len()).unwrap();
-        self.stdin.flush().unwrap();
+        let framed = format!("Content-Length: {}\r\n\r\n{body}", body.len());
+        self.stdin.write_all(framed.as_bytes()).unwrap();
     }
 
     fn read(&mut self) -> Value {
@@ -191,25 +194,83 @@ fn bench(c: &mut Criterion) {
     });
     cold.finish();
 
-    let mut warm = c.benchmark_group("lsp_warm_definition");
+    // Warm: the same definition request through the bare client, the `lsp` tool and kodik's
+    // transport alone, all three servers warm and running side by side. The machine is shared
+    // and its load moves, so the variants take turns in blocks (in every order in turn)
+    // instead of one criterion run after the other; medians and p95 come from those samples.
     let mut bare = Bare::start(&program, &root);
     bare.open(&main, MAIN);
-    // The first answer includes analysing the files; both sides are measured after it.
+    // The first answer includes analysing the files; every variant is measured after it.
     bare.definition(&main);
-    warm.bench_function("bare_pyright", |b| b.iter(|| bare.definition(&main)));
-    drop(bare);
     let k = kodik(&program, &root);
     rt.block_on(tool_definition(&k));
-    warm.bench_function("kodik_lsp_tool", |b| b.iter(|| rt.block_on(tool_definition(&k))));
-    // The transport alone (the same request through kodik's JSON-RPC layer, no tool around it),
-    // to tell its cost from the tool's.
     let server = rt.block_on(k.servers.server_for(&main)).unwrap();
     let params = json!({"textDocument": {"uri": uri(&main)}, "position": {"line": 4, "character": 11}});
-    warm.bench_function("kodik_transport_only", |b| {
-        b.iter(|| rt.block_on(server.request("textDocument/definition", params.clone())).unwrap())
+    const BLOCK: u32 = 10;
+    let mut warm_samples: [Vec<Duration>; 3] = Default::default();
+    let mut warm = c.benchmark_group("lsp_warm_definition");
+    // Counted across criterion's calls (each starts its iterations at 0), so the orders are
+    // used evenly however criterion splits the iterations.
+    let mut round = 0usize;
+    warm.bench_function("interleaved_bare_tool_transport", |b| {
+        b.iter_custom(|iters| {
+            let mut tool_total = Duration::ZERO;
+            for _ in 0..iters {
+                round += 1;
+                // Every order of the three in turn, so none always follows the same one (the
+                // call right after another server's is slower: caches and scheduling).
+                const ORDERS: [[usize; 3]; 6] = [[0, 1, 2], [0, 2, 1], [1, 0, 2], [1, 2, 0], [2, 0, 1], [2, 1, 0]];
+                for variant in ORDERS[round % 6] {
+                    for _ in 0..BLOCK {
+                        let started = Instant::now();
+                        match variant {
+                            0 => {
+                                bare.definition(&main);
+                            }
+                            1 => rt.block_on(tool_definition(&k)),
+                            _ => {
+                                rt.block_on(server.request("textDocument/definition", params.clone())).unwrap();
+                            }
+                        }
+                        let took = started.elapsed();
+                        warm_samples[variant].push(took);
+                        if variant == 1 {
+                            tool_total += took;
+                        }
+                    }
+                }
+            }
+            // Criterion's figure for this function is the tool's time per call.
+            tool_total / BLOCK
+        })
     });
-    drop(server);
     warm.finish();
+    drop((bare, server));
+    if !warm_samples[0].is_empty() {
+        let mut stats = Vec::new();
+        for v in &mut warm_samples {
+            v.sort();
+            let pct = |p: f64| v[((v.len() - 1) as f64 * p) as usize];
+            stats.push((pct(0.5), pct(0.95)));
+        }
+        let ratio = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64();
+        let (bare, tool, transport) = (stats[0], stats[1], stats[2]);
+        eprintln!(
+            "lsp warm definition (pyright), {} calls each, interleaved: bare p50 {:?} p95 {:?}; \
+             lsp tool p50 {:?} p95 {:?} ({:.2}x, {:.2}x); transport only p50 {:?} p95 {:?} ({:.2}x, {:.2}x)",
+            warm_samples[0].len(),
+            bare.0,
+            bare.1,
+            tool.0,
+            tool.1,
+            ratio(tool.0, bare.0),
+            ratio(tool.1, bare.1),
+            transport.0,
+            transport.1,
+            ratio(transport.0, bare.0),
+            ratio(transport.1, bare.1),
+        );
+    }
 
     // E9: each iteration writes a new version (alternating an error and its fix) and waits for
     // that version's diagnostics.
