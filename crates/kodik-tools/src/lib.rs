@@ -667,6 +667,8 @@ impl ToolboxBuilder {
             #[cfg(feature = "browser")]
             let web = web.with_renderer(browser.clone());
             web.register(&mut registry).map_err(|e| BuildError::Web(e.to_string()))?;
+            // web_search's and web_fetch's own auto-approve switches sit over the session's (W5).
+            context.approver = web.approver(Arc::clone(&context.approver));
             web.search_configured()
         };
 

@@ -142,3 +142,50 @@ async fn g15_the_toolbox_blocks_a_third_identical_failing_edit_and_lets_a_correc
     assert!(one(&tb, "edit_file", fixed).await.is_success());
     assert_eq!(std::fs::read_to_string(dir.path().join("a.txt")).unwrap(), "delta\n");
 }
+
+/// W5: web_fetch's own auto-approve switch reaches the toolbox: switched off, a fetch the
+/// session would have run without asking is denied and never connects; unset, it runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn w5_the_web_auto_approve_switch_applies_to_toolbox_calls() {
+    use kodik_tools::web::{AutoApprove, WebToolset};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let url = format!("http://127.0.0.1:{}/", listener.local_addr().unwrap().port());
+    let dir = tempfile::tempdir().unwrap();
+    let off = AutoApprove { web_search: None, web_fetch: Some(false) };
+    let tb =
+        Toolbox::builder().workspace(dir.path()).web(WebToolset::default().with_auto_approve(off)).build().unwrap();
+    let out = one(&tb, "web_fetch", json!({"url": url})).await;
+    assert_eq!(out.status, ToolStatus::Denied, "{}", out.text_content());
+    assert!(listener.accept().is_err(), "a denied fetch connected");
+
+    listener.set_nonblocking(false).unwrap();
+    // Serves every connection (robots.txt is asked for first): 404 for robots.txt, the page otherwise.
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for mut s in listener.incoming().flatten() {
+            let mut seen = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+                match s.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => seen.extend_from_slice(&buf[..n]),
+                }
+            }
+            let (status, body) = if seen.starts_with(b"GET /robots.txt") {
+                ("404 Not Found", "")
+            } else {
+                ("200 OK", "fetched through the toolbox")
+            };
+            let head = format!(
+                "HTTP/1.1 {status}\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                body.len()
+            );
+            let _ = s.write_all(head.as_bytes()).and_then(|()| s.write_all(body.as_bytes()));
+        }
+    });
+    let tb = Toolbox::builder().workspace(dir.path()).web(WebToolset::default()).build().unwrap();
+    let out = one(&tb, "web_fetch", json!({"url": url})).await;
+    assert_eq!(out.status, ToolStatus::Success, "{}", out.text_content());
+    assert!(out.text_content().contains("fetched through the toolbox"), "{}", out.text_content());
+}
