@@ -3,9 +3,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
 
+mod common;
+
 use std::io::{Read, Write};
 use std::net::TcpListener;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use serde_json::Value;
 
@@ -80,18 +82,7 @@ fn b3_b4_browser_through_call_and_batch_keeps_the_tab_between_lines() {
         serde_json::json!({"id": "x", "name": "browser", "args": {"action": "click", "target": {"ref": "e99"}}}),
     ];
     let input: String = lines.iter().map(|l| format!("{l}\n")).collect();
-    let mut child = kodik(cache.path())
-        .args(["batch", "--workspace", w])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success());
-    let results: Vec<Value> =
-        String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let results = common::run_batch(kodik(cache.path()), w, &input);
     let statuses: Vec<&str> = results.iter().map(|r| r["status"].as_str().unwrap()).collect();
     assert_eq!(statuses, ["success", "success", "success", "error"], "{results:#?}");
     let clicked = results[2]["content"][0]["text"].as_str().unwrap();

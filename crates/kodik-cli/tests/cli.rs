@@ -2,7 +2,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
 
-use std::io::Write as _;
+mod common;
+
 use std::process::{Command, Stdio};
 
 use serde_json::Value;
@@ -100,18 +101,7 @@ fn batch_runs_lines_in_one_session_and_answers_in_call_order() {
         r#"{"id":"k1","name":"codemode","args":{"code":"return await tools.read_file({path: 'src/a.txt'})"}}"#,
     ]
     .join("\n");
-    let mut child = kodik()
-        .args(["batch", "--workspace", ws])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success());
-    let lines: Vec<Value> =
-        String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let lines = common::run_batch(kodik(), ws, &input);
     let ids: Vec<&str> = lines.iter().map(|l| l["id"].as_str().unwrap()).collect();
     assert_eq!(ids, ["c1", "r1", "g1", "e1", "", "u1", "k1"]);
     let statuses: Vec<&str> = lines.iter().map(|l| l["status"].as_str().unwrap()).collect();
@@ -181,18 +171,7 @@ fn a1_a2_todo_write_and_memory_through_call_and_batch() {
         r#"{"id":"m1","name":"memory","args":{"action":"save","content":"Build: run make first"}}"#,
     ]
     .join("\n");
-    let mut child = kodik()
-        .args(["batch", "--workspace", ws])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success());
-    let lines: Vec<Value> =
-        String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let lines = common::run_batch(kodik(), ws, &input);
     let text = |i: usize| lines[i]["content"][0]["text"].as_str().unwrap().to_string();
     let statuses: Vec<&str> = lines.iter().map(|l| l["status"].as_str().unwrap()).collect();
     assert_eq!(statuses, ["success", "success", "error", "success"], "{lines:#?}");

@@ -3,6 +3,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
 
+mod common;
+
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::net::TcpListener;
 use std::process::{Command, Stdio};
@@ -94,19 +96,9 @@ fn w5_web_fetch_and_web_search_through_kodik_batch() {
         format_args!(r#"{{"id":"f1","name":"web_fetch","args":{{"url":"{base}/notes","query":"version 1.0"}}}}"#),
         r#"{"id":"s1","name":"web_search","args":{"query":"release notes","limit":3}}"#
     );
-    let mut child = kodik()
-        .env("KODIK_SEARXNG_URL", &base)
-        .args(["batch", "--workspace", ws])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let lines: Vec<Value> =
-        String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let mut cmd = kodik();
+    cmd.env("KODIK_SEARXNG_URL", &base);
+    let lines = common::run_batch(cmd, ws, &input);
     assert_eq!(lines[0]["status"], "success", "{}", lines[0]);
     let fetched = lines[0]["content"][0]["text"].as_str().unwrap();
     assert!(fetched.contains("## Version 1.0") && fetched.contains("first stable release"), "{fetched}");
