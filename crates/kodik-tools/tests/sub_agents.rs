@@ -10,7 +10,7 @@ use kodik_tools::Toolbox;
 use kodik_tools::agent::AgentConfig;
 use kodik_tools::core::{ToolCall, ToolOutput, ToolStatus};
 use kodik_tools::model::replay::{Exchange, Recording, ReplayOptions, ReplayServer};
-use kodik_tools::model::{ModelConfig, Provider};
+use kodik_tools::model::{ModelClient, ModelConfig, Provider};
 use serde_json::{Value, json};
 
 enum Step {
@@ -50,16 +50,25 @@ fn body(steps: &[Step]) -> String {
     out
 }
 
-async fn toolbox(dir: &std::path::Path, bodies: Vec<String>, options: ReplayOptions) -> (Toolbox, ReplayServer) {
+/// A replay server answering with `bodies` in turn.
+async fn replay(bodies: impl IntoIterator<Item = String>, options: ReplayOptions) -> ReplayServer {
     let recording =
         bodies.into_iter().fold(Recording::new(Provider::OpenAiResponses, "gpt-5"), |r, b| r.with(Exchange::sse(b)));
-    let server = ReplayServer::start_with(recording, options).await.unwrap();
-    let model = kodik_tools::model::client(
+    ReplayServer::start_with(recording, options).await.unwrap()
+}
+
+/// A Responses client of `server`.
+fn model_at(server: &ReplayServer) -> Arc<dyn ModelClient> {
+    kodik_tools::model::client(
         ModelConfig::new(Provider::OpenAiResponses, "gpt-5").base_url(server.base_url()).api_key("sk-test").retries(0),
     )
-    .unwrap();
+    .unwrap()
+}
+
+async fn toolbox(dir: &std::path::Path, bodies: Vec<String>, options: ReplayOptions) -> (Toolbox, ReplayServer) {
+    let server = replay(bodies, options).await;
     let tb = Toolbox::builder().workspace(dir).build().unwrap();
-    assert!(tb.enable_sub_agents(model, AgentConfig::default().max_turns(5)));
+    assert!(tb.enable_sub_agents(model_at(&server), AgentConfig::default().max_turns(5)));
     (tb, server)
 }
 
@@ -194,10 +203,7 @@ async fn a4_a5_an_agents_conversation_is_published_listed_and_resumed_once_close
         ReplayOptions::default(),
     )
     .await;
-    let model = kodik_tools::model::client(
-        ModelConfig::new(Provider::OpenAiResponses, "gpt-5").base_url(_server.base_url()).api_key("sk-test").retries(0),
-    )
-    .unwrap();
+    let model = model_at(&_server);
     let agent = tb.agent(model, AgentConfig::default());
     let store = Arc::new(kodik_tools::conversation::FileStore::for_workspace(dir.path()));
     let publisher = kodik_tools::publish_sessions(&agent, store.clone(), dir.path().to_path_buf());
@@ -227,10 +233,7 @@ async fn a4_a5_an_agents_conversation_is_published_listed_and_resumed_once_close
 
     // A closed conversation messaged from another one resumes its saved conversation at once (A5).
     let sender = Toolbox::builder().workspace(dir.path()).build().unwrap();
-    let model = kodik_tools::model::client(
-        ModelConfig::new(Provider::OpenAiResponses, "gpt-5").base_url(_server.base_url()).api_key("sk-test").retries(0),
-    )
-    .unwrap();
+    let model = model_at(&_server);
     assert!(sender.enable_sub_agents(model, AgentConfig::default()));
     let out = call(&sender, "send_message", json!({"agent_id": id, "message": "And after the merge?"})).await;
     assert_eq!(out.meta["delivered"], "resumed_conversation", "{}", out.text_content());
@@ -261,17 +264,8 @@ async fn a3_a_background_childs_report_goes_into_the_parents_next_request() {
         body(&[Step::Call("call_wait", "shell", json!({"command": "sleep 1"}))]),
         body(&[Step::Text("The child found 3 parsers.")]),
     ];
-    let recording = parent_bodies
-        .into_iter()
-        .fold(Recording::new(Provider::OpenAiResponses, "gpt-5"), |r, b| r.with(Exchange::sse(b)));
-    let parent_server = ReplayServer::start(recording).await.unwrap();
-    let parent_model = kodik_tools::model::client(
-        ModelConfig::new(Provider::OpenAiResponses, "gpt-5")
-            .base_url(parent_server.base_url())
-            .api_key("sk-test")
-            .retries(0),
-    )
-    .unwrap();
+    let parent_server = replay(parent_bodies, ReplayOptions::default()).await;
+    let parent_model = model_at(&parent_server);
     let agent = tb.agent(parent_model, AgentConfig::default().max_turns(5));
     let mut conversation = agent.start().unwrap();
     let outcome = conversation.run("count the parsers in the background", Default::default()).await;
@@ -396,17 +390,8 @@ async fn g6_cancelling_the_parents_run_stops_its_background_child_and_its_comman
         // The parent waits on something else until the user cancels.
         body(&[Step::Call("call_wait", "shell", json!({"command": "sleep 20"}))]),
     ];
-    let recording = parent_bodies
-        .into_iter()
-        .fold(Recording::new(Provider::OpenAiResponses, "gpt-5"), |r, b| r.with(Exchange::sse(b)));
-    let parent_server = ReplayServer::start(recording).await.unwrap();
-    let parent_model = kodik_tools::model::client(
-        ModelConfig::new(Provider::OpenAiResponses, "gpt-5")
-            .base_url(parent_server.base_url())
-            .api_key("sk-test")
-            .retries(0),
-    )
-    .unwrap();
+    let parent_server = replay(parent_bodies, ReplayOptions::default()).await;
+    let parent_model = model_at(&parent_server);
     let agent = tb.agent(parent_model, AgentConfig::default().max_turns(5));
     let mut conversation = agent.start().unwrap();
     let cancel = kodik_tools::core::CancellationToken::new();
