@@ -1043,7 +1043,9 @@ fn search_held(
     done.block.bytes.shrink_to_fit();
     let size = done.block.bytes.capacity() + done.shown.len() + std::mem::size_of::<Done>();
     if held.fetch_add(size, Ordering::Relaxed) + size > PREPASS_BUDGET_BYTES {
-        held.fetch_sub(size, Ordering::Relaxed);
+        // The count stays past the budget, so the files after this one are only listed: giving
+        // the bytes back would let every later file be searched here just to be dropped and
+        // searched again in order (many-hits searches read most files twice that way).
         return Some(Pre::Later);
     }
     Some(Pre::Hits(done))
