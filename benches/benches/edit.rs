@@ -117,6 +117,15 @@ fn interleaved_rounds() {
         ("50 edits", Some(fifty_edits())),
         ("whole-file replacement", Some(whole_file(&text))),
     ];
+    // For profiling one case: `KODIK_EDIT_BENCH_ONLY=whole` runs only the cases whose name
+    // contains it (and the floor, which every ratio needs).
+    let only = std::env::var("KODIK_EDIT_BENCH_ONLY").unwrap_or_default();
+    let cases: Vec<_> = cases
+        .into_iter()
+        .enumerate()
+        .filter(|(i, (name, _))| *i == 0 || name.contains(only.as_str()))
+        .map(|c| c.1)
+        .collect();
     let mut times: Vec<Vec<f64>> = vec![Vec::with_capacity(rounds); cases.len()];
     // One untimed round first: page cache, allocator and threads warm.
     for r in 0..=rounds {
@@ -280,7 +289,9 @@ fn main() {
         memory::child(&case);
         return;
     }
-    memory::report();
+    if std::env::var_os("KODIK_EDIT_BENCH_ONLY").is_none() {
+        memory::report();
+    }
     let filter = std::env::args().skip(1).find(|a| !a.starts_with('-'));
     if filter.as_deref().is_none_or(|f| "edit_10mb".contains(f) || f.contains("edit_10mb")) {
         interleaved_rounds();

@@ -131,12 +131,13 @@ impl<'t> Lines<'t> {
     }
     /// The byte where line `i` starts (the text's length for `i == len`).
     fn start(&self, i: usize) -> usize {
-        let (mut line, mut at) = self.known_by_line(i);
-        let bytes = self.text.as_bytes();
-        while line < i {
-            at = memchr::memchr(b'\n', &bytes[at..]).map_or(bytes.len(), |k| at + k + 1);
-            line += 1;
+        if i >= self.len {
+            // The end, known without walking there (a whole-file block ends at it).
+            self.cursor.set((self.len, self.text.len()));
+            return self.text.len();
         }
+        let (line, at) = self.known_by_line(i);
+        let at = skip_lines(self.text.as_bytes(), at, i - line);
         self.cursor.set((i, at));
         at
     }
@@ -170,6 +171,32 @@ impl<'t> Lines<'t> {
         let l1 = self.of(e) + 1;
         (l0.min(self.len()), l1.min(self.len()))
     }
+}
+
+/// The byte after the `n`th line break at or after `at` (the text's length when it has fewer).
+/// Long jumps (a whole-file block's end) count breaks a few KB at a time instead of finding
+/// each one, so skipping a line costs a fraction of a byte comparison per byte, not a call.
+fn skip_lines(bytes: &[u8], mut at: usize, mut n: usize) -> usize {
+    const PIECE: usize = 4096;
+    while n > 0 && at < bytes.len() {
+        let end = (at + PIECE).min(bytes.len());
+        let piece = &bytes[at..end];
+        // A short jump (the next line, as the diff reads forward) needs no count.
+        let counted = if n <= 4 { usize::MAX } else { crate::matcher::count_newlines(piece) };
+        if counted < n {
+            n -= counted;
+            at = end;
+            continue;
+        }
+        for k in memchr::memchr_iter(b'\n', piece) {
+            n -= 1;
+            if n == 0 {
+                return at + k + 1;
+            }
+        }
+        at = end;
+    }
+    if n > 0 { bytes.len() } else { at }
 }
 
 /// Blocks with more changed lines than this (old and new together) are not searched for a
@@ -326,36 +353,27 @@ fn unified_spans_capped(
             similar::DiffOp::Equal { .. } => {}
         }
     }
-    let mut preview = OutputPreview::new(cfg);
+    let mut out = Out { preview: OutputPreview::new(cfg), buf: Vec::new(), breaks: 0 };
     if added + removed > 0 {
-        preview.push(format!("--- {old_name}\n+++ {new_name}\n").as_bytes());
-        let mut buf = String::new();
+        out.text(&format!("--- {old_name}\n+++ {new_name}\n"));
         for group in similar::group_diff_ops(ops, 3) {
-            buf.clear();
-            buf.push_str(&format!("{}\n", similar::udiff::UnifiedHunkHeader::new(&group)));
+            out.text(&format!("{}\n", similar::udiff::UnifiedHunkHeader::new(&group)));
             for op in &group {
                 let (o, n) = (op.old_range(), op.new_range());
-                let mut put = |mark: char, line: &str| {
-                    push_line(&mut buf, mark, line);
-                    // A whole-file hunk is megabytes: hand it over in pieces, not as one string.
-                    if buf.len() >= PUSH_CHUNK {
-                        preview.push(buf.as_bytes());
-                        buf.clear();
-                    }
-                };
                 match op.tag() {
-                    similar::DiffTag::Equal => o.for_each(|i| put(' ', ol.line(i))),
-                    similar::DiffTag::Delete => o.for_each(|i| put('-', ol.line(i))),
-                    similar::DiffTag::Insert => n.for_each(|i| put('+', nl.line(i))),
+                    similar::DiffTag::Equal => out.lines(b' ', &ol, o),
+                    similar::DiffTag::Delete => out.lines(b'-', &ol, o),
+                    similar::DiffTag::Insert => out.lines(b'+', &nl, n),
                     similar::DiffTag::Replace => {
-                        o.for_each(|i| put('-', ol.line(i)));
-                        n.for_each(|i| put('+', nl.line(i)));
+                        out.lines(b'-', &ol, o);
+                        out.lines(b'+', &nl, n);
                     }
                 }
             }
-            preview.push(buf.as_bytes());
         }
+        out.flush();
     }
+    let mut preview = out.preview;
     let summary = preview.summary();
     DiffText { text: summary.text, added, removed, full_output: summary.full_output }
 }
@@ -430,11 +448,59 @@ fn line_hash(bytes: &[u8]) -> u64 {
     h ^ (h >> 29)
 }
 
-fn push_line(buf: &mut String, mark: char, line: &str) {
-    buf.push(mark);
-    buf.push_str(line);
-    if !line.ends_with('\n') {
-        buf.push_str("\n\\ No newline at end of file\n");
+/// Diff text on its way to the preview, handed over in pieces of about [`PUSH_CHUNK`] (a
+/// whole-file hunk is megabytes) with their line breaks counted as they are written, so the
+/// preview does not scan them again.
+struct Out {
+    preview: OutputPreview,
+    buf: Vec<u8>,
+    /// Line breaks in `buf`.
+    breaks: u64,
+}
+
+impl Out {
+    fn text(&mut self, s: &str) {
+        self.buf.extend_from_slice(s.as_bytes());
+        self.breaks += crate::matcher::count_newlines(s.as_bytes()) as u64;
+    }
+
+    /// Lines `range` of `lines`, each after `mark`; a last line without a break gets the
+    /// unified format's marker.
+    fn lines(&mut self, mark: u8, lines: &Lines<'_>, range: std::ops::Range<usize>) {
+        if range.is_empty() {
+            return;
+        }
+        let bytes = lines.text.as_bytes();
+        let base = lines.start(range.start);
+        let (mut at, mut left) = (base, range.len());
+        for k in memchr::memchr_iter(b'\n', &bytes[base..]) {
+            let end = base + k + 1;
+            self.buf.push(mark);
+            self.buf.extend_from_slice(&bytes[at..end]);
+            self.breaks += 1;
+            at = end;
+            if self.buf.len() >= PUSH_CHUNK {
+                self.flush();
+            }
+            left -= 1;
+            if left == 0 {
+                break;
+            }
+        }
+        for _ in 0..left {
+            self.buf.push(mark);
+            self.buf.extend_from_slice(&bytes[at..]);
+            self.buf.extend_from_slice(b"\n\\ No newline at end of file\n");
+            self.breaks += 2;
+            at = bytes.len();
+        }
+        lines.cursor.set((range.end, at));
+    }
+
+    fn flush(&mut self) {
+        self.preview.push_lines(&self.buf, self.breaks);
+        self.buf.clear();
+        self.breaks = 0;
     }
 }
 
@@ -557,6 +623,24 @@ mod tests {
             let cfg = PreviewConfig::default().without_spool();
             let d = unified_spans_capped(&old, &new, &[span], ("a", "b"), cfg, 0);
             proptest::prop_assert_eq!(patch_back(&old, &d.text), new.clone(), "{}", d.text);
+        }
+    }
+
+    #[test]
+    fn e6_long_line_jumps_land_where_finding_each_break_does() {
+        // Lines of 0..300 bytes, so jumps cross the 4 KB counting pieces at every offset.
+        let text: String = (0..3000).map(|i| format!("{}\n", "x".repeat(i * 37 % 300))).collect::<String>() + "tail";
+        let b = text.as_bytes();
+        let naive = |mut at: usize, n: usize| {
+            for _ in 0..n {
+                at = memchr::memchr(b'\n', &b[at..]).map_or(b.len(), |k| at + k + 1);
+            }
+            at
+        };
+        for at in [0, 1, 150, 4095, 4096, 100_000, b.len() - 3, b.len()] {
+            for n in [0, 1, 3, 4, 5, 17, 64, 999, 2999, 3000, 3001, 5000] {
+                assert_eq!(skip_lines(b, at, n), naive(at, n), "from {at}, {n} lines");
+            }
         }
     }
 

@@ -234,8 +234,7 @@ fn run_blocking(
         Some(l) => l,
         None => files::load(&path, &shown, ws)?,
     };
-    files::check_read(cx_session, &path, &shown, loaded.bytes())?;
-    let result = match edits.pop() {
+    let apply = || match edits.pop() {
         Some(e) if is_whole && whole_file_fast_path_applies(&loaded.text, &e.new_string) => {
             Ok(whole_file_result(&loaded.text, e.new_string))
         }
@@ -250,6 +249,11 @@ fn run_blocking(
         }
         None => apply_edits_owned(&loaded.text, edits),
     };
+    // The version check (E2) hashes the whole file; on a large one it runs while the edits
+    // are placed, and its refusal still comes first.
+    let check = || files::check_read(cx_session, &path, &shown, loaded.bytes());
+    let (result, checked) = files::alongside_if(loaded.text.len() >= files::PARALLEL_MIN, apply, check);
+    checked.unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
     let (new_text, applied, spans) = result.map_err(|e| {
         ToolError::failed(format!("`{shown}`: {e} No edit of this call was applied; the file is unchanged."))
     })?;
@@ -265,21 +269,27 @@ fn run_blocking(
         &encoded
     };
     let perms = std::fs::metadata(&path).map_err(|e| ToolError::io("reading", &shown, e))?.permissions();
-    // The diff needs only the two texts, so it is built while the write waits for the disk.
-    let (written, diffed) = files::alongside(
-        || kodik_core::fs::write_atomic(&path, bytes, true).map(|()| FileVersion::of_bytes(bytes)),
+    // The diff and the new version's hash need only the texts, so they are made while the write
+    // waits for the disk.
+    let (written, side) = files::alongside(
+        || kodik_core::fs::write_atomic(&path, bytes, true),
         || {
-            diff::unified_spans(
-                &loaded.text,
-                &new_text,
-                &spans,
-                &format!("a/{shown}"),
-                &format!("b/{shown}"),
-                shared.preview.clone(),
-            )
+            let version = FileVersion::of_bytes(bytes);
+            let diffed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                diff::unified_spans(
+                    &loaded.text,
+                    &new_text,
+                    &spans,
+                    &format!("a/{shown}"),
+                    &format!("b/{shown}"),
+                    shared.preview.clone(),
+                )
+            }));
+            (version, diffed)
         },
     );
-    let version = written.map_err(|e| ToolError::io("writing", &shown, e))?;
+    written.map_err(|e| ToolError::io("writing", &shown, e))?;
+    let (version, diffed) = side.unwrap_or_else(|panic| (FileVersion::of_bytes(bytes), Err(panic)));
     let prior = Prior { content: Some((loaded.into_bytes(), perms)), created_dirs: Vec::new() };
     shared.checkpoints.record(cx_session.message(), &path, prior);
     cx_session.record_write(&path, version);
@@ -325,6 +335,16 @@ fn run_whole_file(
     }
     let outcome = std::thread::scope(|scope| {
         let side = std::thread::Builder::new().name("kodik-edit-side".into()).spawn_scoped(scope, build_diff).ok();
+        // The new version's hash needs only the new text either: a third thread, so that no core
+        // idles while the write waits for the disk.
+        let hashing = (new.len() >= files::PARALLEL_MIN)
+            .then(|| {
+                std::thread::Builder::new()
+                    .name("kodik-edit-hash".into())
+                    .spawn_scoped(scope, || FileVersion::of_bytes(new.as_bytes()))
+                    .ok()
+            })
+            .flatten();
         let finish = |side: Option<std::thread::ScopedJoinHandle<'_, diff::DiffText>>| match side {
             Some(h) => h.join(),
             None => std::panic::catch_unwind(std::panic::AssertUnwindSafe(build_diff)),
@@ -351,7 +371,11 @@ fn run_whole_file(
             }
         };
         match kodik_core::fs::write_atomic(&path, new.as_bytes(), true) {
-            Ok(()) => Outcome::Written(perms, FileVersion::of_bytes(new.as_bytes()), finish(side)),
+            Ok(()) => {
+                let version =
+                    hashing.and_then(|h| h.join().ok()).unwrap_or_else(|| FileVersion::of_bytes(new.as_bytes()));
+                Outcome::Written(perms, version, finish(side))
+            }
             Err(err) => {
                 discard(side);
                 Outcome::Failed(ToolError::io("writing", &shown, err))

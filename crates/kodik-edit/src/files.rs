@@ -141,6 +141,23 @@ pub(crate) fn write_recorded(
     Ok(())
 }
 
+/// Texts from this size on are worth a helper thread for work that can run beside other work
+/// (a thread costs tens of microseconds; hashing 1 MB costs about a hundred).
+pub(crate) const PARALLEL_MIN: usize = 1 << 20;
+
+/// [`alongside`] when `parallel`, else `main` and then `side` on this thread.
+pub(crate) fn alongside_if<A, B: Send>(
+    parallel: bool,
+    main: impl FnOnce() -> A,
+    side: impl FnOnce() -> B + Send,
+) -> (A, std::thread::Result<B>) {
+    if parallel {
+        return alongside(main, side);
+    }
+    let a = main();
+    (a, std::panic::catch_unwind(std::panic::AssertUnwindSafe(side)))
+}
+
 /// Runs `main` on this thread and `side` on a helper thread at the same time (`side` runs
 /// here after `main` if no thread can be started). A panic in `side` comes back as its `Err`.
 pub(crate) fn alongside<A, B: Send>(
