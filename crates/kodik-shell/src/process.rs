@@ -1,8 +1,8 @@
 //! Starting a command and stopping its process group (S1, S10, S13; Unix).
 //!
 //! A command is started with `posix_spawn` (on Linux and macOS; a `vfork`-style clone, so
-//! starting costs the same whatever the host's memory size) in a new session, which also makes
-//! it the leader of a new process group. Nothing runs in the child between clone and exec, so
+//! starting costs the same whatever the host's memory size) as the leader of a new process group,
+//! and of a new session when the host has a controlling terminal. Nothing runs in the child between clone and exec, so
 //! there is no `PR_SET_PDEATHSIG`: the [`Reaper`] covers a host that dies, and the pid is
 //! handed to it before anything else happens. On Linux one thread (from a small pool of reused
 //! threads) polls the merged output pipe and a pidfd of the process; elsewhere one pooled
@@ -109,7 +109,8 @@ const READ_BUF: usize = 64 * 1024;
 #[cfg(target_os = "linux")]
 const PIPE_SIZE: usize = 1024 * 1024;
 
-/// Starts `spec` in its own session and process group with stdin from /dev/null and stdout
+/// Starts `spec` in its own process group (and session, when the host has a controlling
+/// terminal: see [`spawn_in_own_group`]) with stdin from /dev/null and stdout
 /// and stderr on one pipe. `started` gets the pid (which is also the process group id) before
 /// any output or exit is reported to `sink`. Returns the pid.
 pub(crate) fn spawn(spec: Spec<'_>, sink: Arc<dyn Sink>, started: impl FnOnce(i32)) -> std::io::Result<i32> {
@@ -117,7 +118,7 @@ pub(crate) fn spawn(spec: Spec<'_>, sink: Arc<dyn Sink>, started: impl FnOnce(i3
     // Failure is harmless: the default capacity only means more wake-ups.
     #[cfg(target_os = "linux")]
     let _ = rustix::pipe::fcntl_setpipe_size(&writer, PIPE_SIZE);
-    let pid = spawn_in_new_session(&spec, std::os::fd::OwnedFd::from(writer), dev_null()?)?;
+    let pid = spawn_in_own_group(&spec, std::os::fd::OwnedFd::from(writer), dev_null()?)?;
     started(pid);
     // From here on the process exists: whatever fails, it is stopped and reported as ended,
     // so the terminal never waits for an exit that nobody will report.
@@ -333,14 +334,28 @@ fn wait_exit(pid: i32) -> Exit {
     }
 }
 
-/// `bash -c COMMAND` (or whichever shell) through `posix_spawn`, as the leader of a new session
-/// (so no controlling terminal: a program that opens /dev/tty to ask for a password fails at
-/// once instead of hanging or stealing the host's terminal), in `spec.workdir`, with the
-/// host's environment plus `spec.env`, stdin from `stdin` and stdout and stderr both on
-/// `output`. SIGPIPE goes back to its default (Rust ignores it, and ignored signals survive exec).
+/// Whether this process has a controlling terminal (opening `/dev/tty` fails with `ENXIO` when
+/// it has none). Asked at every start: a session leader can gain a terminal at any time, and the
+/// failing `open` costs about a microsecond.
+fn host_has_controlling_terminal() -> bool {
+    use rustix::fs::{Mode, OFlags, open};
+    open("/dev/tty", OFlags::RDONLY | OFlags::NOCTTY | OFlags::CLOEXEC | OFlags::NONBLOCK, Mode::empty()).is_ok()
+}
+
+/// `bash -c COMMAND` (or whichever shell) through `posix_spawn`, as the leader of a new process
+/// group, in `spec.workdir`, with the host's environment plus `spec.env`, stdin from `stdin` and
+/// stdout and stderr both on `output`. SIGPIPE goes back to its default (Rust ignores it, and
+/// ignored signals survive exec).
+///
+/// When the host has a controlling terminal the command also leads a new session, so it has none:
+/// a program that opens /dev/tty to ask for a password fails at once instead of hanging or
+/// stealing the host's terminal (S6). A host without one passes none on, so the command stays in
+/// the host's session: with the kernel's autogroup scheduling every session is a scheduling group
+/// of its own, and a command streaming output to the host's reader thread across two groups took
+/// 1.3–1.4× as long as within one (1 GiB through a pipe into a file, `benches/compare_shell.sh`).
 #[cfg(any(target_os = "linux", target_vendor = "apple"))]
 #[allow(unsafe_code)]
-fn spawn_in_new_session(
+fn spawn_in_own_group(
     spec: &Spec<'_>,
     output: std::os::fd::OwnedFd,
     stdin: std::os::fd::BorrowedFd<'_>,
@@ -396,14 +411,14 @@ fn spawn_in_new_session(
     struct Actions(libc::posix_spawn_file_actions_t);
     impl Drop for Actions {
         fn drop(&mut self) {
-            // SAFETY: initialised by posix_spawn_file_actions_init in `spawn_in_new_session`.
+            // SAFETY: initialised by posix_spawn_file_actions_init in `spawn_in_own_group`.
             unsafe { libc::posix_spawn_file_actions_destroy(&mut self.0) };
         }
     }
     struct Attr(libc::posix_spawnattr_t);
     impl Drop for Attr {
         fn drop(&mut self) {
-            // SAFETY: initialised by posix_spawnattr_init in `spawn_in_new_session`.
+            // SAFETY: initialised by posix_spawnattr_init in `spawn_in_own_group`.
             unsafe { libc::posix_spawnattr_destroy(&mut self.0) };
         }
     }
@@ -430,7 +445,14 @@ fn spawn_in_new_session(
         libc::sigaddset(&mut default_signals, libc::SIGPIPE);
         check(libc::posix_spawnattr_setsigmask(&mut attr.0, &no_signals))?;
         check(libc::posix_spawnattr_setsigdefault(&mut attr.0, &default_signals))?;
-        let flags = POSIX_SPAWN_SETSID | libc::POSIX_SPAWN_SETSIGMASK | libc::POSIX_SPAWN_SETSIGDEF;
+        // The group's id is the command's pid either way: a session leader leads its group too.
+        let group = if host_has_controlling_terminal() {
+            POSIX_SPAWN_SETSID
+        } else {
+            check(libc::posix_spawnattr_setpgroup(&mut attr.0, 0))?;
+            libc::POSIX_SPAWN_SETPGROUP as c_int
+        };
+        let flags = group | libc::POSIX_SPAWN_SETSIGMASK | libc::POSIX_SPAWN_SETSIGDEF;
         check(libc::posix_spawnattr_setflags(&mut attr.0, flags as _))?;
 
         let mut pid: libc::pid_t = 0;
@@ -439,9 +461,10 @@ fn spawn_in_new_session(
     }
 }
 
-/// Elsewhere: std's `Command` with a `setsid` before exec (a fork, slower but equivalent).
+/// Elsewhere: std's `Command` with a `setsid` (or only a new process group) before exec (a fork,
+/// slower but equivalent).
 #[cfg(not(any(target_os = "linux", target_vendor = "apple")))]
-fn spawn_in_new_session(
+fn spawn_in_own_group(
     spec: &Spec<'_>,
     output: std::os::fd::OwnedFd,
     stdin: std::os::fd::BorrowedFd<'_>,
@@ -457,10 +480,14 @@ fn spawn_in_new_session(
         };
     }
     cmd.stdin(Stdio::from(stdin)).stdout(Stdio::from(output.try_clone()?)).stderr(Stdio::from(output));
-    #[allow(unsafe_code)]
-    // SAFETY: the closure only calls setsid, which is async-signal-safe as `pre_exec` requires.
-    unsafe {
-        cmd.pre_exec(|| rustix::process::setsid().map(drop).map_err(Into::into));
+    if host_has_controlling_terminal() {
+        #[allow(unsafe_code)]
+        // SAFETY: the closure only calls setsid, which is async-signal-safe as `pre_exec` requires.
+        unsafe {
+            cmd.pre_exec(|| rustix::process::setsid().map(drop).map_err(Into::into));
+        }
+    } else {
+        cmd.process_group(0);
     }
     let child = cmd.spawn()?;
     // The waiter thread reaps it with waitpid; std's handle only holds the pid.

@@ -659,3 +659,108 @@ fn s10_g21_the_host_process_dying_ends_its_commands() {
     assert!(shell_gone, "the shell {shell} outlived its host (the reaper)");
     assert!(grandchild_gone, "the grandchild {grandchild} outlived its host (the reaper)");
 }
+
+/// Set in the re-executed test binary that plays the host of `s6_s10_…_controlling_terminal…`:
+/// `tty` when it was given a controlling terminal, `none` when not.
+const TTY_HOST_ENV: &str = "KODIK_SHELL_TEST_TTY_HOST";
+
+/// A host process (this test binary again) in a session of its own, with a pseudo-terminal as
+/// its controlling terminal or with none; returns what it printed.
+#[allow(unsafe_code)]
+fn run_tty_host(with_terminal: bool) -> String {
+    use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd};
+    use std::os::unix::process::CommandExt as _;
+    // SAFETY: plain libc calls; the descriptor returned by posix_openpt is owned right away.
+    let master = unsafe {
+        let fd = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC);
+        assert!(fd >= 0, "posix_openpt: {}", std::io::Error::last_os_error());
+        assert_eq!(libc::grantpt(fd), 0);
+        assert_eq!(libc::unlockpt(fd), 0);
+        OwnedFd::from_raw_fd(fd)
+    };
+    let mut name = [0 as libc::c_char; 128];
+    // SAFETY: `name` is a writable buffer of the length given.
+    assert_eq!(unsafe { libc::ptsname_r(master.as_raw_fd(), name.as_mut_ptr(), name.len()) }, 0);
+    // SAFETY: ptsname_r wrote a NUL-terminated path into `name`.
+    let slave_path = unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) }.to_owned();
+    let slave = std::fs::OpenOptions::new().read(true).write(true).open(slave_path.to_str().unwrap()).unwrap();
+    let slave_fd = slave.as_raw_fd();
+    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--exact", "s6_s10_a_command_leads_its_own_group_and_never_gets_the_hosts_controlling_terminal"])
+        .args(["--nocapture", "--test-threads=1"])
+        .env(TTY_HOST_ENV, if with_terminal { "tty" } else { "none" })
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    // SAFETY: setsid and ioctl are async-signal-safe, as `pre_exec` requires.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::setsid() < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if with_terminal && libc::ioctl(slave_fd, libc::TIOCSCTTY as _, 0) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    drop(slave);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the host did not finish in time");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    drop(master);
+    String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+}
+
+/// `key=value` from a host's report.
+fn field<'a>(report: &'a str, key: &str) -> &'a str {
+    let prefix = format!("{key}=");
+    report
+        .split_whitespace()
+        .find_map(|word| word.strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("no {key} in {report}"))
+}
+
+#[test]
+fn s6_s10_a_command_leads_its_own_group_and_never_gets_the_hosts_controlling_terminal() {
+    if let Ok(kind) = std::env::var(TTY_HOST_ENV) {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        rt.block_on(async {
+            let e = env();
+            // Fields 5 and 6 of /proc/PID/stat: process group and session.
+            let out = e
+                .shell(
+                    "echo \"pid=$$ group=$(cut -d' ' -f5 /proc/$$/stat) session=$(cut -d' ' -f6 /proc/$$/stat)\"; \
+                     if (exec 3</dev/tty) 2>/dev/null; then echo tty=opened; else echo tty=refused; fi",
+                )
+                .await;
+            let host_tty = std::fs::File::open("/dev/tty").is_ok();
+            // SAFETY: getsid(0) only reads the caller's session id.
+            #[allow(unsafe_code)]
+            let host_session = unsafe { libc::getsid(0) };
+            println!("{kind}: host_tty={host_tty} host_session={host_session} {}", out.text_content());
+        });
+        return;
+    }
+    for with_terminal in [true, false] {
+        let report = run_tty_host(with_terminal);
+        assert_eq!(field(&report, "host_tty"), with_terminal.to_string(), "the host's own terminal: {report}");
+        assert_eq!(field(&report, "tty"), "refused", "the command cannot open the host's terminal: {report}");
+        let pid = field(&report, "pid");
+        assert_eq!(field(&report, "group"), pid, "the command leads its own process group (kill_terminal): {report}");
+        let session = field(&report, "session");
+        if with_terminal {
+            assert_eq!(session, pid, "with a terminal to leave, the command leads a new session: {report}");
+        } else {
+            // No terminal to leave: the host's session, whose scheduling group it shares (autogroup).
+            assert_eq!(session, field(&report, "host_session"), "{report}");
+        }
+    }
+}
