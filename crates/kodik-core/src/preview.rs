@@ -364,6 +364,18 @@ impl OutputPreview {
 
     /// The preview as it stands. Can be called repeatedly; more may be pushed afterwards.
     pub fn summary(&mut self) -> PreviewSummary {
+        self.summary_shown_through(|bytes| std::borrow::Cow::Borrowed(bytes))
+    }
+
+    /// [`summary`](Self::summary) with the kept head and tail each passed through `shown` before
+    /// they become text (the whole output when nothing was dropped): for a caller that saves
+    /// bytes as they came but shows them cleaned up. Head and tail are passed apart, so whatever
+    /// `shown` does at the end of one never runs into the marker or the other. The counts and
+    /// the saved file are those of the bytes pushed.
+    pub fn summary_shown_through(
+        &mut self,
+        mut shown: impl for<'a> FnMut(&'a [u8]) -> std::borrow::Cow<'a, [u8]>,
+    ) -> PreviewSummary {
         self.flush();
         let kept = self.head.len() as u64 + self.tail.len as u64;
         let truncated = self.total > kept;
@@ -377,6 +389,7 @@ impl OutputPreview {
             let tail_bytes = self.tail.to_vec();
             let tail = skip_partial_char_start(&tail_bytes);
             let omitted = self.total - head.len() as u64 - tail.len() as u64;
+            let (head, tail) = (shown(head), shown(tail));
             let mut marker = format!("\n[… {omitted} bytes omitted from the middle …");
             match (&full_output, &spool_error) {
                 (Some(p), _) => marker.push_str(&format!(" full output: {}", p.display())),
@@ -384,14 +397,14 @@ impl OutputPreview {
                 _ => {}
             }
             marker.push_str("]\n");
-            let mut t = String::from_utf8_lossy(head).into_owned();
+            let mut t = String::from_utf8_lossy(&head).into_owned();
             t.push_str(&marker);
-            t.push_str(&String::from_utf8_lossy(tail));
+            t.push_str(&String::from_utf8_lossy(&tail));
             t
         } else {
             let mut all = self.head.clone();
             all.extend_from_slice(&self.tail.to_vec());
-            String::from_utf8_lossy(&all).into_owned()
+            String::from_utf8_lossy(&shown(&all)).into_owned()
         };
         let total_lines = self.lines + u64::from(self.total > 0 && !self.ends_with_newline);
         PreviewSummary { text, truncated, total_bytes: self.total, total_lines, full_output, spool_error }
@@ -578,6 +591,30 @@ mod tests {
         all.extend_from_slice(b"no newline");
         assert_eq!(std::fs::read(pb).unwrap(), all, "every byte saved, in order");
         assert_eq!(std::fs::read(pa).unwrap(), all);
+    }
+
+    #[test]
+    fn g9_g17_head_and_tail_are_shown_through_a_filter_apart_while_counts_and_file_keep_every_byte() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = PreviewConfig { head_bytes: 8, tail_bytes: 8, spool_dir: Some(dir.path().into()) };
+        let raw = b"ab#cd#ef0123456789gh#ij#k\n";
+        fn drop_hash(b: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+            b.iter().copied().filter(|&c| c != b'#').collect()
+        }
+        let mut p = OutputPreview::new(cfg.clone());
+        p.push(raw);
+        let s = p.summary_shown_through(drop_hash);
+        let full = s.full_output.clone().expect("saved");
+        assert_eq!(
+            s.text,
+            format!("abcdef\n[… 10 bytes omitted from the middle … full output: {}]\nghijk\n", full.display())
+        );
+        assert_eq!((s.total_bytes, s.total_lines, s.truncated), (26, 1, true));
+        assert_eq!(std::fs::read(&full).unwrap(), raw, "the file keeps what was pushed");
+        // Nothing dropped: the whole output goes through the filter once.
+        let mut p = OutputPreview::new(cfg);
+        p.push(b"a#b");
+        assert_eq!(p.summary_shown_through(drop_hash).text, "ab");
     }
 
     #[test]

@@ -40,12 +40,28 @@ struct Output {
     last_output: Instant,
     /// The unfinished last line, when it looks like a prompt for a secret.
     prompt: Option<String>,
+    /// The output held a NUL byte: it is binary data, not terminal text, and from that chunk on
+    /// it is saved as it came; escapes are stripped only from the head and tail shown.
+    binary: bool,
+}
+
+impl Output {
+    /// The summary of `preview`, escape-free whichever way its bytes were kept.
+    fn summary(binary: bool, preview: &mut OutputPreview) -> PreviewSummary {
+        if !binary {
+            // Stripped as it arrived.
+            return preview.summary();
+        }
+        preview.summary_shown_through(|bytes| AnsiStripper::new().strip(bytes))
+    }
 }
 
 /// State only the reader thread touches; kept apart so stripping never holds the output lock.
 struct ReaderState {
     stripper: AnsiStripper,
     last_line: Vec<u8>,
+    /// A chunk with an escape also held a NUL byte: binary data, no longer stripped.
+    binary: bool,
 }
 
 const LAST_LINE_MAX: usize = 256;
@@ -185,15 +201,16 @@ impl Terminal {
     pub fn show_all(&self) -> Shown {
         let mut o = lock(&self.out);
         o.unread = OutputPreview::new(self.unread_cfg.clone());
-        let total = o.total.summary();
+        let total = Output::summary(o.binary, &mut o.total);
         Shown { text: total.text.clone(), total }
     }
 
     /// Only what was not shown before; it counts as read now (S5, G15).
     pub fn take_unread(&self) -> Shown {
         let mut o = lock(&self.out);
-        let unread = std::mem::replace(&mut o.unread, OutputPreview::new(self.unread_cfg.clone())).summary();
-        let total = o.total.summary();
+        let mut unread = std::mem::replace(&mut o.unread, OutputPreview::new(self.unread_cfg.clone()));
+        let unread = Output::summary(o.binary, &mut unread);
+        let total = Output::summary(o.binary, &mut o.total);
         let mut text = unread.text;
         if unread.truncated
             && let Some(p) = &total.full_output
@@ -279,17 +296,27 @@ impl Terminal {
 
 impl process::Sink for Terminal {
     fn output(&self, chunk: &mut [u8]) {
-        // Every byte is looked at twice here (is there an escape? how many newlines?), both SIMD
-        // scans; stripping, when there is something to strip, works in the read buffer itself.
-        let (text, prompt) = {
+        // Every byte of text is looked at twice here (is there an escape? how many newlines?),
+        // both SIMD scans; stripping, when there is something to strip, works in the read buffer
+        // itself. Binary data is not stripped: it has an ESC or BEL every 128 bytes on average,
+        // and stripping them cost twice `cat`'s CPU while only corrupting the saved bytes.
+        let (text, prompt, binary) = {
             let mut r = lock(&self.reader);
-            let len = if r.stripper.passes_through(chunk) { chunk.len() } else { r.stripper.strip_in_place(chunk) };
+            let len = if r.binary || r.stripper.passes_through(chunk) {
+                chunk.len()
+            } else if memchr::memchr(0, chunk).is_some() {
+                r.binary = true;
+                chunk.len()
+            } else {
+                r.stripper.strip_in_place(chunk)
+            };
             let text = &chunk[..len];
             let prompt = track_last_line(&mut r.last_line, text, &self.prompt_markers);
-            (text, prompt)
+            (text, prompt, r.binary)
         };
         let newlines = memchr::memchr_iter(b'\n', text).count() as u64;
         let mut o = lock(&self.out);
+        o.binary = binary;
         o.total.push_lines(text, newlines);
         o.unread.push_lines(text, newlines);
         o.last_output = Instant::now();
@@ -415,9 +442,10 @@ impl Table {
                 unread: OutputPreview::new(unread_cfg.clone()),
                 last_output: Instant::now(),
                 prompt: None,
+                binary: false,
             }),
             unread_cfg,
-            reader: Mutex::new(ReaderState { stripper: AnsiStripper::new(), last_line: Vec::new() }),
+            reader: Mutex::new(ReaderState { stripper: AnsiStripper::new(), last_line: Vec::new(), binary: false }),
             life: Mutex::new(Lifecycle { attached: true, ..Lifecycle::default() }),
             done: watch::channel(false).0,
             events,

@@ -492,6 +492,35 @@ async fn s1_s7_g20_escapes_split_across_reads_are_stripped_alike_from_preview_an
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s1_g9_binary_output_is_saved_byte_for_byte_and_shown_without_escapes() {
+    let e = env();
+    // 2 MB of pseudo-random bytes: NUL, ESC and BEL bytes all over, as in any binary data.
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let data: Vec<u8> = (0..2_000_000)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 56) as u8
+        })
+        .collect();
+    std::fs::write(e.dir.path().join("data.bin"), &data).unwrap();
+    let out = e
+        .call("shell", json!({"command": "printf 'start \\033[1mbold\\033[0m\\n'; cat data.bin", "timeout": 60000}))
+        .await;
+    assert_eq!(out.status, ToolStatus::Success, "{}", out.meta);
+    let full = PathBuf::from(out.meta["full_output"].as_str().expect("saved"));
+    let saved = std::fs::read(&full).unwrap();
+    assert!(saved.ends_with(&data), "the binary data is saved as it came, not stripped");
+    assert!(saved.starts_with(b"start "), "{:?}", &saved[..20]);
+    assert_eq!(out.meta["output_bytes"], saved.len() as u64);
+    let text = out.text_content();
+    assert!(text.starts_with("start bold\n"), "the text before it is shown stripped: {:?}", &text[..40]);
+    assert!(text.contains("bytes omitted from the middle"));
+    assert!(!text.contains(['\x1b', '\x07']), "the head and tail shown are stripped");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s14_g18_an_unusable_spool_folder_falls_back_to_a_bounded_preview_with_a_note() {
     let blocker = tempfile::NamedTempFile::new().unwrap();
     let bad = blocker.path().join("spool");
