@@ -3,9 +3,9 @@
 //! results are identical.
 //!
 //! ```text
-//! search_bench grep DIR PATTERN [--fixed] [--mode M] [--head-limit N] [--offset N] [--rss] [--no-spool]
+//! search_bench grep DIR PATTERN [--fixed] [--mode M] [--head-limit N] [--offset N] [--rss] [--no-spool] [--threads N]
 //!     prints the number of matching lines (content mode unless --mode says otherwise)
-//! search_bench glob DIR PATTERN [--list]    prints the number of files, or every path with --list
+//! search_bench glob DIR PATTERN [--list] [--threads N]    prints the number of files, or every path with --list
 //! ```
 //!
 //! `--rss` also prints the process's peak resident memory (`VmHWM` in `/proc/self/status`) in
@@ -37,6 +37,9 @@ async fn main() -> ExitCode {
     let cx = ToolContext::new(ws);
     let mut registry = ToolRegistry::new();
     let mut tools = SearchToolset::new().glob_limit(usize::MAX);
+    if let Some(n) = number("--threads") {
+        tools = tools.threads(n as usize);
+    }
     if flag("--no-spool") {
         tools = tools.spool_dir(None);
     }

@@ -11,12 +11,11 @@
 //! `**/.env*`); then hidden entries are walked too, except `.git` folders. `.gitignore`,
 //! `.ignore` and `.kodikignore` always apply.
 
-use std::hash::{DefaultHasher, Hash as _, Hasher as _};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use globset::{GlobBuilder, GlobMatcher};
+use globset::GlobBuilder;
 use ignore::WalkState;
 use kodik_core::{
     CancellationToken, PathError, Session, ToolContext, ToolError, ToolOutput, ToolSpec, TypedTool, Workspace,
@@ -108,6 +107,11 @@ pub(crate) fn show_path(ws: &Workspace, path: &Path) -> String {
 
 /// Appends [`show_path`]'s text to `out`.
 pub(crate) fn push_shown(ws: &Workspace, path: &Path, out: &mut String) {
+    out.push_str(&String::from_utf8_lossy(shown_bytes(ws, path)));
+}
+
+/// [`show_path`]'s text as the path's own bytes (not necessarily UTF-8).
+fn shown_bytes<'a>(ws: &Workspace, path: &'a Path) -> &'a [u8] {
     let bytes = path.as_os_str().as_encoded_bytes();
     let root = ws.primary_root().as_os_str().as_encoded_bytes();
     let rel = bytes.strip_prefix(root).and_then(|rest| match rest {
@@ -116,7 +120,7 @@ pub(crate) fn push_shown(ws: &Workspace, path: &Path, out: &mut String) {
         rest if root.ends_with(b"/") => Some(rest),
         _ => None,
     });
-    out.push_str(&String::from_utf8_lossy(rel.unwrap_or(bytes)));
+    rel.unwrap_or(bytes)
 }
 
 /// A compiled pattern and what it is matched against.
@@ -124,7 +128,10 @@ pub(crate) fn push_shown(ws: &Workspace, path: &Path, out: &mut String) {
 pub(crate) struct Pattern {
     /// The pattern as the answer names it (relative to the search folder).
     pub(crate) shown: String,
-    matcher: GlobMatcher,
+    /// The glob's regex, matched on the name's (or path's) bytes as globset's `GlobMatcher`
+    /// does, without the `Candidate` that matcher allocates per call, which cost more than the
+    /// match on a walk of a large tree.
+    regex: regex_automata::meta::Regex,
     /// Matched against the path below the search folder (`src/*.rs`) rather than the file
     /// name (`*.rs`, and `**/*.rs`, which is the same thing on the whole path but costlier).
     on_path: bool,
@@ -152,36 +159,81 @@ impl Pattern {
             .build()
             .map_err(|e| SearchError::BadGlob { glob: pattern.to_string(), reason: e.kind().to_string() })?;
         let on_path = name_only.is_none() && p.contains('/');
-        Ok(Self { shown: p.to_string(), matcher: glob.compile_matcher(), on_path })
+        // globset's own settings for a single glob's regex (its `new_regex`).
+        let regex = regex_automata::meta::Regex::builder()
+            .syntax(regex_automata::util::syntax::Config::new().utf8(false).dot_matches_new_line(true))
+            .configure(
+                regex_automata::meta::Regex::config()
+                    .utf8_empty(false)
+                    .nfa_size_limit(Some(10 << 20))
+                    .hybrid_cache_capacity(10 << 20),
+            )
+            .build(glob.regex())
+            .map_err(|e| SearchError::BadGlob { glob: pattern.to_string(), reason: e.to_string() })?;
+        Ok(Self { shown: p.to_string(), regex, on_path })
     }
 
     /// Whether the file at `path`, found below `base`, matches.
     pub(crate) fn matches(&self, path: &Path, base: &Path) -> bool {
-        if self.on_path {
-            self.matcher.is_match(path.strip_prefix(base).unwrap_or(path))
+        // On bytes: `Path`'s `file_name` and `strip_prefix` parse components, which costs more
+        // than the match. The walker's paths are `base` joined with names, `/`-separated.
+        let bytes = path.as_os_str().as_encoded_bytes();
+        let subject = if self.on_path {
+            let base = base.as_os_str().as_encoded_bytes();
+            bytes.strip_prefix(base).map_or(bytes, |rest| rest.strip_prefix(b"/").unwrap_or(rest))
         } else {
-            path.file_name().is_some_and(|n| self.matcher.is_match(n))
-        }
+            memchr::memrchr(b'/', bytes).map_or(bytes, |i| &bytes[i + 1..])
+        };
+        self.regex.is_match(subject)
     }
 }
 
 struct Found {
     path: PathBuf,
     mtime: u128,
-    len: u64,
+}
+
+/// The walk's files and the loop guard's fingerprint of them (G15).
+#[derive(Default)]
+struct Collected {
+    found: Vec<Found>,
+    /// The wrapping sum of each file's hash (path, mtime, size): a sum does not depend on the
+    /// order the threads found them in, so each thread hashes its own files.
+    fingerprint: u64,
 }
 
 /// Per-thread results, handed to the shared list when the walker thread drops its visitor.
 struct Local {
-    found: Vec<Found>,
-    shared: Arc<Mutex<Vec<Found>>>,
+    mine: Collected,
+    shared: Arc<Mutex<Collected>>,
+}
+
+impl Local {
+    fn push(&mut self, path: PathBuf, (mtime, len): (u128, u64)) {
+        // The path's bytes, with the time and size as the seed: one call per file.
+        let seed = (mtime as u64) ^ len.rotate_left(32);
+        let hash = xxhash_rust::xxh3::xxh3_64_with_seed(path.as_os_str().as_encoded_bytes(), seed);
+        self.mine.fingerprint = self.mine.fingerprint.wrapping_add(hash);
+        self.mine.found.push(Found { path, mtime });
+    }
 }
 
 impl Drop for Local {
     fn drop(&mut self) {
+        // Each walker thread sorts its own files, in parallel; the caller's stable sort then
+        // only merges the sorted runs.
+        self.mine.found.sort_unstable_by(newest_first);
         let mut shared = self.shared.lock().unwrap_or_else(|p| p.into_inner());
-        shared.append(&mut self.found);
+        shared.found.append(&mut self.mine.found);
+        shared.fingerprint = shared.fingerprint.wrapping_add(self.mine.fingerprint);
     }
+}
+
+/// The answer's order: newest first; ties (a tree unpacked or copied at once) in path order,
+/// compared as bytes — `Path`'s own comparison walks components, which cost more than the
+/// walk when many times are equal.
+fn newest_first(a: &Found, b: &Found) -> std::cmp::Ordering {
+    b.mtime.cmp(&a.mtime).then_with(|| crate::grep::path_order(&a.path, &b.path))
 }
 
 fn glob(
@@ -200,7 +252,7 @@ fn glob(
             return Err(SearchError::NotSearchable(ws.display(base)));
         }
     }
-    let shared: Arc<Mutex<Vec<Found>>> = Arc::default();
+    let shared: Arc<Mutex<Collected>> = Arc::default();
     let mut pattern = String::new();
     let mut hidden = false;
     for (base, _) in &bases {
@@ -213,7 +265,7 @@ fn glob(
             wb.filter_entry(|e| e.file_name() != ".git");
         }
         wb.build_parallel().run(|| {
-            let mut local = Local { found: Vec::new(), shared: shared.clone() };
+            let mut local = Local { mine: Collected::default(), shared: shared.clone() };
             // A clone has its own regex cache: sharing one makes the threads contend.
             let compiled = compiled.clone();
             let base = base.clone();
@@ -227,8 +279,8 @@ fn glob(
                     return WalkState::Continue;
                 }
                 if compiled.matches(entry.path(), &base) {
-                    let (mtime, len) = stamp(entry.metadata().ok().as_ref());
-                    local.found.push(Found { path: entry.into_path(), mtime, len });
+                    let stamp = stamp(entry.metadata().ok().as_ref());
+                    local.push(entry.into_path(), stamp);
                 }
                 WalkState::Continue
             })
@@ -237,16 +289,9 @@ fn glob(
     if cancel.is_cancelled() {
         return Err(SearchError::Cancelled);
     }
-    let mut found = std::mem::take(&mut *shared.lock().unwrap_or_else(|p| p.into_inner()));
-    found.sort_unstable_by(|a, b| b.mtime.cmp(&a.mtime).then_with(|| a.path.cmp(&b.path)));
-
-    // The path's bytes: hashing a `Path` walks its components, which costs more here than the walk.
-    let mut hasher = DefaultHasher::new();
-    for f in &found {
-        f.path.as_os_str().as_encoded_bytes().hash(&mut hasher);
-        (f.mtime, f.len).hash(&mut hasher);
-    }
-    let fingerprint = hasher.finish();
+    let Collected { mut found, fingerprint } = std::mem::take(&mut *shared.lock().unwrap_or_else(|p| p.into_inner()));
+    // Stable: it finds the threads' sorted runs and merges them.
+    found.sort_by(newest_first);
     let where_ = bases.iter().map(|(b, _)| b.display().to_string()).collect::<Vec<_>>().join("\0");
     let key = format!("glob\0{where_}\0{pattern}");
     let base_shown = bases.iter().map(|(b, _)| show_path(ws, b)).collect::<Vec<_>>().join("`, `");
@@ -264,11 +309,14 @@ fn glob(
         .with_meta(json!({ "total": 0, "shown": 0, "truncated": false })));
     }
     let limit = config.glob_limit.max(1);
-    let mut text = String::new();
+    // Bytes first and one UTF-8 check at the end: a lossy conversion per path cost more than
+    // the copy for a long list.
+    let mut bytes = Vec::with_capacity(found.len().min(limit) * 64);
     for f in found.iter().take(limit) {
-        push_shown(ws, &f.path, &mut text);
-        text.push('\n');
+        bytes.extend_from_slice(shown_bytes(ws, &f.path));
+        bytes.push(b'\n');
     }
+    let mut text = String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
     let shown = total.min(limit);
     if total > limit {
         text.push_str(&format!(

@@ -1000,7 +1000,7 @@ fn prepass(
 /// `Path`'s order (component by component, the sorted depth-first walk's order) by comparing
 /// bytes with `/` below every other byte, which is the same for the walker's normal paths and
 /// several times cheaper than iterating components.
-fn path_order(a: &Path, b: &Path) -> std::cmp::Ordering {
+pub(crate) fn path_order(a: &Path, b: &Path) -> std::cmp::Ordering {
     let (a, b) = (a.as_os_str().as_encoded_bytes(), b.as_os_str().as_encoded_bytes());
     let key = |c: u8| if c == b'/' { 0 } else { u16::from(c) + 1 };
     // Paths of one walk share long prefixes: skip them a word at a time.

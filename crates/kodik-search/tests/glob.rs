@@ -125,3 +125,23 @@ async fn g15_repeated_glob_unchanged_then_fresh_on_new_or_changed_file() {
     let t = env.ok("glob", args.clone()).await;
     assert_eq!(t, "b.ts\na.ts");
 }
+
+#[tokio::test]
+async fn gl1_equal_times_in_path_order_and_g15_sees_a_size_change_at_the_same_time() {
+    let env = Env::new();
+    // A tree unpacked or copied at once: every file has the same time.
+    for name in ["b/z.ts", "a.ts", "a/b.ts", "a-b/c.ts", "c.ts"] {
+        env.write(name, "x");
+        set_mtime(&env.root().join(name), 5_000);
+    }
+    let args = json!({"pattern": "*.ts"});
+    // Path order, component by component: folder `a` before `a-b`, `a-b` before `a.ts`.
+    assert_eq!(env.ok("glob", args.clone()).await, "a/b.ts\na-b/c.ts\na.ts\nb/z.ts\nc.ts");
+    assert_eq!(env.call("glob", args.clone()).await.meta["unchanged"], true);
+    // Rewritten with the same time but a new size: fresh data, not "nothing changed".
+    env.write("c.ts", "longer");
+    set_mtime(&env.root().join("c.ts"), 5_000);
+    let out = env.call("glob", args).await;
+    assert_ne!(out.meta["unchanged"], true, "{}", out.text_content());
+    assert_eq!(out.text_content(), "a/b.ts\na-b/c.ts\na.ts\nb/z.ts\nc.ts");
+}
