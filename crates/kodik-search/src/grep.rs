@@ -1226,7 +1226,12 @@ fn run_pool(
             scope.spawn(move || {
                 // Once cancelled, jobs are taken and dropped until the walk stops, so that the
                 // walker never waits on a full queue.
-                while let Ok(batch) = rx.lock().unwrap_or_else(|p| p.into_inner()).recv() {
+                loop {
+                    // The queue's lock only for the `recv`: a guard in the `while let` scrutinee
+                    // lives through the loop's body, and held over a batch's search it kept the
+                    // other workers from taking any (one worker did most of a many-hits search).
+                    let next = rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
+                    let Ok(batch) = next else { break };
                     for job in batch {
                         if cancel.is_cancelled() || !shared.may_start(job.idx) {
                             continue;
