@@ -793,3 +793,27 @@ fn s6_s10_a_command_leads_its_own_group_and_never_gets_the_hosts_controlling_ter
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s9_s10_output_of_a_leftover_after_the_commands_end_is_still_collected() {
+    let e = env();
+    // The leader ends at once; what it left running writes 3 MB (more than the pipe holds) later.
+    let out =
+        e.shell("(sleep 0.6; head -c 3000000 /dev/zero | tr '\\0' x; echo; echo late-end) & echo \"gc=$!\"").await;
+    assert_eq!(out.status, ToolStatus::Success, "{}", out.text_content());
+    assert_eq!(out.meta["running"], false, "the command ended without waiting for its leftover");
+    assert!(!out.text_content().contains("late-end"));
+    let id = out.meta["terminal_id"].as_str().unwrap().to_string();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut seen = String::new();
+    let mut bytes = 0;
+    while !seen.contains("late-end") && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let more = e.call("get_terminal_output", json!({"terminal_id": id})).await;
+        bytes = more.meta["output_bytes"].as_u64().unwrap();
+        seen.push_str(&more.text_content());
+    }
+    assert!(seen.contains("late-end"), "{}", &seen[seen.len().saturating_sub(300)..]);
+    let first = out.text_content().split_once('\n').map(|(l, _)| l.len() + 1).unwrap();
+    assert_eq!(bytes, (first + 3_000_000 + 1 + "late-end\n".len()) as u64, "every late byte was collected");
+}
