@@ -99,21 +99,44 @@ fn common_span(old: &str, new: &str) -> Span {
 /// line start seen before.
 struct Lines<'t> {
     text: &'t str,
-    len: usize,
+    /// The line count, once something needed it (see [`Lines::len`]).
+    len: Cell<Option<usize>>,
     /// The last line reached and the byte where it starts.
     cursor: Cell<(usize, usize)>,
     /// Line starts seen by [`Lines::of`], sorted, for jumps back (a few per changed block).
     marks: RefCell<Vec<(usize, usize)>>,
 }
 
+/// Lines of unchanged context around each change (unified diff's default).
+const CONTEXT: usize = 3;
+
+/// Lines a start may be found from by walking back from a later known one (a hunk's leading
+/// context sits just before a line found for its change).
+const WALK_BACK_MAX: usize = 64;
+
 impl<'t> Lines<'t> {
     fn new(text: &'t str) -> Self {
-        let breaks = crate::matcher::count_newlines(text.as_bytes());
-        let len = breaks + usize::from(!text.is_empty() && !text.ends_with('\n'));
-        Self { text, len, cursor: Cell::new((0, 0)), marks: RefCell::new(vec![(0, 0)]) }
+        Self { text, len: Cell::new(None), cursor: Cell::new((0, 0)), marks: RefCell::new(vec![(0, 0)]) }
     }
+    /// The line count. Counted only when needed (a change at the end of the text, or a span
+    /// list the diff does not trust), and then from the last line start known, not from the
+    /// start: the diff of a change in the middle of a large file never reads its second half.
     fn len(&self) -> usize {
-        self.len
+        if let Some(len) = self.len.get() {
+            return len;
+        }
+        let (line, at) = {
+            let marks = self.marks.borrow();
+            let mark = marks.last().copied().unwrap_or((0, 0));
+            let cur = self.cursor.get();
+            // The cursor can stand past the last line (asked for one that does not exist).
+            if cur.1 > mark.1 && cur.1 < self.text.len() { cur } else { mark }
+        };
+        let rest = &self.text.as_bytes()[at..];
+        let len =
+            line + crate::matcher::count_newlines(rest) + usize::from(!rest.is_empty() && rest.last() != Some(&b'\n'));
+        self.len.set(Some(len));
+        len
     }
     /// The nearest known line start at or before line `i`.
     fn known_by_line(&self, i: usize) -> (usize, usize) {
@@ -121,6 +144,16 @@ impl<'t> Lines<'t> {
         let mark = marks[..marks.partition_point(|m| m.0 <= i)].last().copied().unwrap_or((0, 0));
         let cur = self.cursor.get();
         if cur.0 <= i && cur.0 > mark.0 { cur } else { mark }
+    }
+    /// The nearest known line start after line `i`, if a real line's.
+    fn known_after_line(&self, i: usize) -> Option<(usize, usize)> {
+        let marks = self.marks.borrow();
+        let mark = marks.get(marks.partition_point(|m| m.0 <= i)).copied();
+        let cur = Some(self.cursor.get()).filter(|c| c.0 > i && c.1 < self.text.len());
+        match (mark, cur) {
+            (Some(m), Some(c)) => Some(if c.0 < m.0 { c } else { m }),
+            (m, c) => m.or(c),
+        }
     }
     /// The nearest known line start at or before byte `pos`.
     fn known_by_byte(&self, pos: usize) -> (usize, usize) {
@@ -131,13 +164,26 @@ impl<'t> Lines<'t> {
     }
     /// The byte where line `i` starts (the text's length for `i == len`).
     fn start(&self, i: usize) -> usize {
-        if i >= self.len {
+        if let Some(len) = self.len.get()
+            && i >= len
+        {
             // The end, known without walking there (a whole-file block ends at it).
-            self.cursor.set((self.len, self.text.len()));
+            self.cursor.set((len, self.text.len()));
             return self.text.len();
         }
         let (line, at) = self.known_by_line(i);
-        let at = skip_lines(self.text.as_bytes(), at, i - line);
+        let bytes = self.text.as_bytes();
+        let at = match self.known_after_line(i) {
+            // Every line after the first starts just after a line break, so each step back is
+            // the break before the previous one.
+            Some((next, mut b)) if next - i <= WALK_BACK_MAX && next - i < i - line => {
+                for _ in i..next {
+                    b = memchr::memrchr(b'\n', &bytes[..b.saturating_sub(1)]).map_or(0, |k| k + 1);
+                }
+                b
+            }
+            _ => skip_lines(bytes, at, i - line),
+        };
         self.cursor.set((i, at));
         at
     }
@@ -147,10 +193,23 @@ impl<'t> Lines<'t> {
         self.cursor.set((i + 1, end));
         &self.text[start..end]
     }
+    /// How many lines there are from line `from` on, counting no further than `cap`.
+    fn count_from(&self, from: usize, cap: usize) -> usize {
+        if let Some(len) = self.len.get() {
+            return len.saturating_sub(from).min(cap);
+        }
+        let bytes = self.text.as_bytes();
+        let (mut at, mut n) = (self.start(from), 0);
+        while n < cap && at < bytes.len() {
+            at = memchr::memchr(b'\n', &bytes[at..]).map_or(bytes.len(), |k| at + k + 1);
+            n += 1;
+        }
+        n
+    }
     /// The line holding byte `pos` (the line count when `pos` is past the last line).
     fn of(&self, pos: usize) -> usize {
         if pos >= self.text.len() {
-            return self.len;
+            return self.len();
         }
         let (line, at) = self.known_by_byte(pos);
         let between = &self.text.as_bytes()[at..pos];
@@ -168,8 +227,9 @@ impl<'t> Lines<'t> {
     /// line before (a removed line break joins it with the next) and the line after.
     fn range(&self, s: usize, e: usize) -> (usize, usize) {
         let l0 = self.of(s.saturating_sub(1));
-        let l1 = self.of(e) + 1;
-        (l0.min(self.len()), l1.min(self.len()))
+        // Short of the end, the line after `e`'s is a real one.
+        let l1 = if e >= self.text.len() { self.len() } else { self.of(e) + 1 };
+        (l0, l1)
     }
 }
 
@@ -301,7 +361,9 @@ fn unified_spans_capped(
     // not (a bug or an odd span list), one block over the whole changed area is still right.
     let consistent = blocks.first().is_none_or(|b| b.0 == b.2)
         && blocks.windows(2).all(|w| w[1].0 - w[0].1 == w[1].2 - w[0].3)
-        && blocks.last().is_none_or(|b| ol.len() - b.1 == nl.len() - b.3);
+        // After the last block the texts are the same bytes (checked by length: counting the
+        // lines there would read the rest of both texts).
+        && blocks.last().is_none_or(|b| old.len() - ol.start(b.1) == new.len() - nl.start(b.3));
     if !consistent && let (Some(f), Some(l)) = (blocks.first().copied(), blocks.last().copied()) {
         let start = f.0.min(f.2);
         let tail = (ol.len() - l.1).min(nl.len() - l.3);
@@ -325,8 +387,11 @@ fn unified_spans_capped(
         }
         (po, pn) = (o1, n1);
     }
-    if po < ol.len() {
-        ops.push(similar::DiffOp::Equal { old_index: po, new_index: pn, len: ol.len() - po });
+    // The lines after the last change: the hunk shows at most CONTEXT of them, so more than
+    // that need not be counted (the ops' grouping keeps only CONTEXT of a final equal run).
+    let tail = ol.count_from(po, CONTEXT + 1);
+    if tail > 0 {
+        ops.push(similar::DiffOp::Equal { old_index: po, new_index: pn, len: tail });
     }
     // Neighbouring equal runs (a gap and a block's own context) must be one op, or the
     // hunks would carry their context twice.
@@ -356,7 +421,7 @@ fn unified_spans_capped(
     let mut out = Out { preview: OutputPreview::new(cfg), buf: Vec::new(), breaks: 0 };
     if added + removed > 0 {
         out.text(&format!("--- {old_name}\n+++ {new_name}\n"));
-        for group in similar::group_diff_ops(ops, 3) {
+        for group in similar::group_diff_ops(ops, CONTEXT) {
             out.text(&format!("{}\n", similar::udiff::UnifiedHunkHeader::new(&group)));
             for op in &group {
                 let (o, n) = (op.old_range(), op.new_range());
@@ -624,6 +689,25 @@ mod tests {
             let d = unified_spans_capped(&old, &new, &[span], ("a", "b"), cfg, 0);
             proptest::prop_assert_eq!(patch_back(&old, &d.text), new.clone(), "{}", d.text);
         }
+    }
+
+    #[test]
+    fn e6_a_change_far_from_both_ends_gives_the_exact_hunk_without_counting_the_file() {
+        let old: String = (0..20_000).map(|i| format!("line {i}\n")).collect();
+        let (s, e) = (old.find("line 10000\n").unwrap(), old.find("line 10001\n").unwrap());
+        let new = format!("{}LINE\n{}", &old[..s], &old[e..]);
+        let span = Span { old: s..e, new: s..s + 5 };
+        let d = unified_spans(&old, &new, &[span], "a", "b", PreviewConfig::default().without_spool());
+        let hunk = "@@ -9998,7 +9998,7 @@\n line 9997\n line 9998\n line 9999\n-line 10000\n+LINE\n line 10001\n line 10002\n line 10003\n";
+        assert_eq!(d.text, format!("--- a\n+++ b\n{hunk}"));
+        // At the end, without a final line break: the short tail is counted exactly.
+        let old = old + "last";
+        let s = old.find("line 19999\n").unwrap();
+        let new = format!("{}changed\nlast", &old[..s]);
+        let span = Span { old: s..old.len() - 4, new: s..s + 8 };
+        let d = unified_spans(&old, &new, &[span], "a", "b", PreviewConfig::default().without_spool());
+        let hunk = "@@ -19997,5 +19997,5 @@\n line 19996\n line 19997\n line 19998\n-line 19999\n+changed\n last\n\\ No newline at end of file\n";
+        assert_eq!(d.text, format!("--- a\n+++ b\n{hunk}"));
     }
 
     #[test]

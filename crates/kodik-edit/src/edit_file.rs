@@ -345,6 +345,15 @@ fn run_whole_file(
                     .ok()
             })
             .flatten();
+        // The E2 check's hash of the old text, beside the comparison of the file with it.
+        let hashing_old = (old.len() >= files::PARALLEL_MIN)
+            .then(|| {
+                std::thread::Builder::new()
+                    .name("kodik-edit-hash".into())
+                    .spawn_scoped(scope, || FileVersion::of_bytes(old.as_bytes()))
+                    .ok()
+            })
+            .flatten();
         let finish = |side: Option<std::thread::ScopedJoinHandle<'_, diff::DiffText>>| match side {
             Some(h) => h.join(),
             None => std::panic::catch_unwind(std::panic::AssertUnwindSafe(build_diff)),
@@ -357,11 +366,21 @@ fn run_whole_file(
                 let _ = std::fs::remove_file(full);
             }
         };
-        if !(files::plain_text(old) && whole_file_fast_path_applies(old, new) && files::file_equals(&path, old)) {
+        // One pass over the file and the old text; a `\r` in it is rare and gets the full check.
+        let fast = match files::file_equals_plain(&path, old) {
+            None => false,
+            Some(true) => whole_file_fast_path_applies(old, new),
+            // Without `\r` the file's line break is `\n`, so this is what
+            // [`whole_file_fast_path_applies`] decides.
+            Some(false) => new != old && (memchr::memchr(b'\r', new.as_bytes()).is_none() || !new.contains("\r\n")),
+        };
+        if !fast {
             discard(side);
             return Outcome::NotThisCase;
         }
-        let prepared = files::check_read(session, &path, &shown, old.as_bytes())
+        let old_version =
+            || hashing_old.and_then(|h| h.join().ok()).unwrap_or_else(|| FileVersion::of_bytes(old.as_bytes()));
+        let prepared = files::check_read_version(session, &path, &shown, old_version)
             .and_then(|()| std::fs::metadata(&path).map_err(|e| ToolError::io("reading", &shown, e)));
         let perms = match prepared {
             Ok(m) => m.permissions(),

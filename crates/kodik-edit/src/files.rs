@@ -77,6 +77,49 @@ pub(crate) fn file_equals(path: &Path, expected: &str) -> bool {
     }
 }
 
+/// [`plain_text`] and [`file_equals`] in one pass: each piece of the file is compared with the
+/// same piece of `expected` and that piece scanned for NUL and `\r` while it is in cache. `None`
+/// when the file is not exactly `expected` or `expected` is not plain text; else whether
+/// `expected` holds a `\r` (then its line endings need a closer look).
+pub(crate) fn file_equals_plain(path: &Path, expected: &str) -> Option<bool> {
+    use std::io::Read as _;
+    let want = expected.as_bytes();
+    if want.is_empty() || want.starts_with(&[0xEF, 0xBB, 0xBF]) {
+        return None;
+    }
+    if !std::fs::metadata(path).is_ok_and(|m| m.len() == want.len() as u64) {
+        return None;
+    }
+    let mut file = std::fs::File::open(path).ok()?;
+    let mut buf = vec![0u8; 1 << 20];
+    let (mut at, mut saw_cr) = (0, false);
+    loop {
+        let n = file.read(&mut buf).ok()?;
+        if n == 0 {
+            return (at == want.len()).then_some(saw_cr);
+        }
+        let piece = want.get(at..at + n)?;
+        if piece != &buf[..n] {
+            return None;
+        }
+        let nul_from = if saw_cr {
+            0
+        } else {
+            match memchr::memchr2(0, b'\r', piece) {
+                None => n,
+                Some(k) => {
+                    saw_cr |= piece[k] == b'\r';
+                    k
+                }
+            }
+        };
+        if memchr::memchr(0, &piece[nul_from..]).is_some() {
+            return None;
+        }
+        at += n;
+    }
+}
+
 /// [`load`] for bytes already in memory.
 pub(crate) fn decode_bytes(bytes: Vec<u8>, shown: &str, ws: &Workspace) -> Result<Loaded, ToolError> {
     // Fast path for the common case (plain UTF-8, no BOM, no NUL): what `decode` would do, but
@@ -192,13 +235,23 @@ pub(crate) fn check_read(
     shown: &str,
     bytes: &[u8],
 ) -> Result<(), ToolError> {
+    check_read_version(cx_session, path, shown, || FileVersion::of_bytes(bytes))
+}
+
+/// [`check_read`] with the file's version from `version` (hashed elsewhere, maybe already).
+pub(crate) fn check_read_version(
+    cx_session: &kodik_core::Session,
+    path: &Path,
+    shown: &str,
+    version: impl FnOnce() -> FileVersion,
+) -> Result<(), ToolError> {
     let Some(record) = cx_session.last_read(path) else {
         return Err(ToolError::failed(format!(
             "`{shown}` has not been read in this session; read it with read_file first, then retry this edit \
              with old_string copied from what you read"
         )));
     };
-    if record.version != FileVersion::of_bytes(bytes) {
+    if record.version != version() {
         return Err(ToolError::failed(format!(
             "`{shown}` changed on disk since you last read it (by the user, a formatter or another process); \
              re-read it first with read_file and build the edit from its current content — the file was not changed"

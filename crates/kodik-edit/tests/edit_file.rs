@@ -427,3 +427,45 @@ async fn e2_g21_refused_whole_file_replacement_leaves_no_saved_diff() {
     assert_eq!(env.text("big.txt"), new);
     assert_eq!(std::fs::read_dir(spool.path()).unwrap().count(), 1);
 }
+
+#[tokio::test]
+async fn e2_e6_e12_whole_file_replacement_of_a_large_file_keeps_every_rule() {
+    // Over 1 MB, where the file is compared in one pass and both versions are hashed on their
+    // own threads: the same rules as for a small file.
+    let spool = tempfile::tempdir().unwrap();
+    let env = Env::with_tools(EditToolset::new().preview(PreviewConfig::default().spool_in(spool.path())));
+    let old: String = (0..40_000).map(|i| format!("old line {i:>20}\n")).collect();
+    let new: String = (0..40_000).map(|i| format!("new line {i:>20}\n")).collect();
+    assert!(old.len() > 1 << 20);
+    // Changed on disk after the read into exactly the old_string: refused (E2), nothing saved.
+    env.write("big.txt", "as read\n");
+    env.read("big.txt");
+    env.write("big.txt", &old);
+    let out = env.edit("big.txt", &[(&old, &new)]).await;
+    assert!(out.text_content().contains("changed on disk"), "{}", out.text_content());
+    assert_eq!(env.text("big.txt"), old);
+    assert_eq!(std::fs::read_dir(spool.path()).unwrap().count(), 0);
+    // Read: written, and the saved diff is exact and whole (E6).
+    env.read("big.txt");
+    let out = env.edit("big.txt", &[(&old, &new)]).await;
+    assert!(out.is_success(), "{}", out.text_content());
+    assert_eq!(env.text("big.txt"), new);
+    assert_eq!((out.meta["added"].as_u64(), out.meta["removed"].as_u64()), (Some(40_000), Some(40_000)));
+    let full = std::fs::read_to_string(out.full_output.expect("saved in full")).unwrap();
+    assert!(
+        full.starts_with("--- a/big.txt\n+++ b/big.txt\n@@ -1,40000 +1,40000 @@\n-old line                    0\n"),
+        "{}",
+        &full[..80]
+    );
+    assert!(full.ends_with("+new line                39999\n"));
+    assert_eq!(
+        full.len(),
+        old.len() + new.len() + 40_000 * 2 + "--- a/big.txt\n+++ b/big.txt\n@@ -1,40000 +1,40000 @@\n".len()
+    );
+    // A CRLF file given LF text: its line endings stay (E12).
+    let crlf = old.replace('\n', "\r\n");
+    env.write("crlf.txt", &crlf);
+    env.read("crlf.txt");
+    assert!(env.edit("crlf.txt", &[(&crlf, &new)]).await.is_success());
+    assert_eq!(env.text("crlf.txt"), new.replace('\n', "\r\n"));
+}
