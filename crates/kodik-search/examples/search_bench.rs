@@ -3,12 +3,13 @@
 //! results are identical.
 //!
 //! ```text
-//! search_bench grep DIR PATTERN [--fixed] [--mode M] [--head-limit N] [--offset N] [--rss] [--no-spool] [--threads N]
+//! search_bench grep DIR PATTERN [--fixed] [--mode M] [--head-limit N] [--offset N] [--rss] [--no-spool] [--threads N] [--keep-spool]
 //!     prints the number of matching lines (content mode unless --mode says otherwise)
 //! search_bench glob DIR PATTERN [--list] [--threads N]    prints the number of files, or every path with --list
 //! ```
 //!
-//! `--rss` also prints the process's peak resident memory (`VmHWM` in `/proc/self/status`) in
+//! `--keep-spool` keeps the full result's spool file and prints its path on stderr (to compare it
+//! with `rg --sort path --heading -n`). `--rss` also prints the process's peak resident memory (`VmHWM` in `/proc/self/status`) in
 //! KiB on a second line; the memory test and the README's figures use it.
 
 use std::process::ExitCode;
@@ -81,8 +82,12 @@ async fn main() -> ExitCode {
     } else {
         println!("{}", out.meta["total_matches"]);
         if let Some(full) = out.meta["full_output"].as_str() {
-            // The spool file is the bench's by-product, not something to keep.
-            let _ = std::fs::remove_file(full);
+            if flag("--keep-spool") {
+                eprintln!("{full}");
+            } else {
+                // The spool file is the bench's by-product, not something to keep.
+                let _ = std::fs::remove_file(full);
+            }
         }
     }
     if flag("--rss") {
