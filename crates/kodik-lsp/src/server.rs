@@ -352,12 +352,12 @@ impl Server {
             "initializationOptions": config.initialization_options,
         });
         let init = conn
-            .request("initialize", params, timing.start_timeout)
+            .request("initialize", &params, timing.start_timeout)
             .await
             .map_err(|e| LspError::Start { server: config.name.clone(), reason: e.to_string() })?;
-        conn.notify("initialized", json!({}));
+        conn.notify("initialized", &json!({})).await;
         if !config.settings.is_null() {
-            conn.notify("workspace/didChangeConfiguration", json!({"settings": config.settings}));
+            conn.notify("workspace/didChangeConfiguration", &json!({"settings": config.settings})).await;
         }
         state.with(|i| i.initialized = true);
         let capabilities = init.get("capabilities").cloned().unwrap_or(Value::Null);
@@ -466,7 +466,7 @@ impl Server {
     pub async fn request(&self, method: &str, params: Value) -> Result<Value, RpcError> {
         let mut tries = 0;
         loop {
-            match self.conn.request(method, params.clone(), self.timing.request_timeout).await {
+            match self.conn.request(method, &params, self.timing.request_timeout).await {
                 Err(e) if e.is_retryable() && tries < 2 => {
                     tries += 1;
                     tokio::time::sleep(Duration::from_millis(50 * tries)).await;
@@ -482,14 +482,17 @@ impl Server {
     pub async fn notice_created_and_deleted(&self) {
         let (root, config) = (self.root.clone(), self.config.clone());
         let Ok(Some(now)) = tokio::task::spawn_blocking(move || scan(&root, &config)).await else { return };
-        let Ok(mut known) = self.files.lock() else { return };
-        let Some(before) = known.as_ref() else { return };
-        let mut changes: Vec<Value> =
-            now.difference(before).map(|p| json!({"uri": path_to_uri(p), "type": 1})).collect();
-        changes.extend(before.difference(&now).map(|p| json!({"uri": path_to_uri(p), "type": 3})));
-        *known = Some(now);
+        let changes = {
+            let Ok(mut known) = self.files.lock() else { return };
+            let Some(before) = known.as_ref() else { return };
+            let mut changes: Vec<Value> =
+                now.difference(before).map(|p| json!({"uri": path_to_uri(p), "type": 1})).collect();
+            changes.extend(before.difference(&now).map(|p| json!({"uri": path_to_uri(p), "type": 3})));
+            *known = Some(now);
+            changes
+        };
         if !changes.is_empty() {
-            self.conn.notify("workspace/didChangeWatchedFiles", json!({"changes": changes}));
+            self.conn.notify("workspace/didChangeWatchedFiles", &json!({"changes": changes})).await;
         }
     }
 
@@ -507,7 +510,7 @@ impl Server {
                 Ok(Disk::Unchanged) => {}
                 Ok(Disk::Read(now, disk)) => {
                     if docs.get(&p).is_some_and(|d| d.text != now) {
-                        self.change(&mut docs, &p, now);
+                        self.change(&mut docs, &p, now).await;
                         watched.push(json!({"uri": path_to_uri(&p), "type": 2}));
                     }
                     if let Some(d) = docs.get_mut(&p) {
@@ -516,7 +519,7 @@ impl Server {
                 }
                 Err(_) => {
                     docs.remove(&p);
-                    self.conn.notify("textDocument/didClose", json!({"textDocument": {"uri": path_to_uri(&p)}}));
+                    self.conn.notify("textDocument/didClose", &json!({"textDocument": {"uri": path_to_uri(&p)}})).await;
                     watched.push(json!({"uri": path_to_uri(&p), "type": 3}));
                 }
             }
@@ -536,16 +539,18 @@ impl Server {
         match docs.get(path) {
             Some(d) if d.text == now => {}
             Some(_) => {
-                self.change(&mut docs, path, now.clone());
+                self.change(&mut docs, path, now.clone()).await;
                 watched.push(json!({"uri": path_to_uri(path), "type": 2}));
             }
             None => {
                 let language = self.config.language_id(path).unwrap_or("plaintext");
                 let seq = self.seq();
-                self.conn.notify(
-                    "textDocument/didOpen",
-                    json!({"textDocument": {"uri": path_to_uri(path), "languageId": language, "version": 1, "text": now}}),
-                );
+                self.conn
+                    .notify(
+                        "textDocument/didOpen",
+                        &json!({"textDocument": {"uri": path_to_uri(path), "languageId": language, "version": 1, "text": now}}),
+                    )
+                    .await;
                 // A file written after the server started may be one it has never seen: other
                 // files' imports of it must be re-resolved.
                 let modified = std::fs::metadata(path).and_then(|m| m.modified()).ok();
@@ -559,21 +564,19 @@ impl Server {
             d.disk = disk;
         }
         if !watched.is_empty() {
-            self.conn.notify("workspace/didChangeWatchedFiles", json!({"changes": watched}));
+            self.conn.notify("workspace/didChangeWatchedFiles", &json!({"changes": watched})).await;
         }
         Ok(now)
     }
 
-    fn change(&self, docs: &mut HashMap<PathBuf, Doc>, path: &Path, text: String) {
+    async fn change(&self, docs: &mut HashMap<PathBuf, Doc>, path: &Path, text: String) {
         let seq = self.seq();
         let Some(doc) = docs.get_mut(path) else { return };
         doc.version += 1;
         let uri = path_to_uri(path);
-        self.conn.notify(
-            "textDocument/didChange",
-            json!({"textDocument": {"uri": uri, "version": doc.version}, "contentChanges": [{"text": text}]}),
-        );
-        self.conn.notify("textDocument/didSave", json!({"textDocument": {"uri": uri}}));
+        let change = json!({"textDocument": {"uri": uri, "version": doc.version}, "contentChanges": [{"text": text}]});
+        self.conn.notify("textDocument/didChange", &change).await;
+        self.conn.notify("textDocument/didSave", &json!({"textDocument": {"uri": uri}})).await;
         doc.text = text;
         doc.sent_seq = seq;
     }
