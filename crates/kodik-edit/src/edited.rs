@@ -115,23 +115,53 @@ fn anchored_scan(b: &[u8], patterns: &[&str]) -> Option<Vec<(Vec<usize>, bool)>>
         anchors.push(&pb[o..(o + 8).min(pb.len())]);
     }
     let searcher = aho_corasick::packed::Config::new().builder().extend(anchors).build()?;
-    let mut found = Found::new(patterns.len());
-    let mut open = patterns.len();
-    let mut pos = 0;
-    'scan: while pos < b.len()
-        && let Some(m) = searcher.find_in(b, aho_corasick::Span::from(pos..b.len()))
-    {
-        let i = m.start();
-        // Leftmost-first reports one anchor per position: check every pattern anchored on
-        // these four bytes, so overlapping and coinciding occurrences all count.
-        for &(k, o) in b.get(i..i + 4).and_then(|w| by_key.get(&key(w))).into_iter().flatten() {
-            if i >= o && b[i - o..].starts_with(patterns[k].as_bytes()) && !found.record(k, i - o, &mut open) {
-                break 'scan;
+    // The occurrences that start in `starts`, found from the anchors in `anchors_in`.
+    let scan = |anchors_in: Range<usize>, starts: Range<usize>| {
+        let mut found = Found::new(patterns.len());
+        let mut open = patterns.len();
+        let mut pos = anchors_in.start;
+        'scan: while pos < anchors_in.end
+            && let Some(m) = searcher.find_in(b, aho_corasick::Span::from(pos..anchors_in.end))
+        {
+            let i = m.start();
+            // Leftmost-first reports one anchor per position: check every pattern anchored on
+            // these four bytes, so overlapping and coinciding occurrences all count.
+            for &(k, o) in b.get(i..i + 4).and_then(|w| by_key.get(&key(w))).into_iter().flatten() {
+                if i >= o
+                    && starts.contains(&(i - o))
+                    && b[i - o..].starts_with(patterns[k].as_bytes())
+                    && !found.record(k, i - o, &mut open)
+                {
+                    break 'scan;
+                }
             }
+            pos = i + 1;
         }
-        pos = i + 1;
+        found.0
+    };
+    if b.len() < crate::files::PARALLEL_MIN {
+        return Some(scan(0..b.len(), 0..b.len()));
     }
-    Some(found.0)
+    // A large text is scanned in two halves at once. The first half's occurrences may have
+    // their anchor past the middle, so its anchors run a pattern's length further.
+    let mid = b.len() / 2;
+    let reach = (mid + patterns.iter().map(|p| p.len()).max().unwrap_or(0) + 8).min(b.len());
+    let (first, second) = crate::files::alongside(|| scan(0..reach, 0..mid), || scan(mid..b.len(), mid..b.len()));
+    let second = second.unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+    Some(first.into_iter().zip(second).map(|(a, b)| merge_found(a, b)).collect())
+}
+
+/// The occurrences of one pattern in two consecutive parts of the text, as [`Found`] keeps
+/// them for the whole: the first [`MAX_OCCURRENCES`] and whether there were more.
+fn merge_found(first: (Vec<usize>, bool), second: (Vec<usize>, bool)) -> (Vec<usize>, bool) {
+    if first.1 {
+        return first;
+    }
+    let (mut all, more) = (first.0, second.1);
+    all.extend(second.0);
+    let more = more || all.len() > MAX_OCCURRENCES;
+    all.truncate(MAX_OCCURRENCES);
+    (all, more)
 }
 
 /// [`anchored_scan`] for short patterns: an overlapping Aho-Corasick DFA walk.
@@ -434,6 +464,34 @@ mod tests {
 
     fn edit(o: &str, n: &str) -> Edit {
         Edit { old_string: o.into(), new_string: n.into() }
+    }
+
+    #[test]
+    fn e3_a_large_text_scanned_in_two_halves_finds_every_occurrence_as_one_scan_does() {
+        // Over 1 MB: occurrences on both sides of the middle and across it, overlapping ones,
+        // a pattern with more than MAX_OCCURRENCES hits, and 50 patterns as the bench has.
+        let line = |i: usize| format!("    let value_{i} = compute(alpha, beta, {i}); // line\n");
+        let mut text: String = (0..30_000).map(line).collect();
+        let mid = text.len() / 2;
+        let cut = (mid - 10..mid + 10).find(|&c| text.is_char_boundary(c)).unwrap();
+        text.insert_str(cut, "ABABABAB");
+        let mut patterns: Vec<String> = (0..50).map(|k| format!("value_{} = compute", k * 600 + 7)).collect();
+        patterns.extend(["ABABAB".to_string(), "compute(alpha, beta, 1".to_string()]);
+        patterns.push(text[cut - 5..cut + 13].to_string());
+        let olds: Vec<&str> = patterns.iter().map(String::as_str).collect();
+        let occ = super::Occurrences::scan(&text, &olds).unwrap();
+        for (k, p) in patterns.iter().enumerate() {
+            let (mut all, mut from) = (Vec::new(), 0);
+            while let Some(i) = memchr::memmem::find(&text.as_bytes()[from..], p.as_bytes()) {
+                all.push(from + i);
+                from += i + 1;
+            }
+            let more = all.len() > super::MAX_OCCURRENCES;
+            all.truncate(super::MAX_OCCURRENCES);
+            let want = (all, more);
+            let id = occ.pattern_of[k].unwrap();
+            assert_eq!(occ.found[id], want, "{p:?}");
+        }
     }
 
     #[test]
