@@ -2,7 +2,8 @@
 //!
 //! - `ci`: install what the tests need when missing (incl. the official Python MCP SDK in a
 //!   venv under the target dir, and pyright, typescript-language-server + typescript@5 from npm and
-//!   clangd, gopls and golang-go from Debian for kodik-lsp), then fmt check, schema staleness check,
+//!   clangd, gopls and golang-go from Debian, and rust-analyzer built from crates.io, for
+//!   kodik-lsp), then fmt check, schema staleness check,
 //!   clippy with `-D warnings` on all targets, rustdoc with `-D warnings`, and the whole test suite. The README's test
 //!   command; `.ci/run` calls it.
 //! - `test-tools`: only install what the tests need (what `ci` does first).
@@ -45,6 +46,18 @@ fn run(step: &str, cmd: &mut Command) -> Result<(), String> {
     if status.success() { Ok(()) } else { Err(format!("{step} failed ({status})")) }
 }
 
+/// The last non-empty line a failed command wrote to stderr: the reason, for our one-line errors.
+fn last_line(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim().to_owned()
+}
+
+/// PATH with `dir` first.
+fn path_with(dir: &Path) -> Result<std::ffi::OsString, String> {
+    let rest = std::env::var_os("PATH").unwrap_or_default();
+    std::env::join_paths(std::iter::once(dir.to_path_buf()).chain(std::env::split_paths(&rest)))
+        .map_err(|e| format!("cannot put {} on PATH: {e}", dir.display()))
+}
+
 fn cargo() -> Command {
     Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
 }
@@ -67,6 +80,7 @@ fn ensure_test_tools() -> Result<(), String> {
     }
     ensure_python_mcp()?;
     ensure_language_servers()?;
+    ensure_rust_analyzer()?;
     ensure_chromium()?;
     Ok(())
 }
@@ -100,14 +114,64 @@ fn ensure_chromium() -> Result<(), String> {
     Ok(())
 }
 
-/// The folder `cargo xtask` installs npm language servers into (`node_modules/.bin` of
-/// `$CARGO_TARGET_DIR/lsp-servers`); kodik-lsp's tests read it from `KODIK_LSP_BIN`.
-fn lsp_bin() -> PathBuf {
+/// Where `cargo xtask` installs language servers: `$CARGO_TARGET_DIR/lsp-servers` (a
+/// per-user cache under `.ci/run`, so they are fetched and built once).
+fn lsp_servers() -> PathBuf {
     let target = match std::env::var_os("CARGO_TARGET_DIR") {
         Some(dir) => root().join(dir),
         None => root().join("target"),
     };
-    target.join("lsp-servers").join("node_modules").join(".bin")
+    target.join("lsp-servers")
+}
+
+/// The folder holding the npm language servers (`node_modules/.bin` of [`lsp_servers`]);
+/// kodik-lsp's tests read it from `KODIK_LSP_BIN`.
+fn lsp_bin() -> PathBuf {
+    lsp_servers().join("node_modules").join(".bin")
+}
+
+/// The folder holding the rust-analyzer `cargo xtask` builds; the test step puts it first on
+/// PATH, ahead of rustup's proxy of the same name.
+fn rust_analyzer_bin() -> PathBuf {
+    lsp_servers().join("rust-analyzer").join("bin")
+}
+
+/// rustup can only download the rust-analyzer component from the internet, and Debian has no
+/// package; crates.io publishes rust-analyzer itself as `ra_ap_rust-analyzer` (with its
+/// `rust-analyzer` binary). 0.0.331 is the newest release that builds on the stable toolchain
+/// here (later ones declare 1.95 but use `assert_matches`, unstable there). Built once with
+/// light optimisation: about 10 CPU-minutes.
+const RUST_ANALYZER: &str = "ra_ap_rust-analyzer@0.0.331";
+
+fn ensure_rust_analyzer() -> Result<(), String> {
+    let program = rust_analyzer_bin().join("rust-analyzer");
+    let runs = || Command::new(&program).arg("--version").output().is_ok_and(|o| o.status.success());
+    if runs() {
+        return Ok(());
+    }
+    let home = lsp_servers().join("rust-analyzer");
+    let build = lsp_servers().join("rust-analyzer-build");
+    eprintln!("xtask: == building rust-analyzer ({RUST_ANALYZER}) into {} with cargo install", home.display());
+    let out = cargo()
+        .args(["install", RUST_ANALYZER, "--locked", "--bin", "rust-analyzer", "--root"])
+        .arg(&home)
+        .env("CARGO_TARGET_DIR", &build)
+        .env("CARGO_PROFILE_RELEASE_OPT_LEVEL", "1")
+        .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "16")
+        .env("CARGO_PROFILE_RELEASE_LTO", "false")
+        .env("CARGO_PROFILE_RELEASE_DEBUG", "0")
+        .env("CARGO_PROFILE_RELEASE_INCREMENTAL", "false")
+        .output()
+        .map_err(|e| format!("cannot run cargo install: {e}"))?;
+    // Only the binary is kept; its build folder is most of a gigabyte.
+    let _ = std::fs::remove_dir_all(&build);
+    if !out.status.success() || !runs() {
+        return Err(format!(
+            "missing rust-analyzer: `cargo install {RUST_ANALYZER}` failed ({}); check access to crates.io",
+            last_line(&out)
+        ));
+    }
+    Ok(())
 }
 
 /// pyright, typescript-language-server and typescript@5 from npm (kodik-lsp's tests); clangd,
@@ -133,8 +197,7 @@ fn ensure_language_servers() -> Result<(), String> {
             .output()
             .map_err(|e| format!("cannot run npm: {e}"))?;
         if !out.status.success() || !wanted.iter().all(|b| bin.join(b).is_file()) {
-            let err = String::from_utf8_lossy(&out.stderr);
-            let last = err.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
+            let last = last_line(&out);
             return Err(format!(
                 "missing language servers: `npm install {}` failed ({last}); check access to npm",
                 packages.join(" ")
@@ -192,9 +255,6 @@ fn ensure_python_mcp() -> Result<(), String> {
     }
     let venv = python.parent().and_then(Path::parent).unwrap_or(Path::new("target/mcp-venv")).to_path_buf();
     eprintln!("xtask: == creating {} with the official Python MCP SDK (pip install mcp)", venv.display());
-    let last_line = |o: &std::process::Output| {
-        String::from_utf8_lossy(&o.stderr).lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim().to_owned()
-    };
     let made = Command::new("python3").arg("-m").arg("venv").arg(&venv).output();
     match made {
         Ok(o) if o.status.success() => {}
@@ -231,7 +291,8 @@ fn ci() -> Result<(), String> {
         cargo()
             .args(["test", "--workspace", "--no-fail-fast"])
             .env("KODIK_MCP_PYTHON", mcp_python())
-            .env("KODIK_LSP_BIN", lsp_bin()),
+            .env("KODIK_LSP_BIN", lsp_bin())
+            .env("PATH", path_with(&rust_analyzer_bin())?),
     )?;
     eprintln!("xtask: ci passed");
     Ok(())
