@@ -223,12 +223,12 @@ enum Disk {
     Read(String, Option<(Stamp, SystemTime)>),
 }
 
-/// Reads `path` unless `known` was read from it and it has not changed since (by its stamp):
-/// this runs for every open document before every request.
-fn look(path: &Path, known: Option<&Doc>) -> std::io::Result<Disk> {
+/// Reads `path` unless it was read when it looked like `known` and it has not changed since
+/// (by its stamp): this runs for every open document before every request.
+fn look(path: &Path, known: Option<(Stamp, SystemTime)>) -> std::io::Result<Disk> {
     let read_at = SystemTime::now();
     let stamp = Stamp::of(&std::fs::metadata(path)?);
-    if let Some((was, at)) = known.and_then(|d| d.disk)
+    if let Some((was, at)) = known
         && was == stamp
         && was.settled(at)
     {
@@ -266,7 +266,16 @@ pub struct Server {
     timing: LspConfig,
     /// The project's files this server serves, as last scanned (`None`: too many to track).
     files: Mutex<Option<HashSet<PathBuf>>>,
+    /// Files read for the source lines shown with results, with how they looked on disk: a
+    /// file is read again only when its stamp changed, not for every answer that points into it.
+    sources: Mutex<HashMap<PathBuf, (Arc<str>, Seen)>>,
 }
+
+/// How a file looked on disk when its text was read, and when that was.
+type Seen = Option<(Stamp, SystemTime)>;
+
+/// At most this many files' text is kept for source lines.
+const MAX_SOURCES: usize = 256;
 
 /// Projects with more files than this are not scanned for created and deleted files.
 const MAX_SCANNED_FILES: usize = 20_000;
@@ -375,7 +384,33 @@ impl Server {
             started_at: Instant::now(),
             timing: timing.clone(),
             files: Mutex::new(scan(root, config)),
+            sources: Mutex::default(),
         })
+    }
+
+    /// The current text of `path` (for the source lines shown with results), read from disk
+    /// only when the file changed since it was last read; `None` when it cannot be read.
+    pub fn source(&self, path: &Path) -> Option<Arc<str>> {
+        let known = self.sources.lock().ok()?.get(path).cloned();
+        match look(path, known.as_ref().and_then(|(_, disk)| *disk)) {
+            Ok(Disk::Unchanged) => known.map(|(text, _)| text),
+            Ok(Disk::Read(text, disk)) => {
+                let text: Arc<str> = text.into();
+                if let Ok(mut sources) = self.sources.lock() {
+                    if sources.len() >= MAX_SOURCES {
+                        sources.clear();
+                    }
+                    sources.insert(path.to_path_buf(), (text.clone(), disk));
+                }
+                Some(text)
+            }
+            Err(_) => {
+                if let Ok(mut sources) = self.sources.lock() {
+                    sources.remove(path);
+                }
+                None
+            }
+        }
     }
 
     /// The configured name (`pyright`).
@@ -506,7 +541,7 @@ impl Server {
         let open: Vec<PathBuf> = docs.keys().filter(|p| p.as_path() != path).cloned().collect();
         let mut watched = Vec::new();
         for p in open {
-            match look(&p, docs.get(&p)) {
+            match look(&p, docs.get(&p).and_then(|d| d.disk)) {
                 Ok(Disk::Unchanged) => {}
                 Ok(Disk::Read(now, disk)) => {
                     if docs.get(&p).is_some_and(|d| d.text != now) {
@@ -527,7 +562,7 @@ impl Server {
         // The edit tools pass what they wrote; its stamp is taken when it is next read.
         let (now, disk) = match text {
             Some(t) => (t.to_owned(), None),
-            None => match look(path, docs.get(path)) {
+            None => match look(path, docs.get(path).and_then(|d| d.disk)) {
                 Ok(Disk::Unchanged) => match docs.get(path) {
                     Some(d) => (d.text.clone(), d.disk),
                     None => return Err(LspError::Internal("an unopened document had a stamp".into())),
@@ -676,7 +711,7 @@ mod tests {
         assert_eq!(text, "x = 1\n");
         // Same length, same second, maybe the same coarse tick: must be read again.
         std::fs::write(&p, "x = 2\n").unwrap_or_else(|e| panic!("{e}"));
-        match look(&p, Some(&doc(&text, disk))) {
+        match look(&p, doc(&text, disk).disk) {
             Ok(Disk::Read(now, _)) => assert_eq!(now, "x = 2\n"),
             _ => panic!("a rewrite right after the read was not seen"),
         }
@@ -684,8 +719,8 @@ mod tests {
         // means unchanged content and the file is not read.
         std::thread::sleep(RACY + Duration::from_millis(20));
         let Ok(Disk::Read(text, disk)) = look(&p, None) else { panic!("read") };
-        assert!(matches!(look(&p, Some(&doc(&text, disk))), Ok(Disk::Unchanged)));
+        assert!(matches!(look(&p, doc(&text, disk).disk), Ok(Disk::Unchanged)));
         std::fs::write(&p, "x = 3\n").unwrap_or_else(|e| panic!("{e}"));
-        assert!(matches!(look(&p, Some(&doc(&text, disk))), Ok(Disk::Read(t, _)) if t == "x = 3\n"));
+        assert!(matches!(look(&p, doc(&text, disk).disk), Ok(Disk::Read(t, _)) if t == "x = 3\n"));
     }
 }

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use crate::LspError;
 use crate::manager::LanguageServers;
-use crate::position::{Encoding, from_lsp_column, line_of, path_to_uri, pick, to_lsp_column, uri_to_path};
+use crate::position::{from_lsp_column, line_of, path_to_uri, pick, to_lsp_column, uri_to_path};
 use crate::server::{Readiness, Server};
 
 /// At most this many locations are listed (L4).
@@ -149,18 +149,19 @@ fn kind_name(v: &Value) -> &'static str {
         .unwrap_or("symbol")
 }
 
-/// Reads files once per answer, for source lines and column conversion.
-struct Lines {
-    cache: HashMap<PathBuf, Option<String>>,
+/// Files' text once per answer, for source lines and column conversion.
+struct Lines<'a> {
+    server: &'a Server,
+    cache: HashMap<PathBuf, Option<Arc<str>>>,
 }
 
-impl Lines {
-    fn new() -> Self {
-        Self { cache: HashMap::new() }
+impl<'a> Lines<'a> {
+    fn new(server: &'a Server) -> Self {
+        Self { server, cache: HashMap::new() }
     }
 
     fn get(&mut self, path: &Path, line: u32) -> Option<String> {
-        let text = self.cache.entry(path.to_path_buf()).or_insert_with(|| std::fs::read_to_string(path).ok());
+        let text = self.cache.entry(path.to_path_buf()).or_insert_with(|| self.server.source(path));
         text.as_deref().and_then(|t| line_of(t, line as usize)).map(str::to_owned)
     }
 }
@@ -182,11 +183,12 @@ fn is_external(ws: &Workspace, path: &Path) -> bool {
 
 /// L4/L5: `path:line:column: source` lines, dependencies marked `[external]`, hits in files
 /// hidden by `.kodikignore` left out and counted, at most 100 with the total.
-fn format_locations(ws: &Workspace, locs: Vec<Loc>, enc: Encoding, header: &str) -> (String, Value) {
+fn format_locations(ws: &Workspace, server: &Server, locs: Vec<Loc>, header: &str) -> (String, Value) {
+    let enc = server.encoding();
     let mut locs = locs;
     locs.sort();
     locs.dedup();
-    let mut lines = Lines::new();
+    let mut lines = Lines::new(server);
     let mut hidden = 0usize;
     let mut shown = Vec::new();
     for l in locs {
@@ -368,9 +370,9 @@ impl LspTool {
                                         .collect::<Vec<_>>()
                                 })
                                 .unwrap_or_default();
-                            Ok(locations_answer(ws, locs, enc, &header, partial))
+                            Ok(locations_answer(ws, &server, locs, &header, partial))
                         }
-                        _ => Ok(locations_answer(ws, locations(&res), enc, &header, partial)),
+                        _ => Ok(locations_answer(ws, &server, locations(&res), &header, partial)),
                     }
                 }
             })
@@ -417,7 +419,7 @@ impl LspTool {
                         })
                         .unwrap_or_default();
                     let header = format!("workspace symbols matching `{query}` ({})", server.name());
-                    Ok(locations_answer(ws, locs, server.encoding(), &header, partial))
+                    Ok(locations_answer(ws, &server, locs, &header, partial))
                 }
             })
             .await
@@ -428,7 +430,7 @@ fn unreachable_op(op: LspOperation) -> Result<&'static str, LspError> {
     Err(LspError::Internal(format!("`{}` is not a position operation", op.as_str())))
 }
 
-fn locations_answer(ws: &Workspace, locs: Vec<Loc>, enc: Encoding, header: &str, partial: bool) -> ToolOutput {
+fn locations_answer(ws: &Workspace, server: &Server, locs: Vec<Loc>, header: &str, partial: bool) -> ToolOutput {
     if locs.is_empty() {
         let out = if partial {
             format!("Nothing found yet for {header}: {INDEXING_NOTE}. Try again shortly.\n")
@@ -437,7 +439,7 @@ fn locations_answer(ws: &Workspace, locs: Vec<Loc>, enc: Encoding, header: &str,
         };
         return finish(out, false, json!({"total": 0, "indexing": partial}));
     }
-    let (out, meta) = format_locations(ws, locs, enc, header);
+    let (out, meta) = format_locations(ws, server, locs, header);
     finish(out, partial, meta)
 }
 
