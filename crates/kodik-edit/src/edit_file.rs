@@ -127,6 +127,9 @@ fn apply_edits_owned(
     apply_edits_tracked(text, &edits)
 }
 
+/// Texts from this size on place even a single exact edit with [`leading_exact`].
+const ONE_EDIT_SCAN_MIN: usize = crate::files::PARALLEL_MIN;
+
 /// The fast path of [`apply_edits_tracked`] (see [`crate::edited`]): applies the leading edits
 /// whose `old_string` provably matches exactly once in the text the previous ones left.
 /// `None` when it applied none; the caller then starts from the original text.
@@ -136,7 +139,11 @@ fn leading_exact(
     applied: &mut Vec<AppliedEdit>,
     anchor: &mut (usize, usize),
 ) -> Option<(String, Vec<diff::Span>)> {
-    if edits.len() < 2 {
+    // One edit of a small text goes straight to the cascade. In a large one, the cascade's
+    // substring search picks its candidates by byte frequencies of text in general, which in
+    // source code (`let value_1 = …` on every line) stop it on every line; the scan's anchor
+    // is chosen by a sample of this text, so one edit takes it too.
+    if edits.len() < 2 && text.len() < ONE_EDIT_SCAN_MIN {
         return None;
     }
     let olds: Vec<&str> = edits.iter().map(|e| e.old_string.as_str()).collect();

@@ -495,6 +495,28 @@ mod tests {
     }
 
     #[test]
+    fn e3_e4_e12_one_edit_of_a_large_text_equals_the_cascade() {
+        // Over 1 MB, a single edit is placed by the scan too: the same result as the cascade,
+        // for a unique match, an ambiguous one, a miss, a match at the very end, and CRLF text.
+        let lf: String =
+            (0..30_000).map(|i| format!("    let value_{i} = compute(alpha, beta, {i}); // line\n")).collect();
+        let crlf = lf.replace('\n', "\r\n");
+        for text in [&lf, &crlf] {
+            for (old, new) in [
+                ("let value_15000 = compute(alpha, beta, 15000);", "let value_15000 = compute(alpha, gamma, 15000);"),
+                ("compute(alpha, beta, 15000); // line\n    let", "x\ny\n    let"),
+                ("compute(alpha, beta, 1", "compute(alpha, beta, 2"),
+                ("let value_99999999 = nothing;", "x"),
+                ("(alpha, beta, 29999); // line", "(omega); // end"),
+                ("value_0 = compute(alpha, beta, 0);", ""),
+            ] {
+                let edits = vec![edit(old, new)];
+                assert_eq!(apply_edits_tracked(text, &edits), one_by_one(text, &edits), "{old:?}");
+            }
+        }
+    }
+
+    #[test]
     fn e3_edit_builds_on_text_the_previous_one_made_and_broke() {
         let text = "k1 a\nk2 b\r\nk3 c\n";
         let cases: Vec<Vec<Edit>> = vec![
