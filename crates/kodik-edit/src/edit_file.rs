@@ -50,13 +50,23 @@ pub fn apply_edits_tracked(
     text: &str,
     edits: &[Edit],
 ) -> Result<(String, Vec<AppliedEdit>, Vec<diff::Span>), EditFailure> {
+    apply_edits_in(text, edits, String::new())
+}
+
+/// [`apply_edits_tracked`] building the new text in `spare`'s memory when it is large enough.
+fn apply_edits_in(
+    text: &str,
+    edits: &[Edit],
+    spare: String,
+) -> Result<(String, Vec<AppliedEdit>, Vec<diff::Span>), EditFailure> {
+    let mut spare = Some(spare);
     let mut applied = Vec::with_capacity(edits.len());
     // (byte, 1-based line there) just after the previous replacement: edits usually go down
     // the file, so counting lines from there keeps 50 edits of a 10 MB file linear.
     let mut anchor = (0usize, 1usize);
     // Leading edits that match exactly once go through the cheap path; the rest (and any
     // edit it cannot decide) through the full cascade on the materialised text.
-    let (mut current, mut spans) = match leading_exact(text, edits, &mut applied, &mut anchor) {
+    let (mut current, mut spans) = match leading_exact(text, edits, &mut applied, &mut anchor, &mut spare) {
         Some((t, s)) => (Cow::Owned(t), s),
         None => {
             applied.clear();
@@ -80,7 +90,7 @@ pub fn apply_edits_tracked(
             // rather than copying the original and then moving its tail.
             Cow::Borrowed(t) if r.start == 0 && r.end == t.len() => Cow::Owned(r.text),
             Cow::Borrowed(t) => {
-                let mut s = String::with_capacity(t.len() - (r.end - r.start) + r.text.len());
+                let mut s = reuse(spare.take(), t.len() - (r.end - r.start) + r.text.len());
                 s.push_str(&t[..r.start]);
                 s.push_str(&r.text);
                 s.push_str(&t[r.end..]);
@@ -94,6 +104,17 @@ pub fn apply_edits_tracked(
         applied.push(AppliedEdit { stage: r.stage, line, similarity: r.similarity });
     }
     Ok((current.into_owned(), applied, spans))
+}
+
+/// An empty string with room for `len` bytes: `spare`'s memory when it has that room.
+pub(crate) fn reuse(spare: Option<String>, len: usize) -> String {
+    match spare {
+        Some(mut s) if s.capacity() >= len => {
+            s.clear();
+            s
+        }
+        _ => String::with_capacity(len),
+    }
 }
 
 /// Whether replacing all of `text` by `new` is what the exact stage gives with no further
@@ -115,6 +136,7 @@ fn whole_file_result(text: &str, new: String) -> (String, Vec<AppliedEdit>, Vec<
 fn apply_edits_owned(
     text: &str,
     mut edits: Vec<Edit>,
+    spare: String,
 ) -> Result<(String, Vec<AppliedEdit>, Vec<diff::Span>), EditFailure> {
     if let [e] = edits.as_slice()
         && !text.is_empty()
@@ -124,7 +146,7 @@ fn apply_edits_owned(
     {
         return Ok(whole_file_result(text, e.new_string));
     }
-    apply_edits_tracked(text, &edits)
+    apply_edits_in(text, &edits, spare)
 }
 
 /// Texts from this size on place even a single exact edit with [`leading_exact`].
@@ -138,6 +160,7 @@ fn leading_exact(
     edits: &[Edit],
     applied: &mut Vec<AppliedEdit>,
     anchor: &mut (usize, usize),
+    spare: &mut Option<String>,
 ) -> Option<(String, Vec<diff::Span>)> {
     // One edit of a small text goes straight to the cascade. In a large one, the cascade's
     // substring search picks its candidates by byte frequencies of text in general, which in
@@ -170,7 +193,7 @@ fn leading_exact(
     if applied.is_empty() {
         return None;
     }
-    ed.finish()
+    ed.finish(spare.take())
 }
 
 /// [`EditFileArgs`] with its strings borrowed from the call's JSON (the check before approval).
@@ -252,9 +275,9 @@ fn run_blocking(
                 e.old_string = loaded.text.clone();
             }
             edits.push(e);
-            apply_edits_owned(&loaded.text, edits)
+            apply_edits_owned(&loaded.text, edits, shared.take_spare())
         }
-        None => apply_edits_owned(&loaded.text, edits),
+        None => apply_edits_owned(&loaded.text, edits, shared.take_spare()),
     };
     // The version check (E2) hashes the whole file; on a large one it runs while the edits
     // are placed, and its refusal still comes first.
@@ -484,6 +507,7 @@ impl TypedTool for EditFileTool {
             .with_meta(json!({"path": done.shown, "edits": edits_meta, "changed": false})));
         }
         let diags = files::diagnostics(cx, &done.path, &done.new_text).await;
+        self.shared.keep_spare(done.new_text);
         let n = done.applied.len();
         let mut text = format!(
             "Applied {n} edit{} to `{}` (+{} -{} lines); the file is saved — no need to read it again.",
@@ -574,7 +598,7 @@ mod whole_file_tests {
         ] {
             let edits = vec![edit(text, new)];
             assert_eq!(
-                apply_edits_owned(text, edits.clone()),
+                apply_edits_owned(text, edits.clone(), String::new()),
                 apply_edits_tracked(text, &edits),
                 "{text:?} -> {new:?}"
             );

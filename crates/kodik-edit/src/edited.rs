@@ -423,8 +423,8 @@ impl<'o> Edited<'o> {
     }
 
     /// The current text and where it differs from the original.
-    pub(crate) fn finish(self) -> Option<(String, Vec<Span>)> {
-        let mut out = String::with_capacity(self.len);
+    pub(crate) fn finish(self, spare: Option<String>) -> Option<(String, Vec<Span>)> {
+        let mut out = crate::edit_file::reuse(spare, self.len);
         let mut spans = Vec::with_capacity(self.pieces.len());
         let mut from = 0;
         for p in &self.pieces {

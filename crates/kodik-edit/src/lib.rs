@@ -103,6 +103,30 @@ pub(crate) struct Shared {
     pub(crate) ops: FileOps,
     /// Size of a diff in a result, and where a longer one is saved in full (G9).
     pub(crate) preview: kodik_core::PreviewConfig,
+    /// The new text of the last large edit, once its call is done: the next one builds its
+    /// text in it instead of in fresh memory, whose every page the kernel would have to
+    /// fault in and clear (a tenth of a 15 MB edit). At most one such buffer, of at most
+    /// [`SPARE_MAX`] bytes, is kept.
+    pub(crate) spare: std::sync::Mutex<String>,
+}
+
+/// The largest buffer [`Shared::spare`] keeps.
+const SPARE_MAX: usize = 64 << 20;
+
+impl Shared {
+    /// The kept buffer (empty, maybe with capacity), leaving none behind.
+    pub(crate) fn take_spare(&self) -> String {
+        let mut spare = std::mem::take(&mut *self.spare.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+        spare.clear();
+        spare
+    }
+
+    /// Keeps `text`'s memory for the next edit when it is large (and not too large).
+    pub(crate) fn keep_spare(&self, text: String) {
+        if (files::PARALLEL_MIN..=SPARE_MAX).contains(&text.capacity()) {
+            *self.spare.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = text;
+        }
+    }
 }
 
 /// A path error, with a hint for the tool that fits when the file does not exist.
@@ -150,6 +174,7 @@ impl EditToolset {
                 checkpoints: Arc::new(Checkpoints::new()),
                 ops,
                 preview: kodik_core::PreviewConfig::default(),
+                spare: Default::default(),
             }),
         }
     }
@@ -158,7 +183,12 @@ impl EditToolset {
     /// default [`kodik_core::PreviewConfig::default`]. Call it before [`register`](Self::register):
     /// tools registered earlier keep the setting they were made with.
     pub fn preview(mut self, cfg: kodik_core::PreviewConfig) -> Self {
-        let shared = Shared { checkpoints: Arc::clone(&self.shared.checkpoints), ops: self.shared.ops, preview: cfg };
+        let shared = Shared {
+            checkpoints: Arc::clone(&self.shared.checkpoints),
+            ops: self.shared.ops,
+            preview: cfg,
+            spare: Default::default(),
+        };
         self.shared = Arc::new(shared);
         self
     }

@@ -469,3 +469,32 @@ async fn e2_e6_e12_whole_file_replacement_of_a_large_file_keeps_every_rule() {
     assert!(env.edit("crlf.txt", &[(&crlf, &new)]).await.is_success());
     assert_eq!(env.text("crlf.txt"), new.replace('\n', "\r\n"));
 }
+
+#[tokio::test]
+async fn e3_e12_large_edits_one_after_another_each_write_exactly_their_own_text() {
+    // Each large edit builds its text in the memory the previous one left: nothing of an
+    // earlier text may show through, whatever the sizes.
+    let env = Env::new();
+    let file = |tag: &str, n: usize| -> String { (0..n).map(|i| format!("{tag} line {i:>12}\n")).collect() };
+    let (a, b) = (file("alpha", 80_000), file("beta", 50_000));
+    assert!(b.len() > 1 << 20 && a.len() > b.len());
+    env.write("a.txt", &a);
+    env.write("b.txt", &b);
+    env.read("a.txt");
+    env.read("b.txt");
+    let out = env.edit("a.txt", &[("alpha line        40000\n", "A\n")]).await;
+    assert!(out.is_success(), "{}", out.text_content());
+    assert_eq!(env.text("a.txt"), a.replace("alpha line        40000\n", "A\n"));
+    let out = env.edit("b.txt", &[("beta line            7\n", ""), ("beta line        49999\n", "end\n")]).await;
+    assert!(out.is_success(), "{}", out.text_content());
+    assert_eq!(
+        env.text("b.txt"),
+        b.replace("beta line            7\n", "").replace("beta line        49999\n", "end\n")
+    );
+    let out = env.edit("a.txt", &[("alpha line            0\n", "")]).await;
+    assert!(out.is_success(), "{}", out.text_content());
+    assert_eq!(
+        env.text("a.txt"),
+        a.replace("alpha line        40000\n", "A\n").replace("alpha line            0\n", "")
+    );
+}
