@@ -180,7 +180,8 @@ impl Handler for State {
 #[derive(Debug, Clone)]
 struct Doc {
     version: i64,
-    text: String,
+    /// Shared with callers: an unchanged document is handed out without copying it.
+    text: Arc<str>,
     /// `State::seq` when the last change went out: pushes older than that are stale.
     sent_seq: u64,
     /// How the file looked on disk when `text` was read from it, and when that was.
@@ -533,7 +534,7 @@ impl Server {
 
     /// Brings the server's view of `path` (and of every document already open) up to date with
     /// the disk, or with `text` for `path` when given. Returns the content sent for `path`.
-    pub async fn sync(&self, path: &Path, text: Option<&str>) -> Result<String, LspError> {
+    pub async fn sync(&self, path: &Path, text: Option<&str>) -> Result<Arc<str>, LspError> {
         // Files are looked at in place: a trip through tokio's blocking pool per file costs
         // more than a `stat` or reading a source file, and this runs before every request.
         let mut docs = self.docs.lock().await;
@@ -544,8 +545,8 @@ impl Server {
             match look(&p, docs.get(&p).and_then(|d| d.disk)) {
                 Ok(Disk::Unchanged) => {}
                 Ok(Disk::Read(now, disk)) => {
-                    if docs.get(&p).is_some_and(|d| d.text != now) {
-                        self.change(&mut docs, &p, now).await;
+                    if docs.get(&p).is_some_and(|d| *d.text != *now) {
+                        self.change(&mut docs, &p, now.into()).await;
                         watched.push(json!({"uri": path_to_uri(&p), "type": 2}));
                     }
                     if let Some(d) = docs.get_mut(&p) {
@@ -560,14 +561,14 @@ impl Server {
             }
         }
         // The edit tools pass what they wrote; its stamp is taken when it is next read.
-        let (now, disk) = match text {
-            Some(t) => (t.to_owned(), None),
+        let (now, disk): (Arc<str>, Seen) = match text {
+            Some(t) => (t.into(), None),
             None => match look(path, docs.get(path).and_then(|d| d.disk)) {
                 Ok(Disk::Unchanged) => match docs.get(path) {
                     Some(d) => (d.text.clone(), d.disk),
                     None => return Err(LspError::Internal("an unopened document had a stamp".into())),
                 },
-                Ok(Disk::Read(now, disk)) => (now, disk),
+                Ok(Disk::Read(now, disk)) => (now.into(), disk),
                 Err(e) => return Err(LspError::Read { path: path.display().to_string(), source: e }),
             },
         };
@@ -583,7 +584,7 @@ impl Server {
                 self.conn
                     .notify(
                         "textDocument/didOpen",
-                        &json!({"textDocument": {"uri": path_to_uri(path), "languageId": language, "version": 1, "text": now}}),
+                        &json!({"textDocument": {"uri": path_to_uri(path), "languageId": language, "version": 1, "text": &*now}}),
                     )
                     .await;
                 // A file written after the server started may be one it has never seen: other
@@ -604,12 +605,13 @@ impl Server {
         Ok(now)
     }
 
-    async fn change(&self, docs: &mut HashMap<PathBuf, Doc>, path: &Path, text: String) {
+    async fn change(&self, docs: &mut HashMap<PathBuf, Doc>, path: &Path, text: Arc<str>) {
         let seq = self.seq();
         let Some(doc) = docs.get_mut(path) else { return };
         doc.version += 1;
         let uri = path_to_uri(path);
-        let change = json!({"textDocument": {"uri": uri, "version": doc.version}, "contentChanges": [{"text": text}]});
+        let change =
+            json!({"textDocument": {"uri": uri, "version": doc.version}, "contentChanges": [{"text": &*text}]});
         self.conn.notify("textDocument/didChange", &change).await;
         self.conn.notify("textDocument/didSave", &json!({"textDocument": {"uri": uri}})).await;
         doc.text = text;
@@ -638,7 +640,7 @@ impl Server {
     /// once the server has been quiet for a moment; past the cap, marked possibly stale.
     pub async fn diagnostics(&self, path: &Path, text: Option<&str>) -> Result<FileDiagnostics, LspError> {
         self.notice_created_and_deleted().await;
-        let text = self.sync(path, text).await?;
+        let text = self.sync(path, text).await?.to_string();
         if self.pulls_diagnostics() {
             return self.pull(path, text).await;
         }
@@ -696,7 +698,7 @@ mod tests {
     use super::*;
 
     fn doc(text: &str, disk: Option<(Stamp, SystemTime)>) -> Doc {
-        Doc { version: 1, text: text.to_owned(), sent_seq: 0, disk }
+        Doc { version: 1, text: text.into(), sent_seq: 0, disk }
     }
 
     /// Documents are not re-read before every request when their stamp is unchanged, yet a

@@ -191,17 +191,22 @@ fn format_locations(ws: &Workspace, server: &Server, locs: Vec<Loc>, header: &st
     let mut lines = Lines::new(server);
     let mut hidden = 0usize;
     let mut shown = Vec::new();
+    // Per file, not per hit: a hundred references into one file cost one lookup.
+    let mut seen: HashMap<PathBuf, Option<PathBuf>> = HashMap::new();
     for l in locs {
-        // Servers answer with the real paths of the files they were given (the workspace's
-        // roots are canonical): resolving symlinks (a `readlink` per path component) is only
-        // needed for paths that seem to lie outside.
-        let inside = ws.roots().iter().any(|r| l.path.starts_with(r));
-        let path = if inside { l.path.clone() } else { l.path.canonicalize().unwrap_or(l.path.clone()) };
-        if ws.roots().iter().any(|r| path.starts_with(r)) && ws.is_ignored(&path) {
-            hidden += 1;
-            continue;
+        let resolved = seen.entry(l.path.clone()).or_insert_with(|| {
+            // Servers answer with the real paths of the files they were given (the
+            // workspace's roots are canonical): resolving symlinks (a `readlink` per path
+            // component) is only needed for paths that seem to lie outside.
+            let inside = ws.roots().iter().any(|r| l.path.starts_with(r));
+            let path = if inside { l.path.clone() } else { l.path.canonicalize().unwrap_or(l.path.clone()) };
+            let ignored = ws.roots().iter().any(|r| path.starts_with(r)) && ws.is_ignored(&path);
+            (!ignored).then_some(path)
+        });
+        match resolved {
+            Some(path) => shown.push(Loc { path: path.clone(), ..l }),
+            None => hidden += 1,
         }
-        shown.push(Loc { path, ..l });
     }
     let total = shown.len();
     let mut out = format!("{header}: {total} location{}", if total == 1 { "" } else { "s" });
