@@ -66,6 +66,10 @@ struct ReaderState {
 
 const LAST_LINE_MAX: usize = 256;
 
+/// A chunk this large goes to the spool file at once, in one write as it was read, instead of
+/// being gathered into the preview's 64 KiB spool buffer first; smaller ones are still gathered.
+const FLUSH_AT: usize = 4 * 1024;
+
 #[derive(Default)]
 struct Lifecycle {
     exit: Option<(Exit, Instant)>,
@@ -319,6 +323,9 @@ impl process::Sink for Terminal {
         o.binary = binary;
         o.total.push_lines(text, newlines);
         o.unread.push_lines(text, newlines);
+        if text.len() >= FLUSH_AT {
+            o.total.flush();
+        }
         o.last_output = Instant::now();
         o.prompt = prompt;
     }
