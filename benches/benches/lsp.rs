@@ -8,6 +8,13 @@
 //! Needs `pyright-langserver` in `KODIK_LSP_BIN` (what `cargo xtask test-tools` installs) or on
 //! PATH. Run: `KODIK_LSP_BIN=$CARGO_TARGET_DIR/lsp-servers/node_modules/.bin cargo bench -p
 //! kodik-benches --bench lsp -- --warm-up-time 1 --measurement-time 3`
+//!
+//! The warm figures depend on where the scheduler puts the two pyright processes: a server on
+//! the same core as the benchmark's thread answered ~40–50 µs sooner than one on the other core
+//! of the 2-core VM (most likely the cost of cross-core wake-ups there), and which of the two
+//! servers lands where changes from run to run (bare 45 µs with kodik's server at 100 µs, or the
+//! reverse, seen on 2026-12-01). Running the whole benchmark on one core (`taskset -c 0 cargo
+//! bench …`) compares the two at the same placement.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
