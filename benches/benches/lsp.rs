@@ -209,12 +209,14 @@ fn bench(c: &mut Criterion) {
     bare.open(&main, MAIN);
     // The first answer includes analysing the files; every variant is measured after it.
     bare.definition(&main);
-    let k = kodik(&program, &root);
+    let k = Arc::new(kodik(&program, &root));
     rt.block_on(tool_definition(&k));
     let server = rt.block_on(k.servers.server_for(&main)).unwrap();
     let params = json!({"textDocument": {"uri": uri(&main)}, "position": {"line": 4, "character": 11}});
     const BLOCK: u32 = 10;
-    let mut warm_samples: [Vec<Duration>; 3] = Default::default();
+    // 0 bare, 1 tool from `block_on`, 2 transport alone, 3 tool from a task on a runtime
+    // worker (how an agent's turn calls it; timed inside the task, so the spawn is not counted).
+    let mut warm_samples: [Vec<Duration>; 4] = Default::default();
     let mut warm = c.benchmark_group("lsp_warm_definition");
     // Counted across criterion's calls (each starts its iterations at 0), so the orders are
     // used evenly however criterion splits the iterations.
@@ -225,21 +227,41 @@ fn bench(c: &mut Criterion) {
             for _ in 0..iters {
                 round += 1;
                 // Every order of the three in turn, so none always follows the same one (the
-                // call right after another server's is slower: caches and scheduling).
+                // call right after another server's is slower: caches and scheduling); the
+                // worker variant goes first or last in turn.
                 const ORDERS: [[usize; 3]; 6] = [[0, 1, 2], [0, 2, 1], [1, 0, 2], [1, 2, 0], [2, 0, 1], [2, 1, 0]];
-                for variant in ORDERS[round % 6] {
+                let order = ORDERS[round % 6];
+                let variants: Vec<usize> = if round.is_multiple_of(2) {
+                    [3].into_iter().chain(order).collect()
+                } else {
+                    order.into_iter().chain([3]).collect()
+                };
+                for variant in variants {
                     for _ in 0..BLOCK {
                         let started = Instant::now();
-                        match variant {
+                        let took = match variant {
                             0 => {
                                 bare.definition(&main);
+                                started.elapsed()
                             }
-                            1 => rt.block_on(tool_definition(&k)),
-                            _ => {
+                            1 => {
+                                rt.block_on(tool_definition(&k));
+                                started.elapsed()
+                            }
+                            2 => {
                                 rt.block_on(server.request("textDocument/definition", params.clone())).unwrap();
+                                started.elapsed()
                             }
-                        }
-                        let took = started.elapsed();
+                            _ => {
+                                let k = k.clone();
+                                rt.block_on(rt.spawn(async move {
+                                    let started = Instant::now();
+                                    tool_definition(&k).await;
+                                    started.elapsed()
+                                }))
+                                .unwrap()
+                            }
+                        };
                         warm_samples[variant].push(took);
                         if variant == 1 {
                             tool_total += took;
@@ -261,10 +283,11 @@ fn bench(c: &mut Criterion) {
             stats.push((pct(0.5), pct(0.95)));
         }
         let ratio = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64();
-        let (bare, tool, transport) = (stats[0], stats[1], stats[2]);
+        let (bare, tool, transport, worker) = (stats[0], stats[1], stats[2], stats[3]);
         eprintln!(
             "lsp warm definition (pyright), {} calls each, interleaved: bare p50 {:?} p95 {:?}; \
-             lsp tool p50 {:?} p95 {:?} ({:.2}x, {:.2}x); transport only p50 {:?} p95 {:?} ({:.2}x, {:.2}x)",
+             lsp tool p50 {:?} p95 {:?} ({:.2}x, {:.2}x); transport only p50 {:?} p95 {:?} ({:.2}x, {:.2}x); \
+             lsp tool from a runtime worker p50 {:?} p95 {:?} ({:.2}x, {:.2}x)",
             warm_samples[0].len(),
             bare.0,
             bare.1,
@@ -276,6 +299,10 @@ fn bench(c: &mut Criterion) {
             transport.1,
             ratio(transport.0, bare.0),
             ratio(transport.1, bare.1),
+            worker.0,
+            worker.1,
+            ratio(worker.0, bare.0),
+            ratio(worker.1, bare.1),
         );
     }
 
