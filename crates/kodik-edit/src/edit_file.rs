@@ -367,23 +367,9 @@ fn run_whole_file(
         let side = std::thread::Builder::new().name("kodik-edit-side".into()).spawn_scoped(scope, build_diff).ok();
         // The new version's hash needs only the new text either: a third thread, so that no core
         // idles while the write waits for the disk.
-        let hashing = (new.len() >= files::PARALLEL_MIN)
-            .then(|| {
-                std::thread::Builder::new()
-                    .name("kodik-edit-hash".into())
-                    .spawn_scoped(scope, || FileVersion::of_bytes(new.as_bytes()))
-                    .ok()
-            })
-            .flatten();
+        let hashing = hash_beside(scope, new);
         // The E2 check's hash of the old text, beside the comparison of the file with it.
-        let hashing_old = (old.len() >= files::PARALLEL_MIN)
-            .then(|| {
-                std::thread::Builder::new()
-                    .name("kodik-edit-hash".into())
-                    .spawn_scoped(scope, || FileVersion::of_bytes(old.as_bytes()))
-                    .ok()
-            })
-            .flatten();
+        let hashing_old = hash_beside(scope, old);
         let finish = |side: Option<std::thread::ScopedJoinHandle<'_, diff::DiffText>>| match side {
             Some(h) => h.join(),
             None => std::panic::catch_unwind(std::panic::AssertUnwindSafe(build_diff)),
@@ -451,6 +437,21 @@ fn run_whole_file(
 }
 
 /// The one rule the schema cannot state, shared by the full and the borrowed argument check.
+/// Hashes `text` on a thread of its own in `scope` when it is large enough to be worth one
+/// (`None`: the caller hashes it where it is).
+fn hash_beside<'scope, 'env>(
+    scope: &'scope std::thread::Scope<'scope, 'env>,
+    text: &'env str,
+) -> Option<std::thread::ScopedJoinHandle<'scope, FileVersion>> {
+    if text.len() < files::PARALLEL_MIN {
+        return None;
+    }
+    std::thread::Builder::new()
+        .name("kodik-edit-hash".into())
+        .spawn_scoped(scope, move || FileVersion::of_bytes(text.as_bytes()))
+        .ok()
+}
+
 fn check_edit_count(edits: usize) -> Result<(), ToolError> {
     if edits == 0 {
         return Err(ToolError::InvalidInput {
