@@ -405,51 +405,45 @@ async fn e1_e2_e4_e12_whole_file_replacement_taken_without_a_second_read_keeps_e
     assert_eq!(env.text("plain.txt"), "first\nsecond\n");
 }
 
-#[tokio::test]
-async fn e2_g21_refused_whole_file_replacement_leaves_no_saved_diff() {
+/// Replaces the whole of `big.txt` (`old` → `new`) twice: first after the file changed on
+/// disk since its read into exactly `old` — refused (E2), the file untouched and no diff saved,
+/// though the diff is built while the file is checked — then after a fresh read, written with
+/// its full diff saved. Returns the environment (with its spool folder) and the second result.
+async fn refused_after_a_change_then_written(old: &str, new: &str) -> (Env, tempfile::TempDir, kodik_core::ToolOutput) {
     let spool = tempfile::tempdir().unwrap();
     let env = Env::with_tools(EditToolset::new().preview(PreviewConfig::default().spool_in(spool.path())));
     env.write("big.txt", "as read\n");
     env.read("big.txt");
-    // Changed on disk after the read into exactly the old_string: the diff (long enough to be
-    // saved in full) is built while the file is checked, and must go when the check refuses.
-    let old: String = (0..20_000).map(|i| format!("old line {i}\n")).collect();
-    let new: String = (0..20_000).map(|i| format!("new line {i}\n")).collect();
-    env.write("big.txt", &old);
-    let out = env.edit("big.txt", &[(&old, &new)]).await;
+    env.write("big.txt", old);
+    let out = env.edit("big.txt", &[(old, new)]).await;
     assert!(out.text_content().contains("changed on disk"), "{}", out.text_content());
     assert_eq!(env.text("big.txt"), old);
     assert_eq!(std::fs::read_dir(spool.path()).unwrap().count(), 0);
-    // Read again: the same call goes through and its full diff is kept.
     env.read("big.txt");
-    let out = env.edit("big.txt", &[(&old, &new)]).await;
+    let out = env.edit("big.txt", &[(old, new)]).await;
     assert!(out.is_success(), "{}", out.text_content());
     assert_eq!(env.text("big.txt"), new);
     assert_eq!(std::fs::read_dir(spool.path()).unwrap().count(), 1);
+    (env, spool, out)
+}
+
+#[tokio::test]
+async fn e2_g21_refused_whole_file_replacement_leaves_no_saved_diff() {
+    // Long enough for the diff to be saved in full.
+    let old: String = (0..20_000).map(|i| format!("old line {i}\n")).collect();
+    let new: String = (0..20_000).map(|i| format!("new line {i}\n")).collect();
+    refused_after_a_change_then_written(&old, &new).await;
 }
 
 #[tokio::test]
 async fn e2_e6_e12_whole_file_replacement_of_a_large_file_keeps_every_rule() {
     // Over 1 MB, where the file is compared in one pass and both versions are hashed on their
     // own threads: the same rules as for a small file.
-    let spool = tempfile::tempdir().unwrap();
-    let env = Env::with_tools(EditToolset::new().preview(PreviewConfig::default().spool_in(spool.path())));
     let old: String = (0..40_000).map(|i| format!("old line {i:>20}\n")).collect();
     let new: String = (0..40_000).map(|i| format!("new line {i:>20}\n")).collect();
     assert!(old.len() > 1 << 20);
-    // Changed on disk after the read into exactly the old_string: refused (E2), nothing saved.
-    env.write("big.txt", "as read\n");
-    env.read("big.txt");
-    env.write("big.txt", &old);
-    let out = env.edit("big.txt", &[(&old, &new)]).await;
-    assert!(out.text_content().contains("changed on disk"), "{}", out.text_content());
-    assert_eq!(env.text("big.txt"), old);
-    assert_eq!(std::fs::read_dir(spool.path()).unwrap().count(), 0);
-    // Read: written, and the saved diff is exact and whole (E6).
-    env.read("big.txt");
-    let out = env.edit("big.txt", &[(&old, &new)]).await;
-    assert!(out.is_success(), "{}", out.text_content());
-    assert_eq!(env.text("big.txt"), new);
+    // Refused after a change on disk (E2), then written; the saved diff is exact and whole (E6).
+    let (env, _spool, out) = refused_after_a_change_then_written(&old, &new).await;
     assert_eq!((out.meta["added"].as_u64(), out.meta["removed"].as_u64()), (Some(40_000), Some(40_000)));
     let full = std::fs::read_to_string(out.full_output.expect("saved in full")).unwrap();
     assert!(
