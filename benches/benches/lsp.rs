@@ -211,12 +211,23 @@ fn bench(c: &mut Criterion) {
     bare.definition(&main);
     let k = Arc::new(kodik(&program, &root));
     rt.block_on(tool_definition(&k));
-    let server = rt.block_on(k.servers.server_for(&main)).unwrap();
+    // Each variant has a server of its own, so each server answers as many requests as the
+    // bare one: with one server behind three variants, its higher load made the scheduler place
+    // it apart from the benchmark's thread more often than the bare server (seen 2026-12-01:
+    // bare 46 µs, transport 107 µs unpinned; with a server each both moved to 60–95 µs).
+    let k_transport = kodik(&program, &root);
+    rt.block_on(tool_definition(&k_transport));
+    let server = rt.block_on(k_transport.servers.server_for(&main)).unwrap();
+    let k_worker = Arc::new(kodik(&program, &root));
+    rt.block_on(tool_definition(&k_worker));
     let params = json!({"textDocument": {"uri": uri(&main)}, "position": {"line": 4, "character": 11}});
     const BLOCK: u32 = 10;
     // 0 bare, 1 tool from `block_on`, 2 transport alone, 3 tool from a task on a runtime
     // worker (how an agent's turn calls it; timed inside the task, so the spawn is not counted).
     let mut warm_samples: [Vec<Duration>; 4] = Default::default();
+    // `KODIK_LSP_WARM_ONLY=N` runs variant N alone (to profile or strace one path); the
+    // comparison is then not printed.
+    let only: Option<usize> = std::env::var("KODIK_LSP_WARM_ONLY").ok().and_then(|v| v.parse().ok());
     let mut warm = c.benchmark_group("lsp_warm_definition");
     // Counted across criterion's calls (each starts its iterations at 0), so the orders are
     // used evenly however criterion splits the iterations.
@@ -236,7 +247,7 @@ fn bench(c: &mut Criterion) {
                 } else {
                     order.into_iter().chain([3]).collect()
                 };
-                for variant in variants {
+                for variant in variants.into_iter().filter(|v| only.is_none_or(|o| o == *v)) {
                     for _ in 0..BLOCK {
                         let started = Instant::now();
                         let took = match variant {
@@ -253,7 +264,7 @@ fn bench(c: &mut Criterion) {
                                 started.elapsed()
                             }
                             _ => {
-                                let k = k.clone();
+                                let k = k_worker.clone();
                                 rt.block_on(rt.spawn(async move {
                                     let started = Instant::now();
                                     tool_definition(&k).await;
@@ -274,8 +285,8 @@ fn bench(c: &mut Criterion) {
         })
     });
     warm.finish();
-    drop((bare, server));
-    if !warm_samples[0].is_empty() {
+    drop((bare, server, k_transport, k_worker));
+    if only.is_none() && !warm_samples[0].is_empty() {
         let mut stats = Vec::new();
         for v in &mut warm_samples {
             v.sort();

@@ -306,6 +306,24 @@ impl Output {
     }
 }
 
+/// The server's output taken out of the runtime's sight while a caller reads it itself; put
+/// back when dropped, also when the caller's future is dropped mid-request, so the reader task
+/// never stays deaf. Adding the pipe back with output waiting wakes the reader task at once.
+struct Unwatched<'a>(&'a Output);
+
+impl<'a> Unwatched<'a> {
+    fn new(output: &'a Output) -> Self {
+        output.unwatch();
+        Self(output)
+    }
+}
+
+impl Drop for Unwatched<'_> {
+    fn drop(&mut self) {
+        self.0.watch();
+    }
+}
+
 /// One running server process and the JSON-RPC session over its stdio.
 pub struct Connection {
     shared: Arc<Shared>,
@@ -480,9 +498,16 @@ impl Connection {
         }
         // Removes the entry when the caller stops waiting (deadline or its own cancellation).
         let guard = PendingGuard { shared: &self.shared, id, answered: false };
-        self.send(frame_call(Some(id), method, params)).await;
         if may_lead() {
+            // Out of the runtime's sight before the request goes out: a server that answers
+            // before this thread starts reading must not wake a worker, whose reader task would
+            // then take the answer and hand it over with one more wake-up.
+            let unwatched = Unwatched::new(&self.output);
+            self.send(frame_call(Some(id), method, params)).await;
             self.lead(id, started + deadline.min(LEAD_FOR));
+            drop(unwatched);
+        } else {
+            self.send(frame_call(Some(id), method, params)).await;
         }
         let answer = match rx.try_recv() {
             Ok(answer) => Ok(answer),
@@ -500,40 +525,37 @@ impl Connection {
 
     /// Reads the server's output on this thread until the answer to `id` is in, `until`
     /// passes, or the output ends. Does nothing when the reader task is reading right now.
+    /// The caller has taken the output out of the runtime's sight ([`Unwatched`]) and puts it
+    /// back after this returns, when the inbox is free for the reader task it may wake.
     fn lead(&self, id: i64, until: Instant) {
         let fd = &self.output.pipe;
-        {
-            let Ok(mut inbox) = self.shared.inbox.try_lock() else { return };
-            // Only the inbox's holder hands out answers: once it is ours, an answer not in yet
-            // can only come through us.
-            if !self.shared.pending.lock().is_ok_and(|p| p.contains_key(&id)) {
-                return;
+        let Ok(mut inbox) = self.shared.inbox.try_lock() else { return };
+        // Only the inbox's holder hands out answers: once it is ours, an answer not in yet
+        // can only come through us.
+        if !self.shared.pending.lock().is_ok_and(|p| p.contains_key(&id)) {
+            return;
+        }
+        while !inbox.ended {
+            let left = until.saturating_duration_since(Instant::now());
+            let Ok(timeout) = Timespec::try_from(left) else { break };
+            let mut ready = [PollFd::new(fd, PollFlags::IN)];
+            match rustix::event::poll(&mut ready, Some(&timeout)) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(_) => break,
             }
-            self.output.unwatch();
-            while !inbox.ended {
-                let left = until.saturating_duration_since(Instant::now());
-                let Ok(timeout) = Timespec::try_from(left) else { break };
-                let mut ready = [PollFd::new(fd, PollFlags::IN)];
-                match rustix::event::poll(&mut ready, Some(&timeout)) {
-                    Ok(0) => break,
-                    Ok(_) => {}
-                    Err(rustix::io::Errno::INTR) => continue,
-                    Err(_) => break,
-                }
-                match inbox.fill(fd) {
-                    Ok(0) => self.shared.end(&mut inbox),
-                    Ok(_) => match self.shared.take_messages(&mut inbox, Some(id)) {
-                        Ok(true) => break,
-                        Ok(false) => {}
-                        Err(BadFraming) => self.shared.end(&mut inbox),
-                    },
-                    Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted) => {}
-                    Err(_) => self.shared.end(&mut inbox),
-                }
+            match inbox.fill(fd) {
+                Ok(0) => self.shared.end(&mut inbox),
+                Ok(_) => match self.shared.take_messages(&mut inbox, Some(id)) {
+                    Ok(true) => break,
+                    Ok(false) => {}
+                    Err(BadFraming) => self.shared.end(&mut inbox),
+                },
+                Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted) => {}
+                Err(_) => self.shared.end(&mut inbox),
             }
         }
-        // After the inbox is free, so the reader task it wakes can take it.
-        self.output.watch();
     }
 
     /// Kills the server's process group now.
