@@ -128,10 +128,8 @@ fn shown_bytes<'a>(ws: &Workspace, path: &'a Path) -> &'a [u8] {
 pub(crate) struct Pattern {
     /// The pattern as the answer names it (relative to the search folder).
     pub(crate) shown: String,
-    /// The glob's regex, matched on the name's (or path's) bytes as globset's `GlobMatcher`
-    /// does, without the `Candidate` that matcher allocates per call, which cost more than the
-    /// match on a walk of a large tree.
-    regex: regex_automata::meta::Regex,
+    /// How the name (or path) is tested.
+    test: Test,
     /// Matched against the path below the search folder (`src/*.rs`) rather than the file
     /// name (`*.rs`, and `**/*.rs`, which is the same thing on the whole path but costlier).
     on_path: bool,
@@ -159,18 +157,11 @@ impl Pattern {
             .build()
             .map_err(|e| SearchError::BadGlob { glob: pattern.to_string(), reason: e.kind().to_string() })?;
         let on_path = name_only.is_none() && p.contains('/');
-        // globset's own settings for a single glob's regex (its `new_regex`).
-        let regex = regex_automata::meta::Regex::builder()
-            .syntax(regex_automata::util::syntax::Config::new().utf8(false).dot_matches_new_line(true))
-            .configure(
-                regex_automata::meta::Regex::config()
-                    .utf8_empty(false)
-                    .nfa_size_limit(Some(10 << 20))
-                    .hybrid_cache_capacity(10 << 20),
-            )
-            .build(glob.regex())
-            .map_err(|e| SearchError::BadGlob { glob: pattern.to_string(), reason: e.to_string() })?;
-        Ok(Self { shown: p.to_string(), regex, on_path })
+        let test = match Test::on_name(name_only.unwrap_or(p)).filter(|_| !on_path) {
+            Some(test) => test,
+            None => Test::Regex(glob_regex(&glob, pattern)?),
+        };
+        Ok(Self { shown: p.to_string(), test, on_path })
     }
 
     /// Whether the file at `path`, found below `base`, matches.
@@ -184,8 +175,59 @@ impl Pattern {
         } else {
             memchr::memrchr(b'/', bytes).map_or(bytes, |i| &bytes[i + 1..])
         };
-        self.regex.is_match(subject)
+        self.test.matches(subject)
     }
+}
+
+/// How a pattern tests a file name or path.
+#[derive(Clone)]
+enum Test {
+    /// `*.rs`, `*_test.go`, `*`: a name ending in these bytes. `*` also matches nothing, so
+    /// the name may be just them (`.rs`), as with the regex.
+    Suffix(Box<[u8]>),
+    /// `Cargo.toml`: exactly this name.
+    Name(Box<[u8]>),
+    /// Any other glob: its regex, matched on the name's (or path's) bytes as globset's
+    /// `GlobMatcher` does, without the `Candidate` that matcher allocates per call, which cost
+    /// more than the match on a walk of a large tree.
+    Regex(regex_automata::meta::Regex),
+}
+
+impl Test {
+    /// A byte comparison equal to the glob's regex on a file name (which has no `/`), for the
+    /// shapes most calls use (`*.ext`, a literal name); `None` for any other glob. It skips
+    /// building the regex and its per-thread lazy DFA.
+    fn on_name(glob: &str) -> Option<Self> {
+        // globset's metacharacters (`\` escapes; `!`, `-`, `^` mean something only inside `[…]`).
+        let literal = |s: &str| !s.contains(['*', '?', '[', ']', '{', '}', '\\', '/']);
+        match glob.strip_prefix('*') {
+            Some(rest) if literal(rest) => Some(Self::Suffix(rest.as_bytes().into())),
+            None if literal(glob) => Some(Self::Name(glob.as_bytes().into())),
+            _ => None,
+        }
+    }
+
+    fn matches(&self, subject: &[u8]) -> bool {
+        match self {
+            Self::Suffix(end) => subject.ends_with(end),
+            Self::Name(name) => subject == &name[..],
+            Self::Regex(regex) => regex.is_match(subject),
+        }
+    }
+}
+
+/// The glob's regex, with globset's own settings for a single glob (its `new_regex`).
+fn glob_regex(glob: &globset::Glob, pattern: &str) -> Result<regex_automata::meta::Regex, SearchError> {
+    regex_automata::meta::Regex::builder()
+        .syntax(regex_automata::util::syntax::Config::new().utf8(false).dot_matches_new_line(true))
+        .configure(
+            regex_automata::meta::Regex::config()
+                .utf8_empty(false)
+                .nfa_size_limit(Some(10 << 20))
+                .hybrid_cache_capacity(10 << 20),
+        )
+        .build(glob.regex())
+        .map_err(|e| SearchError::BadGlob { glob: pattern.to_string(), reason: e.to_string() })
 }
 
 struct Found {
@@ -328,4 +370,118 @@ fn glob(
         text.pop();
     }
     Ok(ToolOutput::text(text).with_meta(json!({ "total": total, "shown": shown, "truncated": total > limit })))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)] // tests may unwrap (common.md)
+
+    use super::*;
+    use kodik_core::ToolRegistry;
+    use proptest::prelude::*;
+
+    /// The byte test chosen for `glob` and the glob's regex, for the same glob.
+    fn both(glob: &str) -> (Test, regex_automata::meta::Regex) {
+        let fast = Test::on_name(glob).unwrap_or_else(|| panic!("`{glob}` should take a byte test"));
+        let parsed = GlobBuilder::new(glob).literal_separator(true).build().unwrap();
+        (fast, glob_regex(&parsed, glob).unwrap())
+    }
+
+    #[test]
+    fn gl1_gr5_extension_and_name_tests_agree_with_the_regex_on_tricky_names() {
+        let names: &[&[u8]] = &[
+            b"a.rs",
+            b"a.rs.bak",
+            b".rs",
+            b"x.RS",
+            b"rs",
+            b"a.r",
+            b"a..rs",
+            b"foo.rs",
+            b"a\n.rs",
+            b"\xff\xfe.rs",
+            b"Cargo.toml",
+            b"cargo.toml",
+            b"Cargo.toml.orig",
+            b"xCargo.toml",
+            b"a_test.go",
+            b"_test.go",
+            b"",
+        ];
+        for glob in ["*.rs", "*", "*_test.go", "*.tar.gz", "Cargo.toml", ".env", "a,b", "*!x", "*x^-"] {
+            let (fast, regex) = both(glob);
+            for name in names {
+                assert_eq!(
+                    fast.matches(name),
+                    regex.is_match(*name),
+                    "`{glob}` on {:?}",
+                    String::from_utf8_lossy(name)
+                );
+            }
+        }
+        // Globs with anything else go to the regex.
+        for glob in ["*.{rs,toml}", "*.r?", "*.[rR][sS]", "a*.rs", "*\\*", "**", "*.rs*", "src/*.rs"] {
+            assert!(Test::on_name(glob).is_none(), "`{glob}`");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn gl1_gr5_byte_tests_agree_with_the_regex_on_any_name(
+            lit in "[a-c.,!^ -]{0,4}",
+            star in any::<bool>(),
+            name in proptest::collection::vec(prop_oneof![Just(b'a'), Just(b'b'), Just(b'.'), Just(b','), Just(0xffu8), Just(b'\n')], 0..7),
+        ) {
+            let glob = if star { format!("*{lit}") } else { lit.clone() };
+            prop_assume!(!glob.is_empty());
+            let (fast, regex) = both(&glob);
+            prop_assert_eq!(fast.matches(&name), regex.is_match(&name[..]), "`{}`", glob);
+        }
+    }
+
+    async fn listed(dir: &Path, pattern: &str) -> Vec<String> {
+        let cx = ToolContext::new(Workspace::new(dir).unwrap());
+        let mut reg = ToolRegistry::new();
+        crate::SearchToolset::new().register(&mut reg);
+        let out = reg.get("glob").unwrap().call(json!({ "pattern": pattern }), &cx).await;
+        assert!(out.is_success(), "{}", out.text_content());
+        let mut files: Vec<String> = out.text_content().lines().map(str::to_string).collect();
+        files.sort();
+        files
+    }
+
+    #[tokio::test]
+    async fn gl1_gr5_extension_and_name_globs_list_what_their_regex_lists() {
+        let dir = tempfile::tempdir().unwrap();
+        for f in [
+            "src/a.rs",
+            "b.rs",
+            "a.rs.bak",
+            "x.RS",
+            "rs",
+            ".rs",
+            "foo.rs/inner.txt",
+            "Cargo.toml",
+            "sub/Cargo.toml",
+            "Cargo.toml.orig",
+            "xCargo.toml",
+            "pkg/Cargo.toml/inner.txt",
+        ] {
+            let p = dir.path().join(f);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, "x").unwrap();
+        }
+        // Folders named like a match (`foo.rs/`, `pkg/Cargo.toml/`) are not listed.
+        // `.[r]s` and `Cargo.tom[l]` name the same files through the regex.
+        for (fast, regex, want) in [
+            ("**/*.rs", "**/*.[r]s", &["b.rs", "src/a.rs"][..]),
+            ("*.rs", "*.[r]s", &["b.rs", "src/a.rs"][..]),
+            ("Cargo.toml", "Cargo.tom[l]", &["Cargo.toml", "sub/Cargo.toml"][..]),
+            ("**/Cargo.toml", "**/Cargo.tom[l]", &["Cargo.toml", "sub/Cargo.toml"][..]),
+        ] {
+            let got = listed(dir.path(), fast).await;
+            assert_eq!(got, want, "`{fast}`");
+            assert_eq!(listed(dir.path(), regex).await, got, "`{regex}` against `{fast}`");
+        }
+    }
 }
