@@ -130,6 +130,9 @@ grep_case() { # name, pattern, extra rg flags, extra kodik flags, target
     echo "  peak RSS: kodik $((rss / 1024)) MiB, rg $(($(peak_rss_rg $rgflags -n "$pat" "$SRC") / 1024)) MiB"
 }
 
+# CASES picks the comparisons: `grep`, `glob` or both (the default).
+CASES=" ${CASES:-grep glob} "
+if [[ $CASES == *" grep "* ]]; then
 grep_case literal "fn main" "-F" "--fixed"
 grep_case few-hits 'unsafe\s+impl\s+\w*Send\w*\s+for' "" ""
 grep_case many-hits '\w+\(' "" ""
@@ -139,7 +142,9 @@ for extra in "--head-limit 100000000" "--offset 1000000"; do
     rss=$("$BIN" grep "$SRC" e $extra --rss | tail -1)
     echo "  dense $extra: peak RSS kodik $((rss / 1024)) MiB (target ≤ 64)"
 done
+fi
 
+if [[ $CASES == *" glob "* ]]; then
 "$BIN" glob "$SRC" '**/*.rs' --list | sort >"$OUT/kodik.files"
 (cd "$SRC" && "$FD" -t f -g '*.rs' | sed 's|^\./||' | sort) >"$OUT/fd.files"
 echo "glob **/*.rs: kodik $(wc -l <"$OUT/kodik.files") files, fd $(wc -l <"$OUT/fd.files")"
@@ -157,5 +162,11 @@ echo "  vs fd reading each match's mtime (--changed-before 2100-01-01): $(compar
 # The same walk with no match: what remains of the difference above is the one `stat` per
 # matched file that newest-first ordering needs (fd -t f reads no metadata; fd -l does).
 echo "glob walk only (no match): $(compare walk "$BIN glob $SRC '*.no-such-extension'" "$FD -t f -g '*.no-such-extension' $SRC")"
+# What reading one modification time per match costs by itself, outside kodik and fd: find
+# (one thread, no ignore rules) listing the same names, without and with printing each
+# match's mtime (`fstatat` relative to the open folder, as fd's `--changed-before` does).
+echo "stat cost, find printing each match's mtime vs find listing: $(compare find-stat \
+    "find $SRC -type f -name '*.rs' -printf '%T@\n'" "find $SRC -type f -name '*.rs'")"
+fi
 rm -rf "$OUT"
 exit $status
