@@ -180,8 +180,7 @@ impl Workspace {
             return Err(PathError::ControlCharacter(shown.escape_debug().to_string()));
         }
         let joined = if raw.is_absolute() { raw.to_path_buf() } else { self.primary_root().join(raw) };
-        let lexical = normalize_lexically(&joined);
-        let canonical = canonicalize_existing_prefix(&lexical);
+        let canonical = self.canonical(&normalize_lexically(&joined));
         if self.roots.iter().any(|r| canonical.starts_with(r)) {
             Ok(canonical)
         } else {
@@ -250,7 +249,19 @@ impl Workspace {
     pub fn resource(&self, path: impl AsRef<Path>) -> Resource {
         let raw = path.as_ref();
         let joined = if raw.is_absolute() { raw.to_path_buf() } else { self.primary_root().join(raw) };
-        Resource::File(canonicalize_existing_prefix(&normalize_lexically(&joined)))
+        Resource::File(self.canonical(&normalize_lexically(&joined)))
+    }
+
+    /// [`canonicalize_existing_prefix`] of a lexically normal absolute path, checking only the
+    /// components below the root it lies under when none of them is a symlink: one `readlink`
+    /// per component below the root and one for the root itself (canonical when the workspace
+    /// was made, and checked to still be no symlink), instead of one per component of the
+    /// whole path. Every tool call resolves its paths through here.
+    fn canonical(&self, lexical: &Path) -> PathBuf {
+        self.roots
+            .iter()
+            .find_map(|root| below_root(root, lexical))
+            .unwrap_or_else(|| canonicalize_existing_prefix(lexical))
     }
 
     /// Whether an absolute, resolved path is hidden by a `.kodikignore` at a root or in any
@@ -272,15 +283,21 @@ impl Workspace {
         for (i, comp) in comps.iter().enumerate() {
             let candidate = dir.join(comp);
             let is_last = i + 1 == comps.len();
-            let is_dir = if is_last { candidate.is_dir() } else { true };
-            for m in matchers.iter().rev() {
-                let verdict = m.matched(&candidate, is_dir);
-                if verdict.is_ignore() {
-                    return true;
+            let ignored = if !is_last {
+                verdict(&matchers, &candidate, true)
+            } else {
+                // Whether the path is a folder matters only to rules ending in `/`: asking the
+                // file system (a `stat` on every check of every tool) only when the two
+                // answers differ.
+                let as_file = verdict(&matchers, &candidate, false);
+                if as_file == verdict(&matchers, &candidate, true) {
+                    as_file
+                } else {
+                    verdict(&matchers, &candidate, candidate.is_dir())
                 }
-                if verdict.is_whitelist() {
-                    break;
-                }
+            };
+            if ignored {
+                return true;
             }
             if !is_last {
                 dir = candidate;
@@ -356,6 +373,21 @@ impl Workspace {
     }
 }
 
+/// Whether the deepest matcher with an opinion on `path` ignores it (gitignore semantics: a
+/// deeper file's rule, or its `!` exception, wins over a shallower one).
+fn verdict(matchers: &[Arc<Gitignore>], path: &Path, is_dir: bool) -> bool {
+    for m in matchers.iter().rev() {
+        let v = m.matched(path, is_dir);
+        if v.is_ignore() {
+            return true;
+        }
+        if v.is_whitelist() {
+            return false;
+        }
+    }
+    false
+}
+
 fn looks_windows(p: &str) -> bool {
     let b = p.as_bytes();
     p.contains('\\') || (b.len() >= 2 && b[0].is_ascii_alphabetic() && b[1] == b':')
@@ -395,6 +427,33 @@ fn normalize_lexically(p: &Path) -> PathBuf {
         }
     }
     out
+}
+
+/// `lexical` canonicalized when it lies under `root` and neither `root` nor any existing
+/// component below it is a symlink; `None` otherwise (or when a component cannot be checked),
+/// and the caller then canonicalizes the whole path.
+fn below_root(root: &Path, lexical: &Path) -> Option<PathBuf> {
+    let rel = lexical.strip_prefix(root).ok()?;
+    let is_plain = |p: &Path| match std::fs::read_link(p) {
+        // `EINVAL`: it exists and is not a symlink.
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => Some(true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(false),
+        _ => None,
+    };
+    if !is_plain(root)? {
+        return None;
+    }
+    let mut out = root.to_path_buf();
+    let mut parts = rel.components();
+    while let Some(part) = parts.next() {
+        out.push(part);
+        if !is_plain(&out)? {
+            // The longest existing prefix ends here; the rest is appended as written.
+            out.extend(parts);
+            return Some(out);
+        }
+    }
+    Some(out)
 }
 
 /// Canonicalizes the longest existing ancestor (following symlinks) and appends the rest.
@@ -487,6 +546,33 @@ mod tests {
         // Everything below an ignored folder is ignored, existing or not.
         assert!(w.check("build/out/new.rs").is_err());
         assert!(w.check("a.txt").is_ok());
+    }
+
+    #[test]
+    fn g16_a_rule_for_folders_hides_the_folder_but_not_a_file_of_that_name() {
+        let (d, w) = ws();
+        std::fs::write(d.path().join(".kodikignore"), "cache/\n").unwrap();
+        std::fs::create_dir_all(d.path().join("cache")).unwrap();
+        std::fs::write(d.path().join("src/cache"), "a file").unwrap();
+        assert!(matches!(w.check("cache"), Err(PathError::Ignored(_))));
+        assert!(w.check("cache/new.txt").is_err());
+        assert!(w.check("src/cache").is_ok(), "a file named like the folder rule is not hidden");
+    }
+
+    #[test]
+    fn g16_a_root_later_replaced_by_a_symlink_to_elsewhere_is_not_followed() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().join("proj");
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::write(root.join("a.txt"), "a").unwrap();
+        let w = Workspace::new(&root).unwrap();
+        assert!(w.resolve("a.txt").is_ok());
+        let outside = d.path().join("outside");
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("a.txt"), "not the project's").unwrap();
+        std::fs::rename(&root, d.path().join("moved")).unwrap();
+        std::os::unix::fs::symlink(&outside, &root).unwrap();
+        assert!(matches!(w.resolve("a.txt"), Err(PathError::OutsideWorkspace { .. })));
     }
 
     #[test]
