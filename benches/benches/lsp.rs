@@ -225,6 +225,10 @@ fn bench(c: &mut Criterion) {
     // 0 bare, 1 tool from `block_on`, 2 transport alone, 3 tool from a task on a runtime
     // worker (how an agent's turn calls it; timed inside the task, so the spawn is not counted).
     let mut warm_samples: [Vec<Duration>; 4] = Default::default();
+    // The whole process's CPU time (every thread: the caller and the runtime's workers) spent
+    // in each variant's blocks. Unlike the latency it does not depend on where the scheduler
+    // puts the servers, so it shows what the client itself costs per call.
+    let mut client_cpu = [Duration::ZERO; 4];
     // `KODIK_LSP_WARM_ONLY=N` runs variant N alone (to profile or strace one path); the
     // comparison is then not printed.
     let only: Option<usize> = std::env::var("KODIK_LSP_WARM_ONLY").ok().and_then(|v| v.parse().ok());
@@ -248,6 +252,7 @@ fn bench(c: &mut Criterion) {
                     order.into_iter().chain([3]).collect()
                 };
                 for variant in variants.into_iter().filter(|v| only.is_none_or(|o| o == *v)) {
+                    let cpu_before = process_cpu();
                     for _ in 0..BLOCK {
                         let started = Instant::now();
                         let took = match variant {
@@ -278,6 +283,7 @@ fn bench(c: &mut Criterion) {
                             tool_total += took;
                         }
                     }
+                    client_cpu[variant] += process_cpu().saturating_sub(cpu_before);
                 }
             }
             // Criterion's figure for this function is the tool's time per call.
@@ -298,7 +304,8 @@ fn bench(c: &mut Criterion) {
         eprintln!(
             "lsp warm definition (pyright), {} calls each, interleaved: bare p50 {:?} p95 {:?}; \
              lsp tool p50 {:?} p95 {:?} ({:.2}x, {:.2}x); transport only p50 {:?} p95 {:?} ({:.2}x, {:.2}x); \
-             lsp tool from a runtime worker p50 {:?} p95 {:?} ({:.2}x, {:.2}x)",
+             lsp tool from a runtime worker p50 {:?} p95 {:?} ({:.2}x, {:.2}x); \
+             client CPU per call: bare {:?}, tool {:?}, transport {:?}, worker {:?}",
             warm_samples[0].len(),
             bare.0,
             bare.1,
@@ -314,6 +321,10 @@ fn bench(c: &mut Criterion) {
             worker.1,
             ratio(worker.0, bare.0),
             ratio(worker.1, bare.1),
+            client_cpu[0] / warm_samples[0].len() as u32,
+            client_cpu[1] / warm_samples[1].len() as u32,
+            client_cpu[2] / warm_samples[2].len() as u32,
+            client_cpu[3] / warm_samples[3].len() as u32,
         );
     }
 
@@ -349,6 +360,12 @@ fn bench(c: &mut Criterion) {
     samples.sort();
     let pct = |p: f64| samples[((samples.len() - 1) as f64 * p) as usize];
     eprintln!("lsp edit→diagnostics (pyright): p50 {:?}, p95 {:?} over {} edits", pct(0.5), pct(0.95), samples.len());
+}
+
+/// CPU time used so far by every thread of this process.
+fn process_cpu() -> Duration {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
 }
 
 criterion_group!(benches, bench);

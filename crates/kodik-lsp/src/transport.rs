@@ -115,10 +115,32 @@ const READ_CHUNK: usize = 64 * 1024;
 /// A header longer than this without its blank line is not LSP framing.
 const MAX_HEADER: usize = 8 * 1024;
 
+/// A request waiting for its answer.
+struct Pending {
+    method: String,
+    tx: oneshot::Sender<Answer>,
+    /// When the deadline sweeper fails it with [`RpcError::Timeout`] and cancels it.
+    due: Instant,
+    deadline: Duration,
+}
+
+/// How often the deadline sweeper looks at the pending requests while the connection is in
+/// use, and for how long it keeps doing so after the last request.
+const SWEEP_EVERY: Duration = Duration::from_secs(1);
+const SWEEP_IDLE_FOR: Duration = Duration::from_secs(10);
+
 /// What the reader side shares: the pending requests, the bytes read and not yet taken as
 /// messages, and how the connection ended.
 struct Shared {
-    pending: Mutex<HashMap<i64, (String, oneshot::Sender<Answer>)>>,
+    pending: Mutex<HashMap<i64, Pending>>,
+    /// When the deadline sweeper looks next (`None`: it sleeps until woken). A request due
+    /// before then wakes it; any other request costs it nothing. Deadlines are kept by this one
+    /// task rather than a timer per request: registering a timer from a runtime worker woke
+    /// the thread that waits on the I/O driver, one more wake-up per request (issue 13).
+    sweep_at: Mutex<Option<Instant>>,
+    sweep: Notify,
+    /// Requests sent so far: the sweeper keeps looking while this moves.
+    requests: std::sync::atomic::AtomicU64,
     /// Taken by whoever reads the server's output: the reader task, or a caller leading.
     inbox: Mutex<Inbox>,
     closed: AtomicBool,
@@ -250,7 +272,7 @@ impl Shared {
             }
             (None, Some(id)) => {
                 let id = id.as_i64()?;
-                let (method, tx) = self.pending.lock().ok().and_then(|mut p| p.remove(&id))?;
+                let Pending { method, tx, .. } = self.pending.lock().ok().and_then(|mut p| p.remove(&id))?;
                 let answer = match msg.error {
                     Some(err) => Err(RpcError::Server {
                         method,
@@ -429,6 +451,9 @@ impl Connection {
         });
         let shared = Arc::new(Shared {
             pending: Mutex::default(),
+            sweep_at: Mutex::default(),
+            sweep: Notify::new(),
+            requests: Default::default(),
             inbox: Mutex::default(),
             closed: AtomicBool::new(false),
             ended: Notify::new(),
@@ -437,6 +462,7 @@ impl Connection {
             background,
         });
         tokio::spawn(read_output(shared.clone(), output.clone(), child));
+        tokio::spawn(sweep_deadlines(shared.clone()));
         Ok(Self { shared, writer, output, next_id: AtomicI64::new(1), pid })
     }
 
@@ -483,7 +509,7 @@ impl Connection {
     pub async fn request(&self, method: &str, params: &Value, deadline: Duration) -> Result<Value, RpcError> {
         let started = Instant::now();
         let id = self.next_id.fetch_add(1, Ordering::SeqCst);
-        let (tx, mut rx) = oneshot::channel();
+        let (tx, rx) = oneshot::channel();
         let exited = || RpcError::Exited {
             method: method.to_owned(),
             status: self.shared.exit_status.lock().ok().and_then(|s| s.clone()),
@@ -494,7 +520,14 @@ impl Connection {
             if self.is_closed() {
                 return Err(exited());
             }
-            pending.insert(id, (method.to_owned(), tx));
+            self.shared.requests.fetch_add(1, Ordering::SeqCst);
+            // A deadline too far to add is as good as none: a year.
+            let due = started.checked_add(deadline).unwrap_or(started + Duration::from_secs(365 * 86_400));
+            pending.insert(id, Pending { method: method.to_owned(), tx, due, deadline });
+            let sweeps_later = self.shared.sweep_at.lock().map_or(true, |at| at.is_none_or(|at| at > due));
+            if sweeps_later {
+                self.shared.sweep.notify_one();
+            }
         }
         // Removes the entry when the caller stops waiting (deadline or its own cancellation).
         let guard = PendingGuard { shared: &self.shared, id, answered: false };
@@ -509,16 +542,8 @@ impl Connection {
         } else {
             self.send(frame_call(Some(id), method, params)).await;
         }
-        let answer = match rx.try_recv() {
-            Ok(answer) => Ok(answer),
-            Err(oneshot::error::TryRecvError::Closed) => Err(()),
-            Err(oneshot::error::TryRecvError::Empty) => {
-                match tokio::time::timeout(deadline.saturating_sub(started.elapsed()), rx).await {
-                    Ok(got) => got.map_err(|_| ()),
-                    Err(_) => return Err(RpcError::Timeout { method: method.to_owned(), after: deadline }),
-                }
-            }
-        };
+        // Past the deadline the sweeper answers with `Timeout` (and has cancelled the request).
+        let answer = rx.await.map_err(|_| ());
         guard.done();
         answer.unwrap_or_else(|()| Err(exited()))
     }
@@ -622,10 +647,61 @@ async fn read_output(shared: Arc<Shared>, output: Arc<Output>, child: Option<Chi
         s.clone_from(&status);
     }
     let drained: Vec<_> = shared.pending.lock().map(|mut p| p.drain().collect()).unwrap_or_default();
-    for (_, (method, tx)) in drained {
+    for (_, Pending { method, tx, .. }) in drained {
         let _ = tx.send(Err(RpcError::Exited { method, status: status.clone() }));
     }
+    shared.sweep.notify_one();
     shared.handler.on_closed();
+}
+
+/// Fails each pending request whose deadline passed with [`RpcError::Timeout`] and sends the
+/// server `$/cancelRequest` for it, so a slow request does not keep the server busy. Looks every
+/// [`SWEEP_EVERY`] while requests come, sooner when one is due sooner, and sleeps until woken
+/// once the connection has been idle for [`SWEEP_IDLE_FOR`]. Ends with the connection.
+async fn sweep_deadlines(shared: Arc<Shared>) {
+    let mut idle_since = Instant::now();
+    let mut requests_seen = 0;
+    loop {
+        if shared.closed.load(Ordering::SeqCst) {
+            return;
+        }
+        let now = Instant::now();
+        let requests = shared.requests.load(Ordering::SeqCst);
+        if requests != requests_seen {
+            requests_seen = requests;
+            idle_since = now;
+        }
+        let (expired, at) = {
+            let Ok(mut pending) = shared.pending.lock() else { return };
+            let ids: Vec<i64> = pending.iter().filter(|(_, p)| p.due <= now).map(|(id, _)| *id).collect();
+            let expired: Vec<(i64, Pending)> =
+                ids.into_iter().filter_map(|id| pending.remove(&id).map(|p| (id, p))).collect();
+            let next_due = pending.values().map(|p| p.due).min();
+            let at = match next_due {
+                None if now.duration_since(idle_since) >= SWEEP_IDLE_FOR => None,
+                None => Some(now + SWEEP_EVERY),
+                Some(due) => Some(due.min(now + SWEEP_EVERY)),
+            };
+            // Under the lock requests are added under: one added after this sees the new time
+            // and wakes the sweeper when it is due sooner (`notify_one` keeps a permit when
+            // the sweeper is not waiting yet).
+            if let Ok(mut sweep_at) = shared.sweep_at.lock() {
+                *sweep_at = at;
+            }
+            (expired, at)
+        };
+        for (id, p) in expired {
+            let _ = p.tx.send(Err(RpcError::Timeout { method: p.method, after: p.deadline }));
+            let _ = shared.background.send(frame_call(None, "$/cancelRequest", &json!({"id": id})));
+        }
+        let woken = shared.sweep.notified();
+        match at {
+            Some(at) => {
+                let _ = tokio::time::timeout_at(at.into(), woken).await;
+            }
+            None => woken.await,
+        }
+    }
 }
 
 /// Drops a pending request the caller no longer waits for and tells the server to stop it.
@@ -747,8 +823,10 @@ mod tests {
     #[tokio::test]
     async fn deadline_sends_cancel_request_and_eof_fails_pending() {
         let (conn, mut server_write, mut reader) = session(Arc::new(Quiet));
+        let started = Instant::now();
         let err = conn.request("textDocument/references", &json!({}), Duration::from_millis(50)).await;
         assert!(matches!(err, Err(RpcError::Timeout { .. })), "{err:?}");
+        assert!(started.elapsed() >= Duration::from_millis(50), "failed before its deadline");
         let first = read_message(&mut reader).await.unwrap_or_default();
         let cancel = read_message(&mut reader).await.unwrap_or_default();
         assert_eq!(cancel["method"], "$/cancelRequest");
@@ -768,6 +846,29 @@ mod tests {
         let result = waiting.await.ok();
         assert!(matches!(result, Some(Err(RpcError::Exited { .. }))), "{result:?}");
         assert!(conn.is_closed());
+    }
+
+    /// A request due sooner than the one before it still fails at its own deadline, not when
+    /// the sweeper would next have looked (every second while requests come), and a request
+    /// after a long quiet spell is still kept to its deadline.
+    #[tokio::test]
+    async fn l2_each_request_fails_at_its_own_deadline_whatever_came_before() {
+        let (conn, _server_write, _reader) = session(Arc::new(Quiet));
+        let conn = Arc::new(conn);
+        let c2 = conn.clone();
+        let long = tokio::spawn(async move { c2.request("long", &json!({}), Duration::from_secs(30)).await });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        for deadline in [40, 60] {
+            let started = Instant::now();
+            let got = conn.request("short", &json!({}), Duration::from_millis(deadline)).await;
+            assert!(matches!(got, Err(RpcError::Timeout { .. })), "{got:?}");
+            let took = started.elapsed();
+            assert!(
+                took >= Duration::from_millis(deadline) && took < Duration::from_millis(700),
+                "a {deadline} ms deadline fired after {took:?}"
+            );
+        }
+        long.abort();
     }
 
     /// Counts notifications and answers `workspace/configuration`.
