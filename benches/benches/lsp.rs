@@ -77,7 +77,13 @@ impl Bare {
         let stdout = BufReader::new(child.stdout.take().unwrap());
         let mut b = Self { child, stdin, stdout, next: 1 };
         let caps = json!({"textDocument": {"definition": {"linkSupport": true}}, "workspace": {"configuration": true}});
-        b.request("initialize", json!({"processId": null, "rootUri": uri(root), "capabilities": caps}));
+        // Without workspace folders pyright analyses only the open files: references in the
+        // others would be missing.
+        let folders = json!([{"uri": uri(root), "name": "bench"}]);
+        b.request(
+            "initialize",
+            json!({"processId": null, "rootUri": uri(root), "workspaceFolders": folders, "capabilities": caps}),
+        );
         b.send(&json!({"jsonrpc": "2.0", "method": "initialized", "params": {}}));
         b
     }
@@ -328,6 +334,8 @@ fn bench(c: &mut Criterion) {
         );
     }
 
+    warm_references(c, &rt, &program);
+
     // E9: each iteration writes a new version (alternating an error and its fix) and waits for
     // that version's diagnostics.
     let calc = root.join("calc.py");
@@ -360,6 +368,114 @@ fn bench(c: &mut Criterion) {
     samples.sort();
     let pct = |p: f64| samples[((samples.len() - 1) as f64 * p) as usize];
     eprintln!("lsp edit→diagnostics (pyright): p50 {:?}, p95 {:?} over {} edits", pct(0.5), pct(0.95), samples.len());
+}
+
+/// Modules of the project the references are asked in; each imports `helper` and calls it twice.
+const CALLERS: usize = 40;
+
+/// Warm `references` of `helper` in a project of [`CALLERS`] modules that call it (123
+/// locations in 42 files, the first 100 shown): a request the server works on for longer than the 2-file `definition`, so the
+/// tool's fixed cost per call (checking the path, syncing the document, reading the source line
+/// of each location) is seen against a server that does real work. Bare client and tool
+/// (from `block_on` and from a runtime worker) take turns in blocks; medians printed.
+fn warm_references(c: &mut Criterion, rt: &tokio::runtime::Runtime, program: &Path) {
+    let dir = project();
+    let root = dir.path().canonicalize().unwrap();
+    for i in 0..CALLERS {
+        let text =
+            format!("from util import helper\n\n\ndef use_{i}(x: int) -> int:\n    return helper(x) + helper({i})\n");
+        std::fs::write(root.join(format!("caller_{i}.py")), text).unwrap();
+    }
+    let util = root.join("util.py");
+    let mut bare = Bare::start(program, &root);
+    bare.open(&util, UTIL);
+    // `helper` in `def helper(value: int)`: line 0, column 4.
+    let params = json!({"textDocument": {"uri": uri(&util)}, "position": {"line": 0, "character": 4}, "context": {"includeDeclaration": true}});
+    // The definition, main.py's import and call, and each caller's import and two calls.
+    let expected = 3 + CALLERS * 3;
+    let count = |v: &Value| v.as_array().map_or(0, Vec::len);
+    // The bare server answers with what it has analysed so far: asked until it has them all.
+    let ready = Instant::now();
+    while count(&bare.request("textDocument/references", params.clone())) != expected {
+        assert!(ready.elapsed() < Duration::from_secs(60), "the bare server never found all {expected} references");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let tool = Arc::new(kodik(program, &root));
+    let worker = Arc::new(kodik(program, &root));
+    async fn references(k: &Kodik, expected: usize) {
+        let args = json!({"operation": "references", "path": "util.py", "line": 1, "symbol": "helper"});
+        let out = dispatch(&k.registry, &ToolCall::new("r", "lsp", args), &k.cx).await;
+        let text = out.text_content();
+        assert!(text.contains(&format!(": {expected} locations")), "{text}");
+    }
+    rt.block_on(references(&tool, expected));
+    rt.block_on(references(&worker, expected));
+    const BLOCK: u32 = 5;
+    let mut samples: [Vec<Duration>; 3] = Default::default();
+    let mut round = 0usize;
+    let mut group = c.benchmark_group("lsp_warm_references");
+    group.bench_function("interleaved_bare_tool_worker", |b| {
+        b.iter_custom(|iters| {
+            let mut tool_total = Duration::ZERO;
+            for _ in 0..iters {
+                round += 1;
+                const ORDERS: [[usize; 3]; 6] = [[0, 1, 2], [0, 2, 1], [1, 0, 2], [1, 2, 0], [2, 0, 1], [2, 1, 0]];
+                for variant in ORDERS[round % 6] {
+                    for _ in 0..BLOCK {
+                        let started = Instant::now();
+                        let took = match variant {
+                            0 => {
+                                assert_eq!(count(&bare.request("textDocument/references", params.clone())), expected);
+                                started.elapsed()
+                            }
+                            1 => {
+                                rt.block_on(references(&tool, expected));
+                                started.elapsed()
+                            }
+                            _ => {
+                                let k = worker.clone();
+                                rt.block_on(rt.spawn(async move {
+                                    let started = Instant::now();
+                                    references(&k, expected).await;
+                                    started.elapsed()
+                                }))
+                                .unwrap()
+                            }
+                        };
+                        samples[variant].push(took);
+                        if variant == 1 {
+                            tool_total += took;
+                        }
+                    }
+                }
+            }
+            tool_total / BLOCK
+        })
+    });
+    group.finish();
+    if samples[0].is_empty() {
+        return; // filtered out on the command line
+    }
+    let p50: Vec<Duration> = samples
+        .iter_mut()
+        .map(|v| {
+            v.sort();
+            v[(v.len() - 1) / 2]
+        })
+        .collect();
+    let ratio = |a: Duration| a.as_secs_f64() / p50[0].as_secs_f64();
+    eprintln!(
+        "lsp warm references (pyright, {} locations in {} files), {} calls each, interleaved: bare p50 {:?}; \
+         lsp tool p50 {:?} ({:.2}x); lsp tool from a runtime worker p50 {:?} ({:.2}x)",
+        expected,
+        CALLERS + 1,
+        samples[0].len(),
+        p50[0],
+        p50[1],
+        ratio(p50[1]),
+        p50[2],
+        ratio(p50[2]),
+    );
 }
 
 /// CPU time used so far by every thread of this process.

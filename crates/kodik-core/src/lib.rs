@@ -49,7 +49,7 @@ pub use preview::{OutputPreview, PreviewConfig, PreviewSummary};
 pub use registry::{ToolRegistry, authorize, dispatch, execute};
 pub use session::{FileVersion, LoopGuardVerdict, ReadRecord, Session};
 pub use tool::{Effect, Tool, ToolSpec, TypedTool, parse_args, parse_owned_args};
-pub use workspace::{PathError, Resource, Settings, Workspace};
+pub use workspace::{IgnoreChecks, PathError, Resource, Settings, Workspace};
 
 /// Re-exported so tools and embedders use the same token type.
 pub use tokio_util::sync::CancellationToken;

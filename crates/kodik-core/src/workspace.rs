@@ -268,6 +268,18 @@ impl Workspace {
     /// folder between the root and the path. Gitignore semantics: deeper files win, `!` negates,
     /// and an ignored folder hides everything below it.
     pub fn is_ignored(&self, resolved: &Path) -> bool {
+        self.is_ignored_with(resolved, &mut |dir: &Path| self.ignore_matcher(dir))
+    }
+
+    /// [`is_ignored`](Self::is_ignored) for many paths at once (the files of a reference
+    /// search, say): each folder's `.kodikignore` is looked up once for all of them instead of
+    /// once per path. Keep it for one answer only; a rule file changed meanwhile is seen by
+    /// the next.
+    pub fn ignore_checks(&self) -> IgnoreChecks<'_> {
+        IgnoreChecks { ws: self, matchers: Vec::new() }
+    }
+
+    fn is_ignored_with(&self, resolved: &Path, matcher: &mut impl FnMut(&Path) -> Option<Arc<Gitignore>>) -> bool {
         let Some(root) = self.roots.iter().find(|r| resolved.starts_with(r)) else {
             return false;
         };
@@ -276,7 +288,7 @@ impl Workspace {
         };
         let mut matchers: Vec<Arc<Gitignore>> = Vec::new();
         let mut dir = root.clone();
-        if let Some(m) = self.ignore_matcher(&dir) {
+        if let Some(m) = matcher(&dir) {
             matchers.push(m);
         }
         let comps: Vec<_> = rel.components().collect();
@@ -301,7 +313,7 @@ impl Workspace {
             }
             if !is_last {
                 dir = candidate;
-                if let Some(m) = self.ignore_matcher(&dir) {
+                if let Some(m) = matcher(&dir) {
                     matchers.push(m);
                 }
             }
@@ -386,6 +398,30 @@ fn verdict(matchers: &[Arc<Gitignore>], path: &Path, is_dir: bool) -> bool {
         }
     }
     false
+}
+
+/// Checks many paths against `.kodikignore` with each folder's rules looked up once; see
+/// [`Workspace::ignore_checks`].
+pub struct IgnoreChecks<'a> {
+    ws: &'a Workspace,
+    /// The folders looked up so far and their rules (few: the folders above a few files).
+    matchers: Vec<(PathBuf, Option<Arc<Gitignore>>)>,
+}
+
+impl IgnoreChecks<'_> {
+    /// Whether an absolute, resolved path is hidden by `.kodikignore` (as
+    /// [`Workspace::is_ignored`]).
+    pub fn is_ignored(&mut self, resolved: &Path) -> bool {
+        let Self { ws, matchers } = self;
+        ws.is_ignored_with(resolved, &mut |dir: &Path| match matchers.iter().find(|(d, _)| d == dir) {
+            Some((_, m)) => m.clone(),
+            None => {
+                let m = ws.ignore_matcher(dir);
+                matchers.push((dir.to_path_buf(), m.clone()));
+                m
+            }
+        })
+    }
 }
 
 fn looks_windows(p: &str) -> bool {
@@ -573,6 +609,24 @@ mod tests {
         std::fs::rename(&root, d.path().join("moved")).unwrap();
         std::os::unix::fs::symlink(&outside, &root).unwrap();
         assert!(matches!(w.resolve("a.txt"), Err(PathError::OutsideWorkspace { .. })));
+    }
+
+    #[test]
+    fn g16_checking_many_paths_at_once_answers_as_one_at_a_time() {
+        let (d, w) = ws();
+        std::fs::write(d.path().join(".kodikignore"), "*.secret\nbuild/\n").unwrap();
+        std::fs::write(d.path().join("src/.kodikignore"), "!keep.secret\n").unwrap();
+        std::fs::create_dir_all(d.path().join("build")).unwrap();
+        let paths = ["x.secret", "src/keep.secret", "src/other.secret", "build/a.rs", "src/deep/a.rs", "a.txt"]
+            .map(|p| w.primary_root().join(p));
+        let mut checks = w.ignore_checks();
+        let batch: Vec<bool> = paths.iter().map(|p| checks.is_ignored(p)).collect();
+        let single: Vec<bool> = paths.iter().map(|p| w.is_ignored(p)).collect();
+        assert_eq!(batch, single);
+        assert_eq!(batch, [true, false, true, true, false, false]);
+        // A rule added afterwards is seen by the next batch.
+        std::fs::write(d.path().join(".kodikignore"), "*.txt\n").unwrap();
+        assert!(w.ignore_checks().is_ignored(&paths[5]));
     }
 
     #[test]

@@ -1,12 +1,11 @@
 //! The `lsp` and `read_lints` tools over a [`LanguageServers`] manager.
 
-use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use kodik_core::{ToolContext, ToolError, ToolOutput, ToolSpec, TypedTool, Workspace};
+use kodik_core::{IgnoreChecks, ToolContext, ToolError, ToolOutput, ToolSpec, TypedTool, Workspace};
 use kodik_schema::lsp::{LspArgs, LspOperation, ReadLintsArgs};
 use serde_json::{Value, json};
 
@@ -74,23 +73,44 @@ struct Loc {
 }
 
 fn loc_from(v: &Value, label: Option<String>) -> Option<Loc> {
-    // Location has uri + range; LocationLink has targetUri + targetSelectionRange.
+    let (uri, line, col) = loc_parts(v)?;
+    Some(Loc { path: uri_to_path(uri)?, line, col, label })
+}
+
+/// A Location's `uri` and range start, or a LocationLink's `targetUri` and target selection
+/// range start.
+fn loc_parts(v: &Value) -> Option<(&str, u32, u32)> {
     let (uri, range) = match v.get("targetUri") {
         Some(u) => (u, v.get("targetSelectionRange").or_else(|| v.get("targetRange"))?),
         None => (v.get("uri")?, v.get("range")?),
     };
-    let path = uri_to_path(uri.as_str()?)?;
-    let line = range.pointer("/start/line")?.as_u64()? as u32;
-    let col = range.pointer("/start/character")?.as_u64()? as u32;
-    Some(Loc { path, line, col, label })
+    let start = range.get("start")?;
+    let line = start.get("line")?.as_u64()? as u32;
+    let col = start.get("character")?.as_u64()? as u32;
+    Some((uri.as_str()?, line, col))
 }
 
 fn locations(result: &Value) -> Vec<Loc> {
-    match result {
-        Value::Array(items) => items.iter().filter_map(|v| loc_from(v, None)).collect(),
-        Value::Object(_) => loc_from(result, None).into_iter().collect(),
-        _ => Vec::new(),
+    let items = match result {
+        Value::Array(items) => items.as_slice(),
+        Value::Object(_) => std::slice::from_ref(result),
+        _ => return Vec::new(),
+    };
+    let mut out = Vec::with_capacity(items.len());
+    // Servers list a file's hits together: its URI is decoded once per run.
+    let mut last: Option<(&str, PathBuf)> = None;
+    for (uri, line, col) in items.iter().filter_map(loc_parts) {
+        let path = match &last {
+            Some((u, p)) if *u == uri => p.clone(),
+            _ => {
+                let Some(p) = uri_to_path(uri) else { continue };
+                last = Some((uri, p.clone()));
+                p
+            }
+        };
+        out.push(Loc { path, line, col, label: None });
     }
+    out
 }
 
 /// Hover contents: MarkupContent, MarkedString (string or `{language, value}`) or an array.
@@ -149,31 +169,22 @@ fn kind_name(v: &Value) -> &'static str {
         .unwrap_or("symbol")
 }
 
-/// Files' text once per answer, for source lines and column conversion.
-struct Lines<'a> {
-    server: &'a Server,
-    cache: HashMap<PathBuf, Option<Arc<str>>>,
-}
-
-impl<'a> Lines<'a> {
-    fn new(server: &'a Server) -> Self {
-        Self { server, cache: HashMap::new() }
-    }
-
-    fn get(&mut self, path: &Path, line: u32) -> Option<String> {
-        let text = self.cache.entry(path.to_path_buf()).or_insert_with(|| self.server.source(path));
-        text.as_deref().and_then(|t| line_of(t, line as usize)).map(str::to_owned)
-    }
-}
-
 fn cut(line: &str) -> String {
+    let mut out = String::new();
+    push_cut(line, &mut out);
+    out
+}
+
+/// `line` trimmed, cut at [`MAX_LINE_CHARS`] characters (with `…`), onto `out`.
+fn push_cut(line: &str, out: &mut String) {
     let t = line.trim();
-    if t.chars().count() <= MAX_LINE_CHARS {
-        return t.to_owned();
+    match t.char_indices().nth(MAX_LINE_CHARS) {
+        None => out.push_str(t),
+        Some((at, _)) => {
+            out.push_str(&t[..at]);
+            out.push('…');
+        }
     }
-    let mut s: String = t.chars().take(MAX_LINE_CHARS).collect();
-    s.push('…');
-    s
 }
 
 fn is_external(ws: &Workspace, path: &Path) -> bool {
@@ -181,55 +192,95 @@ fn is_external(ws: &Workspace, path: &Path) -> bool {
     !inside || path.components().any(|c| DEPENDENCY_DIRS.iter().any(|d| c.as_os_str() == *d))
 }
 
+/// Locations in the answer's order: by path (compared as bytes, which is cheaper than
+/// `Path`'s component-wise order and just as stable), then line, column and label.
+fn location_order(a: &Loc, b: &Loc) -> std::cmp::Ordering {
+    a.path
+        .as_os_str()
+        .as_encoded_bytes()
+        .cmp(b.path.as_os_str().as_encoded_bytes())
+        .then(a.line.cmp(&b.line))
+        .then(a.col.cmp(&b.col))
+        .then_with(|| a.label.cmp(&b.label))
+}
+
+/// What is shown for every location in one file, worked out once per file: a reference
+/// search answers with many hits in each of a few dozen files.
+struct FileShown {
+    /// `None`: hidden by `.kodikignore`.
+    path: Option<PathBuf>,
+    shown_path: String,
+    external: bool,
+}
+
+impl FileShown {
+    fn new(ws: &Workspace, ignores: &mut IgnoreChecks<'_>, path: &Path) -> Self {
+        // Servers answer with the real paths of the files they were given (the workspace's
+        // roots are canonical): resolving symlinks (a `readlink` per path component) is only
+        // needed for paths that seem to lie outside.
+        let inside = ws.roots().iter().any(|r| path.starts_with(r));
+        let path = if inside { path.to_path_buf() } else { path.canonicalize().unwrap_or_else(|_| path.to_path_buf()) };
+        if ws.roots().iter().any(|r| path.starts_with(r)) && ignores.is_ignored(&path) {
+            return Self { path: None, shown_path: String::new(), external: false };
+        }
+        let external = is_external(ws, &path);
+        let shown_path = if external { path.display().to_string() } else { ws.display(&path) };
+        Self { path: Some(path), shown_path, external }
+    }
+}
+
 /// L4/L5: `path:line:column: source` lines, dependencies marked `[external]`, hits in files
 /// hidden by `.kodikignore` left out and counted, at most 100 with the total.
 fn format_locations(ws: &Workspace, server: &Server, locs: Vec<Loc>, header: &str) -> (String, Value) {
     let enc = server.encoding();
     let mut locs = locs;
-    locs.sort();
+    locs.sort_by(location_order);
     locs.dedup();
-    let mut lines = Lines::new(server);
+    // Sorted, so each file's locations are together: one `FileShown` per run of them.
+    let mut files: Vec<(usize, FileShown)> = Vec::new();
+    let mut ignores = ws.ignore_checks();
     let mut hidden = 0usize;
-    let mut shown = Vec::new();
-    // Per file, not per hit: a hundred references into one file cost one lookup.
-    let mut seen: HashMap<PathBuf, Option<PathBuf>> = HashMap::new();
-    for l in locs {
-        let resolved = seen.entry(l.path.clone()).or_insert_with(|| {
-            // Servers answer with the real paths of the files they were given (the
-            // workspace's roots are canonical): resolving symlinks (a `readlink` per path
-            // component) is only needed for paths that seem to lie outside.
-            let inside = ws.roots().iter().any(|r| l.path.starts_with(r));
-            let path = if inside { l.path.clone() } else { l.path.canonicalize().unwrap_or(l.path.clone()) };
-            let ignored = ws.roots().iter().any(|r| path.starts_with(r)) && ws.is_ignored(&path);
-            (!ignored).then_some(path)
-        });
-        match resolved {
-            Some(path) => shown.push(Loc { path: path.clone(), ..l }),
-            None => hidden += 1,
+    let mut total = 0usize;
+    for (i, l) in locs.iter().enumerate() {
+        if i == 0 || locs[i - 1].path != l.path {
+            files.push((i, FileShown::new(ws, &mut ignores, &l.path)));
+        }
+        match files.last() {
+            Some((_, f)) if f.path.is_some() => total += 1,
+            _ => hidden += 1,
         }
     }
-    let total = shown.len();
     let mut out = format!("{header}: {total} location{}", if total == 1 { "" } else { "s" });
     if total > MAX_LOCATIONS {
         let _ = write!(out, " (showing the first {MAX_LOCATIONS})");
     }
     out.push('\n');
-    for l in shown.iter().take(MAX_LOCATIONS) {
-        let src = lines.get(&l.path, l.line);
-        let col = src.as_deref().map(|s| from_lsp_column(s, l.col, enc)).unwrap_or(l.col as usize) + 1;
-        let external = is_external(ws, &l.path);
-        let shown_path = if external { l.path.display().to_string() } else { ws.display(&l.path) };
-        let _ = write!(out, "{shown_path}:{}:{col}:", l.line + 1);
-        if external {
-            out.push_str(" [external]");
+    let mut written = 0usize;
+    for (n, (first, file)) in files.iter().enumerate() {
+        if written == MAX_LOCATIONS {
+            break;
         }
-        if let Some(label) = &l.label {
-            let _ = write!(out, " {label}");
+        let Some(path) = &file.path else { continue };
+        // Read only for files with a location among the ones shown.
+        let text = server.source(path);
+        let end = files.get(n + 1).map_or(locs.len(), |(next, _)| *next);
+        for l in locs[*first..end].iter().take(MAX_LOCATIONS - written) {
+            let src = text.as_deref().and_then(|t| line_of(t, l.line as usize));
+            let col = src.map(|s| from_lsp_column(s, l.col, enc)).unwrap_or(l.col as usize) + 1;
+            let _ = write!(out, "{}:{}:{col}:", file.shown_path, l.line + 1);
+            if file.external {
+                out.push_str(" [external]");
+            }
+            if let Some(label) = &l.label {
+                let _ = write!(out, " {label}");
+            }
+            if let Some(s) = src {
+                out.push(' ');
+                push_cut(s, &mut out);
+            }
+            out.push('\n');
+            written += 1;
         }
-        if let Some(s) = src {
-            let _ = write!(out, " {}", cut(&s));
-        }
-        out.push('\n');
     }
     if hidden > 0 {
         let _ = writeln!(out, "({hidden} more in files hidden by .kodikignore, not shown)");
