@@ -1,8 +1,10 @@
 //! kodik-lsp against the bare language server (pyright), issue 13's benchmarks:
 //! - cold: server start → first `definition` answer, through the `lsp` tool vs a minimal
 //!   blocking client that sends the same requests to the bare server (the floor);
-//! - warm: one `definition` through the tool, and through kodik's transport alone, vs the same
-//!   request on an open bare connection, interleaved in blocks, medians and p95 printed;
+//! - warm: one `definition` through the tool (from `block_on` and from a runtime worker task),
+//!   and through kodik's transport alone, vs the same request on an open bare connection,
+//!   interleaved in blocks, medians, p95 and the process's CPU per call printed;
+//! - warm `references` in a 41-file project (a request the server works on), same comparison;
 //! - edit → diagnostics of the written version (the E9 path), p50/p95 printed.
 //!
 //! Needs `pyright-langserver` in `KODIK_LSP_BIN` (what `cargo xtask test-tools` installs) or on
