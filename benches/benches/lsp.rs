@@ -252,7 +252,6 @@ fn bench(c: &mut Criterion) {
                 // Every order of the three in turn, so none always follows the same one (the
                 // call right after another server's is slower: caches and scheduling); the
                 // worker variant goes first or last in turn.
-                const ORDERS: [[usize; 3]; 6] = [[0, 1, 2], [0, 2, 1], [1, 0, 2], [1, 2, 0], [2, 0, 1], [2, 1, 0]];
                 let order = ORDERS[round % 6];
                 let variants: Vec<usize> = if round.is_multiple_of(2) {
                     [3].into_iter().chain(order).collect()
@@ -261,37 +260,32 @@ fn bench(c: &mut Criterion) {
                 };
                 for variant in variants.into_iter().filter(|v| only.is_none_or(|o| o == *v)) {
                     let cpu_before = process_cpu();
-                    for _ in 0..BLOCK {
-                        let started = Instant::now();
-                        let took = match variant {
-                            0 => {
-                                bare.definition(&main);
+                    let took: Vec<Duration> = if variant == 3 {
+                        let k = k_worker.clone();
+                        in_worker(&rt, BLOCK, move || {
+                            let k = k.clone();
+                            async move { tool_definition(&k).await }
+                        })
+                    } else {
+                        (0..BLOCK)
+                            .map(|_| {
+                                let started = Instant::now();
+                                match variant {
+                                    0 => drop(bare.definition(&main)),
+                                    1 => rt.block_on(tool_definition(&k)),
+                                    _ => drop(
+                                        rt.block_on(server.request("textDocument/definition", params.clone())).unwrap(),
+                                    ),
+                                }
                                 started.elapsed()
-                            }
-                            1 => {
-                                rt.block_on(tool_definition(&k));
-                                started.elapsed()
-                            }
-                            2 => {
-                                rt.block_on(server.request("textDocument/definition", params.clone())).unwrap();
-                                started.elapsed()
-                            }
-                            _ => {
-                                let k = k_worker.clone();
-                                rt.block_on(rt.spawn(async move {
-                                    let started = Instant::now();
-                                    tool_definition(&k).await;
-                                    started.elapsed()
-                                }))
-                                .unwrap()
-                            }
-                        };
-                        warm_samples[variant].push(took);
-                        if variant == 1 {
-                            tool_total += took;
-                        }
-                    }
+                            })
+                            .collect()
+                    };
                     client_cpu[variant] += process_cpu().saturating_sub(cpu_before);
+                    if variant == 1 {
+                        tool_total += took.iter().sum::<Duration>();
+                    }
+                    warm_samples[variant].extend(took);
                 }
             }
             // Criterion's figure for this function is the tool's time per call.
@@ -304,8 +298,7 @@ fn bench(c: &mut Criterion) {
         let mut stats = Vec::new();
         for v in &mut warm_samples {
             v.sort();
-            let pct = |p: f64| v[((v.len() - 1) as f64 * p) as usize];
-            stats.push((pct(0.5), pct(0.95)));
+            stats.push((percentile(v, 0.5), percentile(v, 0.95)));
         }
         let ratio = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64();
         let (bare, tool, transport, worker) = (stats[0], stats[1], stats[2], stats[3]);
@@ -368,8 +361,8 @@ fn bench(c: &mut Criterion) {
         return; // the group was filtered out on the command line
     }
     samples.sort();
-    let pct = |p: f64| samples[((samples.len() - 1) as f64 * p) as usize];
-    eprintln!("lsp edit→diagnostics (pyright): p50 {:?}, p95 {:?} over {} edits", pct(0.5), pct(0.95), samples.len());
+    let (p50, p95) = (percentile(&samples, 0.5), percentile(&samples, 0.95));
+    eprintln!("lsp edit→diagnostics (pyright): p50 {p50:?}, p95 {p95:?} over {} edits", samples.len());
 }
 
 /// Modules of the project the references are asked in; each imports `helper` and calls it twice.
@@ -421,34 +414,31 @@ fn warm_references(c: &mut Criterion, rt: &tokio::runtime::Runtime, program: &Pa
             let mut tool_total = Duration::ZERO;
             for _ in 0..iters {
                 round += 1;
-                const ORDERS: [[usize; 3]; 6] = [[0, 1, 2], [0, 2, 1], [1, 0, 2], [1, 2, 0], [2, 0, 1], [2, 1, 0]];
                 for variant in ORDERS[round % 6] {
-                    for _ in 0..BLOCK {
-                        let started = Instant::now();
-                        let took = match variant {
-                            0 => {
-                                assert_eq!(count(&bare.request("textDocument/references", params.clone())), expected);
+                    let took: Vec<Duration> = if variant == 2 {
+                        let k = worker.clone();
+                        in_worker(rt, BLOCK, move || {
+                            let k = k.clone();
+                            async move { references(&k, expected).await }
+                        })
+                    } else {
+                        (0..BLOCK)
+                            .map(|_| {
+                                let started = Instant::now();
+                                if variant == 0 {
+                                    let found = count(&bare.request("textDocument/references", params.clone()));
+                                    assert_eq!(found, expected);
+                                } else {
+                                    rt.block_on(references(&tool, expected));
+                                }
                                 started.elapsed()
-                            }
-                            1 => {
-                                rt.block_on(references(&tool, expected));
-                                started.elapsed()
-                            }
-                            _ => {
-                                let k = worker.clone();
-                                rt.block_on(rt.spawn(async move {
-                                    let started = Instant::now();
-                                    references(&k, expected).await;
-                                    started.elapsed()
-                                }))
-                                .unwrap()
-                            }
-                        };
-                        samples[variant].push(took);
-                        if variant == 1 {
-                            tool_total += took;
-                        }
+                            })
+                            .collect()
+                    };
+                    if variant == 1 {
+                        tool_total += took.iter().sum::<Duration>();
                     }
+                    samples[variant].extend(took);
                 }
             }
             tool_total / BLOCK
@@ -462,7 +452,7 @@ fn warm_references(c: &mut Criterion, rt: &tokio::runtime::Runtime, program: &Pa
         .iter_mut()
         .map(|v| {
             v.sort();
-            v[(v.len() - 1) / 2]
+            percentile(v, 0.5)
         })
         .collect();
     let ratio = |a: Duration| a.as_secs_f64() / p50[0].as_secs_f64();
@@ -478,6 +468,36 @@ fn warm_references(c: &mut Criterion, rt: &tokio::runtime::Runtime, program: &Pa
         p50[2],
         ratio(p50[2]),
     );
+}
+
+/// Every order of three variants, used in turn: the call right after another server's is
+/// slower (caches, scheduling), so none always follows the same one.
+const ORDERS: [[usize; 3]; 6] = [[0, 1, 2], [0, 2, 1], [1, 0, 2], [1, 2, 0], [2, 0, 1], [2, 1, 0]];
+
+/// Makes `calls` calls one after another in one task on a runtime worker, as an agent's turn
+/// calls tools, each timed inside the task. One task per block rather than per call: a spawn
+/// from this thread and the hand-back to it per call woke a second worker each time, and that
+/// showed in the calls' own times.
+fn in_worker<F, Fut>(rt: &tokio::runtime::Runtime, calls: u32, call: F) -> Vec<Duration>
+where
+    F: Fn() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    rt.block_on(rt.spawn(async move {
+        let mut took = Vec::with_capacity(calls as usize);
+        for _ in 0..calls {
+            let started = Instant::now();
+            call().await;
+            took.push(started.elapsed());
+        }
+        took
+    }))
+    .unwrap()
+}
+
+/// The `p` quantile of sorted samples.
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() - 1) as f64 * p) as usize]
 }
 
 /// CPU time used so far by every thread of this process.
