@@ -486,22 +486,32 @@ impl Connection {
     /// keeps the lock: a caller cancelled mid-message can leave no half frame behind, and
     /// later messages still go after it.
     async fn send(&self, buf: Vec<u8>) {
+        self.send_then_read(buf, false).await;
+    }
+
+    /// [`send`](Self::send); with `lead`, the server's output is taken out of the runtime's
+    /// sight once the lock is ours and before the message goes out, for a caller that reads
+    /// the answer itself ([`lead`](Self::lead)). Not before the lock: while a spawned task
+    /// finishes an earlier message, the server may be waiting for its own output to be read.
+    async fn send_then_read(&self, buf: Vec<u8>, lead: bool) -> Option<Unwatched<'_>> {
         let mut writer = self.writer.clone().lock_owned().await;
+        let unwatched = lead.then(|| Unwatched::new(&self.output));
         let mut cx = Context::from_waker(Waker::noop());
         let mut written = 0;
         while written < buf.len() {
             match Pin::new(&mut **writer).poll_write(&mut cx, &buf[written..]) {
                 Poll::Ready(Ok(n)) if n > 0 => written += n,
                 // The server is gone; its output's end fails what is pending.
-                Poll::Ready(_) => return,
+                Poll::Ready(_) => return unwatched,
                 Poll::Pending => {
                     tokio::spawn(async move {
                         let _ = writer.write_all(&buf[written..]).await;
                     });
-                    return;
+                    return unwatched;
                 }
             }
         }
+        unwatched
     }
 
     /// Sends a request and waits for its answer at most `deadline`; past it, the request is
@@ -509,7 +519,7 @@ impl Connection {
     pub async fn request(&self, method: &str, params: &Value, deadline: Duration) -> Result<Value, RpcError> {
         let started = Instant::now();
         let id = self.next_id.fetch_add(1, Ordering::SeqCst);
-        let (tx, rx) = oneshot::channel();
+        let (tx, mut rx) = oneshot::channel();
         let exited = || RpcError::Exited {
             method: method.to_owned(),
             status: self.shared.exit_status.lock().ok().and_then(|s| s.clone()),
@@ -531,19 +541,27 @@ impl Connection {
         }
         // Removes the entry when the caller stops waiting (deadline or its own cancellation).
         let guard = PendingGuard { shared: &self.shared, id, answered: false };
-        if may_lead() {
-            // Out of the runtime's sight before the request goes out: a server that answers
-            // before this thread starts reading must not wake a worker, whose reader task would
-            // then take the answer and hand it over with one more wake-up.
-            let unwatched = Unwatched::new(&self.output);
-            self.send(frame_call(Some(id), method, params)).await;
-            self.lead(id, started + deadline.min(LEAD_FOR));
-            drop(unwatched);
-        } else {
-            self.send(frame_call(Some(id), method, params)).await;
-        }
-        // Past the deadline the sweeper answers with `Timeout` (and has cancelled the request).
-        let answer = rx.await.map_err(|_| ());
+        // Out of the runtime's sight before the request goes out when this thread reads the
+        // answer itself: a server that answers before this thread starts reading must not wake
+        // a worker, whose reader task would then take the answer and hand it over with one more
+        // wake-up.
+        let lead = may_lead();
+        // Past the deadline the sweeper answers with `Timeout` (and has cancelled the request),
+        // also while the request still waits to be written behind a message the server does
+        // not take.
+        let sending = self.send_then_read(frame_call(Some(id), method, params), lead);
+        let answer = tokio::select! {
+            biased;
+            unwatched = sending => {
+                if unwatched.is_some() {
+                    self.lead(id, started + deadline.min(LEAD_FOR));
+                }
+                drop(unwatched);
+                (&mut rx).await
+            }
+            answer = &mut rx => answer,
+        };
+        let answer = answer.map_err(|_| ());
         guard.done();
         answer.unwrap_or_else(|()| Err(exited()))
     }
@@ -956,6 +974,54 @@ mod tests {
         assert_eq!(order, expected);
         let notes = handler.seen.lock().map(|s| s.len()).unwrap_or(0);
         assert_eq!(notes, 53, "every notification the server sent was seen");
+    }
+
+    /// A server that stops reading its input cannot hold a request past its deadline, even one
+    /// still waiting to be written behind a message the server never took.
+    #[tokio::test]
+    async fn l2_a_request_stuck_behind_an_unread_message_fails_at_its_deadline() {
+        let (conn, _server_write, _reader) = session(Arc::new(Quiet));
+        conn.notify("big", &json!({"text": "x".repeat(1 << 20)})).await;
+        let started = Instant::now();
+        let got = conn.request("hover", &json!({}), Duration::from_millis(200)).await;
+        assert!(matches!(got, Err(RpcError::Timeout { .. })), "{got:?}");
+        assert!(started.elapsed() < Duration::from_secs(2), "failed only after {:?}", started.elapsed());
+    }
+
+    /// A caller that will read its answer itself, waiting to write behind an earlier message the
+    /// server has not taken yet, must leave the server's output to the reader task meanwhile: a
+    /// server that reads its input only once its own output is read would otherwise never take
+    /// the earlier message, and both would wait until the deadline.
+    #[test]
+    fn l2_a_caller_waiting_to_write_leaves_the_output_to_the_reader() {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let (conn, mut server_write, mut reader) = rt.block_on(async { session(Arc::new(Quiet)) });
+        // More than the 64 KiB the input takes at once: a spawned task finishes it, holding the lock.
+        rt.block_on(conn.notify("big", &json!({"text": "x".repeat(1 << 20)})));
+        let server = rt.spawn(async move {
+            // 32 MB of notifications before the server reads anything: far more than the pipe
+            // holds, so the server waits for them to be read.
+            let note = json!({"jsonrpc": "2.0", "method": "note", "params": {"text": "y".repeat(64 << 10)}});
+            let writing = tokio::task::spawn_blocking(move || {
+                for _ in 0..512 {
+                    write_to(&mut server_write, &note);
+                }
+                server_write
+            });
+            let mut server_write = writing.await.unwrap_or_else(|e| panic!("{e}"));
+            let _big = read_message(&mut reader).await;
+            let request = read_message(&mut reader).await.unwrap_or_default();
+            write_to(&mut server_write, &json!({"jsonrpc": "2.0", "id": request["id"], "result": "answered"}));
+            server_write
+        });
+        let started = Instant::now();
+        let got = rt.block_on(conn.request("definition", &json!({}), Duration::from_secs(10)));
+        assert_eq!(got.ok(), Some(json!("answered")), "after {:?}", started.elapsed());
+        drop(rt.block_on(server));
     }
 
     /// The server exits while a caller in `block_on` reads for itself: the request fails with
