@@ -276,7 +276,7 @@ impl Workspace {
     /// once per path. Keep it for one answer only; a rule file changed meanwhile is seen by
     /// the next.
     pub fn ignore_checks(&self) -> IgnoreChecks<'_> {
-        IgnoreChecks { ws: self, matchers: Vec::new() }
+        IgnoreChecks { ws: self, matchers: HashMap::new() }
     }
 
     fn is_ignored_with(&self, resolved: &Path, matcher: &mut impl FnMut(&Path) -> Option<Arc<Gitignore>>) -> bool {
@@ -404,8 +404,8 @@ fn verdict(matchers: &[Arc<Gitignore>], path: &Path, is_dir: bool) -> bool {
 /// [`Workspace::ignore_checks`].
 pub struct IgnoreChecks<'a> {
     ws: &'a Workspace,
-    /// The folders looked up so far and their rules (few: the folders above a few files).
-    matchers: Vec<(PathBuf, Option<Arc<Gitignore>>)>,
+    /// The folders looked up so far and their rules.
+    matchers: HashMap<PathBuf, Option<Arc<Gitignore>>>,
 }
 
 impl IgnoreChecks<'_> {
@@ -413,11 +413,11 @@ impl IgnoreChecks<'_> {
     /// [`Workspace::is_ignored`]).
     pub fn is_ignored(&mut self, resolved: &Path) -> bool {
         let Self { ws, matchers } = self;
-        ws.is_ignored_with(resolved, &mut |dir: &Path| match matchers.iter().find(|(d, _)| d == dir) {
-            Some((_, m)) => m.clone(),
+        ws.is_ignored_with(resolved, &mut |dir: &Path| match matchers.get(dir) {
+            Some(m) => m.clone(),
             None => {
                 let m = ws.ignore_matcher(dir);
-                matchers.push((dir.to_path_buf(), m.clone()));
+                matchers.insert(dir.to_path_buf(), m.clone());
                 m
             }
         })
