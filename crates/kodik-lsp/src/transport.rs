@@ -831,6 +831,15 @@ mod tests {
         (conn, to_client, BufReader::new(server_end))
     }
 
+    /// A multi-thread runtime whose `block_on` callers read their answers themselves.
+    fn two_workers() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
     fn write_to(pipe: &mut std::io::PipeWriter, msg: &Value) {
         use std::io::Write;
         pipe.write_all(&frame(msg)).unwrap_or_else(|e| panic!("{e}"));
@@ -912,11 +921,7 @@ mod tests {
     /// fails a pending request, and a late answer still arrives after the caller stopped reading.
     #[test]
     fn l2_caller_in_block_on_reads_its_answer_and_everything_around_it() {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap_or_else(|e| panic!("{e}"));
+        let rt = two_workers();
         let handler = Arc::new(Counting::default());
         let (conn, server_write, reader) = rt.block_on(async { session(handler.clone()) });
         let conn = Arc::new(conn);
@@ -994,11 +999,7 @@ mod tests {
     /// the earlier message, and both would wait until the deadline.
     #[test]
     fn l2_a_caller_waiting_to_write_leaves_the_output_to_the_reader() {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap_or_else(|e| panic!("{e}"));
+        let rt = two_workers();
         let (conn, mut server_write, mut reader) = rt.block_on(async { session(Arc::new(Quiet)) });
         // More than the 64 KiB the input takes at once: a spawned task finishes it, holding the lock.
         rt.block_on(conn.notify("big", &json!({"text": "x".repeat(1 << 20)})));
@@ -1028,11 +1029,7 @@ mod tests {
     /// "exited" right away, not at its deadline.
     #[test]
     fn l2_output_ending_while_the_caller_reads_fails_its_request() {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap_or_else(|e| panic!("{e}"));
+        let rt = two_workers();
         let (conn, server_write, mut reader) = rt.block_on(async { session(Arc::new(Quiet)) });
         let closer = rt.spawn(async move {
             let _ = read_message(&mut reader).await;
