@@ -64,7 +64,7 @@ impl ReadLintsTool {
 }
 
 /// One location a server returned, resolved to a file and a 0-based line and server column.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, PartialEq, Eq)]
 struct Loc {
     path: PathBuf,
     line: u32,
