@@ -203,6 +203,19 @@ pub(crate) struct Download {
     pub reported: bool,
 }
 
+/// A download's progress event applied to its entry.
+fn apply_progress(entry: &mut Download, e: &EventDownloadProgress, folder: &Path) {
+    entry.bytes = e.received_bytes.max(0.0) as u64;
+    match e.state {
+        DownloadProgressState::Completed => {
+            entry.state = "completed";
+            entry.path = Some(e.file_path.clone().map(PathBuf::from).unwrap_or_else(|| folder.join(&entry.name)));
+        }
+        DownloadProgressState::Canceled => entry.state = "canceled",
+        DownloadProgressState::InProgress => {}
+    }
+}
+
 /// A running browser process and its tabs.
 pub(crate) struct Running {
     pub browser: Browser,
@@ -787,41 +800,45 @@ impl BrowserSession {
                 }
             }));
         }
-        if let Ok(mut s) = browser.event_listener::<EventDownloadWillBegin>().await {
-            let downloads = downloads.clone();
-            background.push(tokio::spawn(async move {
-                while let Some(e) = s.next().await {
-                    let mut d = downloads.lock().unwrap_or_else(|p| p.into_inner());
-                    d.push(Download {
-                        guid: e.guid.clone(),
-                        name: e.suggested_filename.clone(),
-                        url: e.url.clone(),
-                        bytes: 0,
-                        state: "in progress",
-                        path: None,
-                        reported: false,
-                    });
-                }
-            }));
-        }
-        if let Ok(mut s) = browser.event_listener::<EventDownloadProgress>().await {
+        if let (Ok(mut begins), Ok(mut progress)) = (
+            browser.event_listener::<EventDownloadWillBegin>().await,
+            browser.event_listener::<EventDownloadProgress>().await,
+        ) {
             let downloads = downloads.clone();
             let folder = download_dir.path().to_path_buf();
+            // One task for both streams: a small file's start and end come together, and with a
+            // task each an end handled before its start was lost, leaving the download "in
+            // progress" for good. An end that still comes first waits for its start here.
             background.push(tokio::spawn(async move {
-                while let Some(e) = s.next().await {
-                    let mut d = downloads.lock().unwrap_or_else(|p| p.into_inner());
-                    if let Some(entry) = d.iter_mut().find(|x| x.guid == e.guid) {
-                        entry.bytes = e.received_bytes.max(0.0) as u64;
-                        match e.state {
-                            DownloadProgressState::Completed => {
-                                entry.state = "completed";
-                                entry.path = Some(
-                                    e.file_path.clone().map(PathBuf::from).unwrap_or_else(|| folder.join(&entry.name)),
-                                );
+                let mut early: Vec<Arc<EventDownloadProgress>> = Vec::new();
+                loop {
+                    tokio::select! {
+                        biased;
+                        Some(e) = begins.next() => {
+                            let mut d = downloads.lock().unwrap_or_else(|p| p.into_inner());
+                            let mut entry = Download {
+                                guid: e.guid.clone(),
+                                name: e.suggested_filename.clone(),
+                                url: e.url.clone(),
+                                bytes: 0,
+                                state: "in progress",
+                                path: None,
+                                reported: false,
+                            };
+                            for p in early.iter().filter(|p| p.guid == e.guid) {
+                                apply_progress(&mut entry, p, &folder);
                             }
-                            DownloadProgressState::Canceled => entry.state = "canceled",
-                            DownloadProgressState::InProgress => {}
+                            early.retain(|p| p.guid != e.guid);
+                            d.push(entry);
                         }
+                        Some(e) = progress.next() => {
+                            let mut d = downloads.lock().unwrap_or_else(|p| p.into_inner());
+                            match d.iter_mut().find(|x| x.guid == e.guid) {
+                                Some(entry) => apply_progress(entry, &e, &folder),
+                                None => early.push(e),
+                            }
+                        }
+                        else => break,
                     }
                 }
             }));
