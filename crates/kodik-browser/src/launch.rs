@@ -55,10 +55,15 @@ pub(crate) struct Launched {
     pub handler: JoinHandle<()>,
 }
 
-/// Starts headless Chromium on `user_data_dir`.
+/// Starts headless Chromium on `user_data_dir`, with `temp_dir` as its `TMPDIR`.
+///
+/// With `--disable-dev-shm-usage` Chromium keeps its shared memory in files under `TMPDIR`
+/// (`.org.chromium.Chromium.*`), and a killed browser leaves them there for good; a folder of
+/// the session's own, removed with it, takes them away.
 pub(crate) async fn launch(
     executable: &Path,
     user_data_dir: &Path,
+    temp_dir: &Path,
     timeout: Duration,
 ) -> Result<Launched, BrowserError> {
     let failed = |reason: String| BrowserError::Launch { executable: executable.display().to_string(), reason };
@@ -69,6 +74,7 @@ pub(crate) async fn launch(
         .request_timeout(Duration::from_secs(30))
         .viewport(None)
         .window_size(1280, 800)
+        .env("TMPDIR", temp_dir.to_string_lossy())
         // chromiumoxide's puppeteer defaults include --disable-popup-blocking, which would let a
         // window.open without a user gesture through (B7); the list here is ours.
         .disable_default_args()

@@ -242,6 +242,8 @@ pub(crate) struct Running {
     crashed: mpsc::UnboundedReceiver<TargetId>,
     pub downloads: Arc<Mutex<Vec<Download>>>,
     pub download_dir: tempfile::TempDir,
+    /// The browser's `TMPDIR`: what a killed Chromium leaves there goes with it.
+    _temp_dir: tempfile::TempDir,
     background: Vec<JoinHandle<()>>,
 }
 
@@ -783,7 +785,12 @@ impl BrowserSession {
             .prefix("kodik-browser-downloads-")
             .tempdir()
             .map_err(|e| BrowserError::Other(format!("cannot create the download folder: {e}")))?;
-        let Launched { browser, handler } = launch::launch(&executable, &dir, self.options.launch_timeout).await?;
+        let temp_dir = tempfile::Builder::new()
+            .prefix("kodik-browser-tmp-")
+            .tempdir()
+            .map_err(|e| BrowserError::Other(format!("cannot create the browser's temporary folder: {e}")))?;
+        let Launched { browser, handler } =
+            launch::launch(&executable, &dir, temp_dir.path(), self.options.launch_timeout).await?;
         let (tx, new_targets) = mpsc::unbounded_channel();
         let (frame_tx, new_frames) = mpsc::unbounded_channel();
         let (crash_tx, crashed) = mpsc::unbounded_channel();
@@ -898,6 +905,7 @@ impl BrowserSession {
             crashed,
             downloads,
             download_dir,
+            _temp_dir: temp_dir,
             background,
         };
         running.allow_downloads(None).await?;

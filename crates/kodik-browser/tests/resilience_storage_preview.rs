@@ -19,6 +19,13 @@ const LATER: &str = r#"<!doctype html><title>Later</title>
 <script>setTimeout(() => { document.getElementById('go').disabled = false; document.getElementById('spin').remove();
   history.pushState({}, '', '/later/done'); fetch('/slow-asset'); }, 300);</script>"#;
 
+/// The `TMPDIR` a running Chromium was started with.
+fn browser_temp_dir(pid: u32) -> std::path::PathBuf {
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+    let var = environ.split(|b| *b == 0).find_map(|v| v.strip_prefix(b"TMPDIR=")).expect("Chromium has a TMPDIR");
+    std::path::PathBuf::from(String::from_utf8(var.to_vec()).unwrap())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn b1_b5_b9_crash_and_kill_recovery_storage_modes_and_waits() {
     let mut routes = Routes::new();
@@ -74,15 +81,22 @@ async fn b1_b5_b9_crash_and_kill_recovery_storage_modes_and_waits() {
 
     // B9: a killed browser is restarted once and the tab restored at its last URL.
     let pid = h.session.browser_pid().await.unwrap();
+    // Chromium keeps its shared memory in files under TMPDIR, which a killed browser leaves
+    // behind: its TMPDIR is a folder of the session's own, gone once the browser is replaced.
+    let temp = browser_temp_dir(pid);
+    assert!(temp.is_dir() && temp.starts_with(std::env::temp_dir()), "{}", temp.display());
     std::process::Command::new("kill").arg("-9").arg(pid.to_string()).status().unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
     let r = h.ok(json!({"action": "snapshot"})).await;
     assert!(r.contains("The browser had stopped; it was restarted and its tabs restored"), "{r}");
     assert_ne!(h.session.browser_pid().await.unwrap(), pid);
+    assert!(!temp.exists(), "the killed browser's temporary folder was left: {}", temp.display());
+    let temp = browser_temp_dir(h.session.browser_pid().await.unwrap());
 
     // B1: global storage is persistent: a new session on the same profile keeps the cookie.
     h.ok(json!({"action": "navigate", "url": format!("{base}/cookie?set")})).await;
     h.session.shutdown().await;
+    assert!(!temp.exists(), "a closed browser's temporary folder was left: {}", temp.display());
     let h = common::harness_with_profiles(h);
     let r = h.ok(json!({"action": "open", "url": format!("{base}/cookie")})).await;
     assert!(r.contains("cookies: [sid=abc123]"), "{r}");
