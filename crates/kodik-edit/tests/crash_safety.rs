@@ -11,6 +11,9 @@ use kodik_core::{ToolCall, ToolContext, ToolRegistry, Workspace, dispatch};
 use kodik_edit::EditToolset;
 
 const CHILD_ENV: &str = "KODIK_CRASH_WRITER_DIR";
+/// Where the child's results keep their full diffs: a folder of the test's own, so the
+/// megabytes of diff per write do not pile up in the user's spool folder.
+const SPOOL_ENV: &str = "KODIK_CRASH_WRITER_SPOOL";
 const FILES: [&str; 2] = ["a.txt", "b.txt"];
 const LINES: usize = 20_000; // ~1 MB per file: a write takes long enough for kills to land inside it
 
@@ -52,11 +55,13 @@ fn random_below(n: u64, seed: &mut u64) -> u64 {
 #[tokio::test]
 async fn e12_p1_writer_killed_at_random_moments_leaves_whole_files_and_no_temp_files() {
     if let Some(dir) = std::env::var_os(CHILD_ENV) {
+        kodik_core::preview::set_default_spool_dir(std::env::var_os(SPOOL_ENV).map(Into::into));
         write_forever(Path::new(&dir)).await;
     }
     let mut seed = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap().as_nanos() as u64 | 1;
     let mut leftovers_seen = 0;
     let mut versions_seen = std::collections::BTreeSet::new();
+    let spool = tempfile::tempdir().unwrap();
     for round in 0..12 {
         let dir = tempfile::tempdir().unwrap();
         for f in FILES {
@@ -66,6 +71,7 @@ async fn e12_p1_writer_killed_at_random_moments_leaves_whole_files_and_no_temp_f
             .args(["--exact", "e12_p1_writer_killed_at_random_moments_leaves_whole_files_and_no_temp_files"])
             .args(["--nocapture", "--test-threads=1"])
             .env(CHILD_ENV, dir.path())
+            .env(SPOOL_ENV, spool.path())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
@@ -96,4 +102,8 @@ async fn e12_p1_writer_killed_at_random_moments_leaves_whole_files_and_no_temp_f
     eprintln!("versions seen: {versions_seen:?}; leftovers seen: {leftovers_seen}");
     // The kills did land while writing was going on, not only before the first write.
     assert!(versions_seen.len() > 1, "versions seen: {versions_seen:?}; leftovers seen: {leftovers_seen}");
+    assert!(
+        std::fs::read_dir(spool.path()).unwrap().next().is_some(),
+        "the child's full diffs went to the test's spool folder"
+    );
 }
