@@ -587,12 +587,10 @@ impl Drop for HttpServe {
 
 /// Runs the HTTP client script; returns its stdout lines.
 fn http_client(url: &str, scenario: &str, token: &str) -> std::process::Child {
-    let dir = tempfile::tempdir().unwrap().keep();
-    let script = dir.join("http_client.py");
-    std::fs::write(&script, HTTP_CLIENT).unwrap();
+    // Given with `-c`: a script file would have to outlive the returned child, and a kept
+    // temporary folder was left behind by every run.
     Command::new(mcp_python())
-        .arg(&script)
-        .args([url, scenario, token])
+        .args(["-c", HTTP_CLIENT, url, scenario, token])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -25,7 +25,11 @@ struct Env {
 }
 
 fn env_with(f: impl FnOnce(ShellToolset) -> ShellToolset) -> Env {
-    let dir = tempfile::tempdir().unwrap();
+    env_in(tempfile::tempdir().unwrap(), f)
+}
+
+/// [`env_with`] in a given folder: a host process that is killed never removes its own.
+fn env_in(dir: tempfile::TempDir, f: impl FnOnce(ShellToolset) -> ShellToolset) -> Env {
     std::fs::create_dir_all(dir.path().join("sub")).unwrap();
     let spool = dir.path().join(".spool");
     let toolset =
@@ -649,7 +653,8 @@ fn s10_g21_the_host_process_dying_ends_its_commands() {
         // The host: start a command that goes to the background, say so, then wait to be killed.
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
         rt.block_on(async {
-            let e = env();
+            // Inside the test's folder, which the test removes: this process is killed.
+            let e = env_in(tempfile::tempdir_in(Path::new(&pidfile).parent().unwrap()).unwrap(), |t| t);
             let command = format!("{STUBBORN_BG} echo \"$$ $!\" > {pidfile}.tmp && mv {pidfile}.tmp {pidfile}; wait");
             e.background(&command).await;
             tokio::time::sleep(Duration::from_secs(60)).await;
