@@ -39,7 +39,8 @@ pub enum Kind {
 }
 
 /// Converts `body`. Runs the HTML converter and the PDF extractor on a big-stack thread (both
-/// recurse); a panic in either becomes an error.
+/// recurse); a panic in either becomes an error, and a PDF whose drawing would recurse without
+/// end is refused before extraction (a stack overflow cannot be caught).
 pub fn to_page(body: &[u8], content_type: Option<&str>, url: &str) -> Result<Page, String> {
     let declared = content_type.map(|c| c.split(';').next().unwrap_or("").trim().to_ascii_lowercase());
     let ct = match declared.as_deref() {
@@ -69,12 +70,10 @@ pub fn to_page(body: &[u8], content_type: Option<&str>, url: &str) -> Result<Pag
         let worker = std::thread::Builder::new()
             .name("kodik-web-pdf".into())
             .stack_size(64 << 20)
-            .spawn(move || pdf_extract::extract_text_from_mem(&bytes).map_err(|e| e.to_string()))
+            .spawn(move || crate::pdf::extract_text(&bytes))
             .map_err(|e| format!("could not start the PDF reader: {e}"))?;
-        let text = worker
-            .join()
-            .map_err(|_| "the PDF could not be read (its structure is not supported)".to_string())?
-            .map_err(|e| format!("the PDF could not be read: {e}"))?;
+        let text =
+            worker.join().map_err(|_| "the PDF could not be read (its structure is not supported)".to_string())??;
         let text = text.lines().map(str::trim_end).collect::<Vec<_>>().join("\n").trim().to_string();
         if text.is_empty() {
             return Err(format!("the PDF ({}) holds no extractable text (scanned pages?)", size(body.len())));

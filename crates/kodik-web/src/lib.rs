@@ -18,6 +18,7 @@ pub mod content;
 pub mod decode;
 pub mod fetch;
 pub mod html;
+pub mod pdf;
 pub mod robots;
 pub mod search;
 pub mod sections;

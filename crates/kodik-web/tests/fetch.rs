@@ -328,6 +328,87 @@ async fn w2_json_is_pretty_printed_pdf_is_text_and_a_png_is_described() {
     assert!(!out.contains("PNG") && !out.contains('\u{FFFD}'), "{out}");
 }
 
+/// The page of a one-page PDF: `extra` goes into its dictionary, `content` is its stream
+/// (object 4), object 5 is Helvetica, objects from 6 on are `more`.
+fn pdf_page(extra: &str, content: &str, more: &[String]) -> Vec<u8> {
+    let mut objects = vec![
+        "<< /Type /Catalog /Pages 2 0 R >>".to_string(),
+        "<< /Type /Pages /Kids [3 0 R] /Count 1 >>".to_string(),
+        format!("<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R {extra} >>"),
+        format!("<< /Length {} >>\nstream\n{content}\nendstream", content.len()),
+        "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>".to_string(),
+    ];
+    objects.extend_from_slice(more);
+    common::pdf_of(&objects)
+}
+
+fn form(dict: &str, content: &str) -> String {
+    format!(
+        "<< /Type /XObject /Subtype /Form /BBox [0 0 10 10] {dict} /Length {} >>\nstream\n{content}\nendstream",
+        content.len()
+    )
+}
+
+#[tokio::test]
+async fn w2_a_pdf_whose_drawings_recurse_is_an_error_and_the_process_lives_on() {
+    let fonts = "/Font << /F1 5 0 R >>";
+    // A form that draws itself through its own resources (the tester's formloop.pdf).
+    let own = pdf_page(
+        &format!("/Resources << /XObject << /X1 6 0 R >> {fonts} >>"),
+        "/X1 Do",
+        &[form("/Resources << /XObject << /X1 6 0 R >> >>", "/X1 Do")],
+    );
+    // A form without resources inherits the page's, which name the form itself.
+    let inherited =
+        pdf_page(&format!("/Resources << /XObject << /X1 6 0 R >> {fonts} >>"), "/X1 Do", &[form("", "/X1 Do")]);
+    // Two forms drawing each other.
+    let pair = pdf_page(
+        &format!("/Resources << /XObject << /A 6 0 R >> {fonts} >>"),
+        "/A Do",
+        &[
+            form("/Resources << /XObject << /B 7 0 R >> >>", "/B Do"),
+            form("/Resources << /XObject << /A 6 0 R >> >>", "/A Do"),
+        ],
+    );
+    // A page without Resources or MediaBox whose page-tree parent is the page itself.
+    let parent_loop = common::pdf_of(&[
+        "<< /Type /Catalog /Pages 2 0 R >>".to_string(),
+        "<< /Type /Pages /Kids [3 0 R] /Count 1 /Parent 3 0 R >>".to_string(),
+        "<< /Type /Page /Parent 2 0 R /Contents 4 0 R >>".to_string(),
+        "<< /Length 0 >>\nstream\n\nendstream".to_string(),
+    ]);
+    // Text inside a form drawn twice, and a form drawn by a form: legitimate reuse, not a loop.
+    let text = "BT /F1 12 Tf 72 700 Td (Text drawn by a form) Tj ET";
+    let reused = pdf_page(
+        &format!("/Resources << /XObject << /T 6 0 R /W 7 0 R >> {fonts} >>"),
+        "/T Do /W Do",
+        &[form(&format!("/Resources << {fonts} >>"), text), form("/Resources << /XObject << /T 6 0 R >> >>", "/T Do")],
+    );
+    let s = Server::start(move |r| {
+        let body = match r.path.as_str() {
+            "/own.pdf" => own.clone(),
+            "/inherited.pdf" => inherited.clone(),
+            "/pair.pdf" => pair.clone(),
+            "/parent.pdf" => parent_loop.clone(),
+            _ => reused.clone(),
+        };
+        Reply::ok("application/pdf", body)
+    })
+    .await;
+    let t = tool(WebConfig::default());
+    for (path, says) in [
+        ("/own.pdf", "draws itself (object 6 0), without end"),
+        ("/inherited.pdf", "draws itself (object 6 0), without end"),
+        ("/pair.pdf", "draws itself (object 6 0), without end"),
+        ("/parent.pdf", "its page tree is its own parent"),
+    ] {
+        let err = fetch(&t, &s.url(path), None, None).await.unwrap_err();
+        assert!(err.contains("the PDF could not be read") && err.contains(says), "{path}: {err}");
+    }
+    let out = fetch(&t, &s.url("/reused.pdf"), None, None).await.unwrap();
+    assert!(framed(&out).matches("Text drawn by a form").count() >= 2, "{out}");
+}
+
 #[tokio::test]
 async fn w2_a_javascript_only_shell_is_reported_as_client_rendered_not_empty_success() {
     let s = pages().await;

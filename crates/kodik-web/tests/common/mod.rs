@@ -180,14 +180,19 @@ pub fn framed(out: &str) -> &str {
 /// A one-page PDF whose text is `text` (Helvetica), with a correct cross-reference table.
 pub fn pdf(text: &str) -> Vec<u8> {
     let stream = format!("BT /F1 18 Tf 72 700 Td ({text}) Tj ET");
-    let objects = [
+    pdf_of(&[
         "<< /Type /Catalog /Pages 2 0 R >>".to_string(),
         "<< /Type /Pages /Kids [3 0 R] /Count 1 >>".to_string(),
         "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R /Resources << /Font << /F1 5 0 R >> >> >>"
             .to_string(),
         format!("<< /Length {} >>\nstream\n{stream}\nendstream", stream.len()),
         "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>".to_string(),
-    ];
+    ])
+}
+
+/// A PDF of `objects` (object 1 is the catalog), numbered from 1, with a correct
+/// cross-reference table.
+pub fn pdf_of(objects: &[String]) -> Vec<u8> {
     let mut out = b"%PDF-1.4\n".to_vec();
     let mut offsets = Vec::new();
     for (i, o) in objects.iter().enumerate() {

@@ -1,0 +1,167 @@
+//! PDF → text through `pdf-extract`, after a walk that proves its recursion ends.
+//!
+//! `pdf-extract` draws a Form XObject (`Do`) by recursing into its content stream, and looks up
+//! a page's inherited `Resources`/`MediaBox` by recursing up `Parent`, with no check for cycles
+//! or depth. A PDF whose form draws itself (or whose `Parent` chain loops) therefore overflows
+//! the stack, and a stack overflow aborts the whole process: no thread or `catch_unwind` stops
+//! it. So the same walk is done here first, without drawing, over the same objects `pdf-extract`
+//! would visit, and a document whose walk loops, nests too deep or fans out too far is refused
+//! before `pdf-extract` sees it.
+
+use std::collections::{HashMap, HashSet};
+
+use pdf_extract::content::Content;
+use pdf_extract::{Dictionary, Document, Object, ObjectId, PlainTextOutput, Stream};
+
+/// Deepest chain of forms drawing forms accepted. Real documents nest a few levels; each level
+/// costs `pdf-extract` a large stack frame.
+const MAX_FORM_DEPTH: usize = 64;
+
+/// Most form drawings one document may cause in total (a form drawn twice by a form drawn twice
+/// … is exponential without being a cycle).
+const MAX_FORM_DRAWS: u64 = 100_000;
+
+/// The document's text, or why it cannot be read.
+pub fn extract_text(bytes: &[u8]) -> Result<String, String> {
+    let mut doc = Document::load_mem(bytes).map_err(|e| format!("the PDF could not be read: {e}"))?;
+    if doc.is_encrypted() {
+        // What pdf-extract does itself: many PDFs are encrypted with an empty user password.
+        doc.decrypt("").map_err(|e| format!("the PDF is encrypted and could not be opened ({e})"))?;
+    }
+    check_recursion(&doc)?;
+    let mut text = String::new();
+    pdf_extract::output_doc(&doc, &mut PlainTextOutput::new(&mut text))
+        .map_err(|e| format!("the PDF could not be read: {e}"))?;
+    Ok(text)
+}
+
+/// Err when `pdf-extract` would recurse without end (or too deep) on `doc`.
+pub fn check_recursion(doc: &Document) -> Result<(), String> {
+    let empty = Dictionary::new();
+    let mut walk = Walk { doc, done: HashMap::new(), stack: HashSet::new() };
+    let mut draws = 0u64;
+    for page_id in doc.page_iter() {
+        let Ok(page) = doc.get_dictionary(page_id) else { continue };
+        let resources = inherited(doc, page, b"Resources")?;
+        inherited(doc, page, b"MediaBox")?;
+        let resources = resources.and_then(|o| o.as_dict().ok()).unwrap_or(&empty);
+        let Ok(content) = doc.get_page_content(page_id) else { continue };
+        draws = draws.saturating_add(walk.stream(&content, resources, 1)?);
+        too_many(draws)?;
+    }
+    Ok(())
+}
+
+/// The object `key` names on `dict` or, as `pdf-extract` looks it up, on the nearest `Parent`
+/// that has it; Err when the `Parent` chain comes back on itself before finding it.
+fn inherited<'a>(doc: &'a Document, mut dict: &'a Dictionary, key: &[u8]) -> Result<Option<&'a Object>, String> {
+    let mut seen = HashSet::new();
+    loop {
+        if let Ok(o) = dict.get(key) {
+            return Ok(Some(deref(doc, o)));
+        }
+        let Ok(parent) = dict.get(b"Parent").and_then(Object::as_reference) else { return Ok(None) };
+        if !seen.insert(parent) {
+            return Err(format!(
+                "the PDF could not be read: its page tree is its own parent (object {} {})",
+                parent.0, parent.1
+            ));
+        }
+        match doc.get_dictionary(parent) {
+            Ok(d) => dict = d,
+            Err(_) => return Ok(None),
+        }
+    }
+}
+
+/// One level of indirection, as `pdf-extract` follows it.
+fn deref<'a>(doc: &'a Document, o: &'a Object) -> &'a Object {
+    match o {
+        Object::Reference(id) => doc.get_object(*id).unwrap_or(o),
+        _ => o,
+    }
+}
+
+/// A form drawn with a resource dictionary: what `pdf-extract`'s recursion depends on. Keyed by
+/// address because both live in the borrowed document for the whole walk.
+type State = (usize, usize);
+
+struct Walk<'a> {
+    doc: &'a Document,
+    /// Draw counts of states already walked to the end.
+    done: HashMap<State, u64>,
+    /// States on the current chain: meeting one again is a cycle.
+    stack: HashSet<State>,
+}
+
+fn too_many(draws: u64) -> Result<(), String> {
+    if draws > MAX_FORM_DRAWS {
+        return Err(format!("the PDF could not be read: its pages draw more than {MAX_FORM_DRAWS} nested drawings"));
+    }
+    Ok(())
+}
+
+impl<'a> Walk<'a> {
+    /// Walks the `Do` operators of one content stream drawn with `resources`; returns how many
+    /// form drawings it causes.
+    fn stream(&mut self, content: &[u8], resources: &'a Dictionary, depth: usize) -> Result<u64, String> {
+        // An undecodable stream is pdf-extract's own (caught) error, not a recursion.
+        let Ok(content) = Content::decode(content) else { return Ok(0) };
+        let xobjects = resources.get(b"XObject").ok().map(|o| deref(self.doc, o)).and_then(|o| o.as_dict().ok());
+        let mut total = 0u64;
+        for op in content.operations.iter().filter(|op| op.operator == "Do") {
+            let (Some(xobjects), Some(name)) = (xobjects, op.operands.first().and_then(|n| n.as_name().ok())) else {
+                continue;
+            };
+            let Some((id, form)) = self.form(xobjects, name) else { continue };
+            let inner = form
+                .dict
+                .get(b"Resources")
+                .ok()
+                .map(|o| deref(self.doc, o))
+                .and_then(|o| o.as_dict().ok())
+                .unwrap_or(resources);
+            total = total.saturating_add(self.form_draw(id, form, inner, depth)?);
+            too_many(total)?;
+        }
+        Ok(total)
+    }
+
+    fn form_draw(
+        &mut self,
+        id: Option<ObjectId>,
+        form: &'a Stream,
+        resources: &'a Dictionary,
+        depth: usize,
+    ) -> Result<u64, String> {
+        let state = (std::ptr::from_ref(form) as usize, std::ptr::from_ref(resources) as usize);
+        let n = if let Some(n) = self.done.get(&state) {
+            *n
+        } else {
+            let name = id.map(|(n, g)| format!(" (object {n} {g})")).unwrap_or_default();
+            if self.stack.contains(&state) {
+                return Err(format!("the PDF could not be read: a drawing in it draws itself{name}, without end"));
+            }
+            if depth > MAX_FORM_DEPTH {
+                return Err(format!(
+                    "the PDF could not be read: its drawings nest more than {MAX_FORM_DEPTH} levels deep{name}"
+                ));
+            }
+            self.stack.insert(state);
+            let content = form.decompressed_content().unwrap_or_else(|_| form.content.clone());
+            let inner = self.stream(&content, resources, depth + 1);
+            self.stack.remove(&state);
+            let n = inner?.saturating_add(1);
+            self.done.insert(state, n);
+            n
+        };
+        Ok(n)
+    }
+
+    /// The stream `name` names in an XObject dictionary, with its object id when it has one.
+    fn form(&self, xobjects: &'a Dictionary, name: &[u8]) -> Option<(Option<ObjectId>, &'a Stream)> {
+        let o = xobjects.get(name).ok()?;
+        let id = o.as_reference().ok();
+        deref(self.doc, o).as_stream().ok().map(|s| (id, s))
+    }
+}
