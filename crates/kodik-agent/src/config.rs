@@ -7,6 +7,11 @@ use std::time::Duration;
 use async_trait::async_trait;
 use kodik_core::{Approval, ApprovalPolicy, ApprovalRequest, Approver, Effect};
 use kodik_harness::Mode;
+use kodik_schema::ToolArgs as _;
+use kodik_schema::harness::CallToolArgs;
+
+/// The name of the deferred-tool runner, whose approval is the called tool's.
+const CALL_TOOL: &str = CallToolArgs::NAME;
 
 /// How an [`Agent`](crate::Agent) runs its conversations.
 #[derive(Debug, Clone, PartialEq)]
@@ -118,15 +123,17 @@ impl ApprovalMode {
     }
 
     /// The approver for the [`ToolContext`](kodik_core::ToolContext), built from [`ApprovalPolicy`].
+    ///
+    /// `call_tool` is judged by the tool it calls: it runs that tool through `dispatch` with
+    /// this same approver, which then sees the called tool's own effect. Judged by its own
+    /// placeholder effect it was refused, and in Code mode (reads deferred, G12) a read-only
+    /// session could not read at all.
     pub fn approver(self) -> Arc<dyn Approver> {
+        let refuse = || ApprovalPolicy::ask(Some(Box::new(Refuse(self)))).tool(CALL_TOOL, true);
         match self {
             Self::Auto => Arc::new(ApprovalPolicy::auto_approve_all()),
-            Self::ReadOnly => Arc::new(
-                ApprovalPolicy::ask(Some(Box::new(Refuse(self))))
-                    .effect(Effect::ReadOnly, true)
-                    .effect(Effect::Network, true),
-            ),
-            Self::Deny => Arc::new(ApprovalPolicy::ask(Some(Box::new(Refuse(self)))).effect(Effect::ReadOnly, true)),
+            Self::ReadOnly => Arc::new(refuse().effect(Effect::ReadOnly, true).effect(Effect::Network, true)),
+            Self::Deny => Arc::new(refuse().effect(Effect::ReadOnly, true)),
         }
     }
 }
@@ -185,5 +192,18 @@ mod tests {
             }
             assert_eq!(ApprovalMode::parse(mode.as_str()), Some(mode));
         }
+    }
+
+    #[tokio::test]
+    async fn g3_g12_call_tool_is_left_to_the_approval_of_the_tool_it_calls() {
+        for mode in [ApprovalMode::Auto, ApprovalMode::ReadOnly, ApprovalMode::Deny] {
+            let approver = mode.approver();
+            let call = request("call_tool", Effect::Conversation);
+            assert_eq!(approver.approve(&call).await, Approval::Approved, "{mode:?}");
+            assert!(approver.approves_without_asking("call_tool", Effect::Conversation), "{mode:?}");
+        }
+        // The called tool is then asked for with its own effect, as a direct call would be.
+        let approver = ApprovalMode::ReadOnly.approver();
+        assert!(matches!(approver.approve(&request("shell", Effect::Process)).await, Approval::Denied(_)));
     }
 }

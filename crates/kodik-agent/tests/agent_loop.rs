@@ -253,6 +253,42 @@ async fn g3_read_only_approval_denies_a_command_with_a_reason_the_model_can_act_
 }
 
 #[tokio::test]
+async fn g3_g12_read_only_and_deny_sessions_read_and_search_through_call_tool() {
+    for approval in [ApprovalMode::ReadOnly, ApprovalMode::Deny] {
+        let first = body(
+            &[
+                Step::Call("call_read", "call_tool", json!({"name": "read_file", "arguments": {"path": "a.txt"}})),
+                Step::Call("call_grep", "call_tool", json!({"name": "grep", "arguments": {"pattern": "alpha"}})),
+                Step::Call("call_touch", "shell", json!({"command": "touch made.txt"})),
+            ],
+            100,
+            20,
+        );
+        let s = setup_harness(
+            Recording::new(Provider::OpenAiResponses, "gpt-5"),
+            vec![first, answer("read it")],
+            ReplayOptions::default(),
+            AgentConfig::default(),
+            approval,
+            default_harness,
+        )
+        .await;
+        std::fs::write(s.dir.path().join("a.txt"), "alpha\n").unwrap();
+        let mut conv = s.agent.start().unwrap();
+        let outcome = conv.run("what is in a.txt?", CancellationToken::new()).await;
+        assert_eq!(outcome.status, RunStatus::Completed, "{outcome:?}");
+        let second = &s.server.requests()[1].body;
+        let read = output_of(second, "call_read");
+        assert!(read.contains("alpha") && !read.contains("[denied]"), "{approval:?}: {read}");
+        let grep = output_of(second, "call_grep");
+        assert!(grep.contains("a.txt") && !grep.contains("[denied]"), "{approval:?}: {grep}");
+        let touch = output_of(second, "call_touch");
+        assert!(touch.starts_with("[denied]"), "{approval:?}: {touch}");
+        assert!(!s.dir.path().join("made.txt").exists());
+    }
+}
+
+#[tokio::test]
 async fn g7_a_transcript_resumes_by_id_and_as_the_last_session_with_its_history() {
     let first = body(&[Step::Call("call_read", "read_file", json!({"path": "a.txt"}))], 100, 20);
     let bodies = vec![first, answer("alpha it is"), answer("still alpha"), answer("third")];

@@ -76,6 +76,11 @@ pub fn registry() -> ToolRegistry {
     registry
 }
 
+/// The G12 defaults: in Code mode read_file, grep and glob are deferred.
+pub fn default_harness(registry: &ToolRegistry) -> Harness {
+    Harness::new(registry.specs().cloned())
+}
+
 /// Code mode with read_file, grep and glob offered directly (the G12 default defers them).
 pub fn harness(registry: &ToolRegistry) -> Harness {
     let mut h = Harness::new(registry.specs().cloned());
@@ -96,6 +101,19 @@ pub async fn setup_with(
     config: AgentConfig,
     approval: ApprovalMode,
 ) -> Setup {
+    setup_harness(recording, bodies, options, config, approval, harness).await
+}
+
+/// Like [`setup_with`], with the harness `make` builds over the registry (e.g. the G12
+/// defaults, `Harness::new`, where reads are deferred in Code mode).
+pub async fn setup_harness(
+    recording: Recording,
+    bodies: Vec<String>,
+    options: ReplayOptions,
+    config: AgentConfig,
+    approval: ApprovalMode,
+    make: fn(&ToolRegistry) -> Harness,
+) -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let recording = bodies.into_iter().fold(recording, |r, b| r.with(Exchange::sse(b)));
     let server = ReplayServer::start_with(recording, options).await.unwrap();
@@ -104,7 +122,7 @@ pub async fn setup_with(
     )
     .unwrap();
     let registry = registry();
-    let harness = harness(&registry);
+    let harness = make(&registry);
     let mut cx = ToolContext::new(Workspace::new(dir.path()).unwrap());
     cx.approver = approval.approver();
     let agent = Agent::new(model, Arc::new(registry), cx, harness, config);
