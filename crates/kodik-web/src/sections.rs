@@ -165,8 +165,8 @@ pub fn rank(md: &str, sections: &[Section], words: &[String]) -> Vec<usize> {
     let phrase = words.join(" ");
     let mut scored: Vec<(usize, bool, usize, usize, u64)> = Vec::new();
     for (i, s) in sections.iter().enumerate() {
-        let text = md[s.start..s.end].to_lowercase();
-        let title = s.title.to_lowercase();
+        let text = unescaped(&md[s.start..s.end]).to_lowercase();
+        let title = unescaped(&s.title).to_lowercase();
         let mut distinct = 0;
         let mut in_title = 0;
         let mut count = 0usize;
@@ -189,6 +189,20 @@ pub fn rank(md: &str, sections: &[Section], words: &[String]) -> Vec<usize> {
     scored
         .sort_by(|a, b| b.1.cmp(&a.1).then(b.2.cmp(&a.2)).then(b.3.cmp(&a.3)).then(b.4.cmp(&a.4)).then(a.0.cmp(&b.0)));
     scored.into_iter().map(|s| s.0).collect()
+}
+
+/// `md` without Markdown's backslash escapes: the converter writes `max\_connections` and
+/// `2\*3`, while a query names `max_connections`, so matching runs on the text as read.
+fn unescaped(md: &str) -> String {
+    let mut out = String::with_capacity(md.len());
+    let mut chars = md.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\\' && chars.peek().is_some_and(char::is_ascii_punctuation) {
+            continue;
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// Lowercase words joined by single spaces, punctuation dropped: how a phrase is matched.
@@ -230,5 +244,16 @@ mod tests {
         let r = rank(MD, &s, &words("install cargo"));
         assert_eq!(s[r[0]].title, "Install");
         assert!(rank(MD, &s, &words("zebra")).is_empty());
+    }
+
+    #[test]
+    fn w3_identifiers_match_through_markdown_escapes() {
+        let md =
+            "# Intro\n\nintro\n\n## Config\n\nSet max\\_connections and read\\_timeout.\n\n## max\\_retries\n\nnone\n";
+        let s = split(md);
+        let hits = |q: &str| rank(md, &s, &words(q)).iter().map(|i| s[*i].title.clone()).collect::<Vec<_>>();
+        assert_eq!(hits("max_connections"), ["Config"]);
+        assert_eq!(hits("read_timeout max_connections"), ["Config"]);
+        assert_eq!(hits("max_retries"), ["max\\_retries"]);
     }
 }

@@ -489,6 +489,21 @@ async fn w3_query_returns_the_matching_sections_with_their_heading_path_in_page_
 }
 
 #[tokio::test]
+async fn w3_query_finds_a_snake_case_identifier_that_markdown_escapes() {
+    let html = "<html><head><title>T</title></head><body><main><h1>Intro</h1><p>Some intro text for the page that is long enough.</p>\
+        <h2>Config</h2><p>Set max_connections in the config file to limit clients. Also see read_timeout and 2*3 math.</p>\
+        <h2>Other</h2><p>Unrelated text here.</p></main></body></html>";
+    let s = Server::start(move |_| Reply::html(html)).await;
+    let t = tool(WebConfig::default());
+    for query in ["max_connections", "read_timeout", "2*3"] {
+        let out = fetch(&t, &s.url("/snake"), Some(query), None).await.unwrap();
+        assert!(!out.contains("No section mentions"), "{query}: {out}");
+        let md = framed(&out);
+        assert!(md.contains("## Config") && !md.contains("## Other"), "{query}: {md}");
+    }
+}
+
+#[tokio::test]
 async fn w2_a_stale_cache_entry_is_revalidated_with_its_etag() {
     let s = Server::start(|r| {
         if r.headers.get("if-none-match").map(String::as_str) == Some("\"v1\"") {
