@@ -77,6 +77,16 @@ pub enum LspError {
         /// The window they were counted in.
         window: Duration,
     },
+    /// None of the files asked for could be checked: their language server cannot run.
+    #[error(
+        "{files} could not be checked: {why}. Run the project's own checker (compiler, type checker) with the shell tool instead"
+    )]
+    Unchecked {
+        /// Why the server is unavailable.
+        why: String,
+        /// The files, as shown to the model.
+        files: String,
+    },
     /// A request failed.
     #[error(transparent)]
     Rpc(#[from] transport::RpcError),

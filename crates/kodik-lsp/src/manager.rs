@@ -34,7 +34,7 @@ pub struct LanguageServers {
     /// Servers whose start failed, and until when they are passed over. A program that is
     /// on PATH but cannot serve (rustup's `rust-analyzer` proxy without the component) must not
     /// be spawned again on every edit.
-    broken: Mutex<HashMap<String, Instant>>,
+    broken: Mutex<HashMap<String, (Instant, String)>>,
     /// Project root per (server, folder): found once, not with a dozen `stat`s per request.
     roots_seen: Mutex<HashMap<(String, PathBuf), PathBuf>>,
     /// Each server's program as last looked up, and when: a found program is kept (a later
@@ -97,16 +97,32 @@ impl LanguageServers {
     }
 
     fn is_broken(&self, name: &str) -> bool {
-        self.broken.lock().is_ok_and(|b| b.get(name).is_some_and(|until| Instant::now() < *until))
+        self.broken.lock().is_ok_and(|b| b.get(name).is_some_and(|(until, _)| Instant::now() < *until))
     }
 
-    /// The running server for `path`, started (or restarted after a crash) when needed.
-    pub async fn server_for(&self, path: &Path) -> Result<Arc<Server>, LspError> {
-        let (cfg, program) = self.pick(path).map_err(|tried| no_server(path, tried))?;
+    /// For a file whose server failed to start recently (and is passed over until the restart
+    /// window ends): that server's name and why it failed. Lets a folder check say which files
+    /// went unchecked instead of leaving them out silently.
+    pub fn start_failure(&self, path: &Path) -> Option<(String, String)> {
+        let (cfg, _) = self.config.server_for_with(path, &|_| false, &|cfg| self.program(cfg)).ok()?;
+        let broken = self.broken.lock().ok()?;
+        let (until, why) = broken.get(&cfg.name)?;
+        (Instant::now() < *until).then(|| (cfg.name.clone(), why.clone()))
+    }
+
+    /// The server (by name) and project root that would answer for `path`, without starting
+    /// anything; `None` when no installed server serves it. Two files with the same key share
+    /// one server.
+    pub fn server_key(&self, path: &Path) -> Option<(String, PathBuf)> {
+        let (cfg, _) = self.pick(path).ok()?;
+        Some((cfg.name.clone(), self.project_root(cfg, path)))
+    }
+
+    fn project_root(&self, cfg: &crate::ServerConfig, path: &Path) -> PathBuf {
         let dir = path.parent().unwrap_or(path).to_path_buf();
         let key = (cfg.name.clone(), dir);
         let cached = self.roots_seen.lock().ok().and_then(|r| r.get(&key).cloned());
-        let root = match cached {
+        match cached {
             Some(r) => r,
             None => {
                 let r = find_root(path, &cfg.root_markers, &self.roots);
@@ -115,7 +131,13 @@ impl LanguageServers {
                 }
                 r
             }
-        };
+        }
+    }
+
+    /// The running server for `path`, started (or restarted after a crash) when needed.
+    pub async fn server_for(&self, path: &Path) -> Result<Arc<Server>, LspError> {
+        let (cfg, program) = self.pick(path).map_err(|tried| no_server(path, tried))?;
+        let root = self.project_root(cfg, path);
         let slot = {
             let mut slots = self.slots.lock().map_err(|_| LspError::Poisoned)?;
             slots.entry((cfg.name.clone(), root.clone())).or_default().clone()
@@ -146,7 +168,7 @@ impl LanguageServers {
             Ok(s) => Arc::new(s),
             Err(e) => {
                 if let Ok(mut b) = self.broken.lock() {
-                    b.insert(cfg.name.clone(), Instant::now() + self.config.restart_window);
+                    b.insert(cfg.name.clone(), (Instant::now() + self.config.restart_window, e.to_string()));
                 }
                 // It may have been uninstalled: look for it again next time.
                 if let Ok(mut programs) = self.programs.lock() {

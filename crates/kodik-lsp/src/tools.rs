@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::LspError;
 use crate::manager::LanguageServers;
-use crate::position::{from_lsp_column, line_of, path_to_uri, pick, to_lsp_column, uri_to_path};
+use crate::position::{Encoding, from_lsp_column, line_of, path_to_uri, pick, to_lsp_column, uri_to_path};
 use crate::server::{Readiness, Server};
 
 /// At most this many locations are listed (L4).
@@ -68,13 +68,15 @@ impl ReadLintsTool {
 struct Loc {
     path: PathBuf,
     line: u32,
+    /// In the answering server's units (`enc`).
     col: u32,
     label: Option<String>,
+    enc: Encoding,
 }
 
-fn loc_from(v: &Value, label: Option<String>) -> Option<Loc> {
+fn loc_from(v: &Value, label: Option<String>, enc: Encoding) -> Option<Loc> {
     let (uri, line, col) = loc_parts(v)?;
-    Some(Loc { path: uri_to_path(uri)?, line, col, label })
+    Some(Loc { path: uri_to_path(uri)?, line, col, label, enc })
 }
 
 /// A Location's `uri` and range start, or a LocationLink's `targetUri` and target selection
@@ -90,7 +92,7 @@ fn loc_parts(v: &Value) -> Option<(&str, u32, u32)> {
     Some((uri.as_str()?, line, col))
 }
 
-fn locations(result: &Value) -> Vec<Loc> {
+fn locations(result: &Value, enc: Encoding) -> Vec<Loc> {
     let items = match result {
         Value::Array(items) => items.as_slice(),
         Value::Object(_) => std::slice::from_ref(result),
@@ -108,7 +110,7 @@ fn locations(result: &Value) -> Vec<Loc> {
                 p
             }
         };
-        out.push(Loc { path, line, col, label: None });
+        out.push(Loc { path, line, col, label: None, enc });
     }
     out
 }
@@ -231,8 +233,8 @@ impl FileShown {
 
 /// L4/L5: `path:line:column: source` lines, dependencies marked `[external]`, hits in files
 /// hidden by `.kodikignore` left out and counted, at most 100 with the total.
+/// `server` reads the source lines; each location's column is in its own server's units.
 fn format_locations(ws: &Workspace, server: &Server, locs: Vec<Loc>, header: &str) -> (String, Value) {
-    let enc = server.encoding();
     let mut locs = locs;
     locs.sort_by(location_order);
     locs.dedup();
@@ -266,7 +268,7 @@ fn format_locations(ws: &Workspace, server: &Server, locs: Vec<Loc>, header: &st
         let end = files.get(n + 1).map_or(locs.len(), |(next, _)| *next);
         for l in locs[*first..end].iter().take(MAX_LOCATIONS - written) {
             let src = text.as_deref().and_then(|t| line_of(t, l.line as usize));
-            let col = src.map(|s| from_lsp_column(s, l.col, enc)).unwrap_or(l.col as usize) + 1;
+            let col = src.map(|s| from_lsp_column(s, l.col, l.enc)).unwrap_or(l.col as usize) + 1;
             let _ = write!(out, "{}:{}:{col}:", file.shown_path, l.line + 1);
             if file.external {
                 out.push_str(" [external]");
@@ -421,14 +423,14 @@ impl LspTool {
                                                 it.get("name").and_then(Value::as_str).unwrap_or("?")
                                             );
                                             let l = json!({"uri": it.get("uri")?, "range": it.get("selectionRange")?});
-                                            loc_from(&l, Some(format!("({label})")))
+                                            loc_from(&l, Some(format!("({label})")), server.encoding())
                                         })
                                         .collect::<Vec<_>>()
                                 })
                                 .unwrap_or_default();
                             Ok(locations_answer(ws, &server, locs, &header, partial))
                         }
-                        _ => Ok(locations_answer(ws, &server, locations(&res), &header, partial)),
+                        _ => Ok(locations_answer(ws, &server, locations(&res, server.encoding()), &header, partial)),
                     }
                 }
             })
@@ -437,48 +439,72 @@ impl LspTool {
 
     async fn workspace_symbols(&self, args: &LspArgs, ws: &Workspace) -> Result<ToolOutput, LspError> {
         let query = args.query.clone().unwrap_or_default();
-        let anchor = match args.path.as_deref() {
-            Some(p) => ws.check_file(p).map_err(LspError::Path)?,
-            None => first_served_file(&self.servers, ws).ok_or_else(|| LspError::NoServer {
-                file_type: "any file in the workspace".into(),
-                tried: Vec::new(),
-            })?,
+        // With a path, that file's server; without, every server with files in the workspace:
+        // the model cannot know which language a name belongs to.
+        let anchors = match args.path.as_deref() {
+            Some(p) => vec![ws.check_file(p).map_err(LspError::Path)?],
+            None => served_files_per_server(&self.servers, ws),
         };
-        self.servers
-            .with_server(&anchor, |server| {
-                let anchor = anchor.clone();
-                let query = query.clone();
-                async move {
-                    // typescript-language-server answers "No Project" until a file is open.
-                    server.sync(&anchor, None).await?;
-                    let (res, partial) = self.ask(&server, "workspace/symbol", json!({"query": query})).await?;
-                    let locs = res
-                        .as_array()
-                        .map(|a| {
-                            a.iter()
-                                .filter_map(|s| {
-                                    let name = s.get("name").and_then(Value::as_str).unwrap_or("?");
-                                    let container = s
-                                        .get("containerName")
-                                        .and_then(Value::as_str)
-                                        .filter(|c| !c.is_empty())
-                                        .map(|c| format!(" in {c}"))
-                                        .unwrap_or_default();
-                                    let label = format!("({} {name}{container})", kind_name(s));
-                                    let mut loc = s.get("location")?.clone();
-                                    if loc.get("range").is_none() {
-                                        loc["range"] = json!({"start": {"line": 0, "character": 0}});
-                                    }
-                                    loc_from(&loc, Some(label))
-                                })
-                                .collect::<Vec<_>>()
-                        })
-                        .unwrap_or_default();
-                    let header = format!("workspace symbols matching `{query}` ({})", server.name());
-                    Ok(locations_answer(ws, &server, locs, &header, partial))
+        if anchors.is_empty() {
+            return Err(LspError::NoServer { file_type: "any file in the workspace".into(), tried: Vec::new() });
+        }
+        let mut locs = Vec::new();
+        let (mut asked, mut failed, mut partial) = (Vec::new(), Vec::new(), false);
+        let mut first_error = None;
+        let mut source_server = None;
+        for anchor in &anchors {
+            let got = self
+                .servers
+                .with_server(anchor, |server| {
+                    let query = query.clone();
+                    async move {
+                        // typescript-language-server answers "No Project" until a file is open.
+                        server.sync(anchor, None).await?;
+                        let (res, partial) = self.ask(&server, "workspace/symbol", json!({"query": query})).await?;
+                        Ok((server, res, partial))
+                    }
+                })
+                .await;
+            let (server, res, was_partial) = match got {
+                Ok(g) => g,
+                Err(e) => {
+                    failed.push(e.to_string());
+                    first_error.get_or_insert(e);
+                    continue;
                 }
-            })
-            .await
+            };
+            partial |= was_partial;
+            asked.push(server.name().to_owned());
+            let enc = server.encoding();
+            locs.extend(res.as_array().into_iter().flatten().filter_map(|s| {
+                let name = s.get("name").and_then(Value::as_str).unwrap_or("?");
+                let container = s
+                    .get("containerName")
+                    .and_then(Value::as_str)
+                    .filter(|c| !c.is_empty())
+                    .map(|c| format!(" in {c}"))
+                    .unwrap_or_default();
+                let label = format!("({} {name}{container})", kind_name(s));
+                let mut loc = s.get("location")?.clone();
+                if loc.get("range").is_none() {
+                    loc["range"] = json!({"start": {"line": 0, "character": 0}});
+                }
+                loc_from(&loc, Some(label), enc)
+            }));
+            source_server.get_or_insert(server);
+        }
+        let Some(server) = source_server else {
+            return Err(first_error.unwrap_or_else(|| LspError::Internal("no server was asked".into())));
+        };
+        asked.sort();
+        asked.dedup();
+        let header = format!("workspace symbols matching `{query}` ({})", asked.join(", "));
+        let (mut out, mut meta, partial) = locations_text(ws, &server, locs, &header, partial);
+        if !failed.is_empty() {
+            let _ = writeln!(out, "Not searched: {}.", failed.join("; "));
+            meta["not_searched"] = json!(failed);
+        }
+        Ok(finish(out, partial, meta))
     }
 }
 
@@ -487,16 +513,29 @@ fn unreachable_op(op: LspOperation) -> Result<&'static str, LspError> {
 }
 
 fn locations_answer(ws: &Workspace, server: &Server, locs: Vec<Loc>, header: &str, partial: bool) -> ToolOutput {
+    let (out, meta, partial) = locations_text(ws, server, locs, header, partial);
+    finish(out, partial, meta)
+}
+
+/// The text and meta of a locations answer, and whether [`finish`] must still add the
+/// indexing note (an empty answer already says it).
+fn locations_text(
+    ws: &Workspace,
+    server: &Server,
+    locs: Vec<Loc>,
+    header: &str,
+    partial: bool,
+) -> (String, Value, bool) {
     if locs.is_empty() {
         let out = if partial {
             format!("Nothing found yet for {header}: {INDEXING_NOTE}. Try again shortly.\n")
         } else {
             format!("No results for {header}.\n")
         };
-        return finish(out, false, json!({"total": 0, "indexing": partial}));
+        return (out, json!({"total": 0, "indexing": partial}), false);
     }
     let (out, meta) = format_locations(ws, server, locs, header);
-    finish(out, partial, meta)
+    (out, meta, partial)
 }
 
 fn finish(mut out: String, partial: bool, mut meta: Value) -> ToolOutput {
@@ -507,18 +546,30 @@ fn finish(mut out: String, partial: bool, mut meta: Value) -> ToolOutput {
     ToolOutput::text(out.trim_end().to_owned()).with_meta(meta)
 }
 
-/// A file of the workspace some installed server serves, to pick a server for
-/// `workspace_symbols` when none is running yet.
-fn first_served_file(servers: &LanguageServers, ws: &Workspace) -> Option<PathBuf> {
+/// At most this many servers are asked by one `workspace_symbols` without a path.
+const MAX_SYMBOL_SERVERS: usize = 8;
+
+/// One file of the workspace per (installed server, project root), in walk order: each is
+/// the anchor that makes `workspace_symbols` ask that server (and opens a document in it, which
+/// typescript-language-server needs before it has a project).
+fn served_files_per_server(servers: &LanguageServers, ws: &Workspace) -> Vec<PathBuf> {
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::new();
     for root in ws.roots() {
         for entry in ws.walker(root).build().flatten().take(20_000) {
             let p = entry.path();
-            if entry.file_type().is_some_and(|t| t.is_file()) && servers.serves(p) {
-                return Some(p.to_path_buf());
+            if entry.file_type().is_some_and(|t| t.is_file())
+                && let Some(key) = servers.server_key(p)
+                && seen.insert(key)
+            {
+                out.push(p.to_path_buf());
+                if out.len() == MAX_SYMBOL_SERVERS {
+                    return out;
+                }
             }
         }
     }
-    None
+    out
 }
 
 #[async_trait]
@@ -568,18 +619,33 @@ impl ReadLintsTool {
             args.paths.iter().map(|p| ws.check(p).map_err(LspError::Path)).collect::<Result<_, _>>()?
         };
         let mut unserved = Vec::new();
+        // Files whose server cannot start, by server: (why, files). They are reported, and the
+        // other languages' files are still checked.
+        let mut unchecked: Vec<(String, String, Vec<String>)> = Vec::new();
+        let mut note_unchecked =
+            |server: String, why: String, file: String| match unchecked.iter_mut().find(|(s, _, _)| *s == server) {
+                Some((_, _, files)) => files.push(file),
+                None => unchecked.push((server, why, vec![file])),
+            };
         for p in &asked {
             if p.is_dir() {
                 for entry in ws.walker(p).build().flatten() {
                     let f = entry.path();
-                    if entry.file_type().is_some_and(|t| t.is_file()) && self.servers.serves(f) {
+                    if !entry.file_type().is_some_and(|t| t.is_file()) {
+                        continue;
+                    }
+                    if self.servers.serves(f) {
                         targets.push(f.to_path_buf());
+                    } else if let Some((server, why)) = self.servers.start_failure(f) {
+                        note_unchecked(server, why, ws.display(f));
                     }
                 }
             } else if !p.exists() {
                 return Err(LspError::Path(ws.not_found(p)));
             } else if self.servers.serves(p) {
                 targets.push(p.clone());
+            } else if let Some((server, why)) = self.servers.start_failure(p) {
+                note_unchecked(server, why, ws.display(p));
             } else {
                 unserved.push(ws.display(p));
             }
@@ -588,12 +654,9 @@ impl ReadLintsTool {
         targets.dedup();
         let truncated_files = targets.len().saturating_sub(MAX_LINT_FILES);
         targets.truncate(MAX_LINT_FILES);
-        if targets.is_empty() {
-            let what = if unserved.is_empty() { "these paths hold no file".to_owned() } else { unserved.join(", ") };
-            return Err(LspError::NoServer { file_type: what, tried: Vec::new() });
-        }
         let mut lines = Vec::new();
         let (mut errors, mut warnings, mut stale_files) = (0usize, 0usize, Vec::new());
+        let mut checked = 0usize;
         for file in &targets {
             let got = self
                 .servers
@@ -601,8 +664,25 @@ impl ReadLintsTool {
                     let file = file.clone();
                     async move { Ok((server.diagnostics(&file, None).await?, server.encoding())) }
                 })
-                .await?;
-            let (d, enc) = got;
+                .await;
+            let (d, enc) = match got {
+                Ok(got) => got,
+                // A server that cannot start (or was given up after crashes) costs its own
+                // files, not the whole answer.
+                Err(e) => match self.servers.start_failure(file) {
+                    Some((server, why)) => {
+                        note_unchecked(server, why, ws.display(file));
+                        continue;
+                    }
+                    None if matches!(e, LspError::GaveUp { .. }) => {
+                        let server = self.servers.server_key(file).map(|(name, _)| name).unwrap_or_default();
+                        note_unchecked(server, e.to_string(), ws.display(file));
+                        continue;
+                    }
+                    None => return Err(e),
+                },
+            };
+            checked += 1;
             if d.possibly_stale {
                 stale_files.push(ws.display(file));
             }
@@ -633,18 +713,18 @@ impl ReadLintsTool {
         }
         // Errors first: they are what the model must act on.
         lines.sort_by_key(|(not_error, _)| *not_error);
+        if checked == 0 {
+            if let Some((_, why, files)) = unchecked.first() {
+                return Err(LspError::Unchecked { why: why.clone(), files: files.join(", ") });
+            }
+            let what = if unserved.is_empty() { "these paths hold no file".to_owned() } else { unserved.join(", ") };
+            return Err(LspError::NoServer { file_type: what, tried: Vec::new() });
+        }
         let total = lines.len();
         let mut out = if total == 0 {
-            format!(
-                "No errors or warnings in {} checked file{}.\n",
-                targets.len(),
-                if targets.len() == 1 { "" } else { "s" }
-            )
+            format!("No errors or warnings in {checked} checked file{}.\n", if checked == 1 { "" } else { "s" })
         } else {
-            format!(
-                "{errors} error(s), {warnings} warning(s), {total} diagnostic(s) in {} checked file(s):\n",
-                targets.len()
-            )
+            format!("{errors} error(s), {warnings} warning(s), {total} diagnostic(s) in {checked} checked file(s):\n")
         };
         for (_, l) in lines.iter().take(MAX_DIAGNOSTICS) {
             out.push_str(l);
@@ -652,6 +732,19 @@ impl ReadLintsTool {
         }
         if total > MAX_DIAGNOSTICS {
             let _ = writeln!(out, "({} more not shown; ask for fewer paths)", total - MAX_DIAGNOSTICS);
+        }
+        for (_, why, files) in &unchecked {
+            let shown: Vec<&str> = files.iter().take(5).map(String::as_str).collect();
+            let more = if files.len() > shown.len() {
+                format!(" and {} more", files.len() - shown.len())
+            } else {
+                String::new()
+            };
+            let _ = writeln!(
+                out,
+                "Not checked: {}{more} — {why}. Run the project's own checker (compiler, type checker) with the shell tool for these.",
+                shown.join(", ")
+            );
         }
         if truncated_files > 0 {
             let _ = writeln!(out, "({truncated_files} more files not checked; ask for a smaller folder)");
@@ -666,7 +759,8 @@ impl ReadLintsTool {
                 stale_files.join(", ")
             );
         }
-        let meta = json!({"errors": errors, "warnings": warnings, "total": total, "files": targets.len(), "possibly_stale": stale_files});
+        let not_checked: usize = unchecked.iter().map(|(_, _, f)| f.len()).sum();
+        let meta = json!({"errors": errors, "warnings": warnings, "total": total, "files": checked, "not_checked": not_checked, "possibly_stale": stale_files});
         Ok(ToolOutput::text(out.trim_end().to_owned()).with_meta(meta))
     }
 }
