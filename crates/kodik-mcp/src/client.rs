@@ -8,7 +8,7 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::process::Stdio;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -187,6 +187,8 @@ struct Server {
     stderr: Arc<StderrTail>,
     conn: tokio::sync::Mutex<Option<Service>>,
     restarts: AtomicU32,
+    /// The process group of the running stdio server (0: none).
+    pgid: AtomicI32,
 }
 
 impl Server {
@@ -220,6 +222,8 @@ impl Server {
                 .stderr(Stdio::piped())
                 .spawn()
                 .map_err(|source| ClientError::Spawn { server: self.name.clone(), command: command.clone(), source })?;
+            // The leader's pid is its group's id.
+            self.pgid.store(transport.id().and_then(|id| i32::try_from(id).ok()).unwrap_or(0), Ordering::Relaxed);
             if let Some(stderr) = stderr {
                 let tail = Arc::clone(&self.stderr);
                 let name = self.name.clone();
@@ -283,14 +287,37 @@ impl Server {
         }
     }
 
+    /// Lists the server's tools, bounded like `initialize` ([`ClientOptions::init_timeout`]): a
+    /// server that answers `initialize` and never `tools/list` would otherwise hold up every
+    /// command that mounts it.
     async fn list_tools(&self, service: &Service) -> Result<(), ClientError> {
-        let tools = service
-            .peer()
-            .list_all_tools()
-            .await
-            .map_err(|e| ClientError::ListTools { server: self.name.clone(), message: e.to_string() })?;
+        let failed = |message: String| ClientError::ListTools {
+            server: self.name.clone(),
+            message: format!("{message}{}", self.stderr.render()),
+        };
+        let tools = match tokio::time::timeout(self.options.init_timeout, service.peer().list_all_tools()).await {
+            Ok(Ok(tools)) => tools,
+            Ok(Err(e)) => return Err(failed(e.to_string())),
+            Err(_) => {
+                return Err(failed(format!(
+                    "no answer to `tools/list` within {} s",
+                    self.options.init_timeout.as_secs()
+                )));
+            }
+        };
         self.shared.set_tools(tools);
         Ok(())
+    }
+
+    /// Kills what is left of a stdio server's process group. Closing the connection ends the
+    /// server itself, but what it started (a browser, `npx` children) stays in its group, and
+    /// once the leader has exited nothing else signals that group.
+    fn kill_group(&self) {
+        let pgid = self.pgid.swap(0, Ordering::Relaxed);
+        if let Some(pgid) = rustix::process::Pid::from_raw(pgid) {
+            // ESRCH: the group is already empty.
+            let _ = rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL);
+        }
     }
 
     /// The live connection's peer; a dead server is started again while restarts remain.
@@ -312,6 +339,8 @@ impl Server {
         }
         self.restarts.store(done + 1, Ordering::Relaxed);
         tracing::warn!(server = %self.name, "MCP server stopped; starting it again");
+        conn.take();
+        self.kill_group();
         let service =
             self.start().await.map_err(|e| format!("MCP server `{}` stopped; restarting it failed: {e}", self.name))?;
         self.list_tools(&service).await.map_err(|e| e.to_string())?;
@@ -594,10 +623,15 @@ impl McpClient {
                 stderr: Arc::new(StderrTail::default()),
                 conn: tokio::sync::Mutex::new(None),
                 restarts: AtomicU32::new(0),
+                pgid: AtomicI32::new(0),
             });
             async move {
                 let service = server.start().await?;
-                server.list_tools(&service).await?;
+                if let Err(e) = server.list_tools(&service).await {
+                    drop(service);
+                    server.kill_group();
+                    return Err(e);
+                }
                 *server.conn.lock().await = Some(service);
                 Ok::<_, ClientError>(server)
             }
@@ -681,6 +715,7 @@ impl McpClient {
             if let Some(mut service) = server.conn.lock().await.take() {
                 let _ = service.close().await;
             }
+            server.kill_group();
         }
     }
 }

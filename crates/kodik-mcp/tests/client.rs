@@ -422,3 +422,79 @@ async fn a8_an_http_server_killed_mid_call_fails_that_call_and_is_reconnected_on
     assert_ne!(text(&out), first_pid, "a new server process answers");
     client.shutdown().await;
 }
+
+/// A raw stdio MCP server (no SDK): answers `initialize`, and `tools/list` unless told not to;
+/// exits when its stdin closes. `spawn` makes it start a `sleep` in its own process group first
+/// and write that child's pid to the given file.
+const RAW_SERVER: &str = r#"
+import json, subprocess, sys
+mode, pidfile = sys.argv[1], sys.argv[2]
+if mode == "spawn":
+    child = subprocess.Popen(["sleep", "300"])
+    open(pidfile, "w").write(str(child.pid))
+for line in sys.stdin:
+    msg = json.loads(line)
+    if "id" not in msg:
+        continue
+    if msg["method"] == "initialize":
+        result = {"protocolVersion": msg["params"]["protocolVersion"], "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "raw", "version": "0"}}
+    elif msg["method"] == "tools/list" and mode != "nolist":
+        result = {"tools": []}
+    else:
+        print("ignoring " + msg["method"], file=sys.stderr, flush=True)
+        continue
+    print(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}), flush=True)
+"#;
+
+fn raw_server(mode: &str, pidfile: &Path) -> ServerConfig {
+    let python = mcp_python().to_string_lossy().into_owned();
+    ServerConfig::stdio(python, ["-c", RAW_SERVER, mode, &pidfile.to_string_lossy()])
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a8_a_server_that_never_lists_its_tools_is_reported_not_waited_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = McpConfig::new().server("nolist", raw_server("nolist", &dir.path().join("pid")));
+    let started = Instant::now();
+    let options = ClientOptions { init_timeout: Duration::from_secs(3), ..ClientOptions::default() };
+    let client = tokio::time::timeout(Duration::from_secs(60), McpClient::connect(&config, options))
+        .await
+        .expect("connecting waited on a server that never answers tools/list");
+    assert!(started.elapsed() < Duration::from_secs(20), "{:?}", started.elapsed());
+    assert!(client.server_names().is_empty());
+    let errors: Vec<String> = client.errors().iter().map(ToString::to_string).collect();
+    assert!(
+        errors.iter().any(|e| e.contains("`nolist`")
+            && e.contains("no answer to `tools/list` within 3 s")
+            && e.contains("ignoring tools/list")),
+        "{errors:?}"
+    );
+    client.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a8_shutdown_also_ends_what_a_stdio_server_started() {
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("pid");
+    let config = McpConfig::new().server("spawner", raw_server("spawn", &pidfile));
+    let client = McpClient::connect(&config, ClientOptions::default()).await;
+    assert!(client.errors().is_empty(), "{:?}", client.errors());
+    let child: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+    let alive = |pid: i32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|s| s.rsplit(')').next().is_some_and(|rest| !rest.trim_start().starts_with('Z')))
+    };
+    assert!(alive(child));
+    // The server exits by itself when its stdin closes; its child stays in its process group.
+    client.shutdown().await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while alive(child) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let left = alive(child);
+    if left {
+        let _ = std::process::Command::new("kill").args(["-KILL", &child.to_string()]).status();
+    }
+    assert!(!left, "the server's child {child} outlived the client's shutdown");
+}
