@@ -231,6 +231,17 @@ impl Agent {
 
     /// Starts a conversation with a new session id and a new transcript.
     pub fn start(&self) -> Result<Conversation, AgentError> {
+        self.start_as(None)
+    }
+
+    /// Starts the conversation of a sub-agent that session `parent` started (A3). Its
+    /// transcript names the parent, and [`resume_last`](Self::resume_last) passes over it:
+    /// the user's next message belongs to the conversation they had, not to a child of it.
+    pub fn start_child(&self, parent: &str) -> Result<Conversation, AgentError> {
+        self.start_as(Some(parent))
+    }
+
+    fn start_as(&self, parent: Option<&str>) -> Result<Conversation, AgentError> {
         let s = &self.shared;
         let dir = s.sessions_dir()?;
         std::fs::create_dir_all(&dir).map_err(|source| AgentError::Io {
@@ -255,6 +266,7 @@ impl Agent {
             model: s.model.model().to_string(),
             mode: s.config.mode.as_str().to_string(),
             created: transcript::now_rfc3339(),
+            parent: parent.map(str::to_owned),
         };
         writer.append(&meta).map_err(|source| AgentError::Io { action: "cannot write", path: path.clone(), source })?;
         s.emit(AgentEvent::SessionStarted {
@@ -281,7 +293,8 @@ impl Agent {
         self.reopen(id.to_string(), path, dir)
     }
 
-    /// Reloads the newest conversation in the sessions directory.
+    /// Reloads the conversation the user spoke in last: the transcript written last (every
+    /// turn and every resume appends to it), sub-agents' conversations left out.
     pub fn resume_last(&self) -> Result<Conversation, AgentError> {
         let dir = self.shared.sessions_dir()?;
         let entries = match std::fs::read_dir(&dir) {
@@ -289,12 +302,20 @@ impl Agent {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(AgentError::NoSessions { dir }),
             Err(source) => return Err(AgentError::Io { action: "cannot list", path: dir, source }),
         };
-        // Ids start with their creation time, so the greatest name is the newest session.
-        let newest = entries
+        // By last activity, not by creation (an older conversation resumed since is the
+        // current one); the id, which starts with the creation time, breaks ties.
+        let mut sessions: Vec<(std::time::SystemTime, String)> = entries
             .filter_map(Result::ok)
-            .filter_map(|e| e.file_name().to_str().and_then(|n| n.strip_suffix(".jsonl")).map(String::from))
-            .filter(|id| transcript::valid_id(id))
-            .max();
+            .filter_map(|e| {
+                let id = e.file_name().to_str().and_then(|n| n.strip_suffix(".jsonl")).map(String::from)?;
+                let written = e.metadata().and_then(|m| m.modified()).unwrap_or(std::time::UNIX_EPOCH);
+                Some((written, id))
+            })
+            .filter(|(_, id)| transcript::valid_id(id))
+            .collect();
+        sessions.sort_unstable_by(|a, b| b.cmp(a));
+        let newest =
+            sessions.into_iter().map(|(_, id)| id).find(|id| !transcript::is_sub_agent(&transcript::path_of(&dir, id)));
         match newest {
             Some(id) => {
                 let path = transcript::path_of(&dir, &id);

@@ -31,7 +31,7 @@ pub enum AgentError {
         /// Where it was looked for.
         dir: PathBuf,
     },
-    /// `resume_last()` found no transcript at all.
+    /// `resume_last()` found no conversation to resume (sub-agents' conversations do not count).
     #[error("no session to resume in {}", dir.display())]
     NoSessions {
         /// Where transcripts were looked for.

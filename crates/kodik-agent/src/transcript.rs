@@ -21,8 +21,16 @@ pub(crate) const VERSION: u32 = 1;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub(crate) enum Record {
-    /// The first line.
-    Meta { version: u32, session_id: String, model: String, mode: String, created: String },
+    /// The first line. `parent` is the session that started this one as a sub-agent (A3).
+    Meta {
+        version: u32,
+        session_id: String,
+        model: String,
+        mode: String,
+        created: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        parent: Option<String>,
+    },
     /// The conversation was reloaded and continues from here.
     Resumed { model: String, mode: String, at: String },
     /// An item appended to the history; a tool result carries its full output (G7).
@@ -150,6 +158,19 @@ pub(crate) fn load(path: &Path) -> Result<(Loaded, u64), AgentError> {
         }
     }
     Ok((loaded, keep))
+}
+
+/// Whether the transcript at `path` is a sub-agent's: its meta line names a parent session.
+/// Only the first line is read; a transcript whose first line cannot be read counts as not a
+/// sub-agent's, so whatever is wrong with it is reported when it is opened.
+pub(crate) fn is_sub_agent(path: &Path) -> bool {
+    use std::io::BufRead as _;
+    let Ok(file) = File::open(path) else { return false };
+    let mut line = String::new();
+    if std::io::BufReader::new(file).read_line(&mut line).is_err() {
+        return false;
+    }
+    matches!(serde_json::from_str::<Record>(&line), Ok(Record::Meta { parent: Some(_), .. }))
 }
 
 /// A new session id: UTC time to the millisecond, then 4 random hex digits, so ids sort by

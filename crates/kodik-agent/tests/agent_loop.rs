@@ -352,6 +352,44 @@ async fn g7_a_transcript_resumes_by_id_and_as_the_last_session_with_its_history(
 }
 
 #[tokio::test]
+async fn a3_g7_the_last_session_is_the_users_latest_conversation_not_a_sub_agents() {
+    let bodies = vec![answer("parent answer"), answer("child answer"), answer("resumed"), answer("again")];
+    let s = setup(bodies, ReplayOptions::default(), AgentConfig::default()).await;
+    // Transcripts' times are the file system's (a clock tick apart at best): steps a tick apart.
+    let tick = || std::thread::sleep(Duration::from_millis(30));
+
+    let mut parent = s.agent.start().unwrap();
+    let parent_id = parent.id().to_string();
+    assert_eq!(parent.run("fix the bug in parser.c", CancellationToken::new()).await.status, RunStatus::Completed);
+    tick();
+    // A sub-agent the parent started: created and written after the parent.
+    let mut child = s.agent.start_child(&parent_id).unwrap();
+    let child_id = child.id().to_string();
+    assert_eq!(child.run("list files", CancellationToken::new()).await.status, RunStatus::Completed);
+    drop((parent, child));
+    tick();
+
+    let mut last = s.agent.resume_last().unwrap();
+    assert_eq!(last.id(), parent_id, "the sub-agent's {child_id} was resumed");
+    assert_eq!(last.run("now add a test for it", CancellationToken::new()).await.final_text, "resumed");
+    let sent = &s.server.requests()[2].body;
+    assert!(sent.to_string().contains("fix the bug in parser.c"), "{sent}");
+    drop(last);
+    tick();
+
+    // A newer conversation, then the older one continued: the continued one is the last.
+    let newer = s.agent.start().unwrap();
+    let newer_id = newer.id().to_string();
+    drop(newer);
+    tick();
+    drop(s.agent.resume(&parent_id).unwrap());
+    tick();
+    assert_eq!(s.agent.resume_last().unwrap().id(), parent_id, "{newer_id} was resumed");
+    // The sub-agent's transcript can still be resumed by its id.
+    assert_eq!(s.agent.resume(&child_id).unwrap().items().len(), 2);
+}
+
+#[tokio::test]
 async fn g20_old_outputs_are_compacted_to_a_line_and_a_path_that_holds_them() {
     let big: String = (0..1500).map(|i| format!("line {i:04} {}\n", "x".repeat(89))).collect();
     let first = body(&[Step::Call("call_big", "read_file", json!({"path": "big.txt"}))], 100, 20);

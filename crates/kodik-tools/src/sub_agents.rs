@@ -163,7 +163,8 @@ impl ChildConversation for LoopChild {
 
 impl AgentRunner for AgentLoopRunner {
     fn start(&self, task: &ChildTask) -> Result<Box<dyn ChildConversation>, RunnerError> {
-        let conversation = self.agent(task.mode, &task.tools)?.start().map_err(|e| RunnerError(e.to_string()))?;
+        let conversation =
+            self.agent(task.mode, &task.tools)?.start_child(&task.parent).map_err(|e| RunnerError(e.to_string()))?;
         let id = conversation.id().to_string();
         self.modes.lock().unwrap_or_else(|p| p.into_inner()).insert(id.clone(), task.mode);
         Ok(Box::new(LoopChild { id, conversation }))
