@@ -112,6 +112,18 @@ pub enum FetchError {
     /// The call was stopped.
     #[error("cancelled")]
     Cancelled,
+    /// No connection could be made to the host: nothing listening, unreachable, TLS refused.
+    #[error("could not connect to {authority}: {reason}{}", if *.refused {
+        " (nothing is listening there: is the server running, and are the host and port right?)"
+    } else { "" })]
+    Connect {
+        /// `host:port` as dialled.
+        authority: String,
+        /// The transport's error chain.
+        reason: String,
+        /// The host answered that nothing listens on the port.
+        refused: bool,
+    },
     /// Anything the transport reported.
     #[error("request to {url} failed: {reason}")]
     Transport {
@@ -508,7 +520,10 @@ fn check_host(host: &Host<&str>, local: bool) -> Result<(), FetchError> {
 fn transport_error(url: &Url, e: &reqwest::Error) -> FetchError {
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
     let mut chain = Vec::new();
+    let mut refused = false;
     while let Some(s) = source {
+        refused |=
+            s.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused);
         if let Some(r) = s.downcast_ref::<ResolverRefusal>() {
             return FetchError::AllAddressesRefused { host: r.host.clone(), refusals: r.refusals.clone() };
         }
@@ -523,6 +538,12 @@ fn transport_error(url: &Url, e: &reqwest::Error) -> FetchError {
     }
     if e.is_timeout() {
         return FetchError::TimedOut { after: Duration::ZERO, phase: "connecting" };
+    }
+    if e.is_connect() {
+        let authority = format!("{}:{}", url.host_str().unwrap_or(""), url.port_or_known_default().unwrap_or(0));
+        // reqwest's outer layers only repeat the URL and "connect error"; the cause is last.
+        let reason = chain.last().cloned().unwrap_or_default();
+        return FetchError::Connect { authority, reason, refused };
     }
     FetchError::Transport { url: url.to_string(), reason: chain.join(": ") }
 }

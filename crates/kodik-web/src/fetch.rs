@@ -256,6 +256,13 @@ elsewhere (an API, a raw file, documentation source, or a server-rendered page).
                     .await
                     .map_err(|e| match e {
                         FetchError::Cancelled => ToolError::Cancelled,
+                        // The site itself cannot be reached: that, not robots.txt, is the page's
+                        // problem, and the same error would come from fetching the page.
+                        e @ (FetchError::Connect { .. }
+                        | FetchError::Resolve { .. }
+                        | FetchError::Refused { .. }
+                        | FetchError::AllAddressesRefused { .. }
+                        | FetchError::DomainNotAllowed { .. }) => fetch_error(e),
                         e => ToolError::failed(format!(
                             "{url} was not fetched: its site's robots.txt could not be read ({}), and RFC 9309 \
 treats a site whose robots.txt is unreachable as closed to automatic fetching. Try again later, or ask the user \

@@ -622,6 +622,23 @@ async fn w2_robots_txt_disallowed_paths_are_refused_and_read_once_per_site() {
 }
 
 #[tokio::test]
+async fn w2_a_server_that_is_not_running_or_a_name_that_does_not_resolve_is_said_so_not_blamed_on_robots_txt() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let url = format!("http://127.0.0.1:{port}/x");
+    for robots in [true, false] {
+        let t = tool(WebConfig { respect_robots_txt: robots, ..WebConfig::default() });
+        let err = fetch(&t, &url, None, None).await.unwrap_err();
+        assert!(err.contains(&format!("could not connect to 127.0.0.1:{port}")), "robots {robots}: {err}");
+        assert!(err.contains("is the server running"), "robots {robots}: {err}");
+        assert!(!err.contains("robots.txt") && !err.contains("RFC 9309"), "robots {robots}: {err}");
+
+        let err = fetch(&t, "https://nonexistent.invalid/x", None, None).await.unwrap_err();
+        assert!(err.contains("could not resolve `nonexistent.invalid`"), "robots {robots}: {err}");
+        assert!(!err.contains("robots.txt"), "robots {robots}: {err}");
+    }
+}
+
+#[tokio::test]
 async fn w2_robots_txt_answering_5xx_closes_the_site_and_404_opens_it() {
     let down = Server::start(robots_site(503, "busy")).await;
     let err = fetch(&tool(WebConfig::default()), &down.url("/public"), None, None).await.unwrap_err();
