@@ -120,10 +120,16 @@ pub async fn run(args: Args) -> ExitCode {
             Err(code) => return code,
         }
     };
-    let toolbox = match tools.approver(args.approve.approver()).conversation(conversation_tools.build()).build() {
-        Ok(t) => t,
-        Err(e) => return usage_error(e),
-    };
+    // The model's key stays with the model client: a command's `env` would show it to the model
+    // (and put it in the transcript and in --record files).
+    let shell = [Provider::OpenAiResponses, Provider::Anthropic]
+        .into_iter()
+        .fold(kodik_tools::shell::ShellToolset::new(), |shell, p| shell.unset_env(p.key_var()));
+    let toolbox =
+        match tools.approver(args.approve.approver()).conversation(conversation_tools.build()).shell(shell).build() {
+            Ok(t) => t,
+            Err(e) => return usage_error(e),
+        };
     let mut config = AgentConfig::default().mode(args.mode);
     if let Some(n) = args.max_turns {
         config = config.max_turns(n);

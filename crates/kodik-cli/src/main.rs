@@ -304,7 +304,11 @@ async fn call(workspace: PathBuf, mcp_config: Vec<PathBuf>, tool: String, args: 
     tb.browser().shutdown().await;
     unmount(mcp).await;
     match serde_json::to_string(&out) {
-        Ok(s) => println!("{s}"),
+        Ok(s) => {
+            // A reader that stopped early (`| head`) leaves the result unread; the call still ran.
+            let mut stdout = std::io::stdout();
+            let _ = writeln!(stdout, "{s}").and_then(|()| stdout.flush());
+        }
         Err(e) => return usage_error(e),
     }
     match out.status {

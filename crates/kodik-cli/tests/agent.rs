@@ -243,13 +243,13 @@ async fn agent_against(server: &ReplayServer, workspace: &Path, args: &[&str]) -
 
 /// A real (non-demo) run: the model configured by flags and the key from the environment,
 /// the transcript saved, --record writing a replayable recording, exit 0 — and the key never
-/// printed.
+/// printed, nor shown to the model by a command's `env`.
 #[tokio::test]
 async fn agent_runs_a_task_records_it_and_never_prints_the_key() {
     let ws = tempfile::tempdir().unwrap();
     std::fs::write(ws.path().join("hello.txt"), "hi\n").unwrap();
     let recording = Recording::new(Provider::OpenAiResponses, "gpt-5")
-        .with(Exchange::sse(call_body("call_1", "shell", &json!({"command": "cat hello.txt"}))))
+        .with(Exchange::sse(call_body("call_1", "shell", &json!({"command": "cat hello.txt && env"}))))
         .with(Exchange::sse(text_body("hello.txt says hi.")));
     let server = ReplayServer::start(recording).await.unwrap();
     let record = ws.path().join("session.json");
@@ -262,6 +262,11 @@ async fn agent_runs_a_task_records_it_and_never_prints_the_key() {
     assert!(!stdout.contains("sk-test") && !stderr.contains("sk-test"));
     let requests = server.requests();
     assert_eq!(requests.len(), 2);
+    // The command's output went to the model, its environment without the key.
+    let sent = requests[1].body.to_string();
+    assert!(sent.contains("PATH=") && !sent.contains("OPENAI_API_KEY") && !sent.contains("sk-test"), "{sent}");
+    let transcript = std::fs::read_dir(ws.path().join(".kodik/sessions")).unwrap().next().unwrap().unwrap().path();
+    assert!(!std::fs::read_to_string(transcript).unwrap().contains("sk-test"));
     let saved = Recording::load(&record).unwrap();
     assert_eq!(saved.exchanges.len(), 2);
     assert!(saved.exchanges[1].body.contains("hello.txt says hi."));

@@ -186,3 +186,23 @@ fn a1_a2_todo_write_and_memory_through_call_and_batch() {
         .collect();
     assert!(notes.iter().any(|n| n.contains("run make first")), "{notes:?}");
 }
+
+/// `kodik call … | head`: a reader that stops early is not a crash of the call.
+#[test]
+fn call_whose_reader_stopped_early_exits_cleanly() {
+    let ws = tempfile::tempdir().unwrap();
+    let mut child = kodik()
+        .args(["call", "--workspace"])
+        .arg(ws.path())
+        .args(["shell", r#"{"command":"sleep 0.3; echo done"}"#])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The reader goes away before the result is written.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+}

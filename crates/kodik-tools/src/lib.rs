@@ -477,6 +477,8 @@ pub struct ToolboxBuilder {
     lsp: Option<kodik_lsp::LspConfig>,
     #[cfg(feature = "conversation")]
     conversation: Option<kodik_conversation::ConversationToolset>,
+    #[cfg(feature = "shell")]
+    shell: Option<kodik_shell::ShellToolset>,
     #[cfg(feature = "web")]
     web: Option<kodik_web::WebToolset>,
     #[cfg(feature = "mcp")]
@@ -573,6 +575,16 @@ impl ToolboxBuilder {
         self
     }
 
+    /// The shell tools' configuration (environment, limits, output preview); by default
+    /// [`ShellToolset::new`](kodik_shell::ShellToolset::new). An agent host removes its model
+    /// API key here, so that a command's `env` cannot show it to the model:
+    /// `ShellToolset::new().unset_env("OPENAI_API_KEY")`.
+    #[cfg(feature = "shell")]
+    pub fn shell(mut self, tools: kodik_shell::ShellToolset) -> Self {
+        self.shell = Some(tools);
+        self
+    }
+
     /// Mounts the tools of connected MCP servers as `server__tool`, after the built-ins (A8,
     /// G13). Connect first (it is async), e.g. from the `mcpServers` files:
     ///
@@ -629,7 +641,7 @@ impl ToolboxBuilder {
         }
 
         #[cfg(feature = "shell")]
-        let shell = kodik_shell::ShellToolset::new();
+        let shell = self.shell.unwrap_or_default();
         #[cfg(feature = "shell")]
         shell.register(&mut registry);
 
