@@ -92,6 +92,18 @@ pub enum PickError {
         /// Which was asked.
         asked: u32,
     },
+    /// `character` does not point into any occurrence of `symbol` on the line.
+    #[error("`{symbol}` is not at column {column} of line {line}; it occurs at column(s) {at}")]
+    NotAtColumn {
+        /// The identifier.
+        symbol: String,
+        /// Line (1-based).
+        line: u32,
+        /// The column given (1-based).
+        column: u32,
+        /// The 1-based columns where it does occur.
+        at: String,
+    },
     /// The column lies past the end of the line.
     #[error("column {column} is past the end of line {line}, which has {len} characters")]
     PastEnd {
@@ -104,9 +116,58 @@ pub enum PickError {
     },
 }
 
+/// Where in `symbol` the identifier to ask about starts: 0 for a plain identifier; for a
+/// qualified name (`u.greet`, `u.greet()`, `Foo::bar`, `p->x`) its last identifier, the member
+/// a model means (not the receiver). `None` when `symbol` is one identifier or has none.
+fn member_offset(symbol: &[char]) -> Option<usize> {
+    if symbol.iter().all(|&c| is_ident(c)) {
+        return None;
+    }
+    let mut last = None;
+    let mut i = 0;
+    while i < symbol.len() {
+        if is_ident(symbol[i]) {
+            if !symbol[i].is_ascii_digit() {
+                last = Some(i);
+            }
+            while i < symbol.len() && is_ident(symbol[i]) {
+                i += 1;
+            }
+        } else {
+            i += 1;
+        }
+    }
+    last
+}
+
+/// Start indices of the whole-word matches of `wanted` in `chars` (so `id` never matches
+/// inside `idx`).
+fn matches(chars: &[char], wanted: &[char]) -> Vec<usize> {
+    let mut found = Vec::new();
+    if wanted.is_empty() {
+        return found;
+    }
+    let mut i = 0;
+    while i + wanted.len() <= chars.len() {
+        let before_ok = i == 0 || !is_ident(chars[i - 1]) || !is_ident(wanted[0]);
+        let after = i + wanted.len();
+        let after_ok = after == chars.len() || !is_ident(chars[after]) || !wanted.last().is_some_and(|&c| is_ident(c));
+        if chars[i..after] == wanted[..] && before_ok && after_ok {
+            found.push(i);
+            i = after;
+        } else {
+            i += 1;
+        }
+    }
+    found
+}
+
 /// The 0-based character index of the symbol on 1-based `line`: the `occurrence`-th whole-word
 /// match of `symbol` (so `id` never matches inside `idx`), or the 1-based `character` column.
-/// With both a symbol and a column, the occurrence that covers the column wins.
+/// A qualified `symbol` (`u.greet`) points at its last identifier (`greet`), and is looked for
+/// as that identifier alone when the whole text is not on the line. With both a symbol and a
+/// column, the occurrence that covers the column wins, and a column no occurrence covers is an
+/// error that says where the symbol is.
 pub fn pick(
     text: &str,
     line: u32,
@@ -119,41 +180,66 @@ pub fn pick(
         return Err(PickError::NoLine { line, lines });
     };
     let chars: Vec<char> = src.chars().collect();
-    if let Some(col) = character {
-        let idx = col.saturating_sub(1) as usize;
-        if idx >= chars.len() {
-            return Err(PickError::PastEnd { column: col, line, len: chars.len() });
-        }
-        return Ok(idx);
-    }
     let symbol = symbol.unwrap_or("").trim();
-    let wanted: Vec<char> = symbol.chars().collect();
-    let mut found = Vec::new();
-    if !wanted.is_empty() {
-        let mut i = 0;
-        while i + wanted.len() <= chars.len() {
-            let before_ok = i == 0 || !is_ident(chars[i - 1]) || !is_ident(wanted[0]);
-            let after = i + wanted.len();
-            let after_ok =
-                after == chars.len() || !is_ident(chars[after]) || !wanted.last().is_some_and(|&c| is_ident(c));
-            if chars[i..after] == wanted[..] && before_ok && after_ok {
-                found.push(i);
-                i = after;
-            } else {
-                i += 1;
+    let column = match character {
+        Some(col) => {
+            let idx = col.saturating_sub(1) as usize;
+            if idx >= chars.len() {
+                return Err(PickError::PastEnd { column: col, line, len: chars.len() });
             }
+            if symbol.is_empty() {
+                return Ok(idx);
+            }
+            Some((col, idx))
+        }
+        None => None,
+    };
+    let wanted: Vec<char> = symbol.chars().collect();
+    let mut found = matches(&chars, &wanted);
+    let mut span = wanted.len();
+    let mut offset = 0;
+    if let Some(member) = member_offset(&wanted) {
+        if found.is_empty() {
+            // `User.greet` on `def greet(self)`: the member alone.
+            let ident: Vec<char> = wanted[member..].iter().copied().take_while(|&c| is_ident(c)).collect();
+            span = ident.len();
+            found = matches(&chars, &ident);
+        } else {
+            offset = member;
         }
     }
     if found.is_empty() {
         return Err(PickError::NotOnLine { symbol: symbol.to_owned(), line, text: src.trim().to_owned() });
     }
+    if let Some((col, idx)) = column {
+        return found.iter().find(|&&start| start <= idx && idx < start + span).map(|&start| start + offset).ok_or(
+            PickError::NotAtColumn {
+                symbol: symbol.to_owned(),
+                line,
+                column: col,
+                at: found.iter().map(|s| (s + 1).to_string()).collect::<Vec<_>>().join(", "),
+            },
+        );
+    }
     let n = occurrence.unwrap_or(1);
-    found.get(n.saturating_sub(1) as usize).copied().ok_or(PickError::NoOccurrence {
+    found.get(n.saturating_sub(1) as usize).map(|&start| start + offset).ok_or(PickError::NoOccurrence {
         symbol: symbol.to_owned(),
         line,
         found: found.len(),
         asked: n,
     })
+}
+
+/// The whole identifier that covers the 0-based character index `idx` of `line`, or `None`
+/// when no identifier character is there.
+pub fn identifier_at(line: &str, idx: usize) -> Option<String> {
+    let chars: Vec<char> = line.chars().collect();
+    if !chars.get(idx).is_some_and(|&c| is_ident(c)) {
+        return None;
+    }
+    let start = chars[..idx].iter().rposition(|&c| !is_ident(c)).map_or(0, |p| p + 1);
+    let end = chars[idx..].iter().position(|&c| !is_ident(c)).map_or(chars.len(), |p| idx + p);
+    Some(chars[start..end].iter().collect())
 }
 
 /// `file://` URI of an absolute path, percent-encoding everything but unreserved characters.
@@ -206,6 +292,36 @@ mod tests {
         assert!(matches!(pick(text, 2, Some("oo"), None, None), Err(PickError::NotOnLine { .. })));
         assert!(matches!(pick(text, 9, Some("x"), None, None), Err(PickError::NoLine { .. })));
         assert_eq!(pick(text, 2, None, None, Some(10)), Ok(9));
+    }
+
+    /// L3: a qualified symbol (`u.greet`, `u.greet()`, `Foo::bar`) points at the member, not
+    /// the receiver; a member named with its class on its definition line (`User.greet` on
+    /// `def greet`) is found as the member alone.
+    #[test]
+    fn l3_qualified_symbol_points_at_the_member_not_the_receiver() {
+        let text = "def run():\n    return u.greet() + Foo::bar\n    def greet(self):\n";
+        assert_eq!(pick(text, 2, Some("u.greet"), None, None), Ok(13));
+        assert_eq!(pick(text, 2, Some("u.greet()"), None, None), Ok(13));
+        assert_eq!(pick(text, 2, Some("Foo::bar"), None, None), Ok(28));
+        assert_eq!(pick(text, 3, Some("User.greet"), None, None), Ok(8));
+        assert_eq!(pick(text, 2, Some("v.greet"), None, None), Ok(13));
+        assert!(matches!(pick(text, 2, Some("u.nothing"), None, None), Err(PickError::NotOnLine { .. })));
+        assert_eq!(identifier_at(line_of(text, 1).unwrap_or(""), 15).as_deref(), Some("greet"));
+    }
+
+    /// L3: with a symbol, `character` must point into one of its occurrences (the one it
+    /// covers is used); a column elsewhere is an error that says where the symbol is, not a
+    /// query at the wrong place that answers "No results".
+    #[test]
+    fn l3_character_must_point_at_the_symbol() {
+        let text = "x = 1\n    u = User(User)\n";
+        assert_eq!(pick(text, 2, Some("User"), None, Some(11)), Ok(8));
+        assert_eq!(pick(text, 2, Some("User"), None, Some(14)), Ok(13));
+        let err = pick(text, 2, Some("User"), None, Some(3));
+        assert_eq!(err, Err(PickError::NotAtColumn { symbol: "User".into(), line: 2, column: 3, at: "9, 14".into() }));
+        assert!(err.unwrap_err().to_string().contains("it occurs at column(s) 9, 14"));
+        // Without a symbol the column is used as given.
+        assert_eq!(pick(text, 2, None, None, Some(3)), Ok(2));
     }
 
     /// L3: emoji, CJK and tabs before the symbol count as one character for the model and as

@@ -11,7 +11,9 @@ use serde_json::{Value, json};
 
 use crate::LspError;
 use crate::manager::LanguageServers;
-use crate::position::{Encoding, from_lsp_column, line_of, path_to_uri, pick, to_lsp_column, uri_to_path};
+use crate::position::{
+    Encoding, from_lsp_column, identifier_at, line_of, path_to_uri, pick, to_lsp_column, uri_to_path,
+};
 use crate::server::{Readiness, Server};
 
 /// At most this many locations are listed (L4).
@@ -368,10 +370,11 @@ impl LspTool {
                     let src = line_of(&text, line.saturating_sub(1) as usize).unwrap_or("");
                     let position = json!({"line": line.saturating_sub(1), "character": to_lsp_column(src, idx, enc)});
                     let params = json!({"textDocument": {"uri": uri}, "position": position});
-                    let shown_symbol: String = match &args.symbol {
-                        Some(s) => s.clone(),
-                        None => src.chars().skip(idx).take_while(|c| c.is_alphanumeric() || *c == '_').collect(),
-                    };
+                    // The identifier actually asked about: `greet` for `u.greet`, the whole name
+                    // under a bare `character`.
+                    let shown_symbol = identifier_at(src, idx)
+                        .or_else(|| args.symbol.clone())
+                        .unwrap_or_else(|| src.chars().nth(idx).map(String::from).unwrap_or_default());
                     let header =
                         format!("{} of `{shown_symbol}` ({}:{line}:{})", op.as_str(), ws.display(&path), idx + 1);
                     let method = match op {
