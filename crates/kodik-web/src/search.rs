@@ -35,6 +35,13 @@ pub struct SearchResults {
     /// The engine's answer.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub answer: Option<String>,
+    /// Engines behind a metasearch provider that did not answer, with why (`google (CAPTCHA)`):
+    /// the results may be incomplete.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unanswered: Vec<String>,
+    /// Other queries the engine suggests (spelling corrections first).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub suggestions: Vec<String>,
 }
 
 /// Why a search failed. Messages never hold an API key.
@@ -65,6 +72,18 @@ pub enum SearchError {
         provider: &'static str,
         /// The transport's error (keys redacted).
         reason: String,
+    },
+    /// Nothing came back because the engines behind the provider failed (CAPTCHA, rate limit,
+    /// timeout): not an empty result.
+    #[error(
+        "{provider} has no results because its engines did not answer: {engines}. This says nothing about \
+whether pages exist; search again in a while, or reach the information another way (web_fetch a page you know)."
+    )]
+    EnginesFailed {
+        /// The provider's name.
+        provider: &'static str,
+        /// Each engine with its reason.
+        engines: String,
     },
     /// A provider was configured wrongly.
     #[error("search provider configuration: {0}")]
@@ -197,10 +216,57 @@ impl SearchProvider for SearxngProvider {
         let v = send_json("searxng", req, None).await?;
         let mut hits = hits_from("searxng", v.get("results"), &["content"], &["publishedDate"])?;
         hits.truncate(limit);
-        let answer = v.get("answers").and_then(Value::as_array).and_then(|a| {
-            a.iter().find_map(|x| x.as_str().map(str::to_string).or_else(|| str_of(x, &["answer", "content"])))
-        });
-        Ok(SearchResults { hits, answer })
+        let answer = v
+            .get("answers")
+            .and_then(Value::as_array)
+            .and_then(|a| {
+                a.iter().find_map(|x| x.as_str().map(str::to_string).or_else(|| str_of(x, &["answer", "content"])))
+            })
+            .or_else(|| {
+                // An infobox (Wikipedia/Wikidata) is SearXNG's other kind of direct answer.
+                let b = v.get("infoboxes")?.as_array()?.first()?;
+                let content = str_of(b, &["content"])?;
+                Some(match str_of(b, &["infobox"]) {
+                    Some(name) => format!("{name}: {content}"),
+                    None => content,
+                })
+            });
+        let unanswered: Vec<String> = v
+            .get("unresponsive_engines")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|e| match e {
+                        Value::Array(pair) => {
+                            let name = pair.first()?.as_str()?;
+                            Some(match pair.get(1).and_then(Value::as_str) {
+                                Some(why) if !why.trim().is_empty() => format!("{name} ({})", why.trim()),
+                                _ => name.to_string(),
+                            })
+                        }
+                        Value::String(name) => Some(name.clone()),
+                        _ => None,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        if hits.is_empty() && answer.is_none() && !unanswered.is_empty() {
+            return Err(SearchError::EnginesFailed { provider: "searxng", engines: unanswered.join(", ") });
+        }
+        let strings = |key: &str| -> Vec<String> {
+            v.get(key)
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(|x| x.as_str()).map(|x| x.trim().to_string()).collect())
+                .unwrap_or_default()
+        };
+        let mut suggestions = strings("corrections");
+        for x in strings("suggestions") {
+            if !x.is_empty() && !suggestions.contains(&x) {
+                suggestions.push(x);
+            }
+        }
+        suggestions.retain(|x| !x.is_empty());
+        Ok(SearchResults { hits, answer, unanswered, suggestions })
     }
 }
 
@@ -252,7 +318,7 @@ impl SearchProvider for BraveProvider {
             h.snippet = strip_tags(&h.snippet);
         }
         hits.truncate(limit);
-        Ok(SearchResults { hits, answer: None })
+        Ok(SearchResults { hits, answer: None, ..SearchResults::default() })
     }
 }
 
@@ -295,7 +361,7 @@ impl SearchProvider for TavilyProvider {
         let v = send_json("tavily", req, Some(&self.key)).await?;
         let mut hits = hits_from("tavily", v.get("results"), &["content"], &["published_date"])?;
         hits.truncate(limit);
-        Ok(SearchResults { hits, answer: str_of(&v, &["answer"]) })
+        Ok(SearchResults { hits, answer: str_of(&v, &["answer"]), ..SearchResults::default() })
     }
 }
 
@@ -338,7 +404,7 @@ impl SearchProvider for ExaProvider {
         let v = send_json("exa", req, Some(&self.key)).await?;
         let mut hits = hits_from("exa", v.get("results"), &["summary", "text"], &["publishedDate"])?;
         hits.truncate(limit);
-        Ok(SearchResults { hits, answer: None })
+        Ok(SearchResults { hits, answer: None, ..SearchResults::default() })
     }
 }
 
@@ -510,11 +576,22 @@ the JSON format enabled), BRAVE_API_KEY, TAVILY_API_KEY or EXA_API_KEY",
                 let _ = writeln!(out, "   {}", h.snippet.split_whitespace().collect::<Vec<_>>().join(" "));
             }
         }
+        if !results.suggestions.is_empty() {
+            let _ = writeln!(out, "Suggested queries: {}", results.suggestions.join("; "));
+        }
         let _ = writeln!(out, "<<<end of untrusted web content {tag}>>>");
+        if !results.unanswered.is_empty() {
+            let _ = writeln!(
+                out,
+                "Engines that did not answer (results may be incomplete): {}.",
+                results.unanswered.join(", ")
+            );
+        }
         if !hits.is_empty() {
             out.push_str("Read a result in full with web_fetch.\n");
         }
-        let meta = json!({"provider": provider.name(), "results": hits, "answer": results.answer});
+        let meta = json!({"provider": provider.name(), "results": hits, "answer": results.answer,
+            "unanswered": results.unanswered, "suggestions": results.suggestions});
         Ok(ToolOutput::text(out).with_meta(meta))
     }
 }

@@ -161,6 +161,47 @@ async fn w5_an_unreadable_answer_is_an_error() {
 }
 
 #[tokio::test]
+async fn w5_searxng_whose_engines_all_failed_is_an_error_not_zero_results() {
+    let s = Server::start(|r| {
+        let body = if r.path.contains("q=captcha") {
+            // SearXNG's real answer when every engine failed.
+            serde_json::json!({"query": "captcha rust", "number_of_results": 0, "results": [], "answers": [],
+                "corrections": [], "infoboxes": [], "suggestions": [],
+                "unresponsive_engines": [["google", "CAPTCHA"], ["duckduckgo", "too many requests"], ["brave", "timeout"]]})
+        } else if r.path.contains("q=partial") {
+            serde_json::json!({"query": "partial", "results": [{"url": "https://a.example/", "title": "A", "content": "a"}],
+                "unresponsive_engines": [["google", "CAPTCHA"]], "suggestions": ["partial rust"], "corrections": ["partiel"]})
+        } else if r.path.contains("q=infobox") {
+            serde_json::json!({"query": "infobox", "results": [], "answers": [],
+                "infoboxes": [{"infobox": "Rust", "content": "Rust is a programming language."}],
+                "unresponsive_engines": [["google", "CAPTCHA"]]})
+        } else {
+            serde_json::json!({"query": "nothing", "results": [], "answers": [], "unresponsive_engines": []})
+        };
+        Reply::ok("application/json", body.to_string())
+    })
+    .await;
+    let t = tool(SearxngProvider::new(format!("http://{}", s.addr)).unwrap(), WebConfig::default());
+    let err = search(&t, "captcha rust", None).await.unwrap_err();
+    assert!(err.contains("searxng has no results because its engines did not answer"), "{err}");
+    assert!(err.contains("google (CAPTCHA), duckduckgo (too many requests), brave (timeout)"), "{err}");
+
+    let out = search(&t, "partial", None).await.unwrap();
+    assert!(out.starts_with("1 result for \"partial\""), "{out}");
+    assert!(out.contains("Engines that did not answer (results may be incomplete): google (CAPTCHA)."), "{out}");
+    assert!(out.contains("Suggested queries: partiel; partial rust"), "{out}");
+
+    let out = search(&t, "infobox", None).await.unwrap();
+    assert!(out.contains("Answer: Rust: Rust is a programming language."), "{out}");
+
+    let out = search(&t, "nothing", None).await.unwrap();
+    assert!(
+        out.starts_with("0 results for \"nothing\"") && !out.contains("did not answer"),
+        "a real empty result: {out}"
+    );
+}
+
+#[tokio::test]
 async fn w5_a_timed_out_search_is_not_sent_again() {
     let s = Server::start(|_| Reply::Drip {
         headers: vec![("Content-Type".into(), "application/json".into())],
