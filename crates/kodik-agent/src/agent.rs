@@ -563,7 +563,8 @@ impl Conversation {
         };
 
         let settled: Settled = Arc::new(Mutex::new(HashSet::new()));
-        let base = plan.registry(registry_now);
+        // A deferred tool called by its own name runs as through call_tool (G12).
+        let base = plan.callable(registry_now);
         let mut registry = ToolRegistry::new();
         for name in base.names() {
             if let Some(tool) = base.get(name) {

@@ -289,6 +289,42 @@ async fn g3_g12_read_only_and_deny_sessions_read_and_search_through_call_tool() 
 }
 
 #[tokio::test]
+async fn g12_a_deferred_read_called_by_its_own_name_runs_and_the_tool_list_stays() {
+    let first = body(
+        &[
+            Step::Call("call_read", "read_file", json!({"path": "a.txt"})),
+            Step::Call("call_grep", "grep", json!({"pattern": "alpha"})),
+            Step::Call("call_none", "no_such_tool", json!({})),
+        ],
+        100,
+        20,
+    );
+    let s = setup_harness(
+        Recording::new(Provider::OpenAiResponses, "gpt-5"),
+        vec![first, answer("read it")],
+        ReplayOptions::default(),
+        AgentConfig::default(),
+        ApprovalMode::Auto,
+        default_harness,
+    )
+    .await;
+    std::fs::write(s.dir.path().join("a.txt"), "alpha\n").unwrap();
+    let mut conv = s.agent.start().unwrap();
+    assert_eq!(conv.run("what is in a.txt?", CancellationToken::new()).await.status, RunStatus::Completed);
+    let requests = s.server.requests();
+    let read = output_of(&requests[1].body, "call_read");
+    assert!(read.contains("alpha") && !read.contains("unknown tool"), "{read}");
+    let grep = output_of(&requests[1].body, "call_grep");
+    assert!(grep.contains("a.txt") && !grep.contains("unknown tool"), "{grep}");
+    assert!(output_of(&requests[1].body, "call_none").contains("unknown tool"));
+    for request in &requests {
+        let tools = request.body["tools"].as_array().unwrap();
+        assert!(!tools.iter().any(|t| t["name"] == "read_file" || t["name"] == "grep"), "{tools:?}");
+    }
+    assert_eq!(requests[0].body["tools"], requests[1].body["tools"]);
+}
+
+#[tokio::test]
 async fn g7_a_transcript_resumes_by_id_and_as_the_last_session_with_its_history() {
     let first = body(&[Step::Call("call_read", "read_file", json!({"path": "a.txt"}))], 100, 20);
     let bodies = vec![first, answer("alpha it is"), answer("still alpha"), answer("third")];

@@ -178,6 +178,23 @@ impl RequestPlan {
         }
         reg
     }
+
+    /// Every tool a model may call in this request: [`registry`](Self::registry), plus each
+    /// deferred tool under its own name. Models trained on other agents call `read_file` or
+    /// `grep` directly even when only `call_tool` offers them; such a call runs as it would
+    /// through `call_tool` (same checks, hooks and approval) instead of failing as an unknown
+    /// tool, and the request's tool list stays the same (G12).
+    pub fn callable(&self, base: &ToolRegistry) -> ToolRegistry {
+        let mut reg = self.registry(base);
+        for spec in &self.deferred {
+            if let Some(t) = base.get(&spec.name)
+                && reg.get(&spec.name).is_none()
+            {
+                reg.register_arc(t.clone());
+            }
+        }
+        reg
+    }
 }
 
 const FILE_TOOLS: [&str; 3] = ["create_file", "edit_file", "delete_file"];

@@ -189,6 +189,36 @@ async fn g12_tool_search_then_call_tool_round_trip_without_changing_the_tool_lis
     assert_eq!(h.plan(Mode::Code, "qwen3-coder").tools, plan.tools);
 }
 
+#[tokio::test]
+async fn g12_a_deferred_tool_called_by_its_own_name_runs_as_through_call_tool() {
+    let mut h = Harness::new([find_spec()]);
+    h.set_deferred(Mode::Code, "find_symbol", true);
+    let plan = h.plan(Mode::Code, "qwen3-coder");
+    let mut base = ToolRegistry::new();
+    base.register(Find(find_spec()));
+    let reg = plan.callable(&base);
+    let dir = tempfile::tempdir().unwrap();
+    let cx = ToolContext::new(Workspace::new(dir.path()).unwrap());
+
+    let out = dispatch(&reg, &ToolCall::new("1", "find_symbol", json!({"needle": "main"})), &cx).await;
+    assert_eq!(out.text_content(), "found main");
+    let via = json!({"name": "find_symbol", "arguments": {"needle": "main"}});
+    assert_eq!(dispatch(&reg, &ToolCall::new("2", "call_tool", via), &cx).await.text_content(), "found main");
+    // Its own argument check, as through call_tool.
+    let bad = dispatch(&reg, &ToolCall::new("3", "find_symbol", json!({})), &cx).await;
+    assert_eq!(bad.status, ToolStatus::Error);
+    assert!(bad.text_content().contains("needle"), "{}", bad.text_content());
+    // Offered nothing more: the tool list is the same, and a tool the mode has not is unknown.
+    assert_eq!(names(&plan.tools), ["call_tool", "tool_search"]);
+    let shell = dispatch(&reg, &ToolCall::new("4", "shell", json!({})), &cx).await;
+    assert!(shell.text_content().contains("unknown tool"), "{}", shell.text_content());
+    // A tool switched off in this mode stays unknown.
+    h.set_enabled(Mode::Code, "find_symbol", false);
+    let off = h.plan(Mode::Code, "qwen3-coder").callable(&base);
+    let out = dispatch(&off, &ToolCall::new("5", "find_symbol", json!({"needle": "main"})), &cx).await;
+    assert_eq!(out.status, ToolStatus::Error);
+}
+
 /// A deferred tool that changes a file: its call waits for the end of the response (G4) and
 /// is ordered with other changes of that file (G2).
 struct Touch(ToolSpec);
