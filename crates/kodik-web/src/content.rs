@@ -80,11 +80,30 @@ pub fn to_page(body: &[u8], content_type: Option<&str>, url: &str) -> Result<Pag
         }
         return Ok(Page { title: String::new(), markdown: text, content_type: ct, kind: Kind::Pdf });
     }
-    if ct.starts_with("text/") || ct.ends_with("+xml") || ct == "application/xml" || ct == "application/javascript" {
+    if ct.starts_with("text/")
+        || ct.ends_with("+xml")
+        || ct == "application/xml"
+        || ct == "application/javascript"
+        || (ct.starts_with("application/") && looks_like_text(body))
+    {
         let (text, _) = decode(body, content_type, false);
         return Ok(Page { title: String::new(), markdown: text, content_type: ct, kind: Kind::Text });
     }
     Ok(Page { title: String::new(), markdown: describe_binary(body, &ct), content_type: ct, kind: Kind::Binary })
+}
+
+/// Whether a body declared as some `application/*` type is text after all: servers label YAML,
+/// TOML, NDJSON, shell scripts, SQL … with types of their own, and the bytes tell. UTF-8 without
+/// NUL in the first 8 KB (a character cut at the end of the window is fine) is text.
+fn looks_like_text(body: &[u8]) -> bool {
+    let head = &body[..body.len().min(8192)];
+    if head.contains(&0) || matches!(sniff(head).as_str(), "application/pdf" | "application/zip" | "application/gzip") {
+        return false;
+    }
+    match std::str::from_utf8(head) {
+        Ok(_) => true,
+        Err(e) => e.error_len().is_none() && head.len() == 8192,
+    }
 }
 
 /// The type of an unlabelled body from its first bytes.

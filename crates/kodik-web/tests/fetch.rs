@@ -305,6 +305,31 @@ async fn w1_forbidden_urls_are_refused_before_any_request() {
 }
 
 #[tokio::test]
+async fn w2_text_under_application_types_like_yaml_and_ndjson_is_shown_and_real_binaries_are_described() {
+    let s = Server::start(|r| match r.path.as_str() {
+        "/yaml" => Reply::ok("application/yaml", "openapi: 3.0.0\npaths:\n  /pets: {}\n"),
+        "/ndjson" => Reply::ok("application/x-ndjson", "{\"a\":1}\n{\"b\":\"café\"}\n"),
+        "/sh" => Reply::ok("application/x-sh", "#!/bin/sh\necho install\n"),
+        "/proto" => Reply::ok("application/x-protobuf", vec![0x08, 0x96, 0x01, 0x00, 0x12, 0x03, b'a', b'b', b'c']),
+        _ => Reply::ok("application/zip", b"PK\x03\x04 looks textual but is a zip".to_vec()),
+    })
+    .await;
+    let t = tool(WebConfig::default());
+    for (path, text) in [
+        ("/yaml", "openapi: 3.0.0\npaths:\n  /pets: {}"),
+        ("/ndjson", "{\"a\":1}\n{\"b\":\"café\"}"),
+        ("/sh", "#!/bin/sh\necho install"),
+    ] {
+        let out = fetch(&t, &s.url(path), None, None).await.unwrap();
+        assert!(framed(&out).contains(text) && !out.contains("binary"), "{path}: {out}");
+    }
+    for path in ["/proto", "/zip"] {
+        let out = fetch(&t, &s.url(path), None, None).await.unwrap();
+        assert!(framed(&out).contains("A binary file (application/"), "{path}: {out}");
+    }
+}
+
+#[tokio::test]
 async fn w2_json_is_pretty_printed_pdf_is_text_and_a_png_is_described() {
     let pdf = common::pdf("Quarterly report: revenue grew nine percent");
     let png = common::png(640, 480);
