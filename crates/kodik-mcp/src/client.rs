@@ -36,7 +36,8 @@ pub struct ClientOptions {
     pub call_timeout: Duration,
     /// How many times a server that died is started again (default 1).
     pub max_restarts: u32,
-    /// Where a relative `cwd` of a stdio server is taken from (the workspace root).
+    /// The folder stdio servers without a `cwd` run in, and a relative `cwd` is taken from
+    /// (the workspace root).
     pub base_dir: Option<std::path::PathBuf>,
 }
 
@@ -208,12 +209,15 @@ impl Server {
         if let Some(command) = &self.config.command {
             let mut cmd = tokio::process::Command::new(command);
             cmd.args(&self.config.args).envs(&self.config.env);
-            if let Some(cwd) = &self.config.cwd {
-                cmd.current_dir(match &self.options.base_dir {
-                    Some(base) if cwd.is_relative() => base.join(cwd),
-                    _ => cwd.clone(),
-                });
-            }
+            // Without a `cwd` the server runs in the workspace, as in Claude Code and Cursor (a
+            // `node server.js` of the project's own config finds its file), not wherever the
+            // host was started.
+            match (&self.config.cwd, &self.options.base_dir) {
+                (Some(cwd), Some(base)) if cwd.is_relative() => cmd.current_dir(base.join(cwd)),
+                (Some(cwd), _) => cmd.current_dir(cwd),
+                (None, Some(base)) => cmd.current_dir(base),
+                (None, None) => &mut cmd,
+            };
             let mut wrap = process_wrap::tokio::CommandWrap::from(cmd);
             // Its own process group: killing the server also kills what it started.
             wrap.wrap(process_wrap::tokio::ProcessGroup::leader());

@@ -84,6 +84,36 @@ impl ServerConfig {
         self
     }
 
+    /// Replaces `${VAR}` and `${VAR:-default}` in the command, arguments, environment, folder,
+    /// URL and headers with the variable's value, as Claude Code's `.mcp.json` does, so one file
+    /// serves every machine without a key written into it. A variable that is not set and has
+    /// no default is an error naming it: started with the placeholder, the server would fail
+    /// in a way that does not say why.
+    fn expand(&mut self, origin: &str, server: &str) -> Result<(), ConfigError> {
+        let expand = |text: &mut String| -> Result<(), ConfigError> {
+            *text = expand_vars(text, |name| std::env::var(name).ok()).map_err(|name| ConfigError::Server {
+                origin: origin.to_owned(),
+                server: server.to_owned(),
+                message: format!(
+                    "`${{{name}}}` is not set: set {name} in the environment, or give a default as `${{{name}:-value}}`"
+                ),
+            })?;
+            Ok(())
+        };
+        for text in self.command.iter_mut().chain(&mut self.args).chain(self.env.values_mut()) {
+            expand(text)?;
+        }
+        for text in self.url.iter_mut().chain(self.headers.values_mut()) {
+            expand(text)?;
+        }
+        if let Some(cwd) = &mut self.cwd {
+            let mut text = cwd.to_string_lossy().into_owned();
+            expand(&mut text)?;
+            *cwd = PathBuf::from(text);
+        }
+        Ok(())
+    }
+
     fn check(&self, origin: &str, server: &str) -> Result<(), ConfigError> {
         let fail =
             |message: String| ConfigError::Server { origin: origin.to_owned(), server: server.to_owned(), message };
@@ -105,6 +135,36 @@ impl ServerConfig {
             Some(other) => Err(fail(format!("unknown `type` `{other}`; use stdio or http"))),
         })
     }
+}
+
+/// `text` with each `${NAME}` replaced by `lookup(NAME)` and each `${NAME:-default}` by the
+/// value or, when it is unset or empty, the default; the name of a variable that has neither.
+/// Anything else, a lone `$` included, is kept as written.
+fn expand_vars(text: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<String, String> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("${") {
+        let Some(len) = rest[start + 2..].find('}') else { break };
+        let inner = &rest[start + 2..start + 2 + len];
+        let (name, default) = match inner.split_once(":-") {
+            Some((name, default)) => (name, Some(default)),
+            None => (inner, None),
+        };
+        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            out.push_str(&rest[..start + 2]);
+            rest = &rest[start + 2..];
+            continue;
+        }
+        out.push_str(&rest[..start]);
+        match (lookup(name).filter(|v| !v.is_empty() || default.is_none()), default) {
+            (Some(value), _) => out.push_str(&value),
+            (None, Some(default)) => out.push_str(default),
+            (None, None) => return Err(name.to_owned()),
+        }
+        rest = &rest[start + 2 + len + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
 }
 
 #[derive(Deserialize)]
@@ -149,6 +209,8 @@ impl McpConfig {
                     message: "a server has an empty name".into(),
                 });
             }
+            let mut config = config;
+            config.expand(origin, &name)?;
             config.check(origin, &name)?;
             servers.insert(name, config);
         }
@@ -193,6 +255,29 @@ impl McpConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a8_placeholders_take_the_environment_or_their_default() {
+        let env = |name: &str| match name {
+            "TOKEN" => Some("s3cret".to_owned()),
+            "EMPTY" => Some(String::new()),
+            _ => None,
+        };
+        assert_eq!(expand_vars("Bearer ${TOKEN}", env), Ok("Bearer s3cret".into()));
+        assert_eq!(expand_vars("${PORT:-8080}/${TOKEN:-x}", env), Ok("8080/s3cret".into()));
+        assert_eq!(expand_vars("${EMPTY:-fallback}|${EMPTY}|", env), Ok("fallback||".into()));
+        assert_eq!(expand_vars("$HOME ${not a name} ${unclosed", env), Ok("$HOME ${not a name} ${unclosed".into()));
+        assert_eq!(expand_vars("a ${MISSING} b", env), Err("MISSING".into()));
+    }
+
+    #[test]
+    fn a8_an_unset_placeholder_is_an_error_naming_the_variable() {
+        let text = r#"{"mcpServers": {"s": {"command": "srv", "args": ["--key", "${KODIK_TEST_SURELY_UNSET_VAR}"]}}}"#;
+        let err = McpConfig::parse(text, "mcp.json").unwrap_err().to_string();
+        assert!(err.contains("`${KODIK_TEST_SURELY_UNSET_VAR}` is not set") && err.contains("`s`"), "{err}");
+        let text = r#"{"mcpServers": {"s": {"command": "srv", "env": {"A": "${KODIK_TEST_SURELY_UNSET_VAR:-dflt}"}}}}"#;
+        assert_eq!(McpConfig::parse(text, "mcp.json").unwrap().servers["s"].env["A"], "dflt");
+    }
 
     #[test]
     fn a8_reads_the_claude_desktop_shape() {

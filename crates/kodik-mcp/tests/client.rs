@@ -425,13 +425,15 @@ async fn a8_an_http_server_killed_mid_call_fails_that_call_and_is_reconnected_on
 
 /// A raw stdio MCP server (no SDK): answers `initialize`, and `tools/list` unless told not to;
 /// exits when its stdin closes. `spawn` makes it start a `sleep` in its own process group first
-/// and write that child's pid to the given file.
+/// and write that child's pid to the given file; `cwd` writes its working folder there.
 const RAW_SERVER: &str = r#"
-import json, subprocess, sys
+import json, os, subprocess, sys
 mode, pidfile = sys.argv[1], sys.argv[2]
 if mode == "spawn":
     child = subprocess.Popen(["sleep", "300"])
     open(pidfile, "w").write(str(child.pid))
+if mode == "cwd":
+    open(pidfile, "w").write(os.getcwd())
 for line in sys.stdin:
     msg = json.loads(line)
     if "id" not in msg:
@@ -497,4 +499,17 @@ async fn a8_shutdown_also_ends_what_a_stdio_server_started() {
         let _ = std::process::Command::new("kill").args(["-KILL", &child.to_string()]).status();
     }
     assert!(!left, "the server's child {child} outlived the client's shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a8_a_stdio_server_without_cwd_runs_in_the_workspace() {
+    let (ws, out) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let file = out.path().join("cwd");
+    let config = McpConfig::new().server("here", raw_server("cwd", &file));
+    let options = ClientOptions { base_dir: Some(ws.path().to_path_buf()), ..ClientOptions::default() };
+    let client = McpClient::connect(&config, options).await;
+    assert!(client.errors().is_empty(), "{:?}", client.errors());
+    let cwd = PathBuf::from(std::fs::read_to_string(&file).unwrap());
+    assert_eq!(cwd.canonicalize().unwrap(), ws.path().canonicalize().unwrap());
+    client.shutdown().await;
 }
