@@ -182,8 +182,14 @@ impl ChatDecoder {
             return Ok(());
         }
         if !call.started {
-            if call.id.is_empty() || call.name.is_empty() {
-                return Err(ModelError::Malformed(format!("{NAME}: tool call {index} ended without an id or a name")));
+            if call.name.is_empty() {
+                return Err(ModelError::Malformed(format!("{NAME}: tool call {index} ended without a name")));
+            }
+            if call.id.is_empty() {
+                // Some servers (Ollama, vLLM, llama.cpp builds, OpenAI-compatible gateways)
+                // send no id or an empty one; the call still runs, under an id of our own
+                // that its result and the replayed history use alike.
+                call.id = generated_id(index);
             }
             out.push_back(ModelEvent::ToolCallStarted { call_id: call.id.clone(), name: call.name.clone() });
             call.started = true;
@@ -266,6 +272,13 @@ impl Decoder for ChatDecoder {
         self.completed(out);
         Ok(())
     }
+}
+
+/// A call id for a call the server sent without one: unique in the conversation (the time in
+/// nanoseconds, then the call's index in its response), in the `call_…` form servers use.
+fn generated_id(index: u64) -> String {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
+    format!("call_{nanos:x}_{index}")
 }
 
 impl ChatDecoder {

@@ -181,3 +181,84 @@ async fn a_body_that_ends_before_finish_reason_is_truncated() {
     assert!(!kinds(&events).contains(&"completed".to_owned()));
     assert!(matches!(error, Some(ModelError::Truncated)), "{error:?}");
 }
+
+/// A server that sends a call with no id, or `"id": ""` (Ollama, vLLM, OpenAI-compatible
+/// gateways): the call runs under a generated id, unique per call, which the replayed history
+/// carries for the call and its result alike.
+#[tokio::test]
+async fn a_call_streamed_without_an_id_gets_a_generated_one_g7() {
+    let chunk = |v: serde_json::Value| format!("data: {v}\n\n");
+    let call = |index: u64, id: Option<&str>, args: &str| {
+        let mut c = json!({"index": index, "type": "function", "function": {"name": "grep", "arguments": args}});
+        if let Some(id) = id {
+            c["id"] = json!(id);
+        }
+        chunk(json!({"choices": [{"index": 0, "delta": {"tool_calls": [c]}}]}))
+    };
+    let body = [
+        call(0, Some(""), r#"{"pattern": "a"}"#),
+        call(1, None, r#"{"pattern": "b"}"#),
+        chunk(json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]})),
+        "data: [DONE]\n\n".to_string(),
+    ]
+    .concat();
+    let server = ReplayServer::start(recording(&body)).await.unwrap();
+    let client = client_for(&server);
+    let (events, error) = collect(client.stream(&request(), CancellationToken::new()).await.unwrap()).await;
+    assert!(error.is_none(), "{error:?}");
+    let done: Vec<(String, ToolInput)> = events
+        .iter()
+        .filter_map(|e| match e {
+            ModelEvent::ToolCallDone { call_id, name, input } if name == "grep" => {
+                Some((call_id.clone(), input.clone()))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(done.len(), 2, "{events:?}");
+    let ids: Vec<&str> = done.iter().map(|(id, _)| id.as_str()).collect();
+    assert!(ids.iter().all(|id| id.starts_with("call_")) && ids[0] != ids[1], "{ids:?}");
+    assert_eq!(done[1].1, ToolInput::Json(json!({"pattern": "b"})));
+    // Each ToolCallStarted names the same id as its ToolCallDone.
+    let started: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match e {
+            ModelEvent::ToolCallStarted { call_id, .. } => Some(call_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(started, ids);
+
+    // The next request carries the generated ids on the calls and their results.
+    let mut next = request();
+    for (id, input) in &done {
+        next.items.push(Item::ToolCall { call_id: id.clone(), name: "grep".into(), input: input.clone() });
+    }
+    for (id, _) in &done {
+        next.items.push(Item::ToolResult {
+            call_id: id.clone(),
+            name: "grep".into(),
+            output: "x".into(),
+            is_error: false,
+        });
+    }
+    let body = client.request_body(&next).unwrap();
+    let messages = body["messages"].as_array().unwrap();
+    let assistant = messages.iter().find(|m| m["role"] == "assistant").unwrap();
+    assert_eq!(assistant["tool_calls"][0]["id"], ids[0]);
+    assert_eq!(assistant["tool_calls"][1]["id"], ids[1]);
+    let results: Vec<&str> =
+        messages.iter().filter(|m| m["role"] == "tool").map(|m| m["tool_call_id"].as_str().unwrap()).collect();
+    assert_eq!(results, ids);
+
+    // A call without a name cannot run: still a clear error.
+    let nameless = [
+        chunk(json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "c1", "function": {"arguments": "{}"}}]}}]})),
+        chunk(json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]})),
+    ]
+    .concat();
+    let server = ReplayServer::start(recording(&nameless)).await.unwrap();
+    let (_, error) = collect(client_for(&server).stream(&request(), CancellationToken::new()).await.unwrap()).await;
+    let Some(ModelError::Malformed(message)) = error else { panic!("{error:?}") };
+    assert!(message.contains("without a name"), "{message}");
+}
