@@ -111,6 +111,25 @@ async fn w2_a_windows_1251_page_mislabelled_iso_8859_1_is_read_as_cyrillic() {
     assert!(out.contains("Title: Новости") && out.contains("открылась новая библиотека"), "{out}");
 }
 
+#[tokio::test]
+async fn w2_a_utf8_page_under_a_legacy_charset_header_is_read_as_utf8() {
+    const TEXT: &str = "Привет, мир — “quotes” café naïve 日本語.";
+    let s = Server::start(|r| match r.path.as_str() {
+        "/txt" => Reply::ok("text/plain; charset=ISO-8859-1", TEXT),
+        "/ru" => Reply::ok("text/plain; charset=windows-1251", TEXT),
+        _ => Reply::ok(
+            "text/html; charset=ISO-8859-1",
+            format!("<html><head><title>Greeting</title></head><body><main><h1>Greeting</h1><p>{TEXT}</p></main></body></html>"),
+        ),
+    })
+    .await;
+    let t = tool(WebConfig::default());
+    for path in ["/txt", "/ru", "/html"] {
+        let out = fetch(&t, &s.url(path), None, None).await.unwrap();
+        assert!(framed(&out).contains(TEXT), "{path}: {out}");
+    }
+}
+
 fn gzip(data: &[u8]) -> Vec<u8> {
     let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
     e.write_all(data).unwrap();
