@@ -220,7 +220,8 @@ fn scan(tree: &Tree) -> Scan {
                         local_name!("head") => Visit::Head,
                         local_name!("main") => Visit::Candidate { main: true },
                         local_name!("article") if attr("role") != Some("main") => Visit::Candidate { main: false },
-                        ref n if never_content(n) || is_banner(n, &attr) => Visit::Skip,
+                        ref n if never_content(n) => Visit::Skip,
+                        ref n if banner_named(n, &attr) && banner_shaped(tree, &id, &attr) => Visit::Skip,
                         _ if attr("role") == Some("main") => Visit::Candidate { main: true },
                         _ => Visit::Children,
                     }
@@ -296,10 +297,13 @@ fn never_content(name: &LocalName) -> bool {
     )
 }
 
-/// Cookie and consent banners, told by their id or class.
+/// Words in the id or class of cookie and consent banners.
 const BANNER_WORDS: [&str; 5] = ["cookie", "consent", "gdpr", "cc-banner", "onetrust"];
 
-fn is_banner<'a>(name: &LocalName, attr: &impl Fn(&str) -> Option<&'a str>) -> bool {
+/// An element whose id or class names a cookie or consent banner. Only a first test: a
+/// documentation section about cookies is named that way too (Sphinx's `<section
+/// id="cookies">`), so [`banner_shaped`] decides.
+fn banner_named<'a>(name: &LocalName, attr: &impl Fn(&str) -> Option<&'a str>) -> bool {
     if !matches!(
         *name,
         local_name!("div")
@@ -319,6 +323,34 @@ fn is_banner<'a>(name: &LocalName, attr: &impl Fn(&str) -> Option<&'a str>) -> b
     };
     has(attr("id")) || has(attr("class"))
 }
+
+/// Whether a banner-named element acts like a banner: it is a dialog, or it offers something
+/// to click or fill in (accept, reject, settings), and it is not long text under headings. A
+/// section of content about cookies has neither controls nor a dialog role.
+fn banner_shaped<'a>(tree: &Tree, id: &NodeId, attr: &impl Fn(&str) -> Option<&'a str>) -> bool {
+    if matches!(attr("role"), Some("dialog" | "alertdialog")) || attr("aria-modal") == Some("true") {
+        return true;
+    }
+    let node = tree.get_unchecked(id);
+    let mut controls = false;
+    let mut headed_text = false;
+    for d in node.descendants_it() {
+        let Some(n) = d.node_name() else { continue };
+        match &*n {
+            "button" | "input" | "select" => controls = true,
+            "a" if d.attr("role").as_deref() == Some("button") => controls = true,
+            "h1" | "h2" | "h3" => headed_text = true,
+            _ if d.attr("role").as_deref() == Some("button") => controls = true,
+            _ => {}
+        }
+    }
+    // A consent dialog may carry a heading ("This website uses cookies"), but not pages of text.
+    controls && !(headed_text && text_weight(&node.text()) > BANNER_MAX_CHARS)
+}
+
+/// The most text a banner with headings holds (Cookiebot's dialog with its details is about
+/// 2 KB); more is a page section.
+const BANNER_MAX_CHARS: usize = 4000;
 
 /// Which part of the page a copy keeps, beyond what is never content.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -368,7 +400,10 @@ fn copy_tree(tree: &Tree, root: NodeId, keep: Keep) -> Rc<MdNode> {
                 DqData::Element(e) => {
                     let attr = |n: &str| e.attrs.iter().find(|a| &*a.name.local == n).map(|a| &*a.value);
                     let name = &e.name.local;
-                    if never_content(name) || is_banner(name, &attr) || dropped_by(keep, name, attr("role")) {
+                    if never_content(name)
+                        || dropped_by(keep, name, attr("role"))
+                        || (banner_named(name, &attr) && banner_shaped(tree, &id, &attr))
+                    {
                         return CopyStep::Skip;
                     }
                     let lang = language_of(attr("class"), attr("data-lang"));
@@ -525,9 +560,17 @@ fn clean(doc: &Document) {
     // One pass over the elements that have an id or class (a selector list with every word and
     // tag costs several times more on a large page).
     for el in doc.select("div[id], div[class], section[id], section[class], aside, dialog, form, footer").iter() {
-        let id = el.attr("id").map(|v| v.to_ascii_lowercase()).unwrap_or_default();
-        let class = el.attr("class").map(|v| v.to_ascii_lowercase()).unwrap_or_default();
-        if BANNER_WORDS.iter().any(|w| id.contains(w) || class.contains(w)) {
+        let Some(node) = el.nodes().first() else { continue };
+        let (id, class, role, modal) = (el.attr("id"), el.attr("class"), el.attr("role"), el.attr("aria-modal"));
+        let attr = |n: &str| match n {
+            "id" => id.as_deref(),
+            "class" => class.as_deref(),
+            "role" => role.as_deref(),
+            "aria-modal" => modal.as_deref(),
+            _ => None,
+        };
+        let Some(name) = node.qual_name_ref().map(|q| q.local.clone()) else { continue };
+        if banner_named(&name, &attr) && banner_shaped(&doc.tree, &node.id, &attr) {
             el.remove();
         }
     }

@@ -55,6 +55,46 @@ async fn w2_a_blog_post_loses_its_cookie_banner_navigation_sidebar_and_footer() 
 }
 
 #[tokio::test]
+async fn w2_sections_about_cookies_are_kept_while_consent_banners_with_buttons_go() {
+    // Python's http.cookies page as Sphinx writes it: every section has an id, and they name cookies.
+    let sphinx = r#"<html><head><title>http.cookies — Python 3 documentation</title></head><body>
+<div class="related" role="navigation"><a href="index.html">Python docs</a></div>
+<div class="document"><div class="body" role="main"><section id="module-http.cookies"><h1>http.cookies — HTTP state management</h1>
+<p>The http.cookies module defines classes for abstracting the concept of cookies, an HTTP state management mechanism. It supports both simple string-only cookies, and provides an abstraction for having any serializable data-type as cookie value.</p>
+<section id="cookie-objects"><h2>Cookie Objects</h2><p>BaseCookie.value_decode(val): Return a tuple (real_value, coded_value) from a string representation.</p></section>
+</section></div></div><div class="footer">© Copyright 2001-2026, Python Software Foundation.</div></body></html>"#;
+    // A quickstart without a marked main element, readability's path, with a Cookies section and a
+    // Cookiebot-like dialog (heading and buttons) and a plain cookie bar.
+    let filler = "Requests makes sending HTTP requests simple, and this paragraph is long enough to count. ".repeat(4);
+    let quickstart = format!(
+        r##"<html><head><title>Quickstart</title></head><body>
+<div id="CybotCookiebotDialog"><h2>This website uses cookies</h2><p>We use cookies to personalise BANNERTEXT.</p><button>Allow all</button></div>
+<div class="cookie-bar">COOKIEBAR notice <a role="button" href="#">OK</a></div>
+<div class="content"><h1>Quickstart</h1><p>{filler}</p>
+<section id="make-a-request"><h2>Make a Request</h2><p>{filler}</p></section>
+<section id="cookies"><h2>Cookies</h2><p>If a response contains some Cookies, you can quickly access them: r.cookies['example_cookie_name']. {filler}</p></section>
+<section id="redirection"><h2>Redirection and History</h2><p>{filler}</p></section></div></body></html>"##
+    );
+    let s = Server::start(move |r| match r.path.as_str() {
+        "/cookies" => Reply::html(sphinx),
+        _ => Reply::html(quickstart.clone()),
+    })
+    .await;
+    let t = tool(WebConfig::default());
+    let out = fetch(&t, &s.url("/cookies"), None, None).await.unwrap();
+    let md = framed(&out);
+    assert!(md.contains("# http.cookies — HTTP state management") && md.contains("## Cookie Objects"), "{out}");
+    assert!(md.contains("BaseCookie.value\\_decode(val)"), "{out}");
+
+    let out = fetch(&t, &s.url("/quickstart"), None, None).await.unwrap();
+    let md = framed(&out);
+    assert!(md.contains("## Make a Request") && md.contains("## Cookies") && md.contains("## Redirection"), "{out}");
+    assert!(!md.contains("BANNERTEXT") && !md.contains("COOKIEBAR"), "banners dropped: {out}");
+    let out = fetch(&t, &s.url("/quickstart"), Some("cookies"), None).await.unwrap();
+    assert!(!out.contains("No section mentions") && framed(&out).contains("you can quickly access them"), "{out}");
+}
+
+#[tokio::test]
 async fn w2_a_readme_keeps_nested_lists_tables_code_languages_and_image_alt_text() {
     let s = pages().await;
     let out = fetch(&tool(WebConfig::default()), &s.url("/readme"), None, None).await.unwrap();
