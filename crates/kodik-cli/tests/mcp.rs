@@ -1047,3 +1047,31 @@ fn a8_serve_tells_its_client_when_a_mounted_servers_tools_change() {
     assert_eq!(s["gone"]["is_error"], true, "{s}");
     assert!(s["gone"]["text"].as_str().unwrap().contains("no longer offered"), "{s}");
 }
+
+/// A8: a workspace whose `.kodik/mcp.json` mounts `kodik serve` on itself nests servers only
+/// down to `MAX_DEPTH`: its tools come through once more (`self__self__shell`) and stop there.
+#[test]
+fn a8_a_kodik_that_mounts_itself_nests_only_so_deep() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(ws.path().join(".kodik")).unwrap();
+    let config = serde_json::json!({"mcpServers": {"self": {"command": KODIK, "args": ["serve", "--workspace", "."]}}});
+    std::fs::write(ws.path().join(".kodik/mcp.json"), config.to_string()).unwrap();
+    let call = |tool: &str| {
+        let mut child = Command::new(KODIK)
+            .args(["call", "--workspace", ws.path().to_str().unwrap(), tool, r#"{"command":"echo nested"}"#])
+            .env_remove("KODIK_MCP_DEPTH")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let status = wait_exit(&mut child, Duration::from_secs(120));
+        let mut stdout = String::new();
+        child.stdout.take().unwrap().read_to_string(&mut stdout).unwrap();
+        (status, serde_json::from_str::<Value>(&stdout).unwrap_or(Value::Null))
+    };
+    let (status, out) = call("self__self__shell");
+    assert!(status.success(), "{out}");
+    assert!(out["content"][0]["text"].as_str().unwrap_or_default().contains("nested"), "{out}");
+    let (_, out) = call("self__self__self__shell");
+    assert_eq!(out["meta"]["error_kind"], "unknown_tool", "{out}");
+}

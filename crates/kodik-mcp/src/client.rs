@@ -52,9 +52,34 @@ impl Default for ClientOptions {
     }
 }
 
+/// The environment variable that tells a process how many MCP clients started it as a
+/// server, one inside the other: a stdio server gets this process's depth plus one.
+pub const DEPTH_VAR: &str = "KODIK_MCP_DEPTH";
+
+/// From this depth on, a client starts no servers: a Kodik that mounts itself (a `kodik serve`
+/// in its own `mcp.json`) would otherwise nest servers without end.
+pub const MAX_DEPTH: u32 = 2;
+
+/// This process's depth ([`DEPTH_VAR`]; 0 when it was not started as an MCP server by a client).
+fn own_depth() -> u32 {
+    std::env::var(DEPTH_VAR).ok().and_then(|v| v.trim().parse().ok()).unwrap_or(0)
+}
+
 /// Why a server could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
+    /// This process is itself a server [`MAX_DEPTH`] levels below other clients.
+    #[error(
+        "MCP server `{server}` was not started: this process is itself an MCP server {depth} levels below other \
+         MCP clients ({DEPTH_VAR}={depth}), and starting more would nest servers without end (is a `kodik serve` \
+         mounting itself?)"
+    )]
+    TooDeep {
+        /// The server's name.
+        server: String,
+        /// This process's depth.
+        depth: u32,
+    },
     /// The program could not be started.
     #[error("MCP server `{server}`: cannot start `{command}`: {source}")]
     Spawn {
@@ -208,7 +233,7 @@ impl Server {
         };
         if let Some(command) = &self.config.command {
             let mut cmd = tokio::process::Command::new(command);
-            cmd.args(&self.config.args).envs(&self.config.env);
+            cmd.args(&self.config.args).envs(&self.config.env).env(DEPTH_VAR, (own_depth() + 1).to_string());
             // Without a `cwd` the server runs in the workspace, as in Claude Code and Cursor (a
             // `node server.js` of the project's own config finds its file), not wherever the
             // host was started.
@@ -613,6 +638,11 @@ impl McpClient {
     /// [`ClientOptions::init_timeout`]) is left out and reported in [`errors`](Self::errors).
     pub async fn connect(config: &McpConfig, options: ClientOptions) -> Self {
         let client_generation = Arc::new(tokio::sync::watch::channel(0).0);
+        let depth = own_depth();
+        if depth >= MAX_DEPTH {
+            let errors = config.servers.keys().map(|server| ClientError::TooDeep { server: server.clone(), depth });
+            return Self { servers: Vec::new(), errors: errors.collect(), generation: client_generation };
+        }
         let starts = config.servers.iter().map(|(name, server)| {
             let (generation, _) = tokio::sync::watch::channel(0);
             let server = Arc::new(Server {

@@ -45,7 +45,7 @@ pub mod events;
 pub mod http;
 mod server;
 
-pub use client::{ClientError, ClientOptions, McpClient, McpTool, RemovedTool};
+pub use client::{ClientError, ClientOptions, DEPTH_VAR, MAX_DEPTH, McpClient, McpTool, RemovedTool};
 pub use config::{ConfigError, McpConfig, ServerConfig};
 pub use convert::{call_result, mcp_tool, terminal_note};
 pub use events::McpEvents;
