@@ -250,6 +250,15 @@ fn scan(tree: &Tree) -> Scan {
                             let t = d.attr("content").unwrap_or_default();
                             s.og_title = t.split_whitespace().collect::<Vec<_>>().join(" ");
                         }
+                        // An application bundle in <head> is deferred or a module (Create React
+                        // App, Vite, Next.js) so that it runs after the body it fills is parsed;
+                        // `async` analytics and inline snippets there build no page.
+                        Some("script")
+                            if d.has_attr("defer")
+                                || d.attr("type").is_some_and(|t| t.eq_ignore_ascii_case("module")) =>
+                        {
+                            s.had_scripts = true;
+                        }
                         _ => {}
                     }
                 }

@@ -649,6 +649,34 @@ quarter grew by nine percent, driven by the new subscription plans and lower chu
 }
 
 #[tokio::test]
+async fn w2_an_app_shell_whose_bundle_is_a_deferred_or_module_script_in_head_is_client_rendered() {
+    let head = |script: &str| {
+        format!(
+            "<!doctype html><html><head><title>React App</title>{script}</head><body><noscript>You need to enable \
+JavaScript to run this app.</noscript><div id=\"root\"></div></body></html>"
+        )
+    };
+    let cra = head(r#"<script defer src="/static/js/main.js"></script>"#);
+    let vite = head(r#"<script type="module" crossorigin src="/assets/index.js"></script>"#);
+    let thanks = "<html><head><title>Thanks</title><script async src=\"https://www.googletagmanager.com/gtag/js\">\
+</script></head><body><p>Thanks, your message was sent.</p></body></html>";
+    let s = Server::start(move |r| match r.path.as_str() {
+        "/cra" => Reply::html(cra.clone()),
+        "/vite" => Reply::html(vite.clone()),
+        _ => Reply::html(thanks),
+    })
+    .await;
+    let t = tool(WebConfig::default());
+    for path in ["/cra", "/vite"] {
+        let err = fetch(&t, &s.url(path), None, None).await.unwrap_err();
+        assert!(err.contains("probably client-rendered"), "{path}: {err}");
+    }
+    // A short server-rendered page with an async analytics script is text, not a shell.
+    let out = fetch(&t, &s.url("/thanks"), None, None).await.unwrap();
+    assert!(framed(&out).contains("Thanks, your message was sent."), "{out}");
+}
+
+#[tokio::test]
 async fn w2_a_javascript_shell_is_rendered_through_the_page_renderer_under_the_address_rules() {
     let s = pages().await;
     let renderer = Arc::new(ScriptedRenderer { seen: std::sync::Mutex::new(Vec::new()) });
