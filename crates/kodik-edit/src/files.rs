@@ -275,7 +275,9 @@ pub(crate) async fn diagnostics(cx: &ToolContext, path: &Path, text: &str) -> Ve
 }
 
 /// "Cannot find module './x'" for a relative module that exists on disk is the editor's
-/// stale view, not a real error (E9).
+/// stale view, not a real error (E9). Only the bare message: one that goes on with advice
+/// ("Consider using '--resolveJsonModule'…") is the server objecting to how an existing file
+/// is imported, and stays.
 fn disproved(d: &Diagnostic, path: &Path) -> bool {
     let msg = &d.message;
     let Some(rest) = msg.strip_prefix("Cannot find module '").or_else(|| msg.strip_prefix("Cannot find module \""))
@@ -285,6 +287,9 @@ fn disproved(d: &Diagnostic, path: &Path) -> bool {
     let Some(end) = rest.find(['\'', '"']) else { return false };
     let module = &rest[..end];
     if !module.starts_with('.') {
+        return false;
+    }
+    if !matches!(rest[end + 1..].trim(), "" | "." | "or its corresponding type declarations.") {
         return false;
     }
     let Some(dir) = path.parent() else { return false };
@@ -373,5 +378,11 @@ mod tests {
         assert!(disproved(&diag("Cannot find module './util' or its corresponding type declarations."), &file));
         assert!(!disproved(&diag("Cannot find module './missing'."), &file));
         assert!(!disproved(&diag("Cannot find module 'react'."), &file));
+        std::fs::write(d.path().join("data.json"), "{}").unwrap();
+        assert!(disproved(&diag("Cannot find module './data.json'."), &file));
+        // The file is there, but the server says it cannot be imported that way: a real error.
+        let advice = "Cannot find module './data.json'. Consider using '--resolveJsonModule' to import module with \
+                      '.json' extension.";
+        assert!(!disproved(&diag(advice), &file));
     }
 }
