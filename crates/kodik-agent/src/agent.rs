@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use kodik_core::{Event, EventSink, TerminalEvent, ToolCall, ToolContext, ToolOutput, ToolRegistry, ToolStatus};
 use kodik_harness::{Harness, ModelFamily};
-use kodik_model::{Item, ModelClient, ModelError, ModelEvent, Request, ToolDef, Usage};
+use kodik_model::{Item, ModelClient, ModelError, ModelEvent, Request, StopReason, ToolDef, Usage};
 use kodik_scheduler::{Scheduler, SchedulerConfig};
 use kodik_schema::providers::{APPLY_PATCH, APPLY_PATCH_LARK_GRAMMAR};
 use tokio::sync::broadcast;
@@ -24,6 +24,11 @@ use crate::transcript::{self, Record, Writer};
 const EVENT_BUFFER: usize = 4096;
 /// Compaction starts when a request would fill this share of the context window (G20).
 const COMPACT_AT: f64 = 0.8;
+/// How often in a row an answer cut off at the output-token limit is continued.
+const MAX_CONTINUATIONS: u32 = 3;
+/// What the model reads after its answer was cut off at the output-token limit.
+const CONTINUE_NOTE: &str = "[Your answer was cut off at the output-token limit. Continue exactly where it \
+     stopped, without repeating anything or apologising.]";
 /// Results shorter than this are not worth compacting.
 const COMPACT_MIN_BYTES: usize = 256;
 
@@ -382,8 +387,9 @@ impl std::fmt::Debug for Conversation {
 
 /// How one turn ended.
 enum TurnEnd {
-    /// The response completed and its calls settled.
-    Answered { text: String, calls: usize },
+    /// The response completed and its calls settled; `cut_off`: it stopped at the output-token
+    /// limit.
+    Answered { text: String, calls: usize, cut_off: bool },
     /// The caller cancelled.
     Cancelled,
     /// The run's wall-clock limit ran out.
@@ -394,7 +400,7 @@ enum TurnEnd {
 
 /// What a stream ended with.
 enum StreamEnd {
-    Completed(Usage),
+    Completed(Usage, StopReason),
     Cancelled,
     Wall,
     Failed(String),
@@ -466,6 +472,9 @@ impl Conversation {
         let mut usage = Usage::default();
         let mut turns = 0u32;
         let mut final_text = String::new();
+        // An answer cut off at the output-token limit, continued over several requests.
+        let mut cut_text = String::new();
+        let mut continuations = 0u32;
         let (status, error) = loop {
             if cancel.is_cancelled() {
                 break (RunStatus::Cancelled, Some("the run was cancelled".to_string()));
@@ -494,10 +503,28 @@ impl Conversation {
             let (end, turn_usage) = self.turn(turns, &cancel, deadline).await;
             usage.add(&turn_usage);
             match end {
-                TurnEnd::Answered { text, calls } => {
+                TurnEnd::Answered { text, calls, cut_off } => {
                     shared.emit(AgentEvent::TurnCompleted { turn: turns, usage: turn_usage });
+                    if cut_off && calls == 0 {
+                        // The answer stopped mid-way at the output-token limit: not an answer
+                        // yet. The model continues it; the pieces make the final text.
+                        cut_text.push_str(&text);
+                        final_text.clone_from(&cut_text);
+                        if continuations >= MAX_CONTINUATIONS {
+                            break (
+                                RunStatus::MaxTokens,
+                                Some(format!(
+                                    "the answer was still cut off at the model's output-token limit after \
+                                     {continuations} continuations"
+                                )),
+                            );
+                        }
+                        continuations += 1;
+                        self.push(Item::User { text: CONTINUE_NOTE.to_string() }, None);
+                        continue;
+                    }
                     if !text.is_empty() || calls == 0 {
-                        final_text = text;
+                        final_text = std::mem::take(&mut cut_text) + &text;
                     }
                     if calls == 0 {
                         break (RunStatus::Completed, None);
@@ -575,6 +602,9 @@ impl Conversation {
                 });
             }
         }
+        // A call of a tool this request has not is answered "unknown tool" by the scheduler,
+        // whatever its arguments.
+        let known: HashSet<String> = registry.names().map(str::to_owned).collect();
         let scheduler = Scheduler::new(registry).with_config(shared.scheduler.clone());
 
         // Background commands that settled since the last request report to the model now.
@@ -618,7 +648,9 @@ impl Conversation {
         let mut text = String::new();
         let mut reasoning = String::new();
         let mut turn_items: Vec<Item> = Vec::new();
-        let mut calls: Vec<(String, String)> = Vec::new();
+        // Each call, and for one whose arguments are not a JSON object, the model's text: such
+        // a call never reaches a tool, its result says what was wrong with the arguments.
+        let mut calls: Vec<(String, String, Option<String>)> = Vec::new();
 
         let end = 'stream: {
             let mut stream = tokio::select! {
@@ -650,14 +682,17 @@ impl Conversation {
                         ModelEvent::ToolCallDone { call_id, name, input } => {
                             // G4: pushed the moment its arguments are complete; the scheduler
                             // starts reads and commands now, the rest when the response ends.
-                            turn.push(ToolCall::new(call_id.clone(), name.clone(), input.clone().into_args()));
-                            calls.push((call_id.clone(), name.clone()));
+                            let unparsed = input.unparsed().filter(|_| known.contains(&name)).map(str::to_owned);
+                            if unparsed.is_none() {
+                                turn.push(ToolCall::new(call_id.clone(), name.clone(), input.clone().into_args()));
+                            }
+                            calls.push((call_id.clone(), name.clone(), unparsed));
                             turn_items.push(Item::ToolCall { call_id, name, input });
                         }
                         ModelEvent::Reasoning { raw } => turn_items.push(Item::Reasoning { raw }),
-                        ModelEvent::Completed { usage, .. } => {
+                        ModelEvent::Completed { usage, stop_reason } => {
                             turn.finish();
-                            break 'stream StreamEnd::Completed(usage);
+                            break 'stream StreamEnd::Completed(usage, stop_reason);
                         }
                         ModelEvent::ReasoningDelta { text: t } => reasoning.push_str(&t),
                         ModelEvent::ToolCallStarted { .. } => {}
@@ -667,7 +702,7 @@ impl Conversation {
         };
 
         let usage = match &end {
-            StreamEnd::Completed(u) => *u,
+            StreamEnd::Completed(u, _) => *u,
             _ => {
                 // G6: the response broke off; started calls stop, every call gets `cancelled`.
                 // Abort first: a command that sees its cancellation then knows to stop, not
@@ -688,7 +723,7 @@ impl Conversation {
         if !reasoning.is_empty() {
             shared.emit(AgentEvent::Reasoning { text: reasoning });
         }
-        if matches!(end, StreamEnd::Completed(_)) && !text.is_empty() {
+        if matches!(end, StreamEnd::Completed(..)) && !text.is_empty() {
             shared.emit(AgentEvent::AssistantMessage { text: text.clone() });
         }
 
@@ -715,8 +750,18 @@ impl Conversation {
             }
         };
         let n_calls = calls.len();
+        let cut_off = matches!(end, StreamEnd::Completed(_, StopReason::MaxTokens));
+        let mut outputs = outputs.into_iter();
         let mut results = Vec::with_capacity(n_calls);
-        for ((call_id, name), out) in calls.into_iter().zip(outputs) {
+        for (call_id, name, unparsed) in calls {
+            let out = match unparsed {
+                Some(raw) => ToolOutput::error(bad_arguments(&name, &raw, cut_off)),
+                // The scheduler answers every call pushed to it, in order.
+                None => match outputs.next() {
+                    Some(out) => out,
+                    None => ToolOutput::with_status(ToolStatus::Cancelled, "the call did not run"),
+                },
+            };
             let output = model_text(&out);
             if shared.listening() && claim(&settled, &call_id) {
                 shared.emit(AgentEvent::ToolCallFinished {
@@ -735,16 +780,18 @@ impl Conversation {
         }
         self.push_all(results);
 
-        if let StreamEnd::Completed(u) = &end {
+        if let StreamEnd::Completed(u, _) = &end {
             self.record(&Record::Usage { turn: n, usage: *u });
             // What the provider counted beyond bytes/4 (tokenizer, images, framing) carries
             // over into the next estimate.
             self.token_correction = u.input_tokens.saturating_sub((request_bytes / 4) as u64);
         }
         let end = match end {
-            StreamEnd::Completed(_) if cancel.is_cancelled() => TurnEnd::Cancelled,
-            StreamEnd::Completed(_) if hit_wall => TurnEnd::Wall,
-            StreamEnd::Completed(_) => TurnEnd::Answered { text, calls: n_calls },
+            StreamEnd::Completed(..) if cancel.is_cancelled() => TurnEnd::Cancelled,
+            StreamEnd::Completed(..) if hit_wall => TurnEnd::Wall,
+            StreamEnd::Completed(_, stop) => {
+                TurnEnd::Answered { text, calls: n_calls, cut_off: stop == StopReason::MaxTokens }
+            }
             StreamEnd::Cancelled => TurnEnd::Cancelled,
             StreamEnd::Wall => TurnEnd::Wall,
             StreamEnd::Failed(e) => TurnEnd::Failed(e),
@@ -884,6 +931,35 @@ fn failed(e: ModelError, cancel: &CancellationToken) -> StreamEnd {
         StreamEnd::Cancelled
     } else {
         StreamEnd::Failed(e.to_string())
+    }
+}
+
+/// What the model reads for a call whose arguments were not a JSON object: the parse error,
+/// and when the response hit the output-token limit, that the call was cut off by it.
+fn bad_arguments(name: &str, raw: &str, cut_off: bool) -> String {
+    let what = match serde_json::from_str::<serde_json::Value>(raw) {
+        Err(e) => format!("are not valid JSON: {e}"),
+        Ok(v) => {
+            let kind = match v {
+                serde_json::Value::Array(_) => "an array",
+                serde_json::Value::String(_) => "a string",
+                serde_json::Value::Number(_) => "a number",
+                serde_json::Value::Bool(_) => "a boolean",
+                _ => "not an object",
+            };
+            format!("must be one JSON object, not {kind}")
+        }
+    };
+    if cut_off {
+        format!(
+            "The arguments of `{name}` {what}: your response reached the output-token limit and cut this call \
+             off, so nothing ran. Make the call again with less in it — split a large file or edit into several \
+             smaller calls."
+        )
+    } else {
+        format!(
+            "The arguments of `{name}` {what}. Nothing ran; make the call again with its arguments as one JSON object."
+        )
     }
 }
 

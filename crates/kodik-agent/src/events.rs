@@ -14,7 +14,8 @@ pub enum RunStatus {
     MaxTurns,
     /// The run's wall-clock limit ran out.
     MaxWall,
-    /// The run's token budget ran out.
+    /// The run's token budget ran out, or the model's answer stayed cut off at its
+    /// output-token limit after being continued three times.
     MaxTokens,
     /// The caller cancelled the run.
     Cancelled,

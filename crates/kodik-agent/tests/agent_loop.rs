@@ -652,3 +652,78 @@ async fn s3_s5_a_background_command_that_settles_reports_its_exit_and_output_in_
     let notes = conv.items().iter().filter(|i| matches!(i, Item::User { text } if text.contains("[terminal event]")));
     assert_eq!(notes.count(), 1);
 }
+
+/// The function_call item of `call_id` in a recorded Responses request.
+fn call_item(body: &serde_json::Value, call_id: &str) -> serde_json::Value {
+    input(body).into_iter().find(|i| i["type"] == "function_call" && i["call_id"] == call_id).unwrap()
+}
+
+#[tokio::test]
+async fn g7_g8_arguments_that_are_not_a_json_object_get_the_parse_error_and_replay_unchanged() {
+    let first = body(
+        &[
+            Step::RawCall("call_cut", "shell", r#"{"command": "echo hi"#),
+            Step::RawCall("call_text", "shell", "not json at all"),
+            Step::RawCall("call_array", "shell", r#"["echo", "hi"]"#),
+            Step::Call("call_ok", "shell", json!({"command": "echo fine"})),
+            Step::RawCall("call_unknown", "no_such_tool", "{"),
+        ],
+        100,
+        20,
+    );
+    let mut s = setup(vec![first, answer("ok")], ReplayOptions::default(), AgentConfig::default()).await;
+    let mut conv = s.agent.start().unwrap();
+    assert_eq!(conv.run("go", CancellationToken::new()).await.status, RunStatus::Completed);
+    let second = &s.server.requests()[1].body;
+    let cut = output_of(second, "call_cut");
+    assert!(cut.contains("`shell` are not valid JSON: EOF while parsing a string at line 1 column 20"), "{cut}");
+    assert!(!cut.contains("ShellArgs") && !cut.contains("output-token limit"), "{cut}");
+    assert!(output_of(second, "call_text").contains("not valid JSON: expected"), "{second}");
+    let array = output_of(second, "call_array");
+    assert!(array.contains("must be one JSON object, not an array"), "{array}");
+    assert!(output_of(second, "call_ok").contains("fine"));
+    assert!(output_of(second, "call_unknown").contains("unknown tool `no_such_tool`"), "{second}");
+    // The history replays what the model wrote.
+    assert_eq!(call_item(second, "call_cut")["arguments"], r#"{"command": "echo hi"#);
+    assert_eq!(call_item(second, "call_text")["arguments"], "not json at all");
+    assert_eq!(call_item(second, "call_array")["arguments"], r#"["echo", "hi"]"#);
+    let events = drain(&mut s.events);
+    let status = events.iter().find_map(|e| match e {
+        AgentEvent::ToolCallFinished { call_id, status, .. } if call_id == "call_cut" => Some(*status),
+        _ => None,
+    });
+    assert_eq!(status, Some(ToolStatus::Error));
+}
+
+#[tokio::test]
+async fn g8_a_call_cut_off_by_the_output_token_limit_says_so_and_nothing_runs() {
+    let first = body_cut(&[Step::RawCall("call_big", "shell", r#"{"command": "touch made.txt; echo aaaa"#)]);
+    let s = setup(vec![first, answer("ok")], ReplayOptions::default(), AgentConfig::default()).await;
+    let mut conv = s.agent.start().unwrap();
+    assert_eq!(conv.run("write it", CancellationToken::new()).await.status, RunStatus::Completed);
+    let out = output_of(&s.server.requests()[1].body, "call_big");
+    assert!(out.contains("output-token limit") && out.contains("not valid JSON: EOF while parsing"), "{out}");
+    assert!(!s.dir.path().join("made.txt").exists());
+}
+
+#[tokio::test]
+async fn an_answer_cut_off_by_the_output_token_limit_is_continued_into_one_final_text() {
+    let bodies = vec![body_cut(&[Step::Text("The answer")]), body_cut(&[Step::Text(" is")]), answer(" 42.")];
+    let s = setup(bodies, ReplayOptions::default(), AgentConfig::default()).await;
+    let mut conv = s.agent.start().unwrap();
+    let outcome = conv.run("what is it?", CancellationToken::new()).await;
+    assert_eq!(outcome.status, RunStatus::Completed, "{outcome:?}");
+    assert_eq!(outcome.final_text, "The answer is 42.");
+    assert_eq!(outcome.turns, 3);
+    let last = s.server.requests()[2].body.to_string();
+    assert!(last.contains("cut off at the output-token limit"), "{last}");
+
+    // One that stays cut off ends as not completed, with what it has.
+    let bodies = (0..4).map(|_| body_cut(&[Step::Text("more ")])).collect();
+    let s = setup(bodies, ReplayOptions::default(), AgentConfig::default()).await;
+    let mut conv = s.agent.start().unwrap();
+    let outcome = conv.run("go on", CancellationToken::new()).await;
+    assert_eq!(outcome.status, RunStatus::MaxTokens, "{outcome:?}");
+    assert_eq!(outcome.final_text, "more more more more ");
+    assert!(outcome.error.unwrap().contains("output-token limit"));
+}

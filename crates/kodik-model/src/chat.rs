@@ -62,8 +62,9 @@ fn request_body(request: &Request, default_model: &str) -> Result<Value, ModelEr
             // Encrypted reasoning belongs to OpenAI Responses; other servers cannot read it.
             Item::Reasoning { .. } => {}
             Item::ToolCall { call_id, name, input } => {
-                // A freeform call from an earlier model goes back in its JSON form (P5, G10).
-                let arguments = input.clone().into_args().to_string();
+                // A freeform call from an earlier model goes back in its JSON form (P5, G10);
+                // arguments that did not parse go back as the model wrote them.
+                let arguments = input.arguments_text();
                 let call =
                     json!({"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}});
                 match messages.last_mut() {

@@ -79,8 +79,9 @@ pub(crate) fn request_body(request: &Request, default_model: &str) -> Value {
                 }
                 raw
             }
-            Item::ToolCall { call_id, name, input: ToolInput::Json(args) } => {
-                json!({"type": "function_call", "call_id": call_id, "name": name, "arguments": args.to_string()})
+            Item::ToolCall { call_id, name, input: input @ ToolInput::Json(_) } => {
+                // Arguments that did not parse go back as the model wrote them.
+                json!({"type": "function_call", "call_id": call_id, "name": name, "arguments": input.arguments_text()})
             }
             Item::ToolCall { call_id, name, input: ToolInput::Freeform(text) } => {
                 json!({"type": "custom_tool_call", "call_id": call_id, "name": name, "input": text})
@@ -277,13 +278,18 @@ fn call_identity(item: &Value, kind: &str) -> Result<(String, String), ModelErro
     }
 }
 
-/// A function call's arguments as JSON: empty text is `{}`; text that is not JSON stays a JSON
-/// string, so the tool's input check tells the model what it got wrong.
+/// A function call's arguments as JSON: empty text (or `null`) is `{}`; text that is not a
+/// JSON object stays the model's text, unchanged, as a JSON string
+/// ([`ToolInput::unparsed`](crate::ToolInput::unparsed)).
 pub(crate) fn json_arguments(text: &str) -> Value {
     if text.trim().is_empty() {
         return json!({});
     }
-    serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned()))
+    match serde_json::from_str(text) {
+        Ok(v @ Value::Object(_)) => v,
+        Ok(Value::Null) => json!({}),
+        _ => Value::String(text.to_owned()),
+    }
 }
 
 fn usage(response: &Value) -> Usage {

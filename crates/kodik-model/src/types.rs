@@ -16,6 +16,27 @@ pub enum ToolInput {
 }
 
 impl ToolInput {
+    /// The model's own arguments text when it was not a JSON object: a decoder keeps such
+    /// arguments (broken JSON, a call cut off by the output-token limit, an array) as
+    /// [`Json`](Self::Json) holding the text unchanged, so the caller can tell the model what
+    /// was wrong and the history replays what the model wrote.
+    pub fn unparsed(&self) -> Option<&str> {
+        match self {
+            Self::Json(Value::String(text)) => Some(text),
+            _ => None,
+        }
+    }
+
+    /// The arguments as a JSON text for the wire: the model's own text when it was not a JSON
+    /// object ([`unparsed`](Self::unparsed)), a freeform call in its JSON form (P5).
+    pub fn arguments_text(&self) -> String {
+        match self {
+            Self::Json(Value::String(text)) => text.clone(),
+            Self::Json(v) => v.to_string(),
+            Self::Freeform(text) => serde_json::json!({ "input": text }).to_string(),
+        }
+    }
+
     /// The arguments a tool takes: JSON as is; freeform text as `{"input": text}`, the JSON form
     /// of a freeform tool (P5).
     pub fn into_args(self) -> Value {

@@ -262,3 +262,53 @@ async fn a_call_streamed_without_an_id_gets_a_generated_one_g7() {
     let Some(ModelError::Malformed(message)) = error else { panic!("{error:?}") };
     assert!(message.contains("without a name"), "{message}");
 }
+
+/// A call cut off by the output-token limit (`finish_reason: "length"`) and arguments that are
+/// not a JSON object keep the model's text: the caller can say what was wrong, and the next
+/// request replays exactly what the model wrote (G7).
+#[tokio::test]
+async fn arguments_that_are_not_a_json_object_keep_the_models_text_and_replay_unchanged_g7() {
+    let chunk = |v: serde_json::Value| format!("data: {v}\n\n");
+    let call = |index: u64, args: &str| {
+        chunk(
+            json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": index, "id": format!("c{index}"), "type": "function", "function": {"name": "grep", "arguments": args}}]}}]}),
+        )
+    };
+    let cut = r#"{"pattern": "aaaa"#;
+    let body = [
+        call(0, "null"),
+        call(1, r#"["a"]"#),
+        call(2, cut),
+        chunk(json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]})),
+        "data: [DONE]\n\n".to_string(),
+    ]
+    .concat();
+    let server = ReplayServer::start(recording(&body)).await.unwrap();
+    let client = client_for(&server);
+    let (events, error) = collect(client.stream(&request(), CancellationToken::new()).await.unwrap()).await;
+    assert!(error.is_none(), "{error:?}");
+    let inputs: Vec<ToolInput> = events
+        .iter()
+        .filter_map(|e| match e {
+            ModelEvent::ToolCallDone { input, .. } => Some(input.clone()),
+            _ => None,
+        })
+        .collect();
+    // `null` is no arguments; an array and cut-off JSON stay the model's text.
+    assert_eq!(inputs[0], ToolInput::Json(json!({})));
+    assert_eq!(inputs[1].unparsed(), Some(r#"["a"]"#));
+    assert_eq!(inputs[2].unparsed(), Some(cut));
+    assert!(matches!(events.last(), Some(ModelEvent::Completed { stop_reason: StopReason::MaxTokens, .. })));
+
+    let mut next = request();
+    next.items.push(Item::ToolCall { call_id: "c2".into(), name: "grep".into(), input: inputs[2].clone() });
+    let body = client.request_body(&next).unwrap();
+    let assistant = body["messages"].as_array().unwrap().iter().find(|m| m["role"] == "assistant").unwrap().clone();
+    assert_eq!(assistant["tool_calls"][0]["function"]["arguments"], cut);
+    let parsed =
+        Item::ToolCall { call_id: "c0".into(), name: "grep".into(), input: ToolInput::Json(json!({"pattern": "a"})) };
+    next.items.push(parsed);
+    let body = client.request_body(&next).unwrap();
+    let assistant = body["messages"].as_array().unwrap().iter().find(|m| m["role"] == "assistant").unwrap().clone();
+    assert_eq!(assistant["tool_calls"][1]["function"]["arguments"], r#"{"pattern":"a"}"#);
+}

@@ -268,3 +268,20 @@ async fn cancelling_the_token_mid_stream_ends_it_with_cancelled_and_closes_the_c
     }
     panic!("the server never saw the connection close");
 }
+
+/// Arguments the model wrote that are not a JSON object go back on the next request as the
+/// model wrote them, not as a JSON string literal of them (G7).
+#[test]
+fn unparsed_arguments_replay_as_the_model_wrote_them_g7() {
+    let client = ResponsesClient::new(ModelConfig::new(Provider::OpenAiResponses, "gpt-5").api_key(KEY)).unwrap();
+    let mut req = request();
+    let cut = r#"{"command": "echo hi"#;
+    req.items.push(Item::ToolCall {
+        call_id: "c1".into(),
+        name: "shell".into(),
+        input: ToolInput::Json(serde_json::Value::String(cut.into())),
+    });
+    let body = client.request_body(&req);
+    let call = body["input"].as_array().unwrap().iter().find(|i| i["type"] == "function_call").unwrap().clone();
+    assert_eq!(call["arguments"], cut);
+}

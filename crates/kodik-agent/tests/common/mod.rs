@@ -23,11 +23,22 @@ pub struct Setup {
 pub enum Step {
     Text(&'static str),
     Call(&'static str, &'static str, Value),
+    /// A call whose arguments text is sent as is (broken JSON, a cut-off call).
+    RawCall(&'static str, &'static str, &'static str),
 }
 
 /// A Responses SSE body: each step becomes the events the API sends for it, then
 /// `response.completed` with `input_tokens` / `output_tokens` usage.
 pub fn body(steps: &[Step], input_tokens: u64, output_tokens: u64) -> String {
+    body_ending(steps, input_tokens, output_tokens, false)
+}
+
+/// Like [`body`], ending in `response.incomplete` for the output-token limit (`max_output_tokens`).
+pub fn body_cut(steps: &[Step]) -> String {
+    body_ending(steps, 100, 20, true)
+}
+
+fn body_ending(steps: &[Step], input_tokens: u64, output_tokens: u64, cut: bool) -> String {
     let mut seq = 0u64;
     let mut out = String::new();
     let mut ev = |v: Value| {
@@ -44,8 +55,12 @@ pub fn body(steps: &[Step], input_tokens: u64, output_tokens: u64) -> String {
                     json!({"type": "response.output_text.delta", "item_id": format!("msg_{i}"), "output_index": i, "content_index": 0, "delta": t}),
                 );
             }
-            Step::Call(id, name, args) => {
-                let args = args.to_string();
+            Step::Call(..) | Step::RawCall(..) => {
+                let (id, name, args) = match step {
+                    Step::Call(id, name, args) => (id, name, args.to_string()),
+                    Step::RawCall(id, name, raw) => (id, name, raw.to_string()),
+                    Step::Text(_) => unreachable!(),
+                };
                 ev(
                     json!({"type": "response.output_item.added", "output_index": i, "item": {"id": format!("fc_{i}"), "type": "function_call", "status": "in_progress", "arguments": "", "call_id": id, "name": name}}),
                 );
@@ -58,9 +73,16 @@ pub fn body(steps: &[Step], input_tokens: u64, output_tokens: u64) -> String {
             }
         }
     }
-    ev(
-        json!({"type": "response.completed", "response": {"id": "resp", "status": "completed", "output": [], "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens}}}),
-    );
+    let usage = json!({"input_tokens": input_tokens, "output_tokens": output_tokens});
+    if cut {
+        ev(
+            json!({"type": "response.incomplete", "response": {"id": "resp", "status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}, "output": [], "usage": usage}}),
+        );
+    } else {
+        ev(
+            json!({"type": "response.completed", "response": {"id": "resp", "status": "completed", "output": [], "usage": usage}}),
+        );
+    }
     out
 }
 
