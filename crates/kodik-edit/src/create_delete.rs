@@ -109,7 +109,7 @@ impl TypedTool for CreateFileTool {
         if let Some(kodik_core::Content::Text { text }) = out.content.first_mut() {
             text.push_str(&files::diagnostics_text(&diags));
         }
-        out.meta["diagnostics"] = json!(diags);
+        out.meta["diagnostics"] = json!(files::shown_errors(&diags));
         Ok(out)
     }
 }

@@ -539,7 +539,7 @@ impl TypedTool for EditFileTool {
                 "edits": edits_meta,
                 "added": done.diff.added,
                 "removed": done.diff.removed,
-                "diagnostics": diags,
+                "diagnostics": files::shown_errors(&diags),
             }))
             .with_full_output(done.diff.full_output))
     }

@@ -260,8 +260,9 @@ pub(crate) fn check_read_version(
     Ok(())
 }
 
-/// Errors (at most 20) a diagnostics provider reports for the file as written (E9). No
-/// provider, or one that does not handle the file, means no waiting at all.
+/// The errors a diagnostics provider reports for the file as written (E9), all of them (the
+/// result text shows [`MAX_SHOWN_ERRORS`]). No provider, or one that does not handle the file,
+/// means no waiting at all.
 pub(crate) async fn diagnostics(cx: &ToolContext, path: &Path, text: &str) -> Vec<Diagnostic> {
     let Some(provider) = cx.diagnostics.as_ref().map(Arc::clone) else { return Vec::new() };
     if !provider.handles(path) {
@@ -271,7 +272,7 @@ pub(crate) async fn diagnostics(cx: &ToolContext, path: &Path, text: &str) -> Ve
         d = provider.diagnostics(path, text) => d,
         () = cx.cancel.cancelled() => return Vec::new(),
     };
-    all.into_iter().filter(|d| d.severity == DiagnosticSeverity::Error && !disproved(d, path)).take(20).collect()
+    all.into_iter().filter(|d| d.severity == DiagnosticSeverity::Error && !disproved(d, path)).collect()
 }
 
 /// "Cannot find module './x'" for a relative module that exists on disk is the editor's
@@ -336,13 +337,26 @@ pub(crate) fn diagnostics_text(diags: &[Diagnostic]) -> String {
     named_diagnostics_text("the written file", diags)
 }
 
+/// How many of a written file's errors a result shows.
+pub(crate) const MAX_SHOWN_ERRORS: usize = 20;
+
+/// The errors a result shows (text and meta alike).
+pub(crate) fn shown_errors(diags: &[Diagnostic]) -> &[Diagnostic] {
+    &diags[..diags.len().min(MAX_SHOWN_ERRORS)]
+}
+
 fn named_diagnostics_text(file: &str, diags: &[Diagnostic]) -> String {
     if diags.is_empty() {
         return String::new();
     }
-    let mut s = format!("\nErrors in {file} ({}):", diags.len());
-    for d in diags {
-        s.push_str(&format!("\n  {}:{} {}", d.line, d.column, d.message));
+    let mut s = if diags.len() > MAX_SHOWN_ERRORS {
+        format!("\nErrors in {file} ({}; the first {MAX_SHOWN_ERRORS} shown, read_lints lists all):", diags.len())
+    } else {
+        format!("\nErrors in {file} ({}):", diags.len())
+    };
+    for d in shown_errors(diags) {
+        // A message's own lines are indented under it, so they do not read as more errors.
+        s.push_str(&format!("\n  {}:{} {}", d.line, d.column, d.message.trim_end().replace('\n', "\n      ")));
         if let Some(src) = &d.source {
             s.push_str(&format!(" [{src}]"));
         }

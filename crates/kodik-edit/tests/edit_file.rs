@@ -198,7 +198,12 @@ impl DiagnosticsProvider for FakeLsp {
                 line: i,
                 column: 1,
                 severity: DiagnosticSeverity::Error,
-                message: format!("error number {i}"),
+                // One message of several lines, as tsc's chains are.
+                message: if i == 2 {
+                    format!("error number {i}\nrelated: see line 1")
+                } else {
+                    format!("error number {i}")
+                },
                 source: Some("tsc".into()),
             })
             .collect();
@@ -214,7 +219,7 @@ impl DiagnosticsProvider for FakeLsp {
 }
 
 #[tokio::test]
-async fn e9_errors_of_the_written_file_at_most_20_and_no_warnings() {
+async fn e9_errors_of_the_written_file_at_most_20_with_their_count_and_no_warnings() {
     let mut env = Env::new();
     let lsp = Arc::new(FakeLsp { calls: AtomicUsize::new(0), handles: true });
     env.cx.diagnostics = Some(lsp.clone());
@@ -222,8 +227,11 @@ async fn e9_errors_of_the_written_file_at_most_20_and_no_warnings() {
     env.read("a.ts");
     let out = env.edit("a.ts", &[("let x", "let y")]).await;
     let text = out.text_content();
-    assert!(text.contains("Errors in the written file (20)"), "{text}");
+    assert!(text.contains("Errors in the written file (30; the first 20 shown, read_lints lists all)"), "{text}");
     assert!(text.contains("error number 20") && !text.contains("error number 21"));
+    // A message's second line is indented under it, not shown as an error of its own.
+    assert!(text.contains("error number 2\n      related: see line 1"), "{text}");
+    assert_eq!(out.meta["diagnostics"].as_array().map(Vec::len), Some(20));
     assert!(!text.contains("a warning"));
     assert_eq!(lsp.calls.load(Ordering::SeqCst), 1);
 }

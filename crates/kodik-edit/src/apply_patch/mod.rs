@@ -92,7 +92,7 @@ fn report(changes: &[FileChange], diagnostics: &[(String, Vec<kodik_core::Diagno
         })
         .collect();
     let diagnostics: serde_json::Map<String, serde_json::Value> =
-        diagnostics.iter().map(|(shown, d)| (shown.clone(), json!(d))).collect();
+        diagnostics.iter().map(|(shown, d)| (shown.clone(), json!(crate::files::shown_errors(d)))).collect();
     ToolOutput::text(text).with_meta(json!({"files": files, "diagnostics": diagnostics})).with_full_output(full)
 }
 
