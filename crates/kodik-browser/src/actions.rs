@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use chromiumoxide::cdp::browser_protocol::input::{DispatchKeyEventParams, DispatchMouseEventParams};
-use chromiumoxide::cdp::browser_protocol::page::NavigateParams;
+use chromiumoxide::cdp::browser_protocol::page::{NavigateParams, StopLoadingParams};
 use chromiumoxide::cdp::js_protocol::runtime::EvaluateParams;
 use kodik_core::CancellationToken;
 use kodik_schema::browser::Target;
@@ -39,6 +39,9 @@ pub(crate) async fn eval_in(tab: &Tab, frame: &FrameCtx, expression: &str) -> Re
         params = params.context_id(c);
     }
     let params = params.build().map_err(|e| BrowserError::Other(format!("cannot build the evaluation: {e}")))?;
+    if matches!(frame.page, crate::raw::Session::Page(_)) {
+        wait_committed(tab).await?;
+    }
     let run = frame.page.execute(params);
     let mut dialog = tab.shared.dialog_opened.subscribe();
     dialog.mark_unchanged();
@@ -54,7 +57,7 @@ pub(crate) async fn eval_in(tab: &Tab, frame: &FrameCtx, expression: &str) -> Re
     let res = tokio::select! {
         r = run => r?,
         _ = tokio::time::sleep(EVAL_LIMIT) => {
-            return Err(BrowserError::Other(format!(
+            return Err(BrowserError::Unresponsive(format!(
                 "the page of tab {} did not answer within {} s (busy script or hung renderer)", tab.id, EVAL_LIMIT.as_secs()
             )));
         }
@@ -77,6 +80,31 @@ pub(crate) async fn eval_in(tab: &Tab, frame: &FrameCtx, expression: &str) -> Re
 
 /// The longest a single evaluation may take; waits poll with short evaluations instead.
 const EVAL_LIMIT: Duration = Duration::from_secs(15);
+
+/// Waits (at most [`EVAL_LIMIT`]) for a pending top-level navigation to commit: until it does,
+/// Chromium answers no evaluation in the tab's page.
+async fn wait_committed(tab: &Tab) -> Result<(), BrowserError> {
+    let start = Instant::now();
+    loop {
+        let nav = {
+            let d = tab.shared.lock();
+            if d.dialog.is_some() || d.closed || d.crashed {
+                return Ok(());
+            }
+            d.navigating.clone()
+        };
+        let Some(nav) = nav else { return Ok(()) };
+        if start.elapsed() >= EVAL_LIMIT {
+            return Err(BrowserError::Unresponsive(format!(
+                "tab {} is still waiting for {} to answer (for {} s); wait for it, or navigate elsewhere",
+                tab.id,
+                nav.url,
+                nav.since.elapsed().as_secs()
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    }
+}
 
 fn crashed(tab: &Tab) -> BrowserError {
     BrowserError::Other(format!(
@@ -373,15 +401,26 @@ pub(crate) async fn press(tab: &Tab, combo: &str) -> Result<(), BrowserError> {
     Ok(())
 }
 
-/// Navigates the tab and waits (bounded) for the load event.
+/// Navigates the tab and waits (bounded) for the load event. A navigation that does not answer
+/// within `timeout` is stopped, so the tab keeps its previous page and answers the next calls
+/// (Chromium holds a page's evaluations while a navigation of it is pending).
 pub(crate) async fn goto(tab: &Tab, url: &str, timeout: Duration) -> Result<(), BrowserError> {
-    let params = NavigateParams::new(url);
+    let start = Instant::now();
+    let session =
+        tab.nav.get_or_try_init(|| async { tab.raw.get().await?.attach(tab.page.target_id().clone()).await }).await?;
     let mut events = tab.shared.dialog_opened.subscribe();
     events.mark_unchanged();
     let res = tokio::select! {
-        r = tokio::time::timeout(timeout, tab.page.execute(params)) => r
-            .map_err(|_| BrowserError::Timeout { what: format!("{url} to start loading"), ms: timeout.as_millis() as u64 })?
-            .map_err(cdp(format!("navigate to {url}")))?,
+        r = tokio::time::timeout(timeout, session.execute(NavigateParams::new(url))) => match r {
+            Ok(r) => r.map_err(|e| BrowserError::Other(format!("cannot navigate to {url}: {e}")))?,
+            Err(_) => {
+                stop_loading(tab).await;
+                return Err(BrowserError::Timeout {
+                    what: format!("{url} to answer; the navigation was stopped and tab {} keeps its previous page", tab.id),
+                    ms: timeout.as_millis() as u64,
+                });
+            }
+        },
         _ = events.changed() => {
             let s = tab.shared.lock();
             if s.crashed {
@@ -392,17 +431,28 @@ pub(crate) async fn goto(tab: &Tab, url: &str, timeout: Duration) -> Result<(), 
             return Ok(());
         }
     };
-    if let Some(err) = &res.result.error_text {
+    if let Some(err) = &res.error_text {
         return Err(BrowserError::Other(format!("{url} did not load: {err}")));
     }
-    wait_load(tab, timeout).await
+    let loaded = wait_load(tab, timeout.saturating_sub(start.elapsed())).await;
+    if loaded.is_err() {
+        // The error says it; the next result need not say it again.
+        tab.shared.lock().note = None;
+    }
+    loaded
+}
+
+/// Stops the tab's pending navigation and loading (the browser's Stop button), bounded.
+pub(crate) async fn stop_loading(tab: &Tab) {
+    let _ = tokio::time::timeout(Duration::from_secs(2), tab.page.execute(StopLoadingParams::default())).await;
+    tab.shared.lock().navigating = None;
 }
 
 /// Waits until the document is fully loaded, bounded by `timeout`.
 pub(crate) async fn wait_load(tab: &Tab, timeout: Duration) -> Result<(), BrowserError> {
     let start = Instant::now();
     loop {
-        {
+        let pending = {
             let s = tab.shared.lock();
             if s.dialog.is_some() || s.closed {
                 return Ok(());
@@ -410,15 +460,31 @@ pub(crate) async fn wait_load(tab: &Tab, timeout: Duration) -> Result<(), Browse
             if s.crashed {
                 return Err(crashed(tab));
             }
-        }
-        // A navigation in progress destroys the context the check runs in; just ask again.
-        if let Ok(Value::String(s)) = eval(tab, "document.readyState").await
+            s.navigating.clone()
+        };
+        // A navigation in progress destroys the context the check runs in; just ask again. A
+        // page that does not answer must not hold the wait past its time.
+        let left = timeout.saturating_sub(start.elapsed()).max(Duration::from_millis(50));
+        if pending.is_none()
+            && let Ok(Ok(Value::String(s))) = tokio::time::timeout(left, eval(tab, "document.readyState")).await
             && s == "complete"
         {
             return Ok(());
         }
         if start.elapsed() >= timeout {
-            return Err(BrowserError::Timeout { what: "the page to load".into(), ms: timeout.as_millis() as u64 });
+            let ms = timeout.as_millis() as u64;
+            let pending = tab.shared.lock().navigating.clone();
+            if let Some(nav) = pending {
+                // Left pending, it would hold every later call on this tab.
+                stop_loading(tab).await;
+                let what = format!(
+                    "{} to answer; the navigation was stopped and tab {} keeps its previous page",
+                    nav.url, tab.id
+                );
+                tab.shared.lock().note = Some(format!("Timed out after {ms} ms waiting for {what}."));
+                return Err(BrowserError::Timeout { what, ms });
+            }
+            return Err(BrowserError::Timeout { what: "the page to load".into(), ms });
         }
         tokio::time::sleep(Duration::from_millis(30)).await;
     }

@@ -85,6 +85,10 @@ pub enum BrowserError {
     /// A refused request (origin mismatch, eval outside the whitelist, file not allowed).
     #[error("{0}")]
     Refused(String),
+    /// The page did not answer in time (a busy script, a hung renderer, a navigation waiting for
+    /// its server); later steps of the same call do not wait on it again.
+    #[error("{0}")]
+    Unresponsive(String),
     /// The call was cancelled while it waited.
     #[error("cancelled while waiting for {0}")]
     Cancelled(String),

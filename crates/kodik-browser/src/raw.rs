@@ -4,6 +4,10 @@
 //! so a cross-site iframe attached as its own target never answers through a `Page`. This
 //! connection attaches to such frames itself (flat sessions) and sends their commands with the
 //! session id, matching answers by call id; events are not needed and are dropped.
+//!
+//! Tabs send their `Page.navigate` here too: chromiumoxide queues a page's navigations behind one
+//! another and keeps each until its own 30 s deadline, so after a navigation that was given up on
+//! (and stopped) the next one would wait for that deadline.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -93,6 +97,24 @@ impl RawCdp {
             AttachToTargetParams::builder().target_id(target).flatten(true).build().map_err(BrowserError::Other)?;
         let r = self.call(None, params).await?;
         Ok(Session::Raw { cdp: self.clone(), session: r.session_id })
+    }
+}
+
+/// The second connection of one browser, opened on first use and shared by its tabs and frames.
+pub(crate) struct RawLink {
+    ws_url: String,
+    cdp: tokio::sync::OnceCell<Arc<RawCdp>>,
+}
+
+impl RawLink {
+    /// A link to the browser at `ws_url`; nothing is opened yet.
+    pub fn new(ws_url: &str) -> Arc<Self> {
+        Arc::new(Self { ws_url: ws_url.to_string(), cdp: tokio::sync::OnceCell::new() })
+    }
+
+    /// The connection, opened now if it is not yet.
+    pub async fn get(&self) -> Result<Arc<RawCdp>, BrowserError> {
+        self.cdp.get_or_try_init(|| RawCdp::connect(&self.ws_url)).await.cloned()
     }
 }
 

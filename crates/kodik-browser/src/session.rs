@@ -10,10 +10,10 @@ use chromiumoxide::cdp::browser_protocol::browser::{
 };
 use chromiumoxide::cdp::browser_protocol::inspector::EventTargetCrashed as InspectorTargetCrashed;
 use chromiumoxide::cdp::browser_protocol::network::{
-    EventLoadingFailed, EventLoadingFinished, EventRequestWillBeSent, EventResponseReceived,
+    EventLoadingFailed, EventLoadingFinished, EventRequestWillBeSent, EventResponseReceived, ResourceType,
 };
 use chromiumoxide::cdp::browser_protocol::page::{
-    AddScriptToEvaluateOnNewDocumentParams, EventFileChooserOpened, EventJavascriptDialogOpening,
+    AddScriptToEvaluateOnNewDocumentParams, EventFileChooserOpened, EventFrameNavigated, EventJavascriptDialogOpening,
     SetInterceptFileChooserDialogParams,
 };
 use chromiumoxide::cdp::browser_protocol::target::{
@@ -142,6 +142,35 @@ pub(crate) struct TabData {
     pub frames: Vec<crate::frames::FrameInfo>,
     /// Bumped by every snapshot; frame refs from an older one are stale.
     pub snapshot_gen: u64,
+    /// A navigation of the top document that has not committed yet: Chromium holds the page's
+    /// evaluations until it does, so nothing may wait on them meanwhile.
+    pub navigating: Option<PendingNav>,
+    /// Loaders of navigations that committed or failed: the events come on separate tasks, so
+    /// an end may be handled before its start.
+    pub ended_loaders: VecDeque<String>,
+    /// Something the next result should say (a navigation that was stopped).
+    pub note: Option<String>,
+}
+
+/// A top-level navigation waiting for its server (see [`TabData::navigating`]).
+#[derive(Debug, Clone)]
+pub(crate) struct PendingNav {
+    pub loader: String,
+    pub url: String,
+    pub since: Instant,
+}
+
+impl TabData {
+    /// Records that the navigation of `loader` committed or failed.
+    fn end_navigation(&mut self, loader: &str) {
+        if self.navigating.as_ref().is_some_and(|n| n.loader == loader) {
+            self.navigating = None;
+        }
+        self.ended_loaders.push_back(loader.to_string());
+        while self.ended_loaders.len() > 32 {
+            self.ended_loaders.pop_front();
+        }
+    }
 }
 
 pub(crate) struct TabShared {
@@ -181,6 +210,10 @@ pub(crate) struct Tab {
     tasks: Vec<JoinHandle<()>>,
     /// Sessions of out-of-process (cross-site) frames, by frame id, shared by the whole browser.
     pub frame_pages: FramePages,
+    /// The browser's second connection, for navigations (see [`crate::raw`]).
+    pub raw: Arc<crate::raw::RawLink>,
+    /// This tab's session on that connection, attached on its first navigation.
+    pub nav: tokio::sync::OnceCell<crate::raw::Session>,
 }
 
 impl Drop for Tab {
@@ -232,7 +265,7 @@ pub(crate) struct Running {
     /// Out-of-process frames created since the last [`attach_frames`](Self::attach_frames).
     new_frames: Mutex<mpsc::UnboundedReceiver<TargetId>>,
     frame_pages: FramePages,
-    raw: Mutex<Option<Arc<crate::raw::RawCdp>>>,
+    raw: Arc<crate::raw::RawLink>,
     /// Pages that existed before the session's first tab (Chromium's start-up tab).
     pub(crate) ignored: HashSet<TargetId>,
     /// Something the next result should say about how the browser was started.
@@ -336,6 +369,7 @@ impl Running {
             let t = &mut self.tabs[pos];
             t.page = page;
             t.shared = shared;
+            t.nav = tokio::sync::OnceCell::new();
             for old in std::mem::replace(&mut t.tasks, tasks) {
                 old.abort();
             }
@@ -361,7 +395,8 @@ impl Running {
         let _ = page.execute(AddScriptToEvaluateOnNewDocumentParams::new(BLOCKED_POPUPS_JS)).await;
         let last_url = page.url().await.ok().flatten().unwrap_or_default();
         let frame_pages = self.frame_pages.clone();
-        self.tabs.push(Tab { id: id.clone(), page, opener, shared, context, last_url, tasks, frame_pages });
+        let (raw, nav) = (self.raw.clone(), tokio::sync::OnceCell::new());
+        self.tabs.push(Tab { id: id.clone(), page, opener, shared, context, last_url, tasks, frame_pages, raw, nav });
         id
     }
 
@@ -422,18 +457,8 @@ impl Running {
         if fresh.is_empty() {
             return;
         }
-        let existing = self.raw.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        let raw = match existing {
-            Some(r) => r,
-            None => match crate::raw::RawCdp::connect(self.browser.websocket_address()).await {
-                Ok(r) => {
-                    *self.raw.lock().unwrap_or_else(|p| p.into_inner()) = Some(r.clone());
-                    r
-                }
-                // Frames that cannot be reached are shown as not inspected, with the reason.
-                Err(_) => return,
-            },
-        };
+        // Frames that cannot be reached are shown as not inspected, with the reason.
+        let Ok(raw) = self.raw.get().await else { return };
         for target in fresh {
             if let Ok(session) = raw.attach(target.clone()).await {
                 self.frame_pages.lock().unwrap_or_else(|p| p.into_inner()).insert(target.inner().clone(), session);
@@ -560,8 +585,18 @@ async fn listen(page: &Page, shared: &Arc<TabShared>) -> Vec<JoinHandle<()>> {
         push_bounded(&mut data.errors, line);
     })
     .await;
-    on_event(page, shared, &mut tasks, |shared, e: &EventRequestWillBeSent| {
+    let main_frame = page.target_id().inner().clone();
+    on_event(page, shared, &mut tasks, move |shared, e: &EventRequestWillBeSent| {
         let mut d = shared.lock();
+        let loader = e.loader_id.inner();
+        if e.r#type == Some(ResourceType::Document)
+            && e.request_id.inner() == loader
+            && e.frame_id.as_ref().is_some_and(|f| *f.inner() == main_frame)
+            && !d.ended_loaders.iter().any(|l| l == loader)
+        {
+            d.navigating =
+                Some(PendingNav { loader: loader.clone(), url: e.request.url.clone(), since: Instant::now() });
+        }
         d.inflight.insert(e.request_id.inner().clone());
         d.requests += 1;
         d.last_network = Some(Instant::now());
@@ -573,8 +608,16 @@ async fn listen(page: &Page, shared: &Arc<TabShared>) -> Vec<JoinHandle<()>> {
         d.last_network = Some(Instant::now());
     })
     .await;
+    on_event(page, shared, &mut tasks, |shared, e: &EventFrameNavigated| {
+        if e.frame.parent_id.is_none() {
+            shared.lock().end_navigation(e.frame.loader_id.inner());
+        }
+    })
+    .await;
     on_event(page, shared, &mut tasks, |shared, e: &EventLoadingFailed| {
         let mut d = shared.lock();
+        // A navigation request's id is its loader's.
+        d.end_navigation(e.request_id.inner());
         d.inflight.remove(e.request_id.inner());
         d.last_network = Some(Instant::now());
         if e.canceled != Some(true) {
@@ -885,6 +928,7 @@ impl BrowserSession {
             .await
             .map(|r| r.result.target_infos.iter().filter(|t| t.r#type == "page").map(|t| t.target_id.clone()).collect())
             .unwrap_or_default();
+        let raw = crate::raw::RawLink::new(browser.websocket_address());
         let running = Running {
             note,
             ignored,
@@ -901,7 +945,7 @@ impl BrowserSession {
             new_targets,
             new_frames: Mutex::new(new_frames),
             frame_pages,
-            raw: Mutex::new(None),
+            raw,
             crashed,
             downloads,
             download_dir,

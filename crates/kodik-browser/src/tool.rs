@@ -408,8 +408,10 @@ impl BrowserSession {
                 let tab = r.tab(None)?;
                 let mut rep = Report::new(String::new());
                 rep.lines.clear();
-                self.page_state(r, tab, &mut rep, true).await;
-                Ok(rep.into_output())
+                match self.page_state(r, tab, &mut rep, true).await {
+                    Some(e) => Err(e),
+                    None => Ok(rep.into_output()),
+                }
             }
             A::Inspect => inspect(r.tab(None)?, target(args)?).await,
             A::Console => {
@@ -520,8 +522,12 @@ impl BrowserSession {
         }
     }
 
-    /// URL, title, new tabs, dialog, console errors, and (with `snapshot`) the page snapshot.
-    async fn page_state(&self, r: &Running, tab: &Tab, rep: &mut Report, snapshot: bool) {
+    /// URL, title, new tabs, dialog, console errors, and (with `snapshot`) the page snapshot;
+    /// returns why the snapshot could not be taken. A page that does not answer is asked once.
+    async fn page_state(&self, r: &Running, tab: &Tab, rep: &mut Report, snapshot: bool) -> Option<BrowserError> {
+        if let Some(note) = tab.shared.lock().note.take() {
+            rep.line(note);
+        }
         let dialog = tab.shared.lock().dialog.clone();
         if let Some(d) = dialog {
             rep.line(format!(
@@ -532,9 +538,16 @@ impl BrowserSession {
             ));
             rep.meta
                 .insert("dialog".into(), json!({"type": d.kind, "message": d.message, "default": d.default_prompt}));
-            return;
+            return None;
         }
-        if let Ok(Value::Array(blocked)) = eval(tab, "(window.__kodikBlocked || []).splice(0)").await
+        let blocked = eval(tab, "(window.__kodikBlocked || []).splice(0)").await;
+        if let Err(e @ BrowserError::Unresponsive(_)) = blocked {
+            if snapshot {
+                rep.line(format!("(no snapshot: {e})"));
+            }
+            return Some(e);
+        }
+        if let Ok(Value::Array(blocked)) = blocked
             && !blocked.is_empty()
         {
             rep.line(format!(
@@ -564,9 +577,13 @@ impl BrowserSession {
                     rep.meta.insert("url".into(), json!(url));
                     rep.meta.insert("title".into(), json!(title));
                 }
-                Err(e) => rep.line(format!("(no snapshot: {e})")),
+                Err(e) => {
+                    rep.line(format!("(no snapshot: {e})"));
+                    return Some(e);
+                }
             }
         }
+        None
     }
 
     async fn navigate(&self, r: &mut Running, args: &BrowserArgs) -> Result<ToolOutput, BrowserError> {
@@ -582,7 +599,18 @@ impl BrowserSession {
             match args.action {
                 BrowserAction::Navigate => actions::goto(tab, args.url.as_deref().unwrap_or(""), timeout).await?,
                 BrowserAction::Reload => {
-                    tab.page.reload().await.map_err(cdp("reload"))?;
+                    match tokio::time::timeout(timeout, tab.page.reload()).await {
+                        Ok(r) => {
+                            r.map_err(cdp("reload"))?;
+                        }
+                        Err(_) => {
+                            actions::stop_loading(tab).await;
+                            return Err(BrowserError::Timeout {
+                                what: format!("the reload; it was stopped and tab {} keeps its page", tab.id),
+                                ms: timeout.as_millis() as u64,
+                            });
+                        }
+                    }
                     actions::wait_load(tab, timeout).await?;
                 }
                 BrowserAction::Back | BrowserAction::Forward => {
@@ -1721,11 +1749,24 @@ async fn diagnostics(r: &Running, limit: usize) -> Result<ToolOutput, BrowserErr
     Ok(rep.into_output())
 }
 
+/// The tabs as the browser lists them: asking each page would wait on a busy or navigating one.
 async fn list_tabs(r: &Running) -> Report {
+    use chromiumoxide::cdp::browser_protocol::target::GetTargetsParams;
+    let infos = tokio::time::timeout(Duration::from_secs(5), r.browser.execute(GetTargetsParams::default()))
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .map(|res| res.result.target_infos)
+        .unwrap_or_default();
     let mut rep = Report::new(format!("{} tab(s):", r.tabs.len()));
     for t in &r.tabs {
-        let url = t.page.url().await.ok().flatten().unwrap_or_default();
-        let title = t.page.get_title().await.ok().flatten().unwrap_or_default();
+        let (title, url) = infos
+            .iter()
+            .find(|i| &i.target_id == t.page.target_id())
+            .map(|i| (i.title.clone(), i.url.clone()))
+            .unwrap_or_else(|| (String::new(), t.last_url.clone()));
+        // A page without a title is listed by its URL.
+        let title = if title == url { String::new() } else { title };
         rep.line(format!(
             "- {}{}: {title:?} {url}{}",
             t.id,

@@ -11,8 +11,11 @@ use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
-/// path → (content type, body, extra headers)
+/// path → (content type, body, extra headers); the content type [`HANG`] never answers.
 pub type Routes = HashMap<&'static str, (&'static str, String, &'static str)>;
+
+/// A route with this content type reads the request and never answers (a hung server).
+pub const HANG: &str = "hang";
 
 /// Serves `routes` on an ephemeral port; unknown paths are 404. Returns the base URL.
 pub async fn serve(routes: Routes) -> String {
@@ -39,6 +42,10 @@ pub async fn serve(routes: Routes) -> String {
                 let head = String::from_utf8_lossy(&buf[..got]).to_string();
                 let path = head.split_whitespace().nth(1).unwrap_or("/").to_string();
                 let path = path.split('?').next().unwrap_or("/").to_string();
+                if routes.get(path.as_str()).is_some_and(|r| r.0 == HANG) {
+                    tokio::time::sleep(std::time::Duration::from_secs(600)).await;
+                    return;
+                }
                 let (status, ctype, body, extra) = match routes.get(path.as_str()) {
                     Some((c, b, e)) => ("200 OK", *c, b.clone(), *e),
                     None => ("404 Not Found", "text/plain", "not found".to_string(), ""),

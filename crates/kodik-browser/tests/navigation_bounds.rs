@@ -1,0 +1,71 @@
+//! Navigations that do not finish (a hung server, a bad URL) against real Chromium: every call
+//! stays bounded and the session stays usable afterwards (B3, B5).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
+
+mod common;
+
+use std::time::Duration;
+
+use common::{HANG, Harness, Routes, harness, serve};
+use serde_json::{Value, json};
+
+const HOME: &str =
+    r#"<!doctype html><title>Home</title><h1>Test Home</h1><a href="/form">Form</a><a href="/hang">Stuck</a>"#;
+const FORM: &str = r#"<!doctype html><title>Form</title><label>Name <input></label>"#;
+
+/// Runs a call that must answer within `limit` (a hang fails the test instead of blocking it).
+async fn bounded(h: &Harness, limit: Duration, args: Value) -> kodik_core::ToolOutput {
+    match tokio::time::timeout(limit, h.call(args.clone())).await {
+        Ok(out) => out,
+        Err(_) => panic!("{args} did not answer within {limit:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn b5_timed_out_navigation_is_stopped_and_the_next_calls_answer() {
+    let mut routes = Routes::new();
+    routes.insert("/", ("text/html", HOME.to_string(), ""));
+    routes.insert("/form", ("text/html", FORM.to_string(), ""));
+    routes.insert("/hang", (HANG, String::new(), ""));
+    let base = serve(routes).await;
+    let h = harness();
+    h.ok(json!({"action": "open", "url": format!("{base}/")})).await;
+
+    let out = bounded(
+        &h,
+        Duration::from_secs(10),
+        json!({"action": "navigate", "url": format!("{base}/hang"), "timeout": 2000}),
+    )
+    .await;
+    assert!(!out.is_success());
+    let e = out.text_content();
+    assert!(e.contains("timed out after 2000 ms"), "{e}");
+    assert!(e.contains("stopped"), "the model should learn the navigation was stopped: {e}");
+
+    // The navigation was stopped: the old page is there and answers at once.
+    let out = bounded(&h, Duration::from_secs(10), json!({"action": "snapshot"})).await;
+    let s = out.text_content();
+    assert!(out.is_success(), "{s}");
+    assert!(s.contains("Test Home"), "{s}");
+    let out = bounded(&h, Duration::from_secs(10), json!({"action": "list_tabs"})).await;
+    let l = out.text_content();
+    assert!(out.is_success() && l.contains("t1") && l.contains(&format!("{base}/")), "{l}");
+    let out = bounded(&h, Duration::from_secs(10), json!({"action": "navigate", "url": format!("{base}/form")})).await;
+    let n = out.text_content();
+    assert!(out.is_success() && n.contains("Title: Form"), "{n}");
+
+    // A navigation the page starts (a link to a server that never answers) is stopped when the
+    // click's settling gives up on it, and said so; it holds no later call.
+    h.ok(json!({"action": "navigate", "url": format!("{base}/")})).await;
+    let out =
+        bounded(&h, Duration::from_secs(30), json!({"action": "click", "target": {"role": "link", "name": "Stuck"}}))
+            .await;
+    let c = out.text_content();
+    assert!(out.is_success(), "{c}");
+    assert!(c.contains("/hang to answer; the navigation was stopped"), "{c}");
+    assert!(c.contains("Test Home"), "{c}");
+    let out = bounded(&h, Duration::from_secs(10), json!({"action": "list_tabs"})).await;
+    assert!(out.is_success() && out.text_content().contains(&format!("\"Home\" {base}/")), "{}", out.text_content());
+    h.session.shutdown().await;
+}
