@@ -26,6 +26,7 @@ pub mod position;
 pub mod server;
 pub mod tools;
 pub mod transport;
+mod watch;
 
 use std::sync::Arc;
 use std::time::Duration;

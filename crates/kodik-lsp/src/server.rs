@@ -13,6 +13,7 @@ use crate::LspError;
 use crate::config::{LspConfig, ServerConfig};
 use crate::position::{Encoding, path_to_uri, uri_to_path};
 use crate::transport::{Connection, Handler, METHOD_NOT_FOUND, RpcError};
+use crate::watch::DirWatcher;
 
 /// Where a server is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,6 +48,9 @@ struct Inner {
     closed: bool,
     /// The `ready_log` text still awaited.
     awaiting_log: Option<String>,
+    /// When `awaiting_log` was armed again after files were created or deleted: until when
+    /// it is believed (a server may not rescan for every such change).
+    rescan_until: Option<Instant>,
     /// `first_progress_grace` applies and no progress has ended yet.
     awaiting_progress: bool,
     /// Some progress has begun.
@@ -151,7 +155,10 @@ impl Handler for State {
                 let msg = params.get("message").and_then(Value::as_str).unwrap_or("");
                 let seen = self.read(|i| i.awaiting_log.as_deref().is_some_and(|t| msg.contains(t))).unwrap_or(false);
                 if seen {
-                    self.with(|i| i.awaiting_log = None);
+                    self.with(|i| {
+                        i.awaiting_log = None;
+                        i.rescan_until = None;
+                    });
                 }
             }
             "experimental/serverStatus" => {
@@ -199,6 +206,9 @@ struct Stamp {
     mtime: Option<SystemTime>,
     ctime: (i64, i64),
 }
+
+/// How long a server's rescan after files were created or deleted is waited for.
+const RESCAN_WAIT: Duration = Duration::from_secs(3);
 
 /// Files changed this recently before they were read are read again on the next request:
 /// file times come from a clock that may lag by a scheduler tick.
@@ -265,8 +275,8 @@ pub struct Server {
     started: SystemTime,
     started_at: Instant,
     timing: LspConfig,
-    /// The project's files this server serves, as last scanned (`None`: too many to track).
-    files: Mutex<Option<HashSet<PathBuf>>>,
+    /// The project's files this server serves and the watcher that keeps them current.
+    tracked: Mutex<Tracked>,
     /// Files read for the source lines shown with results, with how they looked on disk: a
     /// file is read again only when its stamp changed, not for every answer that points into it.
     sources: Mutex<HashMap<PathBuf, (Arc<str>, Seen)>>,
@@ -281,10 +291,26 @@ const MAX_SOURCES: usize = 256;
 /// Projects with more files than this are not scanned for created and deleted files.
 const MAX_SCANNED_FILES: usize = 20_000;
 
-fn scan(root: &Path, config: &ServerConfig) -> Option<HashSet<PathBuf>> {
+/// The project's files of the server's language, as last seen.
+struct Tracked {
+    /// `None`: too many to track.
+    files: Option<HashSet<PathBuf>>,
+    /// Tells what changed on disk before each request; `None` when inotify is unavailable or
+    /// cannot watch every folder (then a scan before diagnostics finds created and deleted files).
+    watcher: Option<DirWatcher>,
+}
+
+/// The files of `config`'s language under `root` and, when `dirs` is given, its folders
+/// (both as the editor would see them: ignored folders left out).
+fn scan_with_dirs(root: &Path, config: &ServerConfig, mut dirs: Option<&mut Vec<PathBuf>>) -> Option<HashSet<PathBuf>> {
     let mut out = HashSet::new();
     for entry in ignore::WalkBuilder::new(root).require_git(false).build().flatten() {
-        if entry.file_type().is_some_and(|t| t.is_file()) && config.language_id(entry.path()).is_some() {
+        let Some(kind) = entry.file_type() else { continue };
+        if kind.is_dir() {
+            if let Some(dirs) = dirs.as_deref_mut() {
+                dirs.push(entry.path().to_path_buf());
+            }
+        } else if kind.is_file() && config.language_id(entry.path()).is_some() {
             out.insert(entry.path().to_path_buf());
             if out.len() > MAX_SCANNED_FILES {
                 return None;
@@ -292,6 +318,40 @@ fn scan(root: &Path, config: &ServerConfig) -> Option<HashSet<PathBuf>> {
         }
     }
     Some(out)
+}
+
+fn scan(root: &Path, config: &ServerConfig) -> Option<HashSet<PathBuf>> {
+    scan_with_dirs(root, config, None)
+}
+
+/// The project's files and a watcher on each of its folders (no watcher if one is missing).
+fn track(root: &Path, config: &ServerConfig) -> Tracked {
+    let mut dirs = Vec::new();
+    let files = scan_with_dirs(root, config, Some(&mut dirs));
+    let watcher = files.as_ref().and_then(|_| {
+        let mut w = DirWatcher::new()?;
+        dirs.iter().all(|d| w.watch(d)).then_some(w)
+    });
+    Tracked { files, watcher }
+}
+
+/// `didChangeWatchedFiles` changes from the files known `before` and `now`, plus the files
+/// `touched` on disk that are in both (changed); open documents are left to `sync`.
+fn file_changes(
+    before: &HashSet<PathBuf>,
+    now: &HashSet<PathBuf>,
+    touched: &HashSet<PathBuf>,
+    open: &HashMap<PathBuf, Doc>,
+) -> Vec<Value> {
+    let mut changes: Vec<Value> = now.difference(before).map(|p| json!({"uri": path_to_uri(p), "type": 1})).collect();
+    changes.extend(before.difference(now).map(|p| json!({"uri": path_to_uri(p), "type": 3})));
+    changes.extend(
+        touched
+            .iter()
+            .filter(|p| !open.contains_key(*p) && before.contains(*p) && now.contains(*p))
+            .map(|p| json!({"uri": path_to_uri(p), "type": 2})),
+    );
+    changes
 }
 
 impl std::fmt::Debug for Server {
@@ -384,7 +444,7 @@ impl Server {
             started: SystemTime::now(),
             started_at: Instant::now(),
             timing: timing.clone(),
-            files: Mutex::new(scan(root, config)),
+            tracked: Mutex::new(track(root, config)),
             sources: Mutex::default(),
         })
     }
@@ -448,13 +508,11 @@ impl Server {
         self.state
             .read(|i| {
                 let awaiting_progress = i.awaiting_progress && (i.progress_seen || in_grace);
+                let awaiting_log =
+                    i.awaiting_log.is_some() && i.rescan_until.is_none_or(|until| Instant::now() < until);
                 if !i.initialized {
                     Readiness::Starting
-                } else if !i.progress.is_empty()
-                    || i.quiescent == Some(false)
-                    || i.awaiting_log.is_some()
-                    || awaiting_progress
-                {
+                } else if !i.progress.is_empty() || i.quiescent == Some(false) || awaiting_log || awaiting_progress {
                     Readiness::Indexing
                 } else {
                     Readiness::Ready
@@ -514,22 +572,97 @@ impl Server {
 
     /// Tells the server about files of its language created or deleted since the last scan
     /// (`workspace/didChangeWatchedFiles`), so a new module clears other files' import errors
-    /// even when it was written by something other than kodik's edit tools.
+    /// even when it was written by something other than kodik's edit tools. Only needed when
+    /// no watcher tells [`Server::sync`] about them.
     pub async fn notice_created_and_deleted(&self) {
+        if self.tracked.lock().is_ok_and(|t| t.watcher.is_some()) {
+            return;
+        }
         let (root, config) = (self.root.clone(), self.config.clone());
         let Ok(Some(now)) = tokio::task::spawn_blocking(move || scan(&root, &config)).await else { return };
         let changes = {
-            let Ok(mut known) = self.files.lock() else { return };
-            let Some(before) = known.as_ref() else { return };
-            let mut changes: Vec<Value> =
-                now.difference(before).map(|p| json!({"uri": path_to_uri(p), "type": 1})).collect();
-            changes.extend(before.difference(&now).map(|p| json!({"uri": path_to_uri(p), "type": 3})));
-            *known = Some(now);
+            let Ok(mut tracked) = self.tracked.lock() else { return };
+            let Some(before) = tracked.files.as_ref() else { return };
+            let changes = file_changes(before, &now, &HashSet::new(), &HashMap::new());
+            tracked.files = Some(now);
             changes
         };
         if !changes.is_empty() {
+            self.files_created_or_deleted(&changes);
             self.conn.notify("workspace/didChangeWatchedFiles", &json!({"changes": changes})).await;
         }
+    }
+
+    /// A server that logs when its scan of the project is done (pyright: "Found N source
+    /// files") scans again after files are created or deleted, and answers from the old file
+    /// list until then (references miss a new file's uses): queries wait for that log again,
+    /// for at most [`RESCAN_WAIT`].
+    fn files_created_or_deleted(&self, changes: &[Value]) {
+        let Some(log) = &self.config.ready_log else { return };
+        if changes.iter().any(|c| c.get("type").and_then(Value::as_u64).is_some_and(|t| t != 2)) {
+            self.state.with(|i| {
+                i.awaiting_log = Some(log.clone());
+                i.rescan_until = Some(Instant::now() + RESCAN_WAIT);
+            });
+        }
+    }
+
+    /// Files of the server's language that changed on disk since the last request, by the
+    /// watcher, as `didChangeWatchedFiles` changes (open documents are left to `sync`).
+    async fn disk_changes(&self, open: &HashMap<PathBuf, Doc>) -> Vec<Value> {
+        let seen = {
+            let Ok(mut tracked) = self.tracked.lock() else { return Vec::new() };
+            let Some(watcher) = tracked.watcher.as_mut() else { return Vec::new() };
+            watcher.drain()
+        };
+        if seen.files.is_empty() && !seen.rescan {
+            return Vec::new();
+        }
+        let touched: HashSet<PathBuf> =
+            seen.files.into_iter().filter(|p| self.config.language_id(p).is_some()).collect();
+        if !seen.rescan {
+            let Ok(mut tracked) = self.tracked.lock() else { return Vec::new() };
+            let Some(known) = tracked.files.as_mut() else { return Vec::new() };
+            let before = known.clone();
+            for p in &touched {
+                if p.is_file() {
+                    known.insert(p.clone());
+                } else {
+                    known.remove(p);
+                }
+            }
+            return file_changes(&before, known, &touched, open);
+        }
+        // A folder appeared, went or moved, or events were lost: scan, and watch new folders.
+        let (root, config, new_dirs) = (self.root.clone(), self.config.clone(), seen.new_dirs);
+        let scanned = tokio::task::spawn_blocking(move || {
+            let mut dirs = Vec::new();
+            for d in &new_dirs {
+                dirs.extend(
+                    ignore::WalkBuilder::new(d)
+                        .require_git(false)
+                        .build()
+                        .flatten()
+                        .filter_map(|e| e.file_type().is_some_and(|t| t.is_dir()).then(|| e.path().to_path_buf())),
+                );
+            }
+            (scan(&root, &config), dirs)
+        })
+        .await;
+        let Ok(mut tracked) = self.tracked.lock() else { return Vec::new() };
+        let Ok((Some(now), dirs)) = scanned else {
+            // Too many files now: stop tracking rather than report a partial picture.
+            *tracked = Tracked { files: None, watcher: None };
+            return Vec::new();
+        };
+        if let Some(w) = tracked.watcher.as_mut()
+            && !dirs.iter().all(|d| w.watch(d))
+        {
+            tracked.watcher = None;
+        }
+        let changes = tracked.files.as_ref().map(|before| file_changes(before, &now, &touched, open));
+        tracked.files = Some(now);
+        changes.unwrap_or_default()
     }
 
     /// Brings the server's view of `path` (and of every document already open) up to date with
@@ -538,9 +671,13 @@ impl Server {
         // Files are looked at in place: a trip through tokio's blocking pool per file costs
         // more than a `stat` or reading a source file, and this runs before every request.
         let mut docs = self.docs.lock().await;
+        // Unopened files changed on disk by anything (a shell command, git): told as watched
+        // file changes, and every open document is saved again after them, which makes servers
+        // that keep open files' dependencies themselves (clangd's preambles) re-check them.
+        let mut watched = self.disk_changes(&docs).await;
+        let resave = !watched.is_empty();
         // Open documents changed or deleted since they were sent.
         let open: Vec<PathBuf> = docs.keys().filter(|p| p.as_path() != path).cloned().collect();
-        let mut watched = Vec::new();
         for p in open {
             match look(&p, docs.get(&p).and_then(|d| d.disk)) {
                 Ok(Disk::Unchanged) => {}
@@ -600,7 +737,13 @@ impl Server {
             d.disk = disk;
         }
         if !watched.is_empty() {
+            self.files_created_or_deleted(&watched);
             self.conn.notify("workspace/didChangeWatchedFiles", &json!({"changes": watched})).await;
+        }
+        if resave {
+            for p in docs.keys() {
+                self.conn.notify("textDocument/didSave", &json!({"textDocument": {"uri": path_to_uri(p)}})).await;
+            }
         }
         Ok(now)
     }

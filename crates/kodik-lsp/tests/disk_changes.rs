@@ -1,0 +1,80 @@
+//! Files changed on disk by something other than kodik's edit tools (a shell `printf >`,
+//! `mv`, `sed -i`) reach the servers before the next query or `read_lints` (L1, L2, E9).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
+
+mod common;
+
+use common::{Harness, server_program};
+use kodik_lsp::ServerConfig;
+use serde_json::json;
+
+fn configured(name: &str, program: &str) -> Option<ServerConfig> {
+    let path = server_program(program)?;
+    let mut cfg = kodik_lsp::config::default_servers().into_iter().find(|s| s.name == name)?;
+    cfg.command = path;
+    Some(cfg)
+}
+
+/// L1, L2: an unopened dependency rewritten on disk changes the dependent's diagnostics and
+/// hover at once (before: "No errors or warnings" and the old type until the dependency
+/// happened to be opened), and a file created and a file moved between two `references`
+/// calls are in the second answer, the moved-away path is not (before: the old answer).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l1_l2_files_changed_on_disk_outside_kodik_reach_pyright() {
+    let Some(cfg) = configured("pyright", "pyright-langserver") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let h = Harness::new(dir.path(), cfg);
+    h.write("pyproject.toml", "[project]\nname = \"pkg\"\nversion = \"0.1\"\n");
+    h.write("pkg/__init__.py", "");
+    h.write("pkg/c.py", "c = 1\n");
+    h.write("pkg/d.py", "from .c import c\nd: int = c\n");
+    h.write("pkg/models.py", "def make_user(name: str) -> str:\n    return name\n");
+    h.write("pkg/service.py", "from .models import make_user\n\nu = make_user(\"bob\")\n");
+
+    let lints = h.call("read_lints", json!({"paths": ["pkg/d.py"]})).await.text_content();
+    assert!(lints.contains("No errors or warnings"), "{lints}");
+    let hover = h.lsp(json!({"operation": "hover", "path": "pkg/d.py", "line": 2, "symbol": "c"})).await;
+    assert!(hover.contains("Literal[1]"), "{hover}");
+
+    // Like `printf 'c = "now a string"\n' > pkg/c.py` in a shell.
+    h.write("pkg/c.py", "c = \"now a string\"\n");
+    let lints = h.call("read_lints", json!({"paths": ["pkg/d.py"]})).await.text_content();
+    assert!(lints.contains("pkg/d.py:2:10: error") && lints.contains("\"int\""), "{lints}");
+    let hover = h.lsp(json!({"operation": "hover", "path": "pkg/d.py", "line": 2, "symbol": "c"})).await;
+    assert!(hover.contains("now a string") || hover.contains("str"), "{hover}");
+
+    let refs =
+        h.lsp(json!({"operation": "references", "path": "pkg/models.py", "line": 1, "symbol": "make_user"})).await;
+    assert!(refs.contains("pkg/service.py:3:5:"), "{refs}");
+    // Like `printf … > pkg/new_mod.py && mv pkg/service.py pkg/svc.py`.
+    h.write("pkg/new_mod.py", "from .models import make_user\n\nbob = make_user(\"bob\")\n");
+    std::fs::rename(h.root.join("pkg/service.py"), h.root.join("pkg/svc.py")).unwrap();
+    let refs =
+        h.lsp(json!({"operation": "references", "path": "pkg/models.py", "line": 1, "symbol": "make_user"})).await;
+    assert!(refs.contains("5 locations"), "{refs}");
+    assert!(refs.contains("pkg/new_mod.py:3:7:") && refs.contains("pkg/svc.py:3:5:"), "{refs}");
+    assert!(!refs.contains("pkg/service.py"), "{refs}");
+}
+
+/// L1: a header changed on disk makes clangd re-check an open file that includes it (before:
+/// `main.c` kept the old declaration: "No errors or warnings" and the old hover).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l1_a_header_changed_on_disk_rechecks_open_files_that_include_it_in_clangd() {
+    let Some(cfg) = configured("clangd", "clangd") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let h = Harness::new(dir.path(), cfg);
+    let root = h.root.display().to_string();
+    let entry = |f: &str| json!({"directory": root, "file": f, "arguments": ["cc", "-Iinclude", "-c", f]});
+    h.write("compile_commands.json", &json!([entry("src/main.c")]).to_string());
+    h.write("include/util.h", "#ifndef UTIL_H\n#define UTIL_H\nint add(int a, int b);\n#endif\n");
+    h.write("src/main.c", "#include \"util.h\"\nint main(void) {\n    return add(1, 2);\n}\n");
+
+    let lints = h.call("read_lints", json!({"paths": ["src/main.c"]})).await.text_content();
+    assert!(lints.contains("No errors or warnings"), "{lints}");
+    h.write("include/util.h", "#ifndef UTIL_H\n#define UTIL_H\nint add(int a, int b, int c);\n#endif\n");
+    let lints = h.call("read_lints", json!({"paths": ["src/main.c"]})).await.text_content();
+    assert!(lints.contains("src/main.c:3:20: error") && lints.contains("Too few arguments"), "{lints}");
+    let hover = h.lsp(json!({"operation": "hover", "path": "src/main.c", "line": 3, "symbol": "add"})).await;
+    assert!(hover.contains("int c"), "{hover}");
+}
