@@ -444,48 +444,79 @@ fn format_page(
     let mut shown: Vec<(usize, usize)> = Vec::new();
     let mut next_offset = None;
     let mut note = String::new();
-    let ranked = if words.is_empty() { Vec::new() } else { sections::rank(md, &p.sections, &words) };
+    let mut offset = args.offset.unwrap_or(0) as usize;
+    // An offset at the very end would show nothing at all.
+    if offset > md.len() || (offset == md.len() && offset > 0) {
+        note = format!("offset {offset} is past the end ({} bytes); showing the start.\n", md.len());
+        offset = 0;
+    }
+    // With a query, `offset` says where to look from: the sections (or the rest of one) after it.
+    let searched: Vec<Section> = if words.is_empty() {
+        Vec::new()
+    } else {
+        let from = sections::floor_char(md, offset);
+        p.sections.iter().filter(|s| s.end > from).map(|s| Section { start: s.start.max(from), ..s.clone() }).collect()
+    };
+    let ranked = if words.is_empty() { Vec::new() } else { sections::rank(md, &searched, &words) };
+    // A window into a matching section too long to show whole: (section, start).
+    let mut window: Option<(usize, usize)> = None;
     if !ranked.is_empty() {
         let mut used = 0;
         let mut picked: Vec<usize> = Vec::new();
         for &i in &ranked {
-            let s = &p.sections[i];
+            let s = &searched[i];
             let len = s.end - s.start;
             if used + len <= budget {
                 used += len;
                 picked.push(i);
-            } else if picked.is_empty() {
-                let (a, b, _) = sections::page(md, std::slice::from_ref(s), s.start, budget);
-                shown.push((a, b.min(s.end)));
+            } else if picked.is_empty() && window.is_none() {
+                // Its start may not hold the words at all: show the part around the best match,
+                // and say where the rest continues.
+                let from = sections::best_match(md, s.start, s.end, &words, budget / 32);
+                let (a, b, _) = sections::page(md, std::slice::from_ref(s), from, budget);
+                let b = b.min(s.end);
+                shown.push((a, b));
+                window = Some((i, a));
+                next_offset = (b < md.len()).then_some(b);
                 used = budget;
             }
         }
         picked.sort_unstable();
         for i in picked {
-            shown.push((p.sections[i].start, p.sections[i].end));
+            shown.push((searched[i].start, searched[i].end));
         }
         shown.sort_unstable();
         let _ = writeln!(
             out,
-            "Sections matching {:?}: {} of {} matching, best first until {} were filled, shown in page order.",
+            "Sections matching {:?}{}: {} of {} matching, best first until {} were filled, shown in page order.",
             args.query.as_deref().unwrap_or(""),
+            if offset > 0 { format!(" from offset {offset}") } else { String::new() },
             shown.len(),
             ranked.len(),
             size(budget)
         );
+        if let Some((i, a)) = window {
+            let s = &searched[i];
+            let _ = writeln!(
+                out,
+                "The best section ({}) is longer than that: shown from just before the line that matches best (offset {a}).{}",
+                size(s.end - s.start),
+                match next_offset {
+                    Some(n) => format!(" Pass `offset: {n}` with the same `query` to look further on."),
+                    None => String::new(),
+                }
+            );
+        }
     } else {
         if !words.is_empty() {
             let _ = writeln!(
                 out,
-                "No section mentions {:?}; showing the start of the page.",
-                args.query.as_deref().unwrap_or("")
+                "No section mentions {:?}{}; showing the start of the page.",
+                args.query.as_deref().unwrap_or(""),
+                if offset > 0 { format!(" after offset {offset}") } else { String::new() },
             );
+            offset = 0;
         }
-        let offset = if words.is_empty() { args.offset.unwrap_or(0) as usize } else { 0 };
-        if offset > md.len() {
-            note = format!("offset {offset} is past the end ({} bytes); showing the start.\n", md.len());
-        }
-        let offset = if offset > md.len() { 0 } else { offset };
         let (a, b, next) = sections::page(md, &p.sections, offset, budget);
         shown.push((a, b));
         next_offset = next;
@@ -499,10 +530,19 @@ fn format_page(
     );
     for (k, &(a, b)) in shown.iter().enumerate() {
         if !ranked.is_empty() {
-            if let Some(s) = p.sections.iter().find(|s| s.start == a)
+            if let Some(s) = searched.iter().find(|s| s.start == a)
                 && !s.path.is_empty()
             {
                 let _ = writeln!(out, "[{} › {}]", s.path.join(" › "), s.title);
+            } else if let Some(s) = searched.iter().find(|s| a > s.start && a < s.end) {
+                let mut path = s.path.clone();
+                path.push(s.title.clone());
+                path.retain(|t| !t.is_empty());
+                if path.is_empty() {
+                    let _ = writeln!(out, "[… from offset {a}]");
+                } else {
+                    let _ = writeln!(out, "[{}, from offset {a}]", path.join(" › "));
+                }
             }
         } else if a > 0 && k == 0 {
             let _ = writeln!(out, "[… from offset {a}]");

@@ -105,7 +105,8 @@ fn paragraph_cut(md: &str, start: usize, limit: usize) -> usize {
     limit
 }
 
-fn floor_char(s: &str, mut i: usize) -> usize {
+/// `i`, moved back to a character boundary of `s`.
+pub fn floor_char(s: &str, mut i: usize) -> usize {
     while i > 0 && !s.is_char_boundary(i) {
         i -= 1;
     }
@@ -189,6 +190,54 @@ pub fn rank(md: &str, sections: &[Section], words: &[String]) -> Vec<usize> {
     scored
         .sort_by(|a, b| b.1.cmp(&a.1).then(b.2.cmp(&a.2)).then(b.3.cmp(&a.3)).then(b.4.cmp(&a.4)).then(a.0.cmp(&b.0)));
     scored.into_iter().map(|s| s.0).collect()
+}
+
+/// Where a part of a section worth showing starts when the whole section does not fit: up to
+/// `context` bytes before the first place in `md[start..end]` that holds the most distinct
+/// query words (on one line), at a paragraph or line break when there is one, else at a space.
+pub fn best_match(md: &str, start: usize, end: usize, words: &[String], context: usize) -> usize {
+    let mut best: Option<(usize, usize)> = None; // (distinct words, line start)
+    let mut pos = start;
+    for line in md[start..end].split_inclusive('\n') {
+        let l = unescaped(line).to_lowercase();
+        let n = words.iter().filter(|w| l.contains(w.as_str())).count();
+        if n > best.map_or(0, |b| b.0) {
+            best = Some((n, pos));
+            if n == words.len() {
+                break;
+            }
+        }
+        pos += line.len();
+    }
+    let Some((_, line_start)) = best else { return start };
+    let line_end = md[line_start..end].find('\n').map_or(end, |i| line_start + i);
+    // The first word's place in the line, as written (ASCII case folded keeps byte offsets;
+    // an identifier may be written escaped).
+    let line = md[line_start..line_end].to_ascii_lowercase();
+    let hit = words
+        .iter()
+        .flat_map(|w| {
+            let escaped: String =
+                w.chars().flat_map(|c| if c.is_ascii_punctuation() { vec!['\\', c] } else { vec![c] }).collect();
+            [line.find(w.as_str()), line.find(&escaped)]
+        })
+        .flatten()
+        .min()
+        .map_or(line_start, |i| line_start + i);
+    // Up to `context` bytes of what leads up to it (the log lines before an error), from the
+    // first break in that stretch.
+    let earliest = floor_char(md, hit.saturating_sub(context).max(start));
+    if earliest == start {
+        return start;
+    }
+    let before = &md[earliest..hit];
+    if let Some(p) = before.find("\n\n") {
+        return earliest + p + 2;
+    }
+    if let Some(p) = before.find('\n') {
+        return earliest + p + 1;
+    }
+    before.find(' ').map_or(earliest, |p| earliest + p + 1)
 }
 
 /// `md` without Markdown's backslash escapes: the converter writes `max\_connections` and

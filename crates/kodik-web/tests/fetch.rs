@@ -588,6 +588,62 @@ async fn w3_query_finds_a_snake_case_identifier_that_markdown_escapes() {
 }
 
 #[tokio::test]
+async fn w3_a_match_deep_in_a_section_longer_than_the_budget_is_shown_and_offset_with_query_pages_on() {
+    let mut log: String = (0..3000).map(|i| format!("Line {i} of a plain text log file with filler words\n")).collect();
+    log.push_str("ERROR zebrafish failure at the end\n");
+    let items: Vec<serde_json::Value> = (0..800)
+        .map(|i| {
+            let name = if i == 790 { "zebrafish".to_string() } else { format!("item{i}") };
+            serde_json::json!({"id": i, "name": name, "desc": "filler description text ".repeat(5)})
+        })
+        .collect();
+    let json = serde_json::json!({ "items": items }).to_string();
+    let paragraphs: String = (0..600)
+        .map(|i| {
+            let word = if i == 590 { "mentions zebrafish" } else { "of" };
+            format!(
+                "<p>Paragraph {i} {word} the long changelog entry with filler words and more filler words here.</p>"
+            )
+        })
+        .collect();
+    let html = format!(
+        "<html><head><title>Changelog</title></head><body><main><h1>Changelog</h1>{paragraphs}</main></body></html>"
+    );
+    // Two far-apart matches in one long text.
+    let twice: String = (0..6000)
+        .map(|i| match i {
+            1000 => "first kingfisher sighting\n".to_string(),
+            5000 => "second kingfisher sighting\n".to_string(),
+            _ => format!("Line {i} of a plain text log file with filler words\n"),
+        })
+        .collect();
+    let s = Server::start(move |r| match r.path.as_str() {
+        "/log.txt" => Reply::ok("text/plain", log.clone()),
+        "/big.json" => Reply::ok("application/json", json.clone()),
+        "/twice.txt" => Reply::ok("text/plain", twice.clone()),
+        _ => Reply::html(html.clone()),
+    })
+    .await;
+    let t = tool(WebConfig::default());
+    for (path, line) in [
+        ("/log.txt", "ERROR zebrafish failure at the end"),
+        ("/big.json", "\"name\": \"zebrafish\""),
+        ("/changelog", "Paragraph 590 mentions zebrafish the long"),
+    ] {
+        let out = fetch(&t, &s.url(path), Some("zebrafish"), None).await.unwrap();
+        assert!(framed(&out).contains(line), "{path}: {out}");
+        assert!(out.contains("shown from just before the line that matches best"), "{path}: {out}");
+    }
+
+    let out = fetch(&t, &s.url("/twice.txt"), Some("kingfisher"), None).await.unwrap();
+    assert!(framed(&out).contains("first kingfisher") && !framed(&out).contains("second kingfisher"), "{out}");
+    let next: u64 = out.split("Next offset: ").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap();
+    let out = fetch(&t, &s.url("/twice.txt"), Some("kingfisher"), Some(next)).await.unwrap();
+    assert!(out.contains(&format!("Sections matching \"kingfisher\" from offset {next}")), "{out}");
+    assert!(framed(&out).contains("second kingfisher") && !framed(&out).contains("first kingfisher"), "{out}");
+}
+
+#[tokio::test]
 async fn w2_a_stale_cache_entry_is_revalidated_with_its_etag() {
     let s = Server::start(|r| {
         if r.headers.get("if-none-match").map(String::as_str) == Some("\"v1\"") {
