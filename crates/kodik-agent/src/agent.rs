@@ -372,6 +372,11 @@ pub struct Conversation {
     last_turn_start: usize,
     /// Provider-reported input tokens beyond the bytes/4 estimate of the last request.
     token_correction: u64,
+    /// The context window compaction works to: the configured one, or the smaller one a
+    /// provider's overflow error revealed.
+    window: u64,
+    /// Estimated tokens of the last request sent.
+    last_request_tokens: u64,
     transcript_error: Option<String>,
 }
 
@@ -396,6 +401,9 @@ enum TurnEnd {
     Wall,
     /// The model request failed.
     Failed(String),
+    /// The provider refused the request as larger than the model's context window; `limit`
+    /// is the window its message named.
+    Overflow { error: String, limit: Option<u64> },
 }
 
 /// What a stream ended with.
@@ -404,6 +412,7 @@ enum StreamEnd {
     Cancelled,
     Wall,
     Failed(String),
+    Overflow { error: String, limit: Option<u64> },
 }
 
 impl Conversation {
@@ -416,6 +425,7 @@ impl Conversation {
         loaded: transcript::Loaded,
     ) -> Self {
         let last_turn_start = loaded.items.len();
+        let window = shared.config.context_window;
         Self {
             shared,
             id,
@@ -427,6 +437,8 @@ impl Conversation {
             compacted: loaded.compacted,
             last_turn_start,
             token_correction: 0,
+            window,
+            last_request_tokens: 0,
             transcript_error: None,
         }
     }
@@ -475,6 +487,7 @@ impl Conversation {
         // An answer cut off at the output-token limit, continued over several requests.
         let mut cut_text = String::new();
         let mut continuations = 0u32;
+        let mut overflow_retried = false;
         let (status, error) = loop {
             if cancel.is_cancelled() {
                 break (RunStatus::Cancelled, Some("the run was cancelled".to_string()));
@@ -504,6 +517,7 @@ impl Conversation {
             usage.add(&turn_usage);
             match end {
                 TurnEnd::Answered { text, calls, cut_off } => {
+                    overflow_retried = false;
                     shared.emit(AgentEvent::TurnCompleted { turn: turns, usage: turn_usage });
                     if cut_off && calls == 0 {
                         // The answer stopped mid-way at the output-token limit: not an answer
@@ -533,6 +547,19 @@ impl Conversation {
                 TurnEnd::Cancelled => break (RunStatus::Cancelled, Some("the run was cancelled".to_string())),
                 TurnEnd::Wall => break (RunStatus::MaxWall, Some(wall_message(config))),
                 TurnEnd::Failed(e) => break (RunStatus::Failed, Some(e)),
+                // G20: the model's window is smaller than configured (a local model, an
+                // unknown one). Compact to the window the provider named, or to well under
+                // the request it refused, and send again once; a second refusal in a row ends
+                // the run.
+                TurnEnd::Overflow { limit, .. } if !overflow_retried => {
+                    overflow_retried = true;
+                    let refused = self.last_request_tokens.max(1);
+                    let window = limit.filter(|&l| l < refused).unwrap_or(refused * 3 / 4);
+                    tracing::info!(window, refused, "the request did not fit the model's context window: compacting");
+                    self.window = self.window.min(window);
+                    continue;
+                }
+                TurnEnd::Overflow { error, .. } => break (RunStatus::Failed, Some(error)),
             }
         };
         let error = match (error, self.transcript_error.take()) {
@@ -619,6 +646,7 @@ impl Conversation {
         let fixed_bytes = system.len() + tools.iter().map(tool_bytes).sum::<usize>();
         self.compact_if_needed(fixed_bytes);
         let request_bytes = fixed_bytes + self.items.iter().map(item_bytes).sum::<usize>();
+        self.last_request_tokens = (request_bytes / 4) as u64 + self.token_correction;
         let request = Request {
             model: model_id,
             system,
@@ -795,6 +823,7 @@ impl Conversation {
             StreamEnd::Cancelled => TurnEnd::Cancelled,
             StreamEnd::Wall => TurnEnd::Wall,
             StreamEnd::Failed(e) => TurnEnd::Failed(e),
+            StreamEnd::Overflow { error, limit } => TurnEnd::Overflow { error, limit },
         };
         (end, usage)
     }
@@ -869,7 +898,7 @@ impl Conversation {
     /// tool results (never the latest turn's) by their first line and the path of their full
     /// output, saving the text under the sessions folder when no file holds it yet.
     fn compact_if_needed(&mut self, fixed_bytes: usize) {
-        let limit = (self.shared.config.context_window as f64 * COMPACT_AT) as u64;
+        let limit = (self.window as f64 * COMPACT_AT) as u64;
         let mut bytes = fixed_bytes + self.items.iter().map(item_bytes).sum::<usize>();
         let estimate = |bytes: usize, correction: u64| (bytes / 4) as u64 + correction;
         if estimate(bytes, self.token_correction) <= limit {
@@ -930,7 +959,11 @@ fn failed(e: ModelError, cancel: &CancellationToken) -> StreamEnd {
     if cancel.is_cancelled() || matches!(e, ModelError::Cancelled) {
         StreamEnd::Cancelled
     } else {
-        StreamEnd::Failed(e.to_string())
+        if e.is_context_overflow() {
+            StreamEnd::Overflow { error: e.to_string(), limit: e.context_limit() }
+        } else {
+            StreamEnd::Failed(e.to_string())
+        }
     }
 }
 

@@ -727,3 +727,45 @@ async fn an_answer_cut_off_by_the_output_token_limit_is_continued_into_one_final
     assert_eq!(outcome.final_text, "more more more more ");
     assert!(outcome.error.unwrap().contains("output-token limit"));
 }
+
+#[tokio::test]
+async fn g20_a_request_refused_as_over_the_context_window_is_compacted_and_sent_again() {
+    let recording = Recording::new(Provider::OpenAiResponses, "gpt-5")
+        .with(Exchange::sse(body(&[Step::Call("call_1", "shell", json!({"command": "seq 100000 104000"}))], 100, 20)))
+        .with(Exchange::sse(body(&[Step::Call("call_2", "shell", json!({"command": "seq 200000 204000"}))], 100, 20)))
+        .with(Exchange::error(
+            400,
+            "This model's maximum context length is 12000 tokens. However, your messages resulted in 17000 \
+             tokens. Please reduce the length of the messages.",
+        ))
+        .with(Exchange::sse(answer("done")))
+        .with(Exchange::sse(answer("still fits")));
+    let s = setup_with(recording, vec![], ReplayOptions::default(), AgentConfig::default(), ApprovalMode::Auto).await;
+    let mut conv = s.agent.start().unwrap();
+    let outcome = conv.run("count", CancellationToken::new()).await;
+    assert_eq!(outcome.status, RunStatus::Completed, "{outcome:?}");
+    assert_eq!(outcome.final_text, "done");
+    let requests = s.server.requests();
+    assert_eq!(requests.len(), 4);
+    let (refused, retry) = (requests[2].body.to_string(), requests[3].body.to_string());
+    assert!(!refused.contains("[output compacted"));
+    assert!(output_of(&requests[3].body, "call_1").contains("[output compacted; full output: "), "{retry}");
+    assert!(retry.len() < 12_000 * 4, "{} bytes", retry.len());
+    // The smaller window holds for the rest of the conversation.
+    assert_eq!(conv.run("again", CancellationToken::new()).await.status, RunStatus::Completed);
+    assert!(s.server.requests()[4].body.to_string().len() < 12_000 * 4);
+}
+
+#[tokio::test]
+async fn g20_a_second_overflow_in_a_row_fails_the_run_with_the_providers_message() {
+    let too_long = "prompt is too long: 90000 tokens > 200 maximum";
+    let recording = Recording::new(Provider::OpenAiResponses, "gpt-5")
+        .with(Exchange::error(400, too_long))
+        .with(Exchange::error(400, too_long));
+    let s = setup_with(recording, vec![], ReplayOptions::default(), AgentConfig::default(), ApprovalMode::Auto).await;
+    let mut conv = s.agent.start().unwrap();
+    let outcome = conv.run("hello", CancellationToken::new()).await;
+    assert_eq!(outcome.status, RunStatus::Failed, "{outcome:?}");
+    assert!(outcome.error.as_deref().unwrap().contains("prompt is too long"), "{outcome:?}");
+    assert_eq!(s.server.requests().len(), 2);
+}

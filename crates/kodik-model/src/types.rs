@@ -260,6 +260,55 @@ pub enum ModelError {
     Cancelled,
 }
 
+/// How providers word "the request does not fit the model's context window" (OpenAI, vLLM,
+/// Anthropic, Ollama, llama.cpp, OpenRouter), lower-case.
+const OVERFLOW_PHRASES: [&str; 8] = [
+    "context_length_exceeded",
+    "maximum context length",
+    "context length",
+    "context window",
+    "context size",
+    "prompt is too long",
+    "too many tokens",
+    "maximum prompt length",
+];
+
+impl ModelError {
+    /// Whether the provider refused the request because it does not fit the model's context
+    /// window: the caller can shrink the history and send it again.
+    pub fn is_context_overflow(&self) -> bool {
+        match self {
+            Self::Http { status: 400 | 413 | 422, message } | Self::Provider(message) => {
+                let m = message.to_ascii_lowercase();
+                OVERFLOW_PHRASES.iter().any(|p| m.contains(p))
+            }
+            _ => false,
+        }
+    }
+
+    /// The context window in tokens that an overflow error names, when it names one:
+    /// "maximum context length is 32768 tokens" (OpenAI, vLLM), "… tokens > 200000 maximum"
+    /// (Anthropic).
+    pub fn context_limit(&self) -> Option<u64> {
+        if !self.is_context_overflow() {
+            return None;
+        }
+        let (Self::Http { message, .. } | Self::Provider(message)) = self else { return None };
+        let m = message.to_ascii_lowercase();
+        let number_at = |s: &str| -> Option<u64> {
+            let digits: String = s.trim_start().chars().take_while(|c| c.is_ascii_digit() || *c == ',').collect();
+            digits.replace(',', "").parse().ok()
+        };
+        if let Some(i) = m.find("maximum context length is") {
+            return number_at(&m[i + "maximum context length is".len()..]);
+        }
+        // "… 210000 tokens > 200000 maximum": the number between '>' and "maximum".
+        let end = m.find(" maximum")?;
+        let start = m[..end].rfind('>')?;
+        number_at(&m[start + 1..end])
+    }
+}
+
 /// The events of one response, in arrival order; ends after [`ModelEvent::Completed`] or an error.
 pub type EventStream = Pin<Box<dyn futures_core::Stream<Item = Result<ModelEvent, ModelError>> + Send>>;
 
@@ -280,5 +329,35 @@ pub trait ModelClient: Send + Sync {
     /// Whether the wire API takes freeform (custom, grammar) tools; only OpenAI Responses does.
     fn supports_freeform_tools(&self) -> bool {
         false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn http(message: &str) -> ModelError {
+        ModelError::Http { status: 400, message: message.into() }
+    }
+
+    #[test]
+    fn g20_context_overflow_errors_are_recognised_with_the_window_they_name() {
+        let openai = http(
+            "This model's maximum context length is 32768 tokens. However, your messages resulted in 35232 \
+             tokens. (context_length_exceeded)",
+        );
+        assert!(openai.is_context_overflow());
+        assert_eq!(openai.context_limit(), Some(32768));
+        let anthropic = http("prompt is too long: 210000 tokens > 200000 maximum");
+        assert_eq!(anthropic.context_limit(), Some(200_000));
+        let llama = http("the request exceeds the available context size, try increasing it");
+        assert!(llama.is_context_overflow());
+        assert_eq!(llama.context_limit(), None);
+        assert!(ModelError::Provider("input length exceeds the context length".into()).is_context_overflow());
+        // Other errors are not overflows.
+        assert!(!http("The model `gpt-9` does not exist").is_context_overflow());
+        let auth = ModelError::Http { status: 401, message: "maximum context length is 5 tokens".into() };
+        assert!(!auth.is_context_overflow() && auth.context_limit().is_none());
+        assert!(!ModelError::Truncated.is_context_overflow());
     }
 }
