@@ -364,7 +364,7 @@ const BANNER_MAX_CHARS: usize = 4000;
 /// Which part of the page a copy keeps, beyond what is never content.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Keep {
-    /// The marked main element: asides and navigation inside it go too.
+    /// The marked main element: navigation inside it goes too, and asides that are mostly links.
     Main,
     /// Readability's article, already cleaned.
     Article,
@@ -410,7 +410,7 @@ fn copy_tree(tree: &Tree, root: NodeId, keep: Keep) -> Rc<MdNode> {
                     let attr = |n: &str| e.attrs.iter().find(|a| &*a.name.local == n).map(|a| &*a.value);
                     let name = &e.name.local;
                     if never_content(name)
-                        || dropped_by(keep, name, attr("role"))
+                        || dropped_by(keep, name, attr("role"), || mostly_links(tree, &id))
                         || (banner_named(name, &attr) && banner_shaped(tree, &id, &attr))
                     {
                         return CopyStep::Skip;
@@ -486,16 +486,30 @@ fn copy_tree(tree: &Tree, root: NodeId, keep: Keep) -> Rc<MdNode> {
     md_root
 }
 
-/// Elements a part of the page leaves out besides [`never_content`].
-fn dropped_by(keep: Keep, name: &LocalName, role: Option<&str>) -> bool {
+/// Elements a part of the page leaves out besides [`never_content`]. Inside the marked main
+/// element an `<aside>` is often content — a callout (Starlight's Note/Caution), a sidenote — so
+/// only one that is mostly links (a table of contents, related pages) goes.
+fn dropped_by(keep: Keep, name: &LocalName, role: Option<&str>, mostly_links: impl FnOnce() -> bool) -> bool {
     match keep {
         Keep::Article => false,
-        Keep::Main => *name == local_name!("aside") || matches!(role, Some("navigation" | "complementary")),
+        Keep::Main => {
+            role == Some("navigation")
+                || ((*name == local_name!("aside") || role == Some("complementary")) && mostly_links())
+        }
         Keep::WholePage => {
             matches!(*name, local_name!("header") | local_name!("aside"))
                 || matches!(role, Some("navigation" | "banner" | "contentinfo"))
         }
     }
+}
+
+/// Whether at least half of the element's text is link text (or it has none).
+fn mostly_links(tree: &Tree, id: &NodeId) -> bool {
+    let node = tree.get_unchecked(id);
+    let all = text_weight(&node.text());
+    let linked: usize =
+        node.descendants_it().filter(|d| d.node_name().as_deref() == Some("a")).map(|a| text_weight(&a.text())).sum();
+    linked * 2 >= all
 }
 
 /// The attributes htmd reads; the rest (styles, data-*, event handlers, …) are not copied.

@@ -95,6 +95,26 @@ async fn w2_sections_about_cookies_are_kept_while_consent_banners_with_buttons_g
 }
 
 #[tokio::test]
+async fn w2_a_callout_aside_inside_main_is_kept_and_a_link_list_aside_goes() {
+    let prose =
+        "<p>Ordinary documentation prose that explains the feature in detail for the reader, long enough to count.</p>";
+    let html = format!(
+        "<html><head><title>Starlight</title></head><body><header><nav><a href=\"/\">Home</a></nav></header><main>\
+<h1>Configuring the cache</h1>{prose}{prose}\
+<aside aria-label=\"Caution\" class=\"starlight-aside starlight-aside--caution\"><p class=\"starlight-aside__title\">Caution</p>\
+<div class=\"starlight-aside__content\"><p>Never set maxAge to 0 in production: it disables the cache.</p></div></aside>\
+<aside class=\"toc\"><h2>On this page</h2><ul><li><a href=\"#a\">Overview TOCLINK</a></li><li><a href=\"#b\">Options of the cache</a></li></ul></aside>\
+{prose}{prose}</main><footer>site footer</footer></body></html>"
+    );
+    let s = Server::start(move |_| Reply::html(html.clone())).await;
+    let out = fetch(&tool(WebConfig::default()), &s.url("/aside"), None, None).await.unwrap();
+    let md = framed(&out);
+    assert!(out.contains("main content as Markdown"), "{out}");
+    assert!(md.contains("Caution") && md.contains("Never set maxAge to 0 in production"), "{md}");
+    assert!(!md.contains("TOCLINK"), "the table of contents goes: {md}");
+}
+
+#[tokio::test]
 async fn w2_a_readme_keeps_nested_lists_tables_code_languages_and_image_alt_text() {
     let s = pages().await;
     let out = fetch(&tool(WebConfig::default()), &s.url("/readme"), None, None).await.unwrap();
