@@ -85,6 +85,7 @@ fn request_body(request: &Request, default_model: &str) -> Result<Value, ModelEr
             ),
         }
     }
+    mark_conversation_cache(&mut messages);
     let model = if request.model.is_empty() { default_model } else { &request.model };
     let mut body = json!({
         "model": model,
@@ -109,6 +110,21 @@ fn request_body(request: &Request, default_model: &str) -> Result<Value, ModelEr
         body["tool_choice"] = json!({"type": "auto", "disable_parallel_tool_use": !request.parallel_tool_calls});
     }
     Ok(body)
+}
+
+/// Cache breakpoints in the conversation, besides the tool list's and the system prompt's (the
+/// API takes four): on the newest message, so the next turn reads this whole request from the
+/// cache, and on the user message before it, where the previous request put its breakpoint, so
+/// this one reads the earlier turns from the cache however many blocks the last turn added
+/// (the API looks back only 20 blocks from a breakpoint for an earlier one).
+fn mark_conversation_cache(messages: &mut [Value]) {
+    let Some(last) = messages.len().checked_sub(1) else { return };
+    let previous_user = messages[..last].iter().rposition(|m| m["role"] == "user");
+    for i in previous_user.into_iter().chain([last]) {
+        if let Some(block) = messages[i]["content"].as_array_mut().and_then(|c| c.last_mut()) {
+            block["cache_control"] = json!({"type": "ephemeral"});
+        }
+    }
 }
 
 #[derive(Deserialize)]

@@ -113,7 +113,12 @@ async fn request_json_has_cache_control_and_merged_tool_results_g7() {
     assert_eq!(body["tool_choice"], json!({"type": "auto", "disable_parallel_tool_use": true}));
     let messages = body["messages"].as_array().unwrap();
     assert_eq!(messages.len(), 3, "{messages:#?}");
-    assert_eq!(messages[0], json!({"role": "user", "content": [{"type": "text", "text": "fix slugify"}]}));
+    // Cache breakpoints on the newest message and on the user message before it (L: each
+    // turn reads the earlier turns from the cache); with the tools' and the system's, four.
+    assert_eq!(
+        messages[0],
+        json!({"role": "user", "content": [{"type": "text", "text": "fix slugify", "cache_control": {"type": "ephemeral"}}]})
+    );
     assert_eq!(
         messages[1],
         json!({"role": "assistant", "content": [
@@ -126,9 +131,39 @@ async fn request_json_has_cache_control_and_merged_tool_results_g7() {
         messages[2],
         json!({"role": "user", "content": [
             {"type": "tool_result", "tool_use_id": "t1", "content": "hit", "is_error": false},
-            {"type": "tool_result", "tool_use_id": "t2", "content": "no such file", "is_error": true},
+            {"type": "tool_result", "tool_use_id": "t2", "content": "no such file", "is_error": true,
+             "cache_control": {"type": "ephemeral"}},
         ]})
     );
+    assert_eq!(body.to_string().matches("cache_control").count(), 4);
+}
+
+/// Turn after turn, each request marks its newest message and the user message before it, so
+/// the next request's second breakpoint sits where this request's newest one was: the history
+/// up to there is read from the cache (L), and never more than four breakpoints.
+#[test]
+fn each_turn_reads_the_previous_turns_from_the_prompt_cache() {
+    let client = AnthropicClient::new(ModelConfig::new(Provider::Anthropic, "claude-sonnet-4-5").api_key(KEY)).unwrap();
+    let mut req = request();
+    let marked = |body: &serde_json::Value| -> Vec<usize> {
+        let messages = body["messages"].as_array().unwrap();
+        (0..messages.len())
+            .filter(|&i| messages[i]["content"].as_array().unwrap().iter().any(|b| b.get("cache_control").is_some()))
+            .collect()
+    };
+    let body = client.request_body(&req).unwrap();
+    assert_eq!(marked(&body), [0]);
+    let mut previous_last = 0;
+    for turn in 0..3 {
+        let id = format!("t{turn}");
+        req.items.push(Item::ToolCall { call_id: id.clone(), name: "grep".into(), input: ToolInput::Json(json!({})) });
+        req.items.push(Item::ToolResult { call_id: id, name: "grep".into(), output: "hit".into(), is_error: false });
+        let body = client.request_body(&req).unwrap();
+        let last = body["messages"].as_array().unwrap().len() - 1;
+        assert_eq!(marked(&body), [previous_last, last], "turn {turn}");
+        assert_eq!(body.to_string().matches("cache_control").count(), 4);
+        previous_last = last;
+    }
 }
 
 #[tokio::test]
