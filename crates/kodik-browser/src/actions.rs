@@ -405,6 +405,7 @@ pub(crate) async fn press(tab: &Tab, combo: &str) -> Result<(), BrowserError> {
 /// within `timeout` is stopped, so the tab keeps its previous page and answers the next calls
 /// (Chromium holds a page's evaluations while a navigation of it is pending).
 pub(crate) async fn goto(tab: &Tab, url: &str, timeout: Duration) -> Result<(), BrowserError> {
+    check_url(url)?;
     let start = Instant::now();
     let session =
         tab.nav.get_or_try_init(|| async { tab.raw.get().await?.attach(tab.page.target_id().clone()).await }).await?;
@@ -440,6 +441,27 @@ pub(crate) async fn goto(tab: &Tab, url: &str, timeout: Duration) -> Result<(), 
         tab.shared.lock().note = None;
     }
     loaded
+}
+
+/// Schemes a tab may be sent to; anything else is taken for a URL missing its scheme.
+const SCHEMES: &[&str] = &["http", "https", "file", "about", "data", "blob", "chrome", "view-source"];
+
+/// Refuses what is not a URL the browser can open, saying how to write it: without a scheme,
+/// `localhost:3000/x` is read as scheme `localhost`, and Chromium neither loads nor refuses it.
+pub(crate) fn check_url(url: &str) -> Result<(), BrowserError> {
+    let scheme = url.split_once(':').map(|(s, _)| s).filter(|s| {
+        s.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+            && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+    });
+    if scheme.is_some_and(|s| SCHEMES.contains(&s.to_ascii_lowercase().as_str())) {
+        return Ok(());
+    }
+    let host_like = !url.is_empty() && !url.contains(char::is_whitespace);
+    Err(BrowserError::Other(if host_like {
+        format!("`{url}` is not a URL the browser can open: it needs a scheme, e.g. http://{url}")
+    } else {
+        format!("`{url}` is not a URL: give a full one such as http://localhost:3000/ or https://example.com/")
+    }))
 }
 
 /// Stops the tab's pending navigation and loading (the browser's Stop button), bounded.
@@ -523,5 +545,25 @@ where
             _ = tokio::time::sleep(Duration::from_millis(50)) => {}
             _ = cancel.cancelled() => return Err(BrowserError::Cancelled(what.to_string())),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_url;
+
+    #[test]
+    fn b3_a_url_without_a_scheme_the_browser_opens_is_refused_with_the_fix() {
+        for ok in
+            ["http://localhost:3000/x", "https://example.com", "about:blank", "file:///tmp/a.html", "chrome://crash"]
+        {
+            assert!(check_url(ok).is_ok(), "{ok}");
+        }
+        let e = check_url("localhost:8765/form.html").unwrap_err().to_string();
+        assert!(e.contains("e.g. http://localhost:8765/form.html"), "{e}");
+        let e = check_url("example.com/page").unwrap_err().to_string();
+        assert!(e.contains("e.g. http://example.com/page"), "{e}");
+        let e = check_url("not a url").unwrap_err().to_string();
+        assert!(e.contains("`not a url` is not a URL"), "{e}");
     }
 }

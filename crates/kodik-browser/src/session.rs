@@ -266,7 +266,8 @@ pub(crate) struct Running {
     new_frames: Mutex<mpsc::UnboundedReceiver<TargetId>>,
     frame_pages: FramePages,
     raw: Arc<crate::raw::RawLink>,
-    /// Pages that existed before the session's first tab (Chromium's start-up tab).
+    /// Pages that existed before the session's first tab (Chromium's start-up tab), and pages of
+    /// closed tabs.
     pub(crate) ignored: HashSet<TargetId>,
     /// Something the next result should say about how the browser was started.
     pub note: Option<String>,
@@ -323,6 +324,7 @@ impl Running {
 
     /// Opens a new tab at `url` (ephemeral tabs get their own browser context).
     pub async fn open_tab(&mut self, url: &str, ephemeral: bool) -> Result<String, BrowserError> {
+        crate::actions::check_url(url)?;
         let context = if ephemeral {
             let created = self
                 .browser
@@ -341,10 +343,38 @@ impl Running {
         let id = self.add_tab(page, None, context).await;
         if url != "about:blank" {
             let tab = self.tab(Some(&id))?;
-            crate::actions::goto(tab, url, Duration::from_secs(30)).await?;
+            if let Err(e) = crate::actions::goto(tab, url, Duration::from_secs(30)).await {
+                // A tab that never showed its page is not left behind for list_tabs to show.
+                let _ = self.close_tab(&id).await;
+                return Err(e);
+            }
         }
         self.current = Some(id.clone());
         Ok(id)
+    }
+
+    /// Closes a tab (and its isolated storage when it was the last tab in it); the current tab
+    /// becomes the last one left.
+    pub async fn close_tab(&mut self, id: &str) -> Result<(), BrowserError> {
+        let Some(pos) = self.tabs.iter().position(|t| t.id == id) else {
+            return Err(BrowserError::NoTab { id: id.to_string(), open: self.tab_ids() });
+        };
+        let tab = self.tabs.remove(pos);
+        // Closing cancels a pending dialog (B6): the page is gone with it.
+        let target = tab.page.target_id().clone();
+        // Its creation may still wait in `new_targets`: it must not come back as a popup.
+        self.ignored.insert(target.clone());
+        let close = self.browser.execute(chromiumoxide::cdp::browser_protocol::target::CloseTargetParams::new(target));
+        let _ = tokio::time::timeout(Duration::from_secs(5), close).await;
+        if let Some(ctx) = tab.context.clone()
+            && !self.tabs.iter().any(|t| t.context.as_ref() == Some(&ctx))
+        {
+            let _ = tokio::time::timeout(Duration::from_secs(5), self.browser.dispose_browser_context(ctx)).await;
+        }
+        if self.current.as_deref() == Some(id) {
+            self.current = self.tabs.last().map(|t| t.id.clone());
+        }
+        Ok(())
     }
 
     /// Replaces a tab whose renderer crashed with a fresh page at its last URL, keeping its id,

@@ -12,7 +12,6 @@ use chromiumoxide::cdp::browser_protocol::emulation::{SetDeviceMetricsOverridePa
 use chromiumoxide::cdp::browser_protocol::page::{
     CaptureScreenshotFormat, CaptureScreenshotParams, HandleJavaScriptDialogParams, Viewport,
 };
-use chromiumoxide::cdp::browser_protocol::target::CloseTargetParams;
 use chromiumoxide::cdp::js_protocol::runtime::EvaluateParams;
 use kodik_core::{
     Approval, ApprovalRequest, Content, Effect, Resource, ToolContext, ToolError, ToolOutput, ToolSpec, TypedTool,
@@ -216,7 +215,7 @@ impl BrowserSession {
             if let Some(r) = guard.as_mut()
                 && r.tabs.iter().any(|t| t.id == tab)
             {
-                close_tab(r, &tab).await?;
+                r.close_tab(&tab).await?;
             }
             return Ok(Report::new(format!("Closed the preview (tab {tab}) and stopped its dev server.")).into_output());
         }
@@ -378,7 +377,7 @@ impl BrowserSession {
                     None => r.current.clone().ok_or(BrowserError::NoOpenTab)?,
                 };
                 r.tab(Some(&id))?;
-                close_tab(r, &id).await?;
+                r.close_tab(&id).await?;
                 Ok(Report::new(format!(
                     "Closed tab {id}.{}",
                     r.current.as_ref().map(|c| format!(" Current tab: {c}.")).unwrap_or_default()
@@ -1775,25 +1774,6 @@ async fn list_tabs(r: &Running) -> Report {
         ));
     }
     rep
-}
-
-async fn close_tab(r: &mut Running, id: &str) -> Result<(), BrowserError> {
-    let Some(pos) = r.tabs.iter().position(|t| t.id == id) else {
-        return Err(BrowserError::NoTab { id: id.to_string(), open: r.tab_ids() });
-    };
-    let tab = r.tabs.remove(pos);
-    // Closing cancels a pending dialog (B6): the page is gone with it.
-    let target = tab.page.target_id().clone();
-    let _ = r.browser.execute(CloseTargetParams::new(target)).await;
-    if let Some(ctx) = tab.context.clone()
-        && !r.tabs.iter().any(|t| t.context.as_ref() == Some(&ctx))
-    {
-        let _ = r.browser.dispose_browser_context(ctx).await;
-    }
-    if r.current.as_deref() == Some(id) {
-        r.current = r.tabs.last().map(|t| t.id.clone());
-    }
-    Ok(())
 }
 
 async fn origin_of(tab: &Tab) -> Result<String, BrowserError> {

@@ -69,3 +69,41 @@ async fn b5_timed_out_navigation_is_stopped_and_the_next_calls_answer() {
     assert!(out.is_success() && out.text_content().contains(&format!("\"Home\" {base}/")), "{}", out.text_content());
     h.session.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn b3_a_bad_url_or_a_failed_open_fails_at_once_and_leaves_no_tab() {
+    let mut routes = Routes::new();
+    routes.insert("/", ("text/html", HOME.to_string(), ""));
+    let base = serve(routes).await;
+    let port = base.rsplit(':').next().unwrap().to_string();
+    let h = harness();
+
+    // Without a scheme Chromium neither loads nor refuses the URL: it is refused here, with the fix.
+    let out =
+        bounded(&h, Duration::from_secs(10), json!({"action": "open", "url": format!("localhost:{port}/")})).await;
+    let e = out.text_content();
+    assert!(!out.is_success(), "{e}");
+    assert!(e.contains(&format!("e.g. http://localhost:{port}/")), "{e}");
+
+    h.ok(json!({"action": "open", "url": format!("{base}/")})).await;
+    let out = bounded(&h, Duration::from_secs(10), json!({"action": "navigate", "url": "not a url"})).await;
+    let e = out.text_content();
+    assert!(!out.is_success() && e.contains("is not a URL"), "{e}");
+
+    // A server that refuses: the open fails with the browser's reason and its tab is closed.
+    let refused = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let out =
+        bounded(&h, Duration::from_secs(10), json!({"action": "open", "url": format!("http://127.0.0.1:{refused}/")}))
+            .await;
+    let e = out.text_content();
+    assert!(!out.is_success() && e.contains("ERR_CONNECTION_REFUSED"), "{e}");
+    let tabs = h.ok(json!({"action": "list_tabs"})).await;
+    assert!(tabs.starts_with("1 tab(s):") && tabs.contains("t1 (current)"), "{tabs}");
+    assert!(!tabs.contains("chrome-error"), "{tabs}");
+    let s = h.ok(json!({"action": "snapshot"})).await;
+    assert!(s.contains("Test Home"), "{s}");
+    h.session.shutdown().await;
+}
