@@ -258,11 +258,35 @@ async fn mount_mcp(workspace: &std::path::Path, files: &[PathBuf]) -> Result<Opt
         return Ok(None);
     }
     let options = ClientOptions { base_dir: Some(workspace.to_path_buf()), ..ClientOptions::default() };
-    let client = McpClient::connect(&config, options).await;
+    // Interrupted while servers start (up to their 30 s deadline): dropping the connection
+    // attempt kills the servers started so far; exiting in the signal's default way would
+    // leave them running.
+    let client = tokio::select! {
+        client = McpClient::connect(&config, options) => client,
+        () = interrupted() => {
+            eprintln!("kodik: interrupted while starting the MCP servers");
+            return Err(ExitCode::from(130));
+        }
+    };
     for e in client.errors() {
         eprintln!("kodik: {e}");
     }
     Ok(Some(Arc::new(client)))
+}
+
+/// Resolves on SIGINT or SIGTERM.
+async fn interrupted() {
+    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
 }
 
 /// The builder for `workspace` with the configured MCP servers mounted.
@@ -498,18 +522,7 @@ async fn serve(workspace: PathBuf, mcp_config: Vec<PathBuf>, opts: ServeOptions)
             let shutdown = tokio_util::sync::CancellationToken::new();
             let stop = shutdown.clone();
             tokio::spawn(async move {
-                let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());
-                match term {
-                    Ok(mut term) => {
-                        tokio::select! {
-                            _ = term.recv() => {}
-                            _ = tokio::signal::ctrl_c() => {}
-                        }
-                    }
-                    Err(_) => {
-                        let _ = tokio::signal::ctrl_c().await;
-                    }
-                }
+                interrupted().await;
                 stop.cancel();
             });
             let ws = workspace.clone();

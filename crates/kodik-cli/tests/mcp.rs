@@ -1075,3 +1075,45 @@ fn a8_a_kodik_that_mounts_itself_nests_only_so_deep() {
     let (_, out) = call("self__self__self__shell");
     assert_eq!(out["meta"]["error_kind"], "unknown_tool", "{out}");
 }
+
+/// A8: Ctrl-C (or SIGTERM) while an MCP server is still starting ends that server too; before,
+/// kodik died of the signal and the server, in its own process group, ran on.
+#[test]
+fn a8_interrupted_while_a_server_starts_leaves_no_server_running() {
+    let ws = tempfile::tempdir().unwrap();
+    let pidfile = ws.path().join("server.pid");
+    let script =
+        format!("import os, time; open({:?}, 'w').write(str(os.getpid())); time.sleep(120)", pidfile.to_str().unwrap());
+    let config = ws.path().join("slow.json");
+    let python = mcp_python();
+    let body = serde_json::json!({"mcpServers": {"slow": {"command": python, "args": ["-c", script]}}});
+    std::fs::write(&config, body.to_string()).unwrap();
+    let mut child = Command::new(KODIK)
+        .args(["call", "--workspace", ws.path().to_str().unwrap(), "--mcp-config", config.to_str().unwrap()])
+        .args(["shell", r#"{"command":"echo never"}"#])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while !pidfile.exists() && start.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let server: i32 = std::fs::read_to_string(&pidfile).expect("the server started").trim().parse().unwrap();
+    assert!(Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap().success());
+    let status = wait_exit(&mut child, Duration::from_secs(10));
+    let alive = || {
+        std::fs::read_to_string(format!("/proc/{server}/stat"))
+            .is_ok_and(|s| s.rsplit(')').next().is_some_and(|rest| !rest.trim_start().starts_with('Z')))
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while alive() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let left = alive();
+    if left {
+        let _ = Command::new("kill").args(["-KILL", &server.to_string()]).status();
+    }
+    assert!(!left, "the MCP server {server} outlived the interrupted kodik");
+    assert_eq!(status.code(), Some(130));
+}
