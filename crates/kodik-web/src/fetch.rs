@@ -42,6 +42,9 @@ pub struct FetchedPage {
     pub fetched_at: Instant,
     /// `ETag` / `Last-Modified`.
     pub validators: Validators,
+    /// How long it is answered from the cache without asking the server: the cache's TTL, less
+    /// when `Cache-Control` says so, zero for `no-cache` and for local servers.
+    pub fresh_for: Duration,
 }
 
 #[derive(Debug, Default)]
@@ -56,6 +59,15 @@ impl Cache {
     fn get(&self, requested: &str) -> Option<Arc<FetchedPage>> {
         let key = self.aliases.get(requested).map_or(requested, String::as_str);
         self.pages.get(key).cloned()
+    }
+
+    fn remove(&mut self, requested: &str, final_url: &str) {
+        let key = self.aliases.remove(requested).unwrap_or_else(|| final_url.to_string());
+        if let Some(old) = self.pages.remove(&key) {
+            self.bytes -= old.page.markdown.len();
+            self.order.retain(|k| *k != key);
+        }
+        self.aliases.retain(|_, v| *v != key);
     }
 
     fn put(&mut self, requested: &str, page: Arc<FetchedPage>, max_entries: usize, max_bytes: usize) {
@@ -145,19 +157,27 @@ impl WebFetchTool {
 
     /// Fetches and converts `url` (or answers from the cache), without formatting.
     pub async fn page(&self, url: &str, cancel: &CancellationToken) -> Result<Arc<FetchedPage>, ToolError> {
-        self.page_with_source(url, cancel).await.map(|(p, _)| p)
+        self.page_with_source(url, false, cancel).await.map(|(p, _)| p)
     }
 
+    /// `continuing`: the call reads on in a page it fetched before (an `offset`), so a local
+    /// page is answered from the same copy rather than fetched again.
     async fn page_with_source(
         &self,
         url: &str,
+        continuing: bool,
         cancel: &CancellationToken,
     ) -> Result<(Arc<FetchedPage>, Source), ToolError> {
         let config = self.client.config();
         let cached = self.cache().get(url);
         if let Some(c) = &cached {
             let age = c.fetched_at.elapsed();
-            if age < config.cache_ttl {
+            // A page on a local server is the app the model is changing: a call that starts
+            // reading it asks again; paging on through it keeps the copy being read.
+            let local = url::Url::parse(&c.final_url)
+                .ok()
+                .is_some_and(|u| u.host().is_some_and(|h| crate::client::is_local_host(&h)));
+            if age < c.fresh_for && (continuing || !local) {
                 return Ok((c.clone(), Source::Cache(age)));
             }
         }
@@ -184,6 +204,7 @@ impl WebFetchTool {
         let validators =
             Validators { etag: header(reqwest::header::ETAG), last_modified: header(reqwest::header::LAST_MODIFIED) };
         let final_url = fetched.final_url.to_string();
+        let freshness = freshness(header(reqwest::header::CACHE_CONTROL).as_deref(), config.cache_ttl);
         let body = fetched.body.clone();
         let (ct, u) = (content_type.clone(), final_url.clone());
         let convert = tokio::task::spawn_blocking(move || to_page(&body, ct.as_deref(), &u));
@@ -231,8 +252,13 @@ elsewhere (an API, a raw file, documentation source, or a server-rendered page).
             rendered,
             fetched_at: Instant::now(),
             validators,
+            fresh_for: freshness.unwrap_or_default(),
         });
-        self.cache().put(url, result.clone(), config.cache_entries, config.cache_bytes);
+        match freshness {
+            Some(_) => self.cache().put(url, result.clone(), config.cache_entries, config.cache_bytes),
+            // `no-store`: an older copy must not be answered either.
+            None => self.cache().remove(url, &result.final_url),
+        }
         Ok((result, Source::Network))
     }
 
@@ -344,6 +370,27 @@ kodik-web honours robots.txt for the model's own fetches. Find the content elsew
     }
 }
 
+/// How long a response may be answered from the cache (`None`: not kept at all): the server's
+/// `Cache-Control` is obeyed — `no-store` is not kept, `no-cache` and `max-age=0` are asked
+/// again every time (cheaply, with the validators), `max-age` shortens the TTL.
+fn freshness(cache_control: Option<&str>, ttl: Duration) -> Option<Duration> {
+    let mut fresh = ttl;
+    for directive in cache_control.unwrap_or("").split(',').map(|d| d.trim().to_ascii_lowercase()) {
+        let (name, value) = directive.split_once('=').map_or((directive.as_str(), ""), |(n, v)| (n.trim(), v.trim()));
+        match name {
+            "no-store" => return None,
+            "no-cache" => fresh = Duration::ZERO,
+            "max-age" => {
+                if let Ok(secs) = value.trim_matches('"').parse::<u64>() {
+                    fresh = fresh.min(Duration::from_secs(secs));
+                }
+            }
+            _ => {}
+        }
+    }
+    Some(fresh)
+}
+
 fn fetch_error(e: FetchError) -> ToolError {
     match e {
         FetchError::Cancelled => ToolError::Cancelled,
@@ -372,7 +419,8 @@ impl TypedTool for WebFetchTool {
 
     async fn run(&self, args: WebFetchArgs, cx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let started = Instant::now();
-        let (page, source) = self.page_with_source(&args.url, &cx.cancel).await?;
+        let continuing = args.offset.is_some_and(|o| o > 0);
+        let (page, source) = self.page_with_source(&args.url, continuing, &cx.cancel).await?;
         let budget = self.client.config().max_output_bytes;
         let (text, meta) = format_page(&page, &args, budget, &source, started.elapsed());
         Ok(ToolOutput::text(text).with_meta(meta))
@@ -599,7 +647,21 @@ mod tests {
             rendered: false,
             fetched_at: Instant::now(),
             validators: Validators::default(),
+            fresh_for: Duration::from_secs(60),
         })
+    }
+
+    #[test]
+    fn w2_cache_control_decides_how_long_a_page_is_answered_from_the_cache() {
+        let ttl = Duration::from_secs(900);
+        assert_eq!(freshness(None, ttl), Some(ttl));
+        assert_eq!(freshness(Some("no-store"), ttl), None);
+        assert_eq!(freshness(Some("private, No-Store, max-age=0"), ttl), None);
+        assert_eq!(freshness(Some("no-cache"), ttl), Some(Duration::ZERO));
+        assert_eq!(freshness(Some("public, max-age=0"), ttl), Some(Duration::ZERO));
+        assert_eq!(freshness(Some("max-age=60"), ttl), Some(Duration::from_secs(60)));
+        assert_eq!(freshness(Some("max-age=86400"), ttl), Some(ttl));
+        assert_eq!(freshness(Some("max-age=\"30\", must-revalidate"), ttl), Some(Duration::from_secs(30)));
     }
 
     #[test]

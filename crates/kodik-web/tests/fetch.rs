@@ -664,6 +664,62 @@ async fn w3_a_match_deep_in_a_section_longer_than_the_budget_is_shown_and_offset
 }
 
 #[tokio::test]
+async fn w2_a_local_dev_page_is_fetched_again_on_each_new_read_and_paging_keeps_its_copy() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let n = Arc::new(AtomicUsize::new(0));
+    let filler: String =
+        (0..40).map(|i| format!("## Part {i}\n\n{}\n\n", "Filler words for the page. ".repeat(40))).collect();
+    let s = Server::start(move |r| {
+        if r.path == "/robots.txt" {
+            return Reply::not_found();
+        }
+        let v = n.fetch_add(1, Ordering::SeqCst) + 1;
+        Reply::ok("text/markdown", format!("# Build {v}\n\nVersion {v} of the app.\n\n{filler}"))
+    })
+    .await;
+    let t = tool(WebConfig::default());
+    let out = fetch(&t, &s.url("/"), None, None).await.unwrap();
+    assert!(framed(&out).contains("Version 1 of the app."), "{out}");
+    let next: u64 = out.split("Next offset: ").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap();
+    // Reading on through the same page answers from the copy being read.
+    let rest = fetch(&t, &s.url("/"), None, Some(next)).await.unwrap();
+    assert!(rest.contains("from the cache"), "{rest}");
+    // A new read after the app changed sees the change.
+    let again = fetch(&t, &s.url("/"), None, None).await.unwrap();
+    assert!(framed(&again).contains("Version 2 of the app.") && !again.contains("from the cache"), "{again}");
+    assert_eq!(s.hits("/"), 2);
+}
+
+#[tokio::test]
+async fn w2_a_no_store_page_is_never_answered_from_the_cache() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let n = Arc::new(AtomicUsize::new(0));
+    let filler: String =
+        (0..40).map(|i| format!("## Part {i}\n\n{}\n\n", "Filler words for the page. ".repeat(40))).collect();
+    let s = Server::start(move |r| {
+        if r.path == "/robots.txt" {
+            return Reply::not_found();
+        }
+        let v = n.fetch_add(1, Ordering::SeqCst) + 1;
+        Reply::Full {
+            status: 200,
+            headers: vec![
+                ("Content-Type".into(), "text/markdown".into()),
+                ("Cache-Control".into(), "no-store, max-age=0".into()),
+            ],
+            body: format!("# Build {v}\n\nVersion {v}.\n\n{filler}").into_bytes(),
+        }
+    })
+    .await;
+    let t = tool(WebConfig::default());
+    let out = fetch(&t, &s.url("/"), None, None).await.unwrap();
+    let next: u64 = out.split("Next offset: ").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap();
+    let rest = fetch(&t, &s.url("/"), None, Some(next)).await.unwrap();
+    assert!(!rest.contains("from the cache"), "{rest}");
+    assert_eq!(s.hits("/"), 2);
+}
+
+#[tokio::test]
 async fn w2_a_stale_cache_entry_is_revalidated_with_its_etag() {
     let s = Server::start(|r| {
         if r.headers.get("if-none-match").map(String::as_str) == Some("\"v1\"") {
