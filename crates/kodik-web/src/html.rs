@@ -277,7 +277,8 @@ fn scan(tree: &Tree) -> Scan {
     s
 }
 
-/// Elements that are never content, whatever part of the page is kept.
+/// Elements that are never content, whatever part of the page is kept. A `<form>` is not one of
+/// them: ASP.NET WebForms and SharePoint wrap the whole page in one; its controls go instead.
 fn never_content(name: &LocalName) -> bool {
     matches!(
         *name,
@@ -299,7 +300,6 @@ fn never_content(name: &LocalName) -> bool {
             | local_name!("select")
             | local_name!("input")
             | local_name!("textarea")
-            | local_name!("form")
             | local_name!("dialog")
             | local_name!("nav")
             | local_name!("footer")
@@ -561,7 +561,7 @@ fn converter() -> &'static HtmlToMarkdown {
             .options(Options { code_block_style: CodeBlockStyle::Fenced, ..Default::default() })
             .skip_tags(vec![
                 "script", "style", "noscript", "template", "svg", "math", "iframe", "object", "embed", "canvas", "nav",
-                "footer", "button", "select", "input", "textarea", "form", "dialog", "head",
+                "footer", "button", "select", "input", "textarea", "dialog", "head",
             ])
             .add_handler(vec!["img"], |_: &dyn htmd::element_handler::Handlers, el: htmd::Element| {
                 let alt = el

@@ -115,6 +115,31 @@ async fn w2_a_callout_aside_inside_main_is_kept_and_a_link_list_aside_goes() {
 }
 
 #[tokio::test]
+async fn w2_a_page_wrapped_in_a_form_keeps_its_text_and_its_main() {
+    let plain = "<html><head><title>Status - Ministry</title></head><body><form method=\"post\" action=\"./s.aspx\" \
+id=\"aspnetForm\"><input type=\"hidden\" name=\"__VIEWSTATE\" value=\"dDwtMTA4\"><div id=\"content\"><h1>Service status</h1>\
+<p>The permit office is closed on 3 December. Applications resume on 4 December.</p></div></form></body></html>";
+    let filler =
+        "<p>Ordinary notice text that explains the situation to visitors in enough words to count.</p>".repeat(4);
+    let main = format!(
+        "<html><head><title>Status</title></head><body><form method=\"post\" id=\"aspnetForm\"><nav><a href=\"/\">Home</a></nav>\
+<main><h1>Service status</h1><p>The permit office is closed on 3 December.</p>{filler}<button>Subscribe</button></main></form></body></html>"
+    );
+    let s = Server::start(move |r| match r.path.as_str() {
+        "/plain" => Reply::html(plain),
+        _ => Reply::html(main.clone()),
+    })
+    .await;
+    let t = tool(WebConfig::default());
+    let out = fetch(&t, &s.url("/plain"), None, None).await.unwrap();
+    assert!(framed(&out).contains("The permit office is closed on 3 December."), "{out}");
+    assert!(!out.contains("dDwtMTA4"), "{out}");
+    let out = fetch(&t, &s.url("/main"), None, None).await.unwrap();
+    assert!(out.contains("main content as Markdown"), "the <main> inside the form is found: {out}");
+    assert!(framed(&out).contains("# Service status") && !framed(&out).contains("Subscribe"), "{out}");
+}
+
+#[tokio::test]
 async fn w2_a_readme_keeps_nested_lists_tables_code_languages_and_image_alt_text() {
     let s = pages().await;
     let out = fetch(&tool(WebConfig::default()), &s.url("/readme"), None, None).await.unwrap();
