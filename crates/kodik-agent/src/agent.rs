@@ -85,12 +85,15 @@ pub trait Notes: Send + Sync {
 struct TerminalInbox {
     host: Arc<dyn EventSink>,
     settled: Mutex<Vec<TerminalEvent>>,
+    /// Wakes a run waiting for its background commands (one permit is kept if none waits).
+    arrived: tokio::sync::Notify,
 }
 
 impl EventSink for TerminalInbox {
     fn emit(&self, event: Event) {
         if let Event::Terminal(t) = &event {
             self.settled.lock().unwrap_or_else(|p| p.into_inner()).push(t.clone());
+            self.arrived.notify_one();
         }
         self.host.emit(event);
     }
@@ -99,6 +102,10 @@ impl EventSink for TerminalInbox {
 impl TerminalInbox {
     fn take(&self) -> Vec<TerminalEvent> {
         std::mem::take(&mut *self.settled.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    fn is_empty(&self) -> bool {
+        self.settled.lock().unwrap_or_else(|p| p.into_inner()).is_empty()
     }
 }
 
@@ -179,7 +186,11 @@ impl Agent {
     ) -> Self {
         let (events, _) = broadcast::channel(EVENT_BUFFER);
         let mut context = context;
-        let inbox = Arc::new(TerminalInbox { host: Arc::clone(&context.events), settled: Mutex::new(Vec::new()) });
+        let inbox = Arc::new(TerminalInbox {
+            host: Arc::clone(&context.events),
+            settled: Mutex::new(Vec::new()),
+            arrived: tokio::sync::Notify::new(),
+        });
         context.events = inbox.clone();
         Self {
             shared: Arc::new(Shared {
@@ -377,6 +388,9 @@ pub struct Conversation {
     window: u64,
     /// Estimated tokens of the last request sent.
     last_request_tokens: u64,
+    /// Commands this conversation's calls left running in the background (S3), by terminal
+    /// id, with their command line: their outcome is still to reach the model.
+    background: std::collections::BTreeMap<String, String>,
     transcript_error: Option<String>,
 }
 
@@ -439,6 +453,7 @@ impl Conversation {
             token_correction: 0,
             window,
             last_request_tokens: 0,
+            background: Default::default(),
             transcript_error: None,
         }
     }
@@ -541,7 +556,27 @@ impl Conversation {
                         final_text = std::mem::take(&mut cut_text) + &text;
                     }
                     if calls == 0 {
-                        break (RunStatus::Completed, None);
+                        // S3: the model was told the outcome of a command it left in the
+                        // background arrives by itself; it does, in one more turn, rather
+                        // than the command being stopped when the host exits.
+                        if self.wait_for_background(&cancel, deadline).await {
+                            continue;
+                        }
+                        if cancel.is_cancelled() {
+                            continue;
+                        }
+                        if self.background.is_empty() {
+                            break (RunStatus::Completed, None);
+                        }
+                        let running: Vec<String> =
+                            self.background.iter().map(|(id, command)| format!("{id} (`{command}`)")).collect();
+                        break (
+                            RunStatus::Completed,
+                            Some(format!(
+                                "the run ended while commands it started were still running in the background: {}",
+                                running.join(", ")
+                            )),
+                        );
                     }
                 }
                 TurnEnd::Cancelled => break (RunStatus::Cancelled, Some("the run was cancelled".to_string())),
@@ -636,6 +671,7 @@ impl Conversation {
 
         // Background commands that settled since the last request report to the model now.
         for settled in shared.inbox.take() {
+            self.background.remove(&settled.terminal_id);
             self.push(Item::User { text: terminal_note(&settled) }, None);
         }
         for source in &shared.notes {
@@ -800,6 +836,7 @@ impl Conversation {
                     output: head(&output, 2048).to_string(),
                 });
             }
+            self.track_background(&out);
             let is_error = out.status != ToolStatus::Success;
             if let Some(p) = &out.full_output {
                 self.full_outputs.insert(call_id.clone(), p.clone());
@@ -826,6 +863,40 @@ impl Conversation {
             StreamEnd::Overflow { error, limit } => TurnEnd::Overflow { error, limit },
         };
         (end, usage)
+    }
+
+    /// Notes a command a result says is still running in the background, or forgets one a
+    /// result says has finished (`get_terminal_output`, `kill_terminal`).
+    fn track_background(&mut self, out: &ToolOutput) {
+        let Some(id) = out.meta.get("terminal_id").and_then(serde_json::Value::as_str) else { return };
+        if out.meta.get("running").and_then(serde_json::Value::as_bool) == Some(true) {
+            let command = out.meta.get("command").and_then(serde_json::Value::as_str).unwrap_or_default();
+            self.background.insert(id.to_string(), head(command, 200).to_string());
+        } else {
+            self.background.remove(id);
+        }
+    }
+
+    /// After an answer without calls: waits, up to [`AgentConfig::background_wait`] and the
+    /// run's wall limit, until a background command this conversation started settles.
+    /// `true` when one did (or had already): its terminal event is for the next request.
+    async fn wait_for_background(&self, cancel: &CancellationToken, deadline: Option<Instant>) -> bool {
+        let inbox = &self.shared.inbox;
+        if self.background.is_empty() {
+            return false;
+        }
+        let bound = Instant::now() + self.shared.config.background_wait;
+        let until = deadline.map_or(bound, |d| d.min(bound));
+        loop {
+            if !inbox.is_empty() {
+                return true;
+            }
+            tokio::select! {
+                () = inbox.arrived.notified() => {}
+                () = cancel.cancelled() => return false,
+                () = tokio::time::sleep_until(until.into()) => return !inbox.is_empty(),
+            }
+        }
     }
 
     /// Appends an item to the history and the transcript.

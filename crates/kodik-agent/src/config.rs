@@ -30,6 +30,11 @@ pub struct AgentConfig {
     pub sessions_dir: Option<PathBuf>,
     /// Put before the harness's tool guidance in the system prompt.
     pub system_prompt: Option<String>,
+    /// How long a run whose model has answered still waits for the commands it left running in
+    /// the background (S3: the model was told their outcome arrives by itself). Each that
+    /// settles meanwhile goes to the model as a terminal event, in one more turn; those still
+    /// running after this are named in the outcome's `error`. Default: 120 s; zero ends at once.
+    pub background_wait: Duration,
 }
 
 impl Default for AgentConfig {
@@ -42,6 +47,7 @@ impl Default for AgentConfig {
             context_window: 200_000,
             sessions_dir: None,
             system_prompt: None,
+            background_wait: Duration::from_secs(120),
         }
     }
 }
@@ -80,6 +86,12 @@ impl AgentConfig {
     /// Sets [`sessions_dir`](Self::sessions_dir).
     pub fn sessions_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.sessions_dir = Some(dir.into());
+        self
+    }
+
+    /// Sets [`background_wait`](Self::background_wait).
+    pub fn background_wait(mut self, wait: Duration) -> Self {
+        self.background_wait = wait;
         self
     }
 

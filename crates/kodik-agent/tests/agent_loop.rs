@@ -769,3 +769,56 @@ async fn g20_a_second_overflow_in_a_row_fails_the_run_with_the_providers_message
     assert!(outcome.error.as_deref().unwrap().contains("prompt is too long"), "{outcome:?}");
     assert_eq!(s.server.requests().len(), 2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_an_answer_while_a_background_command_runs_waits_for_its_terminal_event() {
+    // The build goes to the background 1 s after the quick command finished (S4); the model
+    // answers that its result will come by itself, and it does, in one more turn.
+    let first = body(
+        &[
+            Step::Call(
+                "call_build",
+                "shell",
+                json!({"command": "sleep 2.5; echo built > result.txt; echo build-done"}),
+            ),
+            Step::Call("call_quick", "shell", json!({"command": "echo quick"})),
+        ],
+        100,
+        20,
+    );
+    let second = answer("The build is running in the background; its result will arrive by itself.");
+    let s = setup(vec![first, second, answer("The build finished.")], ReplayOptions::default(), AgentConfig::default())
+        .await;
+    let mut conv = s.agent.start().unwrap();
+    let outcome = conv.run("build it", CancellationToken::new()).await;
+    assert_eq!(outcome.status, RunStatus::Completed, "{outcome:?}");
+    assert_eq!(outcome.final_text, "The build finished.");
+    assert!(outcome.error.is_none(), "{outcome:?}");
+    assert!(s.dir.path().join("result.txt").is_file(), "the build was not left to finish");
+    let requests = s.server.requests();
+    assert_eq!(requests.len(), 3);
+    assert!(!output_of(&requests[1].body, "call_build").contains("build-done"), "not backgrounded");
+    let third = requests[2].body.to_string();
+    assert!(third.contains("[terminal event]") && third.contains("build-done"), "{third}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_a_background_command_still_running_after_the_wait_is_named_in_the_outcome() {
+    let first = body(
+        &[
+            Step::Call("call_server", "shell", json!({"command": "sleep 30"})),
+            Step::Call("call_quick", "shell", json!({"command": "echo quick"})),
+        ],
+        100,
+        20,
+    );
+    let config = AgentConfig::default().background_wait(Duration::from_millis(300));
+    let s = setup(vec![first, answer("Started.")], ReplayOptions::default(), config).await;
+    let mut conv = s.agent.start().unwrap();
+    let outcome = conv.run("serve", CancellationToken::new()).await;
+    assert_eq!(outcome.status, RunStatus::Completed, "{outcome:?}");
+    assert_eq!(outcome.final_text, "Started.");
+    let error = outcome.error.unwrap_or_default();
+    assert!(error.contains("still running in the background") && error.contains("`sleep 30`"), "{error}");
+    assert_eq!(s.server.requests().len(), 2);
+}
