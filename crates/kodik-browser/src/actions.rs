@@ -435,7 +435,7 @@ pub(crate) async fn goto(tab: &Tab, url: &str, timeout: Duration) -> Result<(), 
     if let Some(err) = &res.error_text {
         return Err(BrowserError::Other(format!("{url} did not load: {err}")));
     }
-    let loaded = wait_load(tab, timeout.saturating_sub(start.elapsed())).await;
+    let loaded = wait_ready(tab, timeout.saturating_sub(start.elapsed())).await;
     if loaded.is_err() {
         // The error says it; the next result need not say it again.
         tab.shared.lock().note = None;
@@ -470,11 +470,27 @@ pub(crate) async fn stop_loading(tab: &Tab) {
     tab.shared.lock().navigating = None;
 }
 
-/// Waits until the document is fully loaded, bounded by `timeout`.
+/// How long a page that is ready to use (DOMContentLoaded) may take to fire `load` before a
+/// navigation or action stops waiting for it: one request that never finishes (an image, a font,
+/// a long poll) keeps `load` from ever firing, and the page is usable all the same.
+const LOAD_GRACE: Duration = Duration::from_secs(5);
+
+/// Waits until the document is fully loaded (`load` fired), bounded by `timeout`.
 pub(crate) async fn wait_load(tab: &Tab, timeout: Duration) -> Result<(), BrowserError> {
+    wait_document(tab, timeout, false).await
+}
+
+/// Waits until the document is ready to use: loaded, or its DOM ready and `load` not come within
+/// [`LOAD_GRACE`] (waited once per document; the next result says it is still loading).
+pub(crate) async fn wait_ready(tab: &Tab, timeout: Duration) -> Result<(), BrowserError> {
+    wait_document(tab, timeout, true).await
+}
+
+async fn wait_document(tab: &Tab, timeout: Duration, ready_is_enough: bool) -> Result<(), BrowserError> {
     let start = Instant::now();
+    let mut ready_at: Option<Instant> = None;
     loop {
-        let pending = {
+        let (pending, waited_out) = {
             let s = tab.shared.lock();
             if s.dialog.is_some() || s.closed {
                 return Ok(());
@@ -482,16 +498,25 @@ pub(crate) async fn wait_load(tab: &Tab, timeout: Duration) -> Result<(), Browse
             if s.crashed {
                 return Err(crashed(tab));
             }
-            s.navigating.clone()
+            (s.navigating.clone(), s.load_given_up.is_some() && s.load_given_up == s.loader)
         };
         // A navigation in progress destroys the context the check runs in; just ask again. A
         // page that does not answer must not hold the wait past its time.
         let left = timeout.saturating_sub(start.elapsed()).max(Duration::from_millis(50));
-        if pending.is_none()
-            && let Ok(Ok(Value::String(s))) = tokio::time::timeout(left, eval(tab, "document.readyState")).await
-            && s == "complete"
-        {
-            return Ok(());
+        if pending.is_none() {
+            match tokio::time::timeout(left, eval(tab, "document.readyState")).await {
+                Ok(Ok(Value::String(s))) if s == "complete" => return Ok(()),
+                Ok(Ok(Value::String(s))) if s == "interactive" && ready_is_enough => {
+                    if waited_out {
+                        return Ok(());
+                    }
+                    if ready_at.get_or_insert_with(Instant::now).elapsed() >= LOAD_GRACE {
+                        give_up_load(tab, start.elapsed());
+                        return Ok(());
+                    }
+                }
+                _ => ready_at = None,
+            }
         }
         if start.elapsed() >= timeout {
             let ms = timeout.as_millis() as u64;
@@ -506,10 +531,25 @@ pub(crate) async fn wait_load(tab: &Tab, timeout: Duration) -> Result<(), Browse
                 tab.shared.lock().note = Some(format!("Timed out after {ms} ms waiting for {what}."));
                 return Err(BrowserError::Timeout { what, ms });
             }
+            if ready_at.is_some() {
+                give_up_load(tab, start.elapsed());
+                return Ok(());
+            }
             return Err(BrowserError::Timeout { what: "the page to load".into(), ms });
         }
         tokio::time::sleep(Duration::from_millis(30)).await;
     }
+}
+
+/// Stops waiting for the current document's `load`, and has the next result say so.
+fn give_up_load(tab: &Tab, waited: Duration) {
+    let mut s = tab.shared.lock();
+    s.load_given_up = s.loader.clone();
+    s.note = Some(format!(
+        "The page is ready but has not finished loading after {:.1} s (a request that does not finish: an image, \
+         font, script or long poll); what it still loads may change it.",
+        waited.as_secs_f64()
+    ));
 }
 
 /// After an action: let the page run its handlers and finish a navigation the action started.
@@ -519,7 +559,7 @@ pub(crate) async fn settle(tab: &Tab) {
         eval(tab, "new Promise((r) => requestAnimationFrame(() => setTimeout(r, 0)))"),
     )
     .await;
-    let _ = wait_load(tab, Duration::from_secs(10)).await;
+    let _ = wait_ready(tab, Duration::from_secs(10)).await;
 }
 
 /// Polls `check` every 50 ms until it yields `Some`, `timeout` passes, or `cancel` fires.

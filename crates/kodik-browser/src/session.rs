@@ -150,6 +150,10 @@ pub(crate) struct TabData {
     pub ended_loaders: VecDeque<String>,
     /// Something the next result should say (a navigation that was stopped).
     pub note: Option<String>,
+    /// The loader of the committed top document.
+    pub loader: Option<String>,
+    /// The document whose `load` was given up on (see `actions::wait_ready`).
+    pub load_given_up: Option<String>,
 }
 
 /// A top-level navigation waiting for its server (see [`TabData::navigating`]).
@@ -640,7 +644,9 @@ async fn listen(page: &Page, shared: &Arc<TabShared>) -> Vec<JoinHandle<()>> {
     .await;
     on_event(page, shared, &mut tasks, |shared, e: &EventFrameNavigated| {
         if e.frame.parent_id.is_none() {
-            shared.lock().end_navigation(e.frame.loader_id.inner());
+            let mut d = shared.lock();
+            d.end_navigation(e.frame.loader_id.inner());
+            d.loader = Some(e.frame.loader_id.inner().clone());
         }
     })
     .await;

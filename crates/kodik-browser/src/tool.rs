@@ -610,7 +610,7 @@ impl BrowserSession {
                             });
                         }
                     }
-                    actions::wait_load(tab, timeout).await?;
+                    actions::wait_ready(tab, timeout).await?;
                 }
                 BrowserAction::Back | BrowserAction::Forward => {
                     let step = if args.action == BrowserAction::Back { "-1" } else { "1" };
@@ -629,7 +629,7 @@ impl BrowserSession {
                             if step == "-1" { "back" } else { "forward" }
                         )));
                     }
-                    actions::wait_load(tab, timeout).await?;
+                    actions::wait_ready(tab, timeout).await?;
                 }
                 _ => {}
             }
@@ -1104,7 +1104,7 @@ impl BrowserSession {
                     let added = r.adopt_new_targets().await;
                     if let Some(t) = added.first() {
                         let tab = r.tab(Some(t))?;
-                        let _ = actions::wait_load(tab, Duration::from_secs(5)).await;
+                        let _ = actions::wait_ready(tab, Duration::from_secs(5)).await;
                         let url = eval(tab, "location.href")
                             .await
                             .ok()

@@ -107,3 +107,46 @@ async fn b3_a_bad_url_or_a_failed_open_fails_at_once_and_leaves_no_tab() {
     assert!(s.contains("Test Home"), "{s}");
     h.session.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn b3_b5_a_page_whose_load_never_fires_opens_once_ready_and_later_actions_do_not_wait_for_it() {
+    const STUCK: &str = r#"<!doctype html><title>ImgHang</title><h1>Visible content</h1><img src="/hang.png" alt="stuck">
+<button onclick="document.getElementById('out').textContent = 'clicked ' + (++window.n || (window.n = 1))">Works</button>
+<p id="out">none</p>"#;
+    let mut routes = Routes::new();
+    routes.insert("/", ("text/html", HOME.to_string(), ""));
+    routes.insert("/stuck", ("text/html", STUCK.to_string(), ""));
+    routes.insert("/hang.png", (HANG, String::new(), ""));
+    let base = serve(routes).await;
+    let h = harness();
+
+    // One image that never arrives: the page opens once its DOM is ready, and says it still loads.
+    let out = bounded(&h, Duration::from_secs(20), json!({"action": "open", "url": format!("{base}/stuck")})).await;
+    let o = out.text_content();
+    assert!(out.is_success(), "{o}");
+    assert!(o.contains("has not finished loading") && o.contains("Visible content"), "{o}");
+    // The wait for `load` was spent once for this document: a click does not spend it again
+    // (it did, 10 s a click), and the note is not repeated.
+    for n in 1..=2 {
+        let out = bounded(
+            &h,
+            Duration::from_millis(4500),
+            json!({"action": "click", "target": {"role": "button", "name": "Works"}}),
+        )
+        .await;
+        let c = out.text_content();
+        assert!(out.is_success() && c.contains(&format!("clicked {n}")), "{c}");
+        assert!(!c.contains("has not finished loading"), "{c}");
+    }
+    // navigate to such a page succeeds too, within its timeout.
+    h.ok(json!({"action": "navigate", "url": format!("{base}/")})).await;
+    let out = bounded(
+        &h,
+        Duration::from_secs(20),
+        json!({"action": "navigate", "url": format!("{base}/stuck"), "timeout": 8000}),
+    )
+    .await;
+    let n = out.text_content();
+    assert!(out.is_success() && n.contains("has not finished loading") && n.contains("Title: ImgHang"), "{n}");
+    h.session.shutdown().await;
+}
