@@ -109,12 +109,19 @@ pub fn convert(html: &str, url: Option<&str>) -> Converted {
     let doc = Document::from(limited.as_ref());
     let scan = scan(&doc.tree);
     let title = if scan.title.is_empty() { scan.og_title.clone() } else { scan.title.clone() };
+    // Links are written absolute, so the model can fetch them as they stand: against
+    // `<base href>` when the page has one, else against the page's own URL.
+    let page_url = url.and_then(|u| url::Url::parse(u).ok());
+    let base = page_url
+        .as_ref()
+        .map(|p| scan.base_href.as_deref().and_then(|b| p.join(b.trim()).ok()).unwrap_or_else(|| p.clone()));
+    let base = base.as_ref();
 
     // A page that marks its main content (one <main>/[role=main], else one <article>) holding
     // most of the text needs no scoring: readability costs more than parsing and converting
     // together on a large page.
     if let Some(main) = scan.marked_main() {
-        let markdown = to_markdown(&doc.tree, main, Keep::Main);
+        let markdown = to_markdown(&doc.tree, main, Keep::Main, base);
         return Converted { title, markdown, extracted: true, client_rendered: false };
     }
 
@@ -129,7 +136,7 @@ pub fn convert(html: &str, url: Option<&str>) -> Converted {
         && let Some(root) = r.doc.select("#readability-page-1").nodes().first().map(|n| n.id)
     {
         let t = if title.is_empty() { a.title.clone() } else { title.clone() };
-        extracted = Some((to_markdown(&r.doc.tree, root, Keep::Article), t));
+        extracted = Some((to_markdown(&r.doc.tree, root, Keep::Article, base), t));
     }
     let (markdown, is_extracted, title) = match extracted {
         Some((markdown, t)) => (markdown, true, t),
@@ -137,7 +144,7 @@ pub fn convert(html: &str, url: Option<&str>) -> Converted {
             // Extraction took the document apart; the whole page comes from a fresh parse.
             let doc = Document::from(limited.as_ref());
             let root = doc.tree.body().map_or_else(|| doc.tree.root_id(), |b| b.id);
-            (to_markdown(&doc.tree, root, Keep::WholePage), false, title)
+            (to_markdown(&doc.tree, root, Keep::WholePage, base), false, title)
         }
     };
     let client_rendered = scan.had_scripts && scan.body_chars.saturating_sub(scan.noscript_chars) < SHELL_TEXT_CHARS;
@@ -158,6 +165,8 @@ struct Scan {
     mains: Vec<(NodeId, usize)>,
     /// `<article>` elements with their text weight.
     articles: Vec<(NodeId, usize)>,
+    /// The first `<base href>`.
+    base_href: Option<String>,
 }
 
 impl Scan {
@@ -250,6 +259,7 @@ fn scan(tree: &Tree) -> Scan {
                             let t = d.attr("content").unwrap_or_default();
                             s.og_title = t.split_whitespace().collect::<Vec<_>>().join(" ");
                         }
+                        Some("base") if s.base_href.is_none() => s.base_href = d.attr("href").map(|h| h.to_string()),
                         // An application bundle in <head> is deferred or a module (Create React
                         // App, Vite, Next.js) so that it runs after the body it fills is parsed;
                         // `async` analytics and inline snippets there build no page.
@@ -384,12 +394,12 @@ enum CopyStep {
 /// a `<code class="language-X">` when its language is written anywhere the common highlighters
 /// put it (`language-*`, `lang-*`, `highlight-source-*` on the `code`, the `pre` or the wrapping
 /// element, or `data-lang`).
-fn to_markdown(tree: &Tree, root: NodeId, keep: Keep) -> String {
-    tidy(&converter().tree_to_markdown(&copy_tree(tree, root, keep)))
+fn to_markdown(tree: &Tree, root: NodeId, keep: Keep, base: Option<&url::Url>) -> String {
+    tidy(&converter().tree_to_markdown(&copy_tree(tree, root, keep, base)))
 }
 
 /// The copy [`to_markdown`] converts.
-fn copy_tree(tree: &Tree, root: NodeId, keep: Keep) -> Rc<MdNode> {
+fn copy_tree(tree: &Tree, root: NodeId, keep: Keep, base: Option<&url::Url>) -> Rc<MdNode> {
     let md_root = MdNode::new(MdData::Document);
     // `code` elements that take the language found on their `pre` or its parent.
     let mut code_langs: HashMap<NodeId, String> = HashMap::new();
@@ -420,7 +430,14 @@ fn copy_tree(tree: &Tree, root: NodeId, keep: Keep) -> Rc<MdNode> {
                         .attrs
                         .iter()
                         .filter(|a| kept_attr(name, &a.name.local, &a.value))
-                        .map(|a| Attribute { name: a.name.clone(), value: StrTendril::from_slice(&a.value) })
+                        .map(|a| {
+                            let value = match a.name.local {
+                                local_name!("href") | local_name!("src") => absolute(base, &a.value),
+                                _ => None,
+                            };
+                            let value = value.as_deref().unwrap_or(&a.value);
+                            Attribute { name: a.name.clone(), value: StrTendril::from_slice(value) }
+                        })
                         .collect();
                     let check_anchor = *name == local_name!("a") && attr("href").is_some_and(|h| h.starts_with('#'));
                     CopyStep::Element { name: e.name.clone(), attrs, lang, check_anchor }
@@ -484,6 +501,15 @@ fn copy_tree(tree: &Tree, root: NodeId, keep: Keep) -> Rc<MdNode> {
         stack.extend(tree.child_ids_of_it(&id, true).map(|c| (c, children_parent.clone(), lang.clone())));
     }
     md_root
+}
+
+/// `link` resolved against `base`, when it is relative and not a link within the page (`#…`).
+fn absolute(base: Option<&url::Url>, link: &str) -> Option<String> {
+    let link = link.trim();
+    if link.is_empty() || link.starts_with('#') || url::Url::parse(link).is_ok() {
+        return None;
+    }
+    base?.join(link).ok().map(String::from)
 }
 
 /// Elements a part of the page leaves out besides [`never_content`]. Inside the marked main

@@ -140,6 +140,42 @@ id=\"aspnetForm\"><input type=\"hidden\" name=\"__VIEWSTATE\" value=\"dDwtMTA4\"
 }
 
 #[tokio::test]
+async fn w2_links_are_absolute_on_every_extraction_path_and_follow_base_href() {
+    let f = "Filler sentence to make the content long enough for extraction to pick it. ".repeat(8);
+    let links = "See <a href=\"guide.html\">the guide</a>, <a href=\"/api/\">the API</a>, \
+<a href=\"#usage\">usage</a> and <a href=\"https://other.example/x\">elsewhere</a>.";
+    let main = format!(
+        "<html><head><title>M</title></head><body><nav><a href=/n>nav</a></nav><main><h1>Main</h1><p>{f} {links}</p><p>{f}</p></main></body></html>"
+    );
+    let read = format!(
+        "<html><head><title>R</title></head><body><div id=header><a href=/n>nav</a></div><div class=post-content><h1>Read</h1>\
+<p>{f} {links}</p><p>{f}</p></div></body></html>"
+    );
+    let short = format!("<html><head><title>S</title></head><body><p>Short. {links}</p></body></html>");
+    let based = format!(
+        "<html><head><title>B</title><base href=\"/docs/v2/\"></head><body><main><h1>Main</h1><p>{f} {links}</p></main></body></html>"
+    );
+    let s = Server::start(move |r| match r.path.as_str() {
+        "/a/main.html" => Reply::html(main.clone()),
+        "/a/read.html" => Reply::html(read.clone()),
+        "/a/short.html" => Reply::html(short.clone()),
+        "/a/based.html" => Reply::html(based.clone()),
+        _ => Reply::not_found(),
+    })
+    .await;
+    let t = tool(WebConfig::default());
+    for page in ["main", "read", "short"] {
+        let out = fetch(&t, &s.url(&format!("/a/{page}.html")), None, None).await.unwrap();
+        let md = framed(&out);
+        assert!(md.contains(&format!("[the guide]({})", s.url("/a/guide.html"))), "{page}: {md}");
+        assert!(md.contains(&format!("[the API]({})", s.url("/api/"))), "{page}: {md}");
+        assert!(md.contains("[elsewhere](https://other.example/x)"), "{page}: {md}");
+    }
+    let out = fetch(&t, &s.url("/a/based.html"), None, None).await.unwrap();
+    assert!(framed(&out).contains(&format!("[the guide]({})", s.url("/docs/v2/guide.html"))), "{out}");
+}
+
+#[tokio::test]
 async fn w2_a_readme_keeps_nested_lists_tables_code_languages_and_image_alt_text() {
     let s = pages().await;
     let out = fetch(&tool(WebConfig::default()), &s.url("/readme"), None, None).await.unwrap();
