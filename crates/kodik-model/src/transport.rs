@@ -199,13 +199,17 @@ impl Transport {
         // A server that ignored `stream: true` (or a proxy's error page) answers 200 with JSON.
         let content_type =
             response.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
-        if content_type.starts_with("application/json") {
+        // A web page (a web UI on that port, a proxy's or captive portal's error page) is no
+        // API at all: parsed as events it would read as a stream that broke off.
+        let page = content_type.starts_with("text/html") || content_type.starts_with("application/xhtml");
+        if content_type.starts_with("application/json") || page {
             let text = tokio::select! {
                 () = cancel.cancelled() => return Err(ModelError::Cancelled),
                 text = tokio::time::timeout(timeout, response.text()) => text.ok().and_then(Result::ok).unwrap_or_default(),
             };
+            let what = if page { " (a web page, not the API: check the base URL)" } else { "" };
             return Err(ModelError::Malformed(format!(
-                "expected an event stream (text/event-stream) but the server answered {content_type}: {}",
+                "expected an event stream (text/event-stream) but the server answered {content_type}{what}: {}",
                 error_message(&self.config.redact(text))
             )));
         }

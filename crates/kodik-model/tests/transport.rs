@@ -291,3 +291,21 @@ async fn a_json_answer_to_a_streaming_request_is_malformed_with_the_servers_mess
         "malformed event from the provider: expected an event stream (text/event-stream) but the server answered application/json: streaming is disabled on this deployment"
     );
 }
+
+#[tokio::test]
+async fn a_web_page_answer_to_a_streaming_request_names_the_page_not_a_broken_stream() {
+    let page = "<html><body><h1>502 Bad Gateway</h1></body></html>";
+    let recording = Recording::new(Provider::ChatCompletions, "m")
+        .with(Exchange::sse(page).header("content-type", "text/html; charset=utf-8"));
+    let server = ReplayServer::start(recording).await.unwrap();
+    let config = ModelConfig::new(Provider::ChatCompletions, "m").base_url(server.base_url()).retries(0);
+    let error = client(config).unwrap().stream(&request(), CancellationToken::new()).await.err().unwrap();
+    let message = error.to_string();
+    assert!(
+        message.contains("expected an event stream (text/event-stream) but the server answered text/html")
+            && message.contains("check the base URL")
+            && message.contains("502 Bad Gateway"),
+        "{message}"
+    );
+    assert!(!matches!(error, ModelError::Truncated));
+}
