@@ -14,7 +14,7 @@ use chromiumoxide::cdp::browser_protocol::network::{
 };
 use chromiumoxide::cdp::browser_protocol::page::{
     AddScriptToEvaluateOnNewDocumentParams, EventFileChooserOpened, EventFrameNavigated, EventJavascriptDialogOpening,
-    SetInterceptFileChooserDialogParams,
+    EventNavigatedWithinDocument, SetInterceptFileChooserDialogParams,
 };
 use chromiumoxide::cdp::browser_protocol::target::{
     CreateBrowserContextParams, CreateTargetParams, EventTargetCrashed, EventTargetCreated, EventTargetDestroyed,
@@ -152,6 +152,8 @@ pub(crate) struct TabData {
     pub note: Option<String>,
     /// The loader of the committed top document.
     pub loader: Option<String>,
+    /// The URL the top document last committed (or moved to within itself), error pages aside.
+    pub url: Option<String>,
     /// The document whose `load` was given up on (see `actions::wait_ready`).
     pub load_given_up: Option<String>,
 }
@@ -218,6 +220,13 @@ pub(crate) struct Tab {
     pub raw: Arc<crate::raw::RawLink>,
     /// This tab's session on that connection, attached on its first navigation.
     pub nav: tokio::sync::OnceCell<crate::raw::Session>,
+}
+
+impl Tab {
+    /// The page to bring the tab back to after a crash or a restart: the last one it showed.
+    pub fn restore_url(&self) -> String {
+        self.shared.lock().url.clone().filter(|u| !u.is_empty()).unwrap_or_else(|| self.last_url.clone())
+    }
 }
 
 impl Drop for Tab {
@@ -389,7 +398,7 @@ impl Running {
         };
         let (context, url, old_target) = {
             let t = &self.tabs[pos];
-            (t.context.clone(), t.last_url.clone(), t.page.target_id().clone())
+            (t.context.clone(), t.restore_url(), t.page.target_id().clone())
         };
         let mut params = CreateTargetParams::new("about:blank");
         params.browser_context_id = context;
@@ -647,6 +656,16 @@ async fn listen(page: &Page, shared: &Arc<TabShared>) -> Vec<JoinHandle<()>> {
             let mut d = shared.lock();
             d.end_navigation(e.frame.loader_id.inner());
             d.loader = Some(e.frame.loader_id.inner().clone());
+            if !e.frame.url.starts_with("chrome-error:") {
+                d.url = Some(format!("{}{}", e.frame.url, e.frame.url_fragment.as_deref().unwrap_or("")));
+            }
+        }
+    })
+    .await;
+    let main_frame = page.target_id().inner().clone();
+    on_event(page, shared, &mut tasks, move |shared, e: &EventNavigatedWithinDocument| {
+        if *e.frame_id.inner() == main_frame {
+            shared.lock().url = Some(e.url.clone());
         }
     })
     .await;

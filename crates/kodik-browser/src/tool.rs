@@ -230,7 +230,7 @@ impl BrowserSession {
         if let Some(r) = guard.as_mut()
             && !r.alive()
         {
-            let urls: Vec<String> = r.tabs.iter().map(|t| t.last_url.clone()).collect();
+            let urls: Vec<String> = r.tabs.iter().map(Tab::restore_url).collect();
             let old_storage = r.storage;
             *guard = None;
             let r = tokio::time::timeout(Duration::from_secs(30), self.ensure_running(&mut guard, old_storage))
@@ -297,12 +297,20 @@ impl BrowserSession {
                 out = self.dispatch(r, &args, cx).await;
             }
         }
-        if let Ok(out) = out.as_mut() {
-            for note in [start_note, restored, crash_note].into_iter().flatten() {
-                if let Some(Content::Text { text }) = out.content.first_mut() {
-                    *text = format!("{note}\n{text}");
+        let notes: Vec<String> = [start_note, restored, crash_note].into_iter().flatten().collect();
+        match out.as_mut() {
+            Ok(out) => {
+                for note in notes {
+                    if let Some(Content::Text { text }) = out.content.first_mut() {
+                        *text = format!("{note}\n{text}");
+                    }
                 }
             }
+            // A failure right after a restart is read in its light: the page was reloaded.
+            Err(e) if !notes.is_empty() && !matches!(e, BrowserError::Refused(_) | BrowserError::Cancelled(_)) => {
+                return Err(BrowserError::Other(format!("{}\n{e}", notes.join("\n"))));
+            }
+            Err(_) => {}
         }
         out
     }

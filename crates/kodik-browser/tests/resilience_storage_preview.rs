@@ -190,3 +190,25 @@ async fn b1_untrusted_workspace_gets_only_ephemeral_storage_and_leaves_the_profi
     assert!(r.contains("cookies: [trusted=1]"), "{r}");
     h.session.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn b9_a_tab_only_opened_is_restored_at_its_page_and_a_failing_call_says_the_browser_restarted() {
+    let mut routes = Routes::new();
+    routes.insert("/form", ("text/html", "<title>Form</title><button>Submit</button>".to_string(), ""));
+    let base = serve(routes).await;
+    let h = harness();
+    h.ok(json!({"action": "open", "url": format!("{base}/form")})).await;
+    let pid = h.session.browser_pid().await.unwrap();
+    std::process::Command::new("kill").arg("-9").arg(pid.to_string()).status().unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The first call after the restart fails on its own terms, and still says the browser restarted.
+    let e = h.err(json!({"action": "click", "target": {"role": "button", "name": "Missing"}})).await;
+    assert!(
+        e.contains("it was restarted and its tabs restored (t1 at {base}/form)".replace("{base}", &base).as_str()),
+        "{e}"
+    );
+    assert!(e.contains("no element matches"), "{e}");
+    let r = h.ok(json!({"action": "click", "target": {"role": "button", "name": "Submit"}})).await;
+    assert!(r.contains("Clicked button \"Submit\""), "{r}");
+    h.session.shutdown().await;
+}
