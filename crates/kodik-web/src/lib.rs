@@ -65,8 +65,20 @@ impl WebToolset {
     /// ([`search::provider_from_env`]) and the auto-approve switches it sets
     /// ([`approval::SEARCH_SWITCH_ENV`], [`approval::FETCH_SWITCH_ENV`]).
     pub fn from_env() -> Result<Self, SearchError> {
-        let auto_approve = AutoApprove::from_vars(|k| std::env::var(k).ok()).map_err(SearchError::Config)?;
-        Ok(Self { provider: search::provider_from_env()?, auto_approve, ..Self::default() })
+        Self::from_vars(|k| std::env::var(k).ok())
+    }
+
+    /// [`Self::from_env`] over any variable lookup. A search provider configured wrongly does
+    /// not stop the toolset (web_fetch and every other tool work without search): `web_search`
+    /// is offered and answers each call with the configuration error, for the user to fix. An
+    /// unreadable auto-approve switch is an error: approval is not guessed.
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Self, SearchError> {
+        let auto_approve = AutoApprove::from_vars(&var).map_err(SearchError::Config)?;
+        let provider = search::provider_from(|k| var(k).filter(|v| !v.trim().is_empty())).unwrap_or_else(|e| {
+            tracing::warn!("web_search is misconfigured: {e}");
+            Some(Arc::new(search::Misconfigured(e.to_string())) as Arc<dyn SearchProvider>)
+        });
+        Ok(Self { provider, auto_approve, ..Self::default() })
     }
 
     /// Sets `web_search`'s and `web_fetch`'s own auto-approve switches (W5).

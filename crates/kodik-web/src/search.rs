@@ -187,6 +187,24 @@ fn hits_from(
         .collect())
 }
 
+/// A provider whose configuration is wrong: every search answers with what is wrong.
+#[derive(Debug, Clone)]
+pub struct Misconfigured(pub String);
+
+#[async_trait]
+impl SearchProvider for Misconfigured {
+    fn name(&self) -> &'static str {
+        "misconfigured"
+    }
+
+    async fn search(&self, _query: &str, _limit: usize) -> Result<SearchResults, SearchError> {
+        Err(SearchError::Config(format!(
+            "{}; web_search cannot run until the user fixes the environment (other tools are unaffected)",
+            self.0.trim_start_matches("search provider configuration: ")
+        )))
+    }
+}
+
 /// SearXNG's JSON API (`/search?format=json`; JSON must be enabled in its settings).
 #[derive(Debug, Clone)]
 pub struct SearxngProvider {
@@ -197,7 +215,16 @@ pub struct SearxngProvider {
 impl SearxngProvider {
     /// The instance at `base` (e.g. `http://127.0.0.1:8888`).
     pub fn new(base: impl Into<String>) -> Result<Self, SearchError> {
-        Ok(Self { base: base.into().trim_end_matches('/').to_string(), http: http_client()? })
+        let base = base.into().trim().trim_end_matches('/').to_string();
+        match url::Url::parse(&base) {
+            Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {}
+            _ => {
+                return Err(SearchError::Config(format!(
+                    "the SearXNG address {base:?} is not an http:// or https:// URL (write it like http://127.0.0.1:8888)"
+                )));
+            }
+        }
+        Ok(Self { base, http: http_client()? })
     }
 }
 

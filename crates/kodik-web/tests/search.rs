@@ -245,6 +245,33 @@ fn w5_the_environment_picks_the_provider() {
     assert!(err.contains("needs BRAVE_API_KEY"), "{err}");
 }
 
+#[tokio::test]
+async fn w5_a_search_configuration_mistake_leaves_the_other_tools_working_and_is_named_by_web_search() {
+    use kodik_core::{ApprovalPolicy, Effect, ToolStatus};
+    use kodik_web::WebToolset;
+    let site = Server::start(|_| Reply::ok("text/plain", "release notes: version 1.0 is out")).await;
+    let approve: Arc<dyn kodik_core::Approver> = Arc::new(ApprovalPolicy::ask(None).effect(Effect::Network, true));
+    for (vars, says) in [
+        (
+            &[("KODIK_SEARCH_PROVIDER", "bogus")][..],
+            "KODIK_SEARCH_PROVIDER=\"bogus\" is not one of searxng, brave, tavily, exa",
+        ),
+        (&[("KODIK_SEARCH_PROVIDER", "searxng")][..], "KODIK_SEARCH_PROVIDER=searxng needs KODIK_SEARXNG_URL"),
+        (&[("KODIK_SEARXNG_URL", "127.0.0.1:18733")][..], "\"127.0.0.1:18733\" is not an http:// or https:// URL"),
+    ] {
+        let web = WebToolset::from_vars(|k| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string()))
+            .unwrap_or_else(|e| panic!("{vars:?}: {e}"));
+        let mut registry = kodik_core::ToolRegistry::new();
+        web.register(&mut registry).unwrap();
+        let out = dispatched(&registry, approve.clone(), "web_search", serde_json::json!({"query": "x"})).await;
+        assert_ne!(out.status, ToolStatus::Success, "{vars:?}");
+        assert!(out.text_content().contains(says), "{vars:?}: {}", out.text_content());
+        let out =
+            dispatched(&registry, approve.clone(), "web_fetch", serde_json::json!({"url": site.url("/notes")})).await;
+        assert_eq!(out.status, ToolStatus::Success, "{vars:?}: {}", out.text_content());
+    }
+}
+
 /// What dispatch answers for one call through `approver`.
 async fn dispatched(
     registry: &kodik_core::ToolRegistry,
