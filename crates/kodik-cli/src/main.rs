@@ -304,7 +304,21 @@ async fn builder_with_mcp(
 
 async fn toolbox(workspace: PathBuf, mcp_config: &[PathBuf]) -> Result<(Toolbox, Option<Arc<McpClient>>), ExitCode> {
     let (b, mcp) = builder_with_mcp(workspace, mcp_config).await?;
-    Ok((b.events(Arc::new(StderrEvents)).build().map_err(usage_error)?, mcp))
+    let tb = b.events(Arc::new(StderrEvents)).build().map_err(usage_error)?;
+    if let Some(client) = &mcp {
+        // Starting the servers took SIGINT and SIGTERM over for the rest of the process (a
+        // tokio handler stays), so they would no longer end `call` or `batch`: they still do,
+        // after the servers and the browser are stopped.
+        let (client, browser) = (Arc::clone(client), Arc::clone(tb.browser()));
+        tokio::spawn(async move {
+            interrupted().await;
+            eprintln!("kodik: interrupted");
+            browser.shutdown().await;
+            client.shutdown().await;
+            std::process::exit(130);
+        });
+    }
+    Ok((tb, mcp))
 }
 
 /// Stops the mounted servers (their stdin closes, then they are killed) before exiting.
@@ -480,8 +494,8 @@ fn session_server(
     Ok((server, plan.tools.len()))
 }
 
-/// Serves the mode's tool set over MCP on stdin/stdout until the client disconnects, or over
-/// streamable HTTP until SIGTERM/SIGINT.
+/// Serves the mode's tool set over MCP on stdin/stdout until the client disconnects or
+/// SIGTERM/SIGINT, or over streamable HTTP until SIGTERM/SIGINT.
 async fn serve(workspace: PathBuf, mcp_config: Vec<PathBuf>, opts: ServeOptions) -> ExitCode {
     let mcp = match mount_mcp(&workspace, &mcp_config).await {
         Ok(m) => m,
@@ -495,7 +509,12 @@ async fn serve(workspace: PathBuf, mcp_config: Vec<PathBuf>, opts: ServeOptions)
     let served = match http {
         None => {
             eprintln!("kodik: serving {count} tools over MCP (mode {}, model {model})", mode.as_str());
-            server.serve_stdio().await.map_err(|e| e.to_string())
+            // Listened for here too: once the mounted servers' start-up has taken the signals
+            // over, nothing else would end a stdio server on SIGINT or SIGTERM.
+            tokio::select! {
+                served = server.serve_stdio() => served.map_err(|e| e.to_string()),
+                () = interrupted() => Ok(()),
+            }
         }
         Some(addr) => {
             drop(server);

@@ -1116,4 +1116,23 @@ fn a8_interrupted_while_a_server_starts_leaves_no_server_running() {
     }
     assert!(!left, "the MCP server {server} outlived the interrupted kodik");
     assert_eq!(status.code(), Some(130));
+
+    // Once the servers are up, Ctrl-C still ends a running call (and stops the servers).
+    let conf = tempfile::tempdir().unwrap();
+    let quick = fixture_config(conf.path());
+    let mut child = Command::new(KODIK)
+        .args(["call", "--workspace", ws.path().to_str().unwrap(), "--mcp-config", quick.to_str().unwrap()])
+        .args(["shell", r#"{"command":"echo started > started.txt; sleep 60"}"#])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = ws.path().join("started.txt");
+    let start = Instant::now();
+    while !started.exists() && start.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(started.exists(), "the call never ran");
+    assert!(Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap().success());
+    assert_eq!(wait_exit(&mut child, Duration::from_secs(10)).code(), Some(130));
 }
