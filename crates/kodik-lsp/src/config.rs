@@ -219,6 +219,10 @@ pub fn default_servers() -> Vec<ServerConfig> {
             .ready_log("source file"),
         ServerConfig {
             diagnostics_quiet: Some(Duration::from_millis(600)),
+            // tsserver loads the project after the first file opens, and its syntax-only
+            // server answers meanwhile (references: the declaration alone; definition: the
+            // import line): the first queries wait for that load's progress to end.
+            first_progress_grace: Some(Duration::from_secs(10)),
             ..ServerConfig::new("typescript-language-server", "typescript-language-server", &["--stdio"], TS)
                 .root_markers(&["tsconfig.json", "jsconfig.json", "package.json"])
         },

@@ -313,27 +313,17 @@ fn document_symbols(result: &Value, out: &mut String, depth: usize, count: &mut 
     }
 }
 
-fn is_empty_result(v: &Value) -> bool {
-    match v {
-        Value::Null => true,
-        Value::Array(a) => a.is_empty(),
-        Value::Object(o) => o.get("contents").is_some_and(|c| c.is_null() || c.as_str() == Some("")),
-        _ => false,
-    }
-}
-
 impl LspTool {
-    /// Asks `server` and, when the answer is empty while the server is still indexing, waits for
-    /// it to finish (bounded) and asks again. Returns the answer and whether it may be partial.
+    /// Asks `server` and, when the server is still indexing once it has answered, waits for it
+    /// to finish (bounded) and asks again: an answer given mid-load may be partial even when it
+    /// is not empty (tsserver's syntax-only server answers references with the declaration
+    /// alone, definition with the import line). Returns the answer and whether it may be partial.
     async fn ask(&self, server: &Server, method: &str, params: Value) -> Result<(Value, bool), LspError> {
         // Answers given mid-scan miss files (partial references): wait for the scan, bounded.
         if server.readiness() == Readiness::Indexing {
             server.wait_ready(self.servers.config().indexing_wait).await;
         }
         let first = server.request(method, params.clone()).await.map_err(LspError::Rpc)?;
-        if !is_empty_result(&first) {
-            return Ok((first, server.readiness() == Readiness::Indexing));
-        }
         if server.readiness() != Readiness::Indexing {
             return Ok((first, false));
         }

@@ -31,11 +31,12 @@ async fn l1_l2_e9_against_typescript_language_server() {
     h.write("src/util.ts", "/** Doubles a value. */\nexport function helper(value: number): number {\n  return value * 2;\n}\n\nexport interface Shape {\n  area(): number;\n}\n\nexport class Square implements Shape {\n  constructor(private side: number) {}\n  area(): number {\n    return this.side * this.side;\n  }\n}\n");
     h.write("src/main.ts", "import { helper as h, Square } from \"./util\";\n\nexport function run(id: number, idx: number): number {\n  return h(h(id)) + idx + new Square(2).area();\n}\n");
 
-    // TypeScript's definition of an import alias is the alias itself; the class goes across files.
+    // Once the project is loaded (the first query waits for it), the definition of an import
+    // alias is the aliased function (tsserver's syntax-only server answered the import line).
     let def = h
         .lsp(json!({"operation": "definition", "path": "src/main.ts", "line": 4, "symbol": "h", "occurrence": 2}))
         .await;
-    assert!(def.contains("src/main.ts:1:20: import { helper as h, Square } from \"./util\";"), "{def}");
+    assert!(def.contains("src/util.ts:2:17: export function helper(value: number): number {"), "{def}");
     let def = h.lsp(json!({"operation": "definition", "path": "src/main.ts", "line": 4, "symbol": "Square"})).await;
     assert!(def.contains("src/util.ts:10:14: export class Square implements Shape {"), "{def}");
     let refs = h.lsp(json!({"operation": "references", "path": "src/util.ts", "line": 2, "symbol": "helper"})).await;
@@ -62,6 +63,44 @@ async fn l1_l2_e9_against_typescript_language_server() {
     let lints = h.call("read_lints", json!({"paths": ["src"]})).await.text_content();
     assert!(lints.contains("No errors or warnings in 2 checked files"), "{lints}");
     assert_eq!(h.servers.starts().await, 1);
+}
+
+/// L2, L6: the very first query of a fresh typescript-language-server, answered while tsserver
+/// still loads the project, is asked again once it has loaded: every reference (through the
+/// re-export and the renamed import), not the declaration alone with an "indexing" note, and
+/// the definition across the re-export, not the import line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l2_l6_first_typescript_query_waits_for_the_project_instead_of_a_partial_answer() {
+    let Some(cfg) = configured("typescript-language-server", "typescript-language-server") else { return };
+    for op in ["references", "definition"] {
+        let dir = tempfile::tempdir().unwrap();
+        let h = Harness::new(dir.path(), cfg.clone());
+        h.write(
+            "tsconfig.json",
+            r#"{"compilerOptions": {"strict": true, "target": "es2020", "module": "commonjs"}, "include": ["src"]}"#,
+        );
+        h.write("package.json", r#"{"name": "tsproj", "version": "1.0.0"}"#);
+        h.write(
+            "src/lib/config.ts",
+            "export interface Config { name: string; port: number; }\n\n\n\n\n/** Parse */\nexport function parseConfig(text: string): Config {\n  return { name: text, port: 1 };\n}\n",
+        );
+        h.write("src/lib/index.ts", "export { parseConfig as parse } from \"./config\";\n");
+        h.write("src/main.ts", "import { parse } from \"./lib\";\nparse(\"a:1\");\n");
+        if op == "references" {
+            let refs = h
+                .lsp(
+                    json!({"operation": "references", "path": "src/lib/config.ts", "line": 7, "symbol": "parseConfig"}),
+                )
+                .await;
+            assert!(refs.contains("src/lib/index.ts:1:10:") && refs.contains("src/main.ts:2:1:"), "{refs}");
+            assert!(!refs.contains("indexing"), "{refs}");
+        } else {
+            let def =
+                h.lsp(json!({"operation": "definition", "path": "src/main.ts", "line": 2, "symbol": "parse"})).await;
+            assert!(def.contains("src/lib/config.ts:7:17:") || def.contains("src/lib/index.ts:1:"), "{def}");
+            assert!(!def.contains("src/main.ts:1:10:"), "{def}");
+        }
+    }
 }
 
 /// L1, L2, L4, E9 on clangd (push diagnostics only, with versions).
