@@ -242,6 +242,11 @@ impl SearchProvider for SearxngProvider {
             .header(reqwest::header::ACCEPT, "application/json");
         let v = send_json("searxng", req, None).await?;
         let mut hits = hits_from("searxng", v.get("results"), &["content"], &["publishedDate"])?;
+        // Engines pass their highlighting through (`<b>term</b>`, `&amp;`).
+        for h in &mut hits {
+            h.title = strip_tags(&h.title);
+            h.snippet = strip_tags(&h.snippet);
+        }
         hits.truncate(limit);
         let answer = v
             .get("answers")
@@ -435,18 +440,30 @@ impl SearchProvider for ExaProvider {
     }
 }
 
+/// `s` without the highlighting markup engines pass through (`<strong>term</strong>`,
+/// `&amp;`). Only inline HTML tags are removed, so `Vec<T>` or `a < b > c` stay as written.
 fn strip_tags(s: &str) -> String {
+    const TAGS: [&str; 12] = ["b", "strong", "em", "i", "u", "span", "mark", "br", "p", "a", "code", "wbr"];
     let mut out = String::with_capacity(s.len());
-    let mut in_tag = false;
-    for c in s.chars() {
-        match c {
-            '<' => in_tag = true,
-            '>' if in_tag => in_tag = false,
-            c if !in_tag => out.push(c),
-            _ => {}
+    let mut rest = s;
+    while let Some(p) = rest.find('<') {
+        out.push_str(&rest[..p]);
+        let after = &rest[p + 1..];
+        let name = after.strip_prefix('/').unwrap_or(after);
+        let len = name.bytes().take_while(u8::is_ascii_alphabetic).count();
+        let is_tag = TAGS.iter().any(|t| t.eq_ignore_ascii_case(&name[..len]))
+            && name[len..].starts_with(['>', ' ', '/'])
+            && after.contains('>');
+        match (is_tag, after.find('>')) {
+            (true, Some(end)) => rest = &after[end + 1..],
+            _ => {
+                out.push('<');
+                rest = after;
+            }
         }
     }
-    out.replace("&amp;", "&").replace("&quot;", "\"").replace("&#39;", "'").replace("&lt;", "<").replace("&gt;", ">")
+    out.push_str(rest);
+    out.replace("&quot;", "\"").replace("&#39;", "'").replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 }
 
 /// The provider the environment configures, if any: `KODIK_SEARCH_PROVIDER`
@@ -518,8 +535,21 @@ impl WebSearchTool {
         self.provider.is_some()
     }
 
+    /// Whether a result may be listed: a web page (http/https on a host) that the domain lists
+    /// allow, and not a local or private address, which web_fetch would refuse anyway.
     fn keep(&self, url: &str) -> bool {
-        let Some(host) = url::Url::parse(url).ok().and_then(|u| u.host_str().map(str::to_ascii_lowercase)) else {
+        let Some(u) = url::Url::parse(url).ok().filter(|u| matches!(u.scheme(), "http" | "https")) else {
+            return false;
+        };
+        if u.host().is_some_and(|h| crate::client::is_local_host(&h)) {
+            return false;
+        }
+        if let Some(url::Host::Ipv4(ip)) = u.host()
+            && (ip.is_private() || ip.is_link_local() || ip.is_unspecified())
+        {
+            return false;
+        }
+        let Some(host) = u.host_str().map(str::to_ascii_lowercase) else {
             return false;
         };
         if self.config.blocked_domains.iter().any(|b| domain_matches(&host, b)) {
@@ -594,13 +624,16 @@ the JSON format enabled), BRAVE_API_KEY, TAVILY_API_KEY or EXA_API_KEY",
         if let Some(a) = &results.answer {
             let _ = writeln!(out, "Answer: {a}\n");
         }
+        // Results are untrusted: every field is put on its own line with line breaks collapsed,
+        // so a title cannot forge further numbered results.
+        let one_line = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
         for (i, h) in hits.iter().enumerate() {
-            let _ = writeln!(out, "{}. {}\n   {}", i + 1, h.title, h.url);
+            let _ = writeln!(out, "{}. {}\n   {}", i + 1, one_line(&h.title), one_line(&h.url));
             if let Some(p) = &h.published {
-                let _ = writeln!(out, "   Published: {p}");
+                let _ = writeln!(out, "   Published: {}", one_line(p));
             }
             if !h.snippet.is_empty() {
-                let _ = writeln!(out, "   {}", h.snippet.split_whitespace().collect::<Vec<_>>().join(" "));
+                let _ = writeln!(out, "   {}", one_line(&h.snippet));
             }
         }
         if !results.suggestions.is_empty() {
@@ -620,5 +653,14 @@ the JSON format enabled), BRAVE_API_KEY, TAVILY_API_KEY or EXA_API_KEY",
         let meta = json!({"provider": provider.name(), "results": hits, "answer": results.answer,
             "unanswered": results.unanswered, "suggestions": results.suggestions});
         Ok(ToolOutput::text(out).with_meta(meta))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn w5_highlighting_tags_go_and_generics_stay() {
+        assert_eq!(super::strip_tags("<b>bold</b> &amp; <strong class=\"x\">Vec<T></strong>"), "bold & Vec<T>");
+        assert_eq!(super::strip_tags("a < b > c, Option<String>, <br/>end"), "a < b > c, Option<String>, end");
     }
 }
