@@ -610,7 +610,7 @@ fn format_page(
         }
         if !left.is_empty() {
             let _ = writeln!(out, "Sections not shown (get them with `query` naming their words, or their `offset`):");
-            out.push_str(&sections::outline(left, 80));
+            out.push_str(&sections::outline(left, 80, budget / 8));
         }
     }
     let meta = json!({

@@ -69,8 +69,8 @@ fn heading(line: &str) -> Option<(u8, String)> {
     Some((hashes as u8, title))
 }
 
-/// One page of `md` from `offset`: whole sections while they fit in `budget` bytes; a first
-/// section longer than the budget is cut at its last paragraph break that fits. Returns the
+/// One page of `md` from `offset`: whole sections while they fit in `budget` bytes; when they
+/// fill less than half of it, the page goes on to the last paragraph break that fits. Returns the
 /// text's range and where the next page starts (`None` at the end).
 pub fn page(md: &str, sections: &[Section], offset: usize, budget: usize) -> (usize, usize, Option<usize>) {
     let start = floor_char(md, offset.min(md.len()));
@@ -86,7 +86,9 @@ pub fn page(md: &str, sections: &[Section], offset: usize, budget: usize) -> (us
             break;
         }
     }
-    if end == start {
+    // Whole sections filled less than half the page (a short intro before one long section):
+    // go on into the next section up to a paragraph break rather than show a few lines.
+    if end - start < budget / 2 {
         end = paragraph_cut(md, start, start + budget);
     }
     (start, end, (end < md.len()).then_some(end))
@@ -113,9 +115,10 @@ pub fn floor_char(s: &str, mut i: usize) -> usize {
     i
 }
 
-/// The outline of the sections that start at or after `from` (or are not in `shown`), one line
-/// each with its offset and size, at most `max_lines` lines.
-pub fn outline<'a>(sections: impl IntoIterator<Item = &'a Section>, max_lines: usize) -> String {
+/// The outline of `sections`, one line each with its offset and size, at most `max_lines`
+/// lines and about `max_bytes` bytes (a heading is cut at 120 characters): the outline must not
+/// outgrow the page it comes with.
+pub fn outline<'a>(sections: impl IntoIterator<Item = &'a Section>, max_lines: usize, max_bytes: usize) -> String {
     let mut out = String::new();
     let mut n = 0;
     let mut more = 0;
@@ -123,13 +126,18 @@ pub fn outline<'a>(sections: impl IntoIterator<Item = &'a Section>, max_lines: u
         if s.level == 0 {
             continue;
         }
-        if n == max_lines {
+        if n == max_lines || out.len() >= max_bytes {
             more += 1;
             continue;
         }
         n += 1;
         let indent = "  ".repeat(usize::from(s.level.saturating_sub(1)));
-        let _ = writeln!(out, "{indent}- {} (offset {}, {})", s.title, s.start, size(s.end - s.start));
+        let title: String = if s.title.chars().count() > 120 {
+            s.title.chars().take(119).chain(['…']).collect()
+        } else {
+            s.title.clone()
+        };
+        let _ = writeln!(out, "{indent}- {title} (offset {}, {})", s.start, size(s.end - s.start));
     }
     if more > 0 {
         let _ = writeln!(out, "- … and {more} more sections");
@@ -279,12 +287,30 @@ mod tests {
     #[test]
     fn w2_a_page_ends_at_a_section_boundary() {
         let s = split(MD);
-        let (a, b, next) = page(MD, &s, 0, 60);
+        // Whole sections fill at least half of the 40 bytes.
+        let (a, b, next) = page(MD, &s, 0, 40);
         assert_eq!(a, 0);
         assert!(s.iter().any(|s| s.start == b), "cut at {b} is not a section start");
         assert_eq!(next, Some(b));
         let (_, end, none) = page(MD, &s, b, 10_000);
         assert_eq!((end, none), (MD.len(), None));
+    }
+
+    #[test]
+    fn w2_a_short_intro_before_a_long_section_does_not_make_a_near_empty_page() {
+        let s = split(MD);
+        // The intro and "Guide" are 22 bytes; "Install" would end at 70. Rather than 22 bytes
+        // of 60, the page goes on to Install's last paragraph break that fits.
+        let (_, b, next) = page(MD, &s, 0, 60);
+        assert_eq!(&MD[..b], "intro\n\n# Guide\n\ntext\n\n## Install\n\ncargo add x\n\n");
+        assert_eq!(next, Some(b));
+        let md = format!(
+            "# Intro\n\nShort intro.\n\n## Reference\n\n{}## After\n\nafter\n",
+            "API item text.\n\n".repeat(3000)
+        );
+        let s = split(&md);
+        let (_, b, _) = page(&md, &s, 0, 32 * 1024);
+        assert!(b > 16 * 1024 && b <= 32 * 1024, "{b}");
     }
 
     #[test]

@@ -630,6 +630,37 @@ async fn w2_a_long_page_is_cut_at_32_kb_at_a_section_boundary_with_the_outline_o
 }
 
 #[tokio::test]
+async fn w2_the_result_stays_near_32_kb_with_long_headings_and_a_short_intro_does_not_make_a_near_empty_page() {
+    let q = "why does the thing behave this way when configured with several options enabled at once ".repeat(6);
+    let mut faq = String::from("<html><head><title>FAQ</title></head><body><main><h1>FAQ</h1>");
+    for i in 0..400 {
+        faq.push_str(&format!("<h3>Question {i}: {q}?</h3><p>{}</p>", "Answer text for the question. ".repeat(20)));
+    }
+    faq.push_str("</main></body></html>");
+    let big: String = (0..600)
+        .map(|i| format!("<p>API item {i} description with some words in it to fill space nicely.</p>"))
+        .collect();
+    let cut = format!(
+        "<html><head><title>Cut</title></head><body><main><h1>Intro</h1><p>Short intro paragraph of the page that is here.</p>\
+<h2>Reference</h2>{big}<h2>After</h2><p>after text</p></main></body></html>"
+    );
+    let s = Server::start(move |r| match r.path.as_str() {
+        "/faq" => Reply::html(faq.clone()),
+        _ => Reply::html(cut.clone()),
+    })
+    .await;
+    let t = tool(WebConfig::default());
+    let out = fetch(&t, &s.url("/faq"), None, None).await.unwrap();
+    assert!(out.len() < 40 * 1024, "{} bytes", out.len());
+    assert!(out.contains("more sections"), "{}", &out[out.len() - 500..]);
+
+    let out = fetch(&t, &s.url("/cut"), None, None).await.unwrap();
+    let md = framed(&out);
+    assert!(md.len() > 16 * 1024 && md.contains("API item 100 description"), "{} bytes shown", md.len());
+    assert!(out.contains("Next offset: "), "{out}");
+}
+
+#[tokio::test]
 async fn w3_query_returns_the_matching_sections_with_their_heading_path_in_page_order() {
     let page = long_page();
     let s = Server::start(move |_| Reply::html(page.clone())).await;
