@@ -271,6 +271,9 @@ pub(crate) struct Running {
     pub profile_dir: PathBuf,
     pub tabs: Vec<Tab>,
     pub current: Option<String>,
+    /// The tab Chromium shows, when known. Only that one is visible: a page in the background
+    /// runs no animation frames and gets throttled input, so every action on it crawls.
+    front: Option<String>,
     /// Tabs that closed themselves since the last result said so.
     pub closed_tabs: Vec<String>,
     next_tab: u32,
@@ -363,7 +366,20 @@ impl Running {
             }
         }
         self.current = Some(id.clone());
+        self.front = Some(id.clone());
         Ok(id)
+    }
+
+    /// Brings the current tab to the front when another one is there (a popup opens in front
+    /// of its opener), so the page the model works in is the visible one.
+    pub async fn show_current(&mut self) {
+        let Some(id) = self.current.clone() else { return };
+        if self.front.as_ref() == Some(&id) {
+            return;
+        }
+        let Some(tab) = self.tabs.iter().find(|t| t.id == id) else { return };
+        let shown = tokio::time::timeout(Duration::from_secs(2), tab.page.bring_to_front()).await;
+        self.front = matches!(shown, Ok(Ok(_))).then_some(id);
     }
 
     /// Closes a tab (and its isolated storage when it was the last tab in it); the current tab
@@ -386,6 +402,9 @@ impl Running {
         }
         if self.current.as_deref() == Some(id) {
             self.current = self.tabs.last().map(|t| t.id.clone());
+        }
+        if self.front.as_deref() == Some(id) {
+            self.front = None;
         }
         Ok(())
     }
@@ -422,6 +441,7 @@ impl Running {
             self.browser.execute(chromiumoxide::cdp::browser_protocol::target::CloseTargetParams::new(old_target)),
         )
         .await;
+        self.front = Some(id.to_string());
         let target = if url.is_empty() { "about:blank".to_string() } else { url };
         crate::actions::goto(&self.tabs[pos], &target, Duration::from_secs(15)).await?;
         Ok(target)
@@ -470,8 +490,14 @@ impl Running {
             let id = self.add_tab(page, opener_tab, context).await;
             added.push(id);
         }
+        if let Some(last) = added.last() {
+            self.front = Some(last.clone());
+        }
         let gone: Vec<String> = self.tabs.iter().filter(|t| t.shared.lock().closed).map(|t| t.id.clone()).collect();
         for id in gone {
+            if self.front.as_deref() == Some(id.as_str()) {
+                self.front = None;
+            }
             let opener = self.tabs.iter().find(|t| t.id == id).and_then(|t| t.opener.clone());
             self.tabs.retain(|t| t.id != id);
             if self.current.as_deref() == Some(id.as_str()) {
@@ -995,6 +1021,7 @@ impl BrowserSession {
             profile_dir: dir,
             tabs: Vec::new(),
             current: None,
+            front: None,
             closed_tabs: Vec::new(),
             next_tab: 0,
             new_targets,

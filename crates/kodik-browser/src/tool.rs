@@ -287,6 +287,7 @@ impl BrowserSession {
         if !matches!(args.action, A::ListTabs | A::CloseTab | A::Console | A::Diagnostics) {
             crash_note = recover_crash(r).await;
         }
+        r.show_current().await;
         let start_note = r.note.take();
         let mut out = self.dispatch(r, &args, cx).await;
         if crash_note.is_none()
@@ -359,9 +360,9 @@ impl BrowserSession {
                 let id = args.tab_id.clone().unwrap_or_default();
                 r.tab(Some(&id))?;
                 r.current = Some(id.clone());
+                r.show_current().await;
                 let tab = r.tab(None)?;
-                let _ = tab.page.bring_to_front().await;
-                let url = tab.page.url().await.ok().flatten().unwrap_or_default();
+                let url = tab.restore_url();
                 Ok(Report::new(format!("Tab {id} is now current ({url}).")).into_output())
             }
             A::Open => {

@@ -177,3 +177,26 @@ async fn b6_b7_b8_b10_dialogs_popups_files_and_credentials() {
 
     h.session.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn b7_the_opener_stays_live_after_its_popup_opens() {
+    // An animation frame runs only in the visible tab: in a background tab this never updates.
+    const PAGE: &str = r#"<!doctype html><title>Opener</title>
+<a href="/popup" target="_blank">Open popup</a>
+<button onclick="requestAnimationFrame(() => { document.getElementById('out').textContent = 'frame ' + document.visibilityState; })">Go</button>
+<p id="out">none</p>"#;
+    let mut routes = Routes::new();
+    routes.insert("/", ("text/html", PAGE.to_string(), ""));
+    routes.insert("/popup", ("text/html", "<title>Popup</title><h1>I am popup</h1>".to_string(), ""));
+    let base = serve(routes).await;
+    let h = harness();
+    h.ok(json!({"action": "open", "url": format!("{base}/")})).await;
+    let r = h.ok(json!({"action": "click", "target": {"role": "link", "name": "Open popup"}})).await;
+    assert!(r.contains("New tab t2"), "{r}");
+    // The opener stays the current tab, and is the one shown: its page runs as before.
+    let r = h.ok(json!({"action": "click", "target": {"role": "button", "name": "Go"}})).await;
+    assert!(r.contains("frame visible"), "{r}");
+    h.ok(json!({"action": "select_tab", "tab_id": "t2"})).await;
+    h.ok(json!({"action": "select_tab", "tab_id": "t1"})).await;
+    h.session.shutdown().await;
+}
