@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::AgentConfig;
 use crate::error::AgentError;
 use crate::events::{AgentEvent, RunOutcome, RunStatus};
-use crate::observe::{Observed, Settled, claim, head, model_text};
+use crate::observe::{Observed, Settled, claim, head, model_result, model_text};
 use crate::transcript::{self, Record, Writer};
 
 /// Events kept for a slow subscriber before it starts missing some.
@@ -29,6 +29,9 @@ const MAX_CONTINUATIONS: u32 = 3;
 /// What the model reads after its answer was cut off at the output-token limit.
 const CONTINUE_NOTE: &str = "[Your answer was cut off at the output-token limit. Continue exactly where it \
      stopped, without repeating anything or apologising.]";
+/// What an image in a tool result counts for in the request-size estimate: providers bill an
+/// image by its pixels (about 1,600 tokens for a downscaled screenshot), not by its base64 size.
+const IMAGE_BYTES: usize = 6_400;
 /// Results shorter than this are not worth compacting.
 const COMPACT_MIN_BYTES: usize = 256;
 
@@ -826,7 +829,7 @@ impl Conversation {
                     None => ToolOutput::with_status(ToolStatus::Cancelled, "the call did not run"),
                 },
             };
-            let output = model_text(&out);
+            let (output, images) = model_result(&out, shared.model.supports_images());
             if shared.listening() && claim(&settled, &call_id) {
                 shared.emit(AgentEvent::ToolCallFinished {
                     call_id: call_id.clone(),
@@ -841,7 +844,7 @@ impl Conversation {
             if let Some(p) = &out.full_output {
                 self.full_outputs.insert(call_id.clone(), p.clone());
             }
-            results.push((Item::ToolResult { call_id, name, output, is_error }, Some(out)));
+            results.push((Item::ToolResult { call_id, name, output, is_error, images }, Some(out)));
         }
         self.push_all(results);
 
@@ -960,7 +963,7 @@ impl Conversation {
                 "the session ended before this call's result was recorded; run it again if it is still needed",
             );
             let output = model_text(&out);
-            self.push(Item::ToolResult { call_id, name, output, is_error: true }, Some(out));
+            self.push(Item::ToolResult { call_id, name, output, is_error: true, images: Vec::new() }, Some(out));
         }
         self.last_turn_start = self.items.len();
     }
@@ -979,8 +982,8 @@ impl Conversation {
             if estimate(bytes, self.token_correction) <= limit {
                 break;
             }
-            let Item::ToolResult { call_id, output, .. } = &self.items[i] else { continue };
-            if output.len() < COMPACT_MIN_BYTES || self.compacted.contains(call_id) {
+            let Item::ToolResult { call_id, output, images, .. } = &self.items[i] else { continue };
+            if output.len() + images.len() * IMAGE_BYTES < COMPACT_MIN_BYTES || self.compacted.contains(call_id) {
                 continue;
             }
             let call_id = call_id.clone();
@@ -992,10 +995,12 @@ impl Conversation {
                     continue;
                 }
             };
-            let Item::ToolResult { output, .. } = &mut self.items[i] else { continue };
+            let Item::ToolResult { output, images, .. } = &mut self.items[i] else { continue };
             let first = head(output.lines().next().unwrap_or(""), 200).to_string();
             let new_text = format!("{first} [output compacted; full output: {}]", full_path.display());
-            bytes = bytes - output.len() + new_text.len();
+            // Its images go too; the transcript keeps the whole ToolOutput (G20, R5).
+            bytes = bytes - output.len() - images.len() * IMAGE_BYTES + new_text.len();
+            images.clear();
             *output = new_text.clone();
             self.compacted.insert(call_id.clone());
             self.record(&Record::Compacted { call_id, output: new_text });
@@ -1089,6 +1094,6 @@ fn item_bytes(item: &Item) -> usize {
                     kodik_model::ToolInput::Freeform(s) => s.len(),
                 }
         }
-        Item::ToolResult { output, .. } => output.len(),
+        Item::ToolResult { output, images, .. } => output.len() + images.len() * IMAGE_BYTES,
     }
 }

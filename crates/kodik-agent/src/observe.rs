@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 use kodik_core::{Content, Resource, Tool, ToolContext, ToolError, ToolOutput, ToolSpec, ToolStatus, Workspace};
+use kodik_model::Image;
 use serde_json::Value;
 use tokio::sync::broadcast;
 
@@ -129,6 +130,14 @@ pub(crate) fn head(s: &str, max: usize) -> &str {
 /// The text the model reads for a result: statuses other than success and error are named
 /// first (the tool's own text may not say the call never ran), images become a short note.
 pub(crate) fn model_text(out: &ToolOutput) -> String {
+    model_result(out, false).0
+}
+
+/// The text and images the model gets for a result. With `show_images` (the provider takes
+/// images in tool results) each image goes along and the text marks where it is; otherwise
+/// the text says it is not shown.
+pub(crate) fn model_result(out: &ToolOutput, show_images: bool) -> (String, Vec<Image>) {
+    let mut images = Vec::new();
     let mut text = String::new();
     if !matches!(out.status, ToolStatus::Success | ToolStatus::Error) {
         text.push_str(&format!("[{}] ", out.status));
@@ -142,7 +151,13 @@ pub(crate) fn model_text(out: &ToolOutput) -> String {
         match c {
             Content::Text { text: t } => text.push_str(t),
             Content::Image { data, mime_type } => {
-                text.push_str(&format!("[image {mime_type}, {} bytes, not shown to this model]", data.len() / 4 * 3));
+                let bytes = data.len() / 4 * 3;
+                if show_images {
+                    text.push_str(&format!("[image {mime_type}, {bytes} bytes, attached]"));
+                    images.push(Image { mime_type: mime_type.clone(), data: data.clone() });
+                } else {
+                    text.push_str(&format!("[image {mime_type}, {bytes} bytes, not shown to this model]"));
+                }
             }
         }
     }
@@ -157,7 +172,7 @@ pub(crate) fn model_text(out: &ToolOutput) -> String {
             text.push_str(&format!("\n[full output: {shown}]"));
         }
     }
-    text
+    (text, images)
 }
 
 #[cfg(test)]
@@ -179,5 +194,14 @@ mod tests {
         assert_eq!(model_text(&ToolOutput { content: vec![], ..ToolOutput::text("") }), "(no output)");
         assert_eq!(model_text(&ToolOutput::error("boom")), "boom");
         assert_eq!(head("añb", 2), "a");
+        // R5: to a model that takes images, the image goes along and the text says where.
+        let (text, images) = model_result(&out, true);
+        assert_eq!(
+            text,
+            "[timed_out] <raw & kept>\n[image image/png, 300 bytes, attached]\n[full output: /tmp/full-output.log]"
+        );
+        assert_eq!(images.len(), 1);
+        assert_eq!(images[0].mime_type, "image/png");
+        assert_eq!(images[0].data.len(), 400);
     }
 }

@@ -145,10 +145,11 @@ pub(crate) fn load(path: &Path) -> Result<(Loaded, u64), AgentError> {
             }
             Record::Compacted { call_id, output: new_text } => {
                 for item in loaded.items.iter_mut().rev() {
-                    if let Item::ToolResult { call_id: id, output, .. } = item
+                    if let Item::ToolResult { call_id: id, output, images, .. } = item
                         && *id == call_id
                     {
                         *output = new_text;
+                        images.clear();
                         break;
                     }
                 }

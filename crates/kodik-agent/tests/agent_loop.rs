@@ -822,3 +822,30 @@ async fn s3_a_background_command_still_running_after_the_wait_is_named_in_the_ou
     assert!(error.contains("still running in the background") && error.contains("`sleep 30`"), "{error}");
     assert_eq!(s.server.requests().len(), 2);
 }
+
+#[tokio::test]
+async fn r5_an_image_a_tool_returns_reaches_a_model_that_takes_images() {
+    // A 1x1 red PNG.
+    const RED_PNG: &str =
+        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
+    use base64::Engine as _;
+    let png = base64::engine::general_purpose::STANDARD.decode(RED_PNG).unwrap();
+    let first = body(&[Step::Call("call_img", "read_file", json!({"path": "red.png"}))], 100, 20);
+    let s = setup(vec![first, answer("a red pixel")], ReplayOptions::default(), AgentConfig::default()).await;
+    std::fs::write(s.dir.path().join("red.png"), &png).unwrap();
+    let mut conv = s.agent.start().unwrap();
+    assert_eq!(conv.run("look at red.png", CancellationToken::new()).await.status, RunStatus::Completed);
+    let second = &s.server.requests()[1].body;
+    let out = input(second).into_iter().find(|i| i["call_id"] == "call_img" && i["type"] == "function_call_output");
+    let parts = out.unwrap()["output"].as_array().cloned().unwrap_or_else(|| panic!("no image sent: {second}"));
+    assert_eq!(parts[0]["type"], "input_text");
+    assert!(parts[0]["text"].as_str().unwrap().contains("attached"), "{parts:?}");
+    assert_eq!(parts[1]["type"], "input_image");
+    let url = parts[1]["image_url"].as_str().unwrap();
+    let data = url.strip_prefix("data:image/png;base64,").unwrap();
+    assert_eq!(base64::engine::general_purpose::STANDARD.decode(data).unwrap(), png);
+    // The history keeps it for a resumed conversation.
+    drop(conv);
+    let resumed = s.agent.resume_last().unwrap();
+    assert!(resumed.items().iter().any(|i| matches!(i, Item::ToolResult { images, .. } if images.len() == 1)));
+}

@@ -51,6 +51,10 @@ impl ModelClient for AnthropicClient {
     fn model(&self) -> &str {
         &self.transport.config.model
     }
+
+    fn supports_images(&self) -> bool {
+        true
+    }
 }
 
 fn request_body(request: &Request, default_model: &str) -> Result<Value, ModelError> {
@@ -79,10 +83,22 @@ fn request_body(request: &Request, default_model: &str) -> Result<Value, ModelEr
                 };
                 push("assistant", json!({"type": "tool_use", "id": call_id, "name": name, "input": input}));
             }
-            Item::ToolResult { call_id, output, is_error, .. } => push(
-                "user",
-                json!({"type": "tool_result", "tool_use_id": call_id, "content": output, "is_error": is_error}),
-            ),
+            Item::ToolResult { call_id, output, is_error, images, .. } => {
+                let content = if images.is_empty() {
+                    json!(output)
+                } else {
+                    // tool_result content may be a list of blocks, images included.
+                    let mut blocks = vec![json!({"type": "text", "text": output})];
+                    blocks.extend(images.iter().map(|i| {
+                        json!({"type": "image", "source": {"type": "base64", "media_type": i.mime_type, "data": i.data}})
+                    }));
+                    json!(blocks)
+                };
+                push(
+                    "user",
+                    json!({"type": "tool_result", "tool_use_id": call_id, "content": content, "is_error": is_error}),
+                )
+            }
         }
     }
     mark_conversation_cache(&mut messages);

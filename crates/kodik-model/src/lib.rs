@@ -32,7 +32,7 @@ pub use chat::ChatClient;
 pub use config::{ModelConfig, Provider};
 pub use openai::ResponsesClient;
 pub use types::{
-    EventStream, Item, ModelClient, ModelError, ModelEvent, Request, StopReason, ToolDef, ToolInput, Usage,
+    EventStream, Image, Item, ModelClient, ModelError, ModelEvent, Request, StopReason, ToolDef, ToolInput, Usage,
 };
 
 /// The client for `config.provider`.

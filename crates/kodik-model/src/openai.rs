@@ -48,6 +48,10 @@ impl ModelClient for ResponsesClient {
     fn supports_freeform_tools(&self) -> bool {
         true
     }
+
+    fn supports_images(&self) -> bool {
+        true
+    }
 }
 
 pub(crate) fn request_body(request: &Request, default_model: &str) -> Value {
@@ -86,13 +90,19 @@ pub(crate) fn request_body(request: &Request, default_model: &str) -> Value {
             Item::ToolCall { call_id, name, input: ToolInput::Freeform(text) } => {
                 json!({"type": "custom_tool_call", "call_id": call_id, "name": name, "input": text})
             }
-            Item::ToolResult { call_id, output, .. } => {
-                let kind = if freeform_calls.contains(call_id.as_str()) {
-                    "custom_tool_call_output"
+            Item::ToolResult { call_id, output, images, .. } => {
+                if freeform_calls.contains(call_id.as_str()) {
+                    json!({"type": "custom_tool_call_output", "call_id": call_id, "output": output})
+                } else if images.is_empty() {
+                    json!({"type": "function_call_output", "call_id": call_id, "output": output})
                 } else {
-                    "function_call_output"
-                };
-                json!({"type": kind, "call_id": call_id, "output": output})
+                    // A function call's output may be a list of content parts, images included.
+                    let mut parts = vec![json!({"type": "input_text", "text": output})];
+                    parts.extend(images.iter().map(|i| {
+                        json!({"type": "input_image", "image_url": format!("data:{};base64,{}", i.mime_type, i.data)})
+                    }));
+                    json!({"type": "function_call_output", "call_id": call_id, "output": parts})
+                }
             }
         })
         .collect();

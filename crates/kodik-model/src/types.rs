@@ -87,7 +87,21 @@ pub enum Item {
         output: String,
         /// Whether the call failed (Anthropic's `is_error`).
         is_error: bool,
+        /// Images the result carries (a screenshot, an image file read), sent with the text to
+        /// providers whose tool results take images ([`ModelClient::supports_images`]); the
+        /// others get only the text, which should say the images exist.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        images: Vec<Image>,
     },
+}
+
+/// An image in a tool result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Image {
+    /// `image/png`, `image/jpeg`, `image/gif` or `image/webp`.
+    pub mime_type: String,
+    /// The image, base64-encoded.
+    pub data: String,
 }
 
 /// A tool as a request offers it.
@@ -328,6 +342,12 @@ pub trait ModelClient: Send + Sync {
 
     /// Whether the wire API takes freeform (custom, grammar) tools; only OpenAI Responses does.
     fn supports_freeform_tools(&self) -> bool {
+        false
+    }
+
+    /// Whether tool results may carry images ([`Item::ToolResult::images`]): OpenAI Responses
+    /// and Anthropic Messages; Chat Completions tool messages are text only.
+    fn supports_images(&self) -> bool {
         false
     }
 }

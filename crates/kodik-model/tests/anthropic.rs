@@ -87,12 +87,19 @@ async fn request_json_has_cache_control_and_merged_tool_results_g7() {
             name: "apply_patch".into(),
             input: ToolInput::Freeform("*** Begin Patch".into()),
         },
-        Item::ToolResult { call_id: "t1".into(), name: "grep".into(), output: "hit".into(), is_error: false },
+        Item::ToolResult {
+            call_id: "t1".into(),
+            name: "grep".into(),
+            output: "hit".into(),
+            is_error: false,
+            images: vec![],
+        },
         Item::ToolResult {
             call_id: "t2".into(),
             name: "apply_patch".into(),
             output: "no such file".into(),
             is_error: true,
+            images: vec![],
         },
     ]);
     let (_, error) = collect(client_for(&server).stream(&req, CancellationToken::new()).await.unwrap()).await;
@@ -157,7 +164,13 @@ fn each_turn_reads_the_previous_turns_from_the_prompt_cache() {
     for turn in 0..3 {
         let id = format!("t{turn}");
         req.items.push(Item::ToolCall { call_id: id.clone(), name: "grep".into(), input: ToolInput::Json(json!({})) });
-        req.items.push(Item::ToolResult { call_id: id, name: "grep".into(), output: "hit".into(), is_error: false });
+        req.items.push(Item::ToolResult {
+            call_id: id,
+            name: "grep".into(),
+            output: "hit".into(),
+            is_error: false,
+            images: vec![],
+        });
         let body = client.request_body(&req).unwrap();
         let last = body["messages"].as_array().unwrap().len() - 1;
         assert_eq!(marked(&body), [previous_last, last], "turn {turn}");
@@ -190,4 +203,28 @@ async fn error_event_and_malformed_event_end_the_stream_with_clear_errors() {
     let Some(ModelError::Malformed(message)) = error else { panic!("{error:?}") };
     assert!(message.starts_with("anthropic event `content_block_delta` does not parse"), "{message}");
     assert!(message.contains("\"text\":\"unterminated}}"), "{message}");
+}
+
+/// R5: a tool result's image goes to Claude as an image block inside the tool_result.
+#[test]
+fn a_tool_results_image_goes_as_an_image_block() {
+    let client = AnthropicClient::new(ModelConfig::new(Provider::Anthropic, "claude-sonnet-4-5").api_key(KEY)).unwrap();
+    assert!(client.supports_images());
+    let mut req = request();
+    req.items.push(Item::ToolCall { call_id: "t1".into(), name: "browser".into(), input: ToolInput::Json(json!({})) });
+    req.items.push(Item::ToolResult {
+        call_id: "t1".into(),
+        name: "browser".into(),
+        output: "Screenshot.".into(),
+        is_error: false,
+        images: vec![kodik_model::Image { mime_type: "image/png".into(), data: "iVBORw0KGgo=".into() }],
+    });
+    let body = client.request_body(&req).unwrap();
+    let result = &body["messages"][2]["content"][0];
+    assert_eq!(result["type"], "tool_result");
+    assert_eq!(result["content"][0], json!({"type": "text", "text": "Screenshot."}));
+    assert_eq!(
+        result["content"][1],
+        json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}})
+    );
 }

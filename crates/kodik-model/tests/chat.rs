@@ -123,8 +123,20 @@ async fn request_json_has_messages_tools_and_stream_options_g7() {
             name: "apply_patch".into(),
             input: ToolInput::Freeform("*** Begin Patch".into()),
         },
-        Item::ToolResult { call_id: "c1".into(), name: "grep".into(), output: "hit".into(), is_error: false },
-        Item::ToolResult { call_id: "c2".into(), name: "apply_patch".into(), output: "failed".into(), is_error: true },
+        Item::ToolResult {
+            call_id: "c1".into(),
+            name: "grep".into(),
+            output: "hit".into(),
+            is_error: false,
+            images: vec![],
+        },
+        Item::ToolResult {
+            call_id: "c2".into(),
+            name: "apply_patch".into(),
+            output: "failed".into(),
+            is_error: true,
+            images: vec![],
+        },
     ]);
     let (_, error) = collect(client_for(&server).stream(&req, CancellationToken::new()).await.unwrap()).await;
     assert!(error.is_none(), "{error:?}");
@@ -240,6 +252,7 @@ async fn a_call_streamed_without_an_id_gets_a_generated_one_g7() {
             name: "grep".into(),
             output: "x".into(),
             is_error: false,
+            images: vec![],
         });
     }
     let body = client.request_body(&next).unwrap();

@@ -141,12 +141,19 @@ async fn request_json_has_tools_freeform_grammar_and_history_items_p5_g7() {
             name: "apply_patch".into(),
             input: ToolInput::Freeform("*** Begin Patch".into()),
         },
-        Item::ToolResult { call_id: "c1".into(), name: "grep".into(), output: "a.sh:1: x".into(), is_error: false },
+        Item::ToolResult {
+            call_id: "c1".into(),
+            name: "grep".into(),
+            output: "a.sh:1: x".into(),
+            is_error: false,
+            images: vec![],
+        },
         Item::ToolResult {
             call_id: "c2".into(),
             name: "apply_patch".into(),
             output: "patch failed".into(),
             is_error: true,
+            images: vec![],
         },
         Item::Assistant { text: "Done.".into() },
     ]);
@@ -284,4 +291,36 @@ fn unparsed_arguments_replay_as_the_model_wrote_them_g7() {
     let body = client.request_body(&req);
     let call = body["input"].as_array().unwrap().iter().find(|i| i["type"] == "function_call").unwrap().clone();
     assert_eq!(call["arguments"], cut);
+}
+
+/// R5: a tool result's image goes to the Responses API as an input_image part of the
+/// function_call_output; Chat Completions takes no images in tool messages (text only).
+#[test]
+fn a_tool_results_image_goes_as_an_input_image_part() {
+    let client = ResponsesClient::new(ModelConfig::new(Provider::OpenAiResponses, "gpt-5").api_key(KEY)).unwrap();
+    assert!(client.supports_images());
+    let mut req = request();
+    let image = kodik_model::Image { mime_type: "image/png".into(), data: "iVBORw0KGgo=".into() };
+    req.items.push(Item::ToolCall { call_id: "c1".into(), name: "browser".into(), input: ToolInput::Json(json!({})) });
+    req.items.push(Item::ToolResult {
+        call_id: "c1".into(),
+        name: "browser".into(),
+        output: "Screenshot.".into(),
+        is_error: false,
+        images: vec![image],
+    });
+    let body = client.request_body(&req);
+    let out = body["input"].as_array().unwrap().iter().find(|i| i["type"] == "function_call_output").unwrap().clone();
+    assert_eq!(
+        out["output"],
+        json!([{"type": "input_text", "text": "Screenshot."},
+               {"type": "input_image", "image_url": "data:image/png;base64,iVBORw0KGgo="}])
+    );
+    let chat =
+        kodik_model::ChatClient::new(ModelConfig::new(Provider::ChatCompletions, "llama3.1").api_key(KEY)).unwrap();
+    assert!(!chat.supports_images());
+    req.tools.retain(|t| t.freeform_grammar.is_none());
+    let body = chat.request_body(&req).unwrap();
+    let tool = body["messages"].as_array().unwrap().iter().find(|m| m["role"] == "tool").unwrap().clone();
+    assert_eq!(tool["content"], "Screenshot.");
 }
