@@ -191,6 +191,14 @@ fn push_cut(line: &str, out: &mut String) {
     }
 }
 
+/// A folder of third-party code a folder check passes over, like pyright's and tsc's default
+/// excludes: `node_modules`, a virtualenv under any name (it holds `pyvenv.cfg`), caches.
+fn is_dependency_dir(dir: &Path) -> bool {
+    let name = dir.file_name().unwrap_or_default();
+    DEPENDENCY_DIRS.iter().chain(&["__pycache__", "bower_components", "jspm_packages"]).any(|d| name == *d)
+        || dir.join("pyvenv.cfg").is_file()
+}
+
 fn is_external(ws: &Workspace, path: &Path) -> bool {
     let inside = ws.roots().iter().any(|r| path.starts_with(r));
     !inside || path.components().any(|c| DEPENDENCY_DIRS.iter().any(|d| c.as_os_str() == *d))
@@ -620,9 +628,21 @@ impl ReadLintsTool {
                 Some((_, _, files)) => files.push(file),
                 None => unchecked.push((server, why, vec![file])),
             };
+        // Dependency folders found below the asked folders and left out (not the project's code).
+        let skipped = Arc::new(std::sync::Mutex::new(Vec::<PathBuf>::new()));
         for p in &asked {
             if p.is_dir() {
-                for entry in ws.walker(p).build().flatten() {
+                let mut walker = ws.walker(p);
+                let skipped = skipped.clone();
+                walker.filter_entry(move |e| {
+                    let keep =
+                        e.depth() == 0 || !e.file_type().is_some_and(|t| t.is_dir()) || !is_dependency_dir(e.path());
+                    if !keep && let Ok(mut s) = skipped.lock() {
+                        s.push(e.path().to_path_buf());
+                    }
+                    keep
+                });
+                for entry in walker.build().flatten() {
                     let f = entry.path();
                     if !entry.file_type().is_some_and(|t| t.is_file()) {
                         continue;
@@ -741,6 +761,17 @@ impl ReadLintsTool {
         }
         if truncated_files > 0 {
             let _ = writeln!(out, "({truncated_files} more files not checked; ask for a smaller folder)");
+        }
+        let skipped: Vec<String> =
+            skipped.lock().map(|s| s.iter().map(|d| format!("{}/", ws.display(d))).collect()).unwrap_or_default();
+        if !skipped.is_empty() {
+            let shown: Vec<&str> = skipped.iter().take(5).map(String::as_str).collect();
+            let more = if skipped.len() > 5 { format!(" and {} more", skipped.len() - 5) } else { String::new() };
+            let _ = writeln!(
+                out,
+                "(dependency folders not checked: {}{more}; name one in `paths` to check it)",
+                shown.join(", ")
+            );
         }
         if !unserved.is_empty() {
             let _ = writeln!(out, "(no language server for: {})", unserved.join(", "));

@@ -252,3 +252,38 @@ async fn kill_9_mid_request_restarts_and_answers() {
     drop(servers);
     assert!(wait_group_gone(new, Duration::from_secs(5)).await, "dropping the manager left the server running");
 }
+
+/// L1: a whole-workspace `read_lints` passes over third-party folders that are not
+/// git-ignored (a virtualenv's `site-packages`, a virtualenv under any name, `node_modules`),
+/// like pyright's own default excludes, and says so. Before, 320 files of a dependency filled
+/// the 300-file cap and the project's own error was never checked ("No errors or warnings in
+/// 300 checked files").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l1_whole_workspace_read_lints_passes_over_virtualenvs_and_node_modules() {
+    if pyright().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let h = Harness::new(dir.path(), pyright().expect("checked above"));
+    h.write("pyproject.toml", "[project]\nname = \"app\"\nversion = \"0\"\n");
+    for i in 0..320 {
+        h.write(&format!("env/lib/python3.11/site-packages/dep/m{i}.py"), &format!("def f{i}():\n    return {i}\n"));
+    }
+    h.write("myenv/pyvenv.cfg", "home = /usr/bin\n");
+    h.write("myenv/bin/tool.py", "y: int = \"dependency\"\n");
+    h.write("node_modules/pkg/x.py", "z: int = \"dependency\"\n");
+    h.write("src/main.py", "x: int = \"oops\"\n");
+
+    let out = h.call("read_lints", json!({})).await;
+    let text = out.text_content();
+    assert!(out.is_success(), "{text}");
+    assert!(text.contains("src/main.py:1:10: error") && text.contains("in 1 checked file"), "{text}");
+    assert!(!text.contains("dependency\""), "{text}");
+    assert!(text.contains("dependency folders not checked:"), "{text}");
+    assert!(text.contains("env/lib/python3.11/site-packages/") && text.contains("myenv/"), "{text}");
+    assert!(text.contains("node_modules/"), "{text}");
+
+    // Named explicitly, a dependency folder is checked.
+    let text = h.call("read_lints", json!({"paths": ["myenv"]})).await.text_content();
+    assert!(text.contains("myenv/bin/tool.py:1:10: error"), "{text}");
+}
