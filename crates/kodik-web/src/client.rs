@@ -438,6 +438,13 @@ impl GuardedClient {
         }
     }
 
+    /// Err when a redirect from `from` to `next` — for a fetch the model started at `start` —
+    /// breaks the rules HTTP redirects follow (used for `<meta http-equiv="refresh">`).
+    pub fn check_redirect(&self, start: &str, from: &Url, next: &Url) -> Result<(), FetchError> {
+        let (start, local) = self.check_start(start)?;
+        self.check_hop(&start, from, next, local)
+    }
+
     /// The rules of one redirect hop, on top of what the resolver enforces.
     fn check_hop(&self, start: &Url, from: &Url, next: &Url, local: bool) -> Result<(), FetchError> {
         let refuse =

@@ -185,10 +185,29 @@ impl WebFetchTool {
         if config.respect_robots_txt {
             self.check_robots(url, cancel).await?;
         }
-        let fetched = self.client.fetch(url, validators.as_ref(), cancel).await.map_err(fetch_error)?;
+        let mut fetched = self.client.fetch(url, validators.as_ref(), cancel).await.map_err(fetch_error)?;
         if config.respect_robots_txt && fetched.redirects > 0 {
             // A redirect may land on another site, or on a path this one disallows.
             self.check_robots(fetched.final_url.as_str(), cancel).await?;
+        }
+        // A `<meta http-equiv="refresh">` stub (moved docs, rustdoc and GitHub Pages redirects)
+        // is followed like an HTTP redirect, under the same rules, rather than shown as the page.
+        let mut refreshes = 0;
+        while let Some(next) = meta_refresh_target(&fetched) {
+            if refreshes == config.max_redirects {
+                return Err(fetch_error(FetchError::TooManyRedirects {
+                    limit: config.max_redirects,
+                    next: next.to_string(),
+                }));
+            }
+            self.client.check_redirect(url, &fetched.final_url, &next).map_err(fetch_error)?;
+            if config.respect_robots_txt {
+                self.check_robots(next.as_str(), cancel).await?;
+            }
+            let hops = fetched.redirects + 1;
+            fetched = self.client.fetch(next.as_str(), None, cancel).await.map_err(fetch_error)?;
+            fetched.redirects += hops;
+            refreshes += 1;
         }
         if fetched.status == 304
             && let Some(c) = cached
@@ -369,6 +388,30 @@ kodik-web honours robots.txt for the model's own fetches. Find the content elsew
         Ok(page)
     }
 }
+
+/// Where a successful HTML page's `<meta http-equiv="refresh">` sends the reader within
+/// [`META_REFRESH_MAX_DELAY`], when that is another page.
+fn meta_refresh_target(f: &crate::client::Fetched) -> Option<url::Url> {
+    let html = f
+        .headers
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| ct.to_ascii_lowercase().contains("html"));
+    if !html || !(200..300).contains(&f.status) {
+        return None;
+    }
+    let (delay, target) = crate::html::meta_refresh(&f.body)?;
+    let next = f.final_url.join(&target).ok()?;
+    let same = |u: &url::Url| {
+        let mut u = u.clone();
+        u.set_fragment(None);
+        u
+    };
+    (delay <= META_REFRESH_MAX_DELAY && same(&next) != same(&f.final_url)).then_some(next)
+}
+
+/// A refresh later than this is a page that reloads itself now and then, not a redirect.
+const META_REFRESH_MAX_DELAY: u64 = 30;
 
 /// How long a response may be answered from the cache (`None`: not kept at all): the server's
 /// `Cache-Control` is obeyed — `no-store` is not kept, `no-cache` and `max-age=0` are asked

@@ -103,6 +103,45 @@ fn receive<T>(result: mpsc::Receiver<std::thread::Result<T>>) -> Result<T, Strin
     }
 }
 
+/// The delay and target of a `<meta http-equiv="refresh" content="N; url=…">` in the first
+/// 8 KB of an HTML body (one inside `<noscript>` is for browsers without JavaScript and does not
+/// count); `None` without one or without a target.
+pub fn meta_refresh(body: &[u8]) -> Option<(u64, String)> {
+    let head = String::from_utf8_lossy(&body[..body.len().min(8192)]).into_owned();
+    let lower = head.to_ascii_lowercase();
+    let mut from = 0;
+    while let Some(p) = lower[from..].find("<meta") {
+        let at = from + p;
+        let end = lower[at..].find('>').map_or(lower.len(), |e| at + e);
+        from = end;
+        let tag = &lower[at..end];
+        let equiv = tag.find("http-equiv").map(|i| tag[i + 10..].trim_start());
+        if !equiv.is_some_and(|e| e.trim_start_matches(['=', ' ', '"', '\'']).starts_with("refresh")) {
+            continue;
+        }
+        if lower[..at].rfind("<noscript").is_some_and(|n| lower[..at].rfind("</noscript").is_none_or(|c| c < n)) {
+            continue;
+        }
+        let c = tag.find("content")?;
+        let rest = tag[c + 7..].trim_start().strip_prefix('=')?.trim_start();
+        let quote = rest.chars().next().filter(|q| *q == '"' || *q == '\'');
+        let value_start = at + (tag.len() - rest.len()) + quote.map_or(0, |_| 1);
+        let value_end = match quote {
+            Some(q) => head[value_start..end].find(q).map_or(end, |e| value_start + e),
+            None => head[value_start..end].find(char::is_whitespace).map_or(end, |e| value_start + e),
+        };
+        // The original case is kept for the URL: paths are case-sensitive.
+        let value = head[value_start..value_end].trim();
+        let (delay, target) = value.split_once([';', ',']).unwrap_or((value, ""));
+        let delay = delay.trim().split('.').next()?.parse().ok()?;
+        let target = target.trim();
+        let target = if target.len() >= 4 && target[..4].eq_ignore_ascii_case("url=") { &target[4..] } else { target };
+        let target = target.trim().trim_matches(['"', '\'']).trim();
+        return (!target.is_empty()).then(|| (delay, target.to_string()));
+    }
+    None
+}
+
 /// HTML to Markdown with main-content extraction.
 pub fn convert(html: &str, url: Option<&str>) -> Converted {
     let limited = limit_depth(html, MAX_DEPTH);
@@ -831,6 +870,20 @@ fn tag_end(b: &[u8], from: usize) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn w2_meta_refresh_targets_are_read_in_their_common_spellings() {
+        let get = |h: &str| meta_refresh(h.as_bytes());
+        assert_eq!(get(r#"<meta http-equiv="refresh" content="0; url=/Snake.html">"#), Some((0, "/Snake.html".into())));
+        assert_eq!(
+            get(r#"<META HTTP-EQUIV="Refresh" CONTENT="3;URL='https://a.example/x'">"#),
+            Some((3, "https://a.example/x".into()))
+        );
+        assert_eq!(get(r#"<meta content="0;url=../v2/" http-equiv="refresh">"#), Some((0, "../v2/".into())));
+        assert_eq!(get(r#"<meta http-equiv="refresh" content="300">"#), None, "a reload, not a redirect");
+        assert_eq!(get(r#"<noscript><meta http-equiv="refresh" content="0; url=/nojs"></noscript>"#), None);
+        assert_eq!(get(r#"<meta name="viewport" content="width=device-width">"#), None);
+    }
 
     #[test]
     fn w2_deep_nesting_is_unwrapped_past_the_limit_and_text_survives() {

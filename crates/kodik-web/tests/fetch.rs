@@ -408,6 +408,41 @@ async fn w1_redirects_are_followed_within_the_server_and_capped_at_five() {
 }
 
 #[tokio::test]
+async fn w1_w2_a_meta_refresh_stub_is_followed_like_a_redirect_and_under_its_rules() {
+    let other = Server::start(|_| Reply::html("<p>another service</p>")).await;
+    let elsewhere = other.url("/secret");
+    let s = Server::start(move |r| {
+        let stub = |to: &str| {
+            Reply::html(format!(
+                "<html><head><meta http-equiv=\"refresh\" content=\"0; url={to}\"><title>Moved</title></head><body><p>Redirecting…</p></body></html>"
+            ))
+        };
+        match r.path.as_str() {
+            "/old/refresh.html" => stub("../new/page.html"),
+            "/new/page.html" => Reply::html(
+                "<html><head><title>New page</title></head><body><main><h1>New page</h1><p>The content that moved here.</p></main></body></html>",
+            ),
+            "/away" => stub(&elsewhere),
+            "/a" => stub("/b"),
+            "/b" => stub("/a"),
+            _ => Reply::not_found(),
+        }
+    })
+    .await;
+    let t = tool(WebConfig::default());
+    let out = fetch(&t, &s.url("/old/refresh.html"), None, None).await.unwrap();
+    assert!(out.contains(&format!("URL: {} (redirected from", s.url("/new/page.html"))), "{out}");
+    assert!(framed(&out).contains("The content that moved here.") && !out.contains("Redirecting"), "{out}");
+
+    let err = fetch(&t, &s.url("/away"), None, None).await.unwrap_err();
+    assert!(err.contains("was not followed") && err.contains("give that URL yourself"), "{err}");
+    assert_eq!(other.hits("/secret"), 0);
+
+    let err = fetch(&t, &s.url("/a"), None, None).await.unwrap_err();
+    assert!(err.contains("stopped after 5 redirects"), "{err}");
+}
+
+#[tokio::test]
 async fn w1_a_redirect_to_another_loopback_port_or_address_is_refused() {
     let other = Server::start(|_| Reply::html("<p>internal admin</p>")).await;
     let target_port = other.url("/admin");
