@@ -179,6 +179,27 @@ fn cut(line: &str) -> String {
     out
 }
 
+/// `line` trimmed and cut to [`MAX_LINE_CHARS`] characters that show the 0-based character
+/// `col` (a hit far into a minified or generated line is shown with what surrounds it, `…` on
+/// each cut side), onto `out`.
+fn push_around(line: &str, col: usize, out: &mut String) {
+    let lead = line.chars().take_while(|c| c.is_whitespace()).count();
+    let t = line.trim();
+    // Up to this many characters before the hit are kept when the line must be cut.
+    const BEFORE: usize = 60;
+    let col = col.saturating_sub(lead);
+    if col + 20 < MAX_LINE_CHARS || t.chars().count() <= MAX_LINE_CHARS {
+        return push_cut(line, out);
+    }
+    let start = col - BEFORE;
+    out.push('…');
+    let mut shown = t.chars().skip(start);
+    out.extend(shown.by_ref().take(MAX_LINE_CHARS));
+    if shown.next().is_some() {
+        out.push('…');
+    }
+}
+
 /// `line` trimmed, cut at [`MAX_LINE_CHARS`] characters (with `…`), onto `out`.
 fn push_cut(line: &str, out: &mut String) {
     let t = line.trim();
@@ -288,7 +309,7 @@ fn format_locations(ws: &Workspace, server: &Server, locs: Vec<Loc>, header: &st
             }
             if let Some(s) = src {
                 out.push(' ');
-                push_cut(s, &mut out);
+                push_around(s, col - 1, &mut out);
             }
             out.push('\n');
             written += 1;
@@ -803,5 +824,29 @@ impl TypedTool for ReadLintsTool {
             () = cx.cancel.cancelled() => return Err(ToolError::Cancelled),
         };
         result.map_err(to_tool_error)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// L4: a hit far into a long line is shown with the characters around it (cut on both
+    /// sides, at most 200 of them); a hit near the start keeps the usual cut at 200.
+    #[test]
+    fn l4_long_line_is_cut_around_the_hit_not_only_from_the_start() {
+        let pad: Vec<String> = (0..400).map(|i| format!("k{i}: {i}")).collect();
+        let line = format!("  export const o = {{ {}, v: parse(\"a:1\") }};", pad.join(", "));
+        let col = line.find("parse").unwrap_or(0);
+        let mut out = String::new();
+        push_around(&line, col, &mut out);
+        assert!(out.starts_with('…') && out.contains("v: parse(\"a:1\") };"), "{out}");
+        assert!(out.contains("k399: 399"), "{out}");
+        assert!(out.chars().count() <= MAX_LINE_CHARS + 2, "{}", out.chars().count());
+
+        let mut out = String::new();
+        push_around(&line, 2, &mut out);
+        assert!(out.starts_with("export const o = { k0: 0") && out.ends_with('…'), "{out}");
+        assert_eq!(out.chars().count(), MAX_LINE_CHARS + 1);
     }
 }
