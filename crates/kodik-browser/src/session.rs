@@ -889,7 +889,7 @@ impl BrowserSession {
             ));
             profile = None;
         }
-        let (temp, dir) = match profile {
+        let (mut temp, mut dir) = match profile {
             Some(dir) => {
                 std::fs::create_dir_all(&dir).map_err(|e| {
                     BrowserError::Other(format!("cannot create the browser profile folder {}: {e}", dir.display()))
@@ -897,10 +897,7 @@ impl BrowserSession {
                 (None, dir)
             }
             None => {
-                let t = tempfile::Builder::new()
-                    .prefix("kodik-browser-profile-")
-                    .tempdir()
-                    .map_err(|e| BrowserError::Other(format!("cannot create a temporary browser profile: {e}")))?;
+                let t = temp_profile()?;
                 let d = t.path().to_path_buf();
                 (Some(t), d)
             }
@@ -913,8 +910,22 @@ impl BrowserSession {
             .prefix("kodik-browser-tmp-")
             .tempdir()
             .map_err(|e| BrowserError::Other(format!("cannot create the browser's temporary folder: {e}")))?;
-        let Launched { browser, handler } =
-            launch::launch(&executable, &dir, temp_dir.path(), self.options.launch_timeout).await?;
+        let launched = launch::launch(&executable, &dir, temp_dir.path(), self.options.launch_timeout).await;
+        let Launched { browser, handler } = match launched {
+            // Another Chromium took the profile after the check above (two sessions starting at
+            // once), or holds it from where this one cannot see it: as when the check finds it.
+            Err(BrowserError::Launch { reason, .. }) if temp.is_none() && profile_locked(&reason) => {
+                note = Some(format!(
+                    "The {storage:?} browser profile is in use by another Chromium (e.g. another session); this \
+                     session uses a fresh temporary profile instead (no saved cookies or logins)."
+                ));
+                let t = temp_profile()?;
+                dir = t.path().to_path_buf();
+                temp = Some(t);
+                launch::launch(&executable, &dir, temp_dir.path(), self.options.launch_timeout).await?
+            }
+            other => other?,
+        };
         let (tx, new_targets) = mpsc::unbounded_channel();
         let (frame_tx, new_frames) = mpsc::unbounded_channel();
         let (crash_tx, crashed) = mpsc::unbounded_channel();
@@ -1045,6 +1056,19 @@ impl BrowserSession {
             a.pop_front();
         }
     }
+}
+
+/// A fresh profile folder that goes with the session.
+fn temp_profile() -> Result<tempfile::TempDir, BrowserError> {
+    tempfile::Builder::new()
+        .prefix("kodik-browser-profile-")
+        .tempdir()
+        .map_err(|e| BrowserError::Other(format!("cannot create a temporary browser profile: {e}")))
+}
+
+/// Whether Chromium's start-up failure says another Chromium holds the profile.
+fn profile_locked(reason: &str) -> bool {
+    ["ProcessSingleton", "SingletonLock", "profile appears to be in use"].iter().any(|m| reason.contains(m))
 }
 
 /// The pid of a live Chromium holding `dir` (its `SingletonLock` names `host-pid`).

@@ -212,3 +212,23 @@ async fn b9_a_tab_only_opened_is_restored_at_its_page_and_a_failing_call_says_th
     assert!(r.contains("Clicked button \"Submit\""), "{r}");
     h.session.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn b1_a_profile_another_chromium_holds_unseen_falls_back_to_a_temporary_profile() {
+    let mut routes = Routes::new();
+    routes.insert("/", ("text/html", "<title>Home</title><h1>Home</h1>".to_string(), ""));
+    let base = serve(routes).await;
+    let h = harness();
+    // A lock the start-up check cannot see live (a Chromium elsewhere, or one that took the
+    // profile a moment after the check): Chromium refuses the profile and exits.
+    let global = h.profiles.path().join("global");
+    std::fs::create_dir_all(&global).unwrap();
+    let pid_max: u64 = std::fs::read_to_string("/proc/sys/kernel/pid_max").unwrap().trim().parse().unwrap();
+    std::os::unix::fs::symlink(format!("otherhost-{}", pid_max + 5), global.join("SingletonLock")).unwrap();
+    let r = h.ok(json!({"action": "open", "url": format!("{base}/")})).await;
+    assert!(r.contains("is in use by another Chromium") && r.contains("temporary profile"), "{r}");
+    assert!(r.contains("heading \"Home\""), "{r}");
+    let dir = h.session.profile_dir().await.unwrap();
+    assert!(!dir.starts_with(h.profiles.path()), "{}", dir.display());
+    h.session.shutdown().await;
+}
