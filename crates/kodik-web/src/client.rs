@@ -461,8 +461,15 @@ impl GuardedClient {
             // The model named this local server; a redirect may move within it, never elsewhere
             // on the machine (another port is another service) nor out to the network.
             if next.origin() != start.origin() {
+                // Say what is really wrong: an address no fetch may reach is not one the model
+                // could pass itself.
+                if !is_local_host(&host) {
+                    check_host(&host, false).map_err(|e| refuse(e.to_string()))?;
+                }
                 return Err(refuse(
-                    "plain http and loopback addresses are reached only when you give that URL yourself".into(),
+                    "a local page's redirects stay within its own server (scheme, host and port); plain http \
+and loopback addresses are reached only when you give that URL yourself"
+                        .into(),
                 ));
             }
             return Ok(());

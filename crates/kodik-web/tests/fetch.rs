@@ -451,6 +451,7 @@ async fn w1_a_redirect_to_another_loopback_port_or_address_is_refused() {
         "/to-port" => Reply::redirect(&target_port),
         "/to-addr" => Reply::redirect(&target_addr),
         "/to-meta" => Reply::redirect("http://169.254.169.254/latest/meta-data/"),
+        "/robots.txt" => Reply::not_found(),
         _ => Reply::redirect("https://[::ffff:127.0.0.1]/"),
     })
     .await;
@@ -459,6 +460,9 @@ async fn w1_a_redirect_to_another_loopback_port_or_address_is_refused() {
         let err = fetch(&t, &s.url(path), None, None).await.unwrap_err();
         assert!(err.contains("was not followed"), "{path}: {err}");
     }
+    // The metadata address is refused for what it is, not as if the model could give it itself.
+    let err = fetch(&t, &s.url("/to-meta"), None, None).await.unwrap_err();
+    assert!(err.contains("cloud metadata") && !err.contains("give that URL yourself"), "{err}");
     assert_eq!(other.hits("/admin"), 0);
 }
 
