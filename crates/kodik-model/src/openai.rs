@@ -229,6 +229,21 @@ impl Decoder for ResponsesDecoder {
                 }
             }
             "response.completed" | "response.incomplete" => {
+                // A call the response broke off in (the output-token limit) never got its
+                // output_item.done: it ends here with the arguments it had, which the caller
+                // can tell the model were cut off, rather than vanishing.
+                let mut open: Vec<(u64, Call)> = self.calls.drain().collect();
+                open.sort_unstable_by_key(|(index, _)| *index);
+                for (_, call) in open {
+                    let input = if call.input.trim().is_empty() {
+                        Value::String(call.input)
+                    } else {
+                        json_arguments(&call.input)
+                    };
+                    self.made_calls = true;
+                    let input = ToolInput::Json(input);
+                    out.push_back(ModelEvent::ToolCallDone { call_id: call.call_id, name: call.name, input });
+                }
                 let response = event.response.unwrap_or_default();
                 let stop_reason = match response.pointer("/incomplete_details/reason").and_then(Value::as_str) {
                     Some("max_output_tokens") => StopReason::MaxTokens,

@@ -324,3 +324,29 @@ fn a_tool_results_image_goes_as_an_input_image_part() {
     let tool = body["messages"].as_array().unwrap().iter().find(|m| m["role"] == "tool").unwrap().clone();
     assert_eq!(tool["content"], "Screenshot.");
 }
+
+/// A response stopped by the output-token limit in the middle of a call's arguments: the call
+/// still ends, with the arguments it had, as not a JSON object (G7, G8).
+#[tokio::test]
+async fn a_call_cut_off_by_the_output_token_limit_ends_with_its_partial_arguments() {
+    let ev = |v: serde_json::Value| format!("event: {}\ndata: {v}\n\n", v["type"].as_str().unwrap());
+    let body = [
+        ev(json!({"type": "response.created", "response": {"id": "r", "status": "in_progress", "output": []}})),
+        ev(json!({"type": "response.output_item.added", "output_index": 0, "item": {"id": "fc", "type": "function_call", "status": "in_progress", "arguments": "", "call_id": "c1", "name": "grep"}})),
+        ev(json!({"type": "response.function_call_arguments.delta", "item_id": "fc", "output_index": 0, "delta": "{\"pattern\": \"aa"})),
+        ev(json!({"type": "response.incomplete", "response": {"id": "r", "status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}, "output": [], "usage": {"input_tokens": 5, "output_tokens": 7}}})),
+    ]
+    .concat();
+    let server = ReplayServer::start(recording(&[&body])).await.unwrap();
+    let (events, error) =
+        collect(client_for(&server).stream(&request(), CancellationToken::new()).await.unwrap()).await;
+    assert!(error.is_none(), "{error:?}");
+    let done = events.iter().find_map(|e| match e {
+        ModelEvent::ToolCallDone { call_id, input, .. } => Some((call_id.clone(), input.clone())),
+        _ => None,
+    });
+    let (call_id, input) = done.unwrap_or_else(|| panic!("the cut-off call vanished: {events:?}"));
+    assert_eq!(call_id, "c1");
+    assert_eq!(input.unparsed(), Some(r#"{"pattern": "aa"#));
+    assert!(matches!(events.last(), Some(ModelEvent::Completed { stop_reason: StopReason::MaxTokens, .. })));
+}
