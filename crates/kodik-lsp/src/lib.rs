@@ -88,6 +88,19 @@ pub enum LspError {
         /// The files, as shown to the model.
         files: String,
     },
+    /// The server does not offer this operation.
+    #[error("{server} does not support `{operation}`{hint}")]
+    Unsupported {
+        /// Server name.
+        server: String,
+        /// The operation asked.
+        operation: String,
+        /// What to use instead (starts with "; ").
+        hint: String,
+    },
+    /// `read_lints` found nothing it can check; the message says why and what to do.
+    #[error("{0}")]
+    NothingToLint(String),
     /// A request failed.
     #[error(transparent)]
     Rpc(#[from] transport::RpcError),

@@ -110,6 +110,12 @@ impl LanguageServers {
         (Instant::now() < *until).then(|| (cfg.name.clone(), why.clone()))
     }
 
+    /// The programs of the configured servers for `path`'s file type when none of them is
+    /// installed (empty when one is, or when no server is configured for it).
+    pub fn not_installed(&self, path: &Path) -> Vec<String> {
+        self.pick(path).err().unwrap_or_default()
+    }
+
     /// The server (by name) and project root that would answer for `path`, without starting
     /// anything; `None` when no installed server serves it. Two files with the same key share
     /// one server.

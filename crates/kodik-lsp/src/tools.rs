@@ -411,12 +411,16 @@ impl LspTool {
                     if op == LspOperation::References {
                         params["context"] = json!({"includeDeclaration": true});
                     }
-                    let (res, partial) = self.ask(&server, method, params).await?;
+                    let (res, partial) = self.ask(&server, method, params).await.map_err(|e| unsupported(e, &server, op))?;
                     match op {
                         LspOperation::Hover => {
                             let text = hover_text(&res);
                             let out = if text.is_empty() {
-                                format!("No hover information for `{shown_symbol}` at {header}.\n")
+                                format!(
+                                    "No hover information for `{shown_symbol}` at {}:{line}:{}.\n",
+                                    ws.display(&path),
+                                    idx + 1
+                                )
                             } else {
                                 format!("{header}:\n{text}\n")
                             };
@@ -530,6 +534,30 @@ impl LspTool {
     }
 }
 
+/// A server's "method not found" as what the model can do instead.
+fn unsupported(e: LspError, server: &Server, op: LspOperation) -> LspError {
+    match e {
+        LspError::Rpc(crate::transport::RpcError::Server { code, .. })
+            if code == crate::transport::METHOD_NOT_FOUND =>
+        {
+            let hint = match op {
+                LspOperation::Implementation => {
+                    "; use `references` on the method or class instead (overrides and subclasses name it)"
+                }
+                LspOperation::TypeDefinition => "; use `hover` for the type, then `definition` on the type's name",
+                LspOperation::IncomingCalls => "; use `references` instead",
+                _ => "; use grep to search the text instead",
+            };
+            LspError::Unsupported {
+                server: server.name().to_owned(),
+                operation: op.as_str().to_owned(),
+                hint: hint.to_owned(),
+            }
+        }
+        other => other,
+    }
+}
+
 fn unreachable_op(op: LspOperation) -> Result<&'static str, LspError> {
     Err(LspError::Internal(format!("`{}` is not a position operation", op.as_str())))
 }
@@ -623,6 +651,21 @@ impl TypedTool for LspTool {
     }
 }
 
+/// Why `read_lints` checked nothing, and what to do instead.
+fn nothing_to_lint(unserved: &[String], missing: &[(String, Vec<String>, usize)]) -> String {
+    let mut parts = Vec::new();
+    for (ext, tried, _) in missing {
+        parts.push(format!("no language server is installed for {ext} files (tried {})", tried.join(", ")));
+    }
+    if !unserved.is_empty() {
+        parts.push(format!("no language server checks {}", unserved.join(", ")));
+    }
+    if parts.is_empty() {
+        return "these paths hold no source file a language server checks".to_owned();
+    }
+    format!("{}; run the project's own checker (compiler, linter) with the shell tool for these", parts.join("; "))
+}
+
 fn severity_name(item: &Value) -> &'static str {
     match item.get("severity").and_then(Value::as_u64) {
         Some(1) | None => "error",
@@ -635,6 +678,20 @@ fn severity_name(item: &Value) -> &'static str {
 impl ReadLintsTool {
     async fn lint(&self, args: &ReadLintsArgs, ws: &Workspace) -> Result<ToolOutput, LspError> {
         let mut targets: Vec<PathBuf> = Vec::new();
+        if let Some(glob) = args.paths.iter().find(|p| p.contains(['*', '?', '['])) {
+            return Err(LspError::NothingToLint(format!(
+                "`{glob}`: patterns are not supported in `paths`; pass files or folders (a folder is checked with everything below it)"
+            )));
+        }
+        // File types with a configured server that is not installed: (extension, programs tried, count).
+        let mut missing: Vec<(String, Vec<String>, usize)> = Vec::new();
+        let mut note_missing = |f: &Path, tried: Vec<String>| {
+            let ext = f.extension().map(|e| format!(".{}", e.to_string_lossy())).unwrap_or_default();
+            match missing.iter_mut().find(|(e, _, _)| *e == ext) {
+                Some((_, _, n)) => *n += 1,
+                None => missing.push((ext, tried, 1)),
+            }
+        };
         let asked: Vec<PathBuf> = if args.paths.is_empty() {
             ws.roots().to_vec()
         } else {
@@ -672,6 +729,11 @@ impl ReadLintsTool {
                         targets.push(f.to_path_buf());
                     } else if let Some((server, why)) = self.servers.start_failure(f) {
                         note_unchecked(server, why, ws.display(f));
+                    } else {
+                        let tried = self.servers.not_installed(f);
+                        if !tried.is_empty() {
+                            note_missing(f, tried);
+                        }
                     }
                 }
             } else if !p.exists() {
@@ -681,7 +743,12 @@ impl ReadLintsTool {
             } else if let Some((server, why)) = self.servers.start_failure(p) {
                 note_unchecked(server, why, ws.display(p));
             } else {
-                unserved.push(ws.display(p));
+                let tried = self.servers.not_installed(p);
+                if tried.is_empty() {
+                    unserved.push(ws.display(p));
+                } else {
+                    note_missing(p, tried);
+                }
             }
         }
         targets.sort();
@@ -751,8 +818,7 @@ impl ReadLintsTool {
             if let Some((_, why, files)) = unchecked.first() {
                 return Err(LspError::Unchecked { why: why.clone(), files: files.join(", ") });
             }
-            let what = if unserved.is_empty() { "these paths hold no file".to_owned() } else { unserved.join(", ") };
-            return Err(LspError::NoServer { file_type: what, tried: Vec::new() });
+            return Err(LspError::NothingToLint(nothing_to_lint(&unserved, &missing)));
         }
         let total = lines.len();
         let mut out = if total == 0 {
@@ -782,6 +848,13 @@ impl ReadLintsTool {
         }
         if truncated_files > 0 {
             let _ = writeln!(out, "({truncated_files} more files not checked; ask for a smaller folder)");
+        }
+        for (ext, tried, n) in &missing {
+            let _ = writeln!(
+                out,
+                "(not checked: {n} {ext} file(s): no language server installed, tried {})",
+                tried.join(", ")
+            );
         }
         let skipped: Vec<String> =
             skipped.lock().map(|s| s.iter().map(|d| format!("{}/", ws.display(d))).collect()).unwrap_or_default();

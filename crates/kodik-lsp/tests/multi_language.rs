@@ -87,3 +87,19 @@ async fn l1_l6_read_lints_checks_other_languages_when_one_server_cannot_start() 
     assert!(text.contains("src/main.rs could not be checked") && text.contains("did not start"), "{text}");
     assert!(text.contains("shell"), "{text}");
 }
+
+/// L1, L6: with no server installed for the workspace's Python files, `read_lints` says which
+/// programs were looked for (before: "no language server for these paths hold no file files").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l1_l6_read_lints_without_an_installed_server_names_the_programs_tried() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut py = kodik_lsp::config::default_servers().into_iter().find(|s| s.name == "pyright").unwrap();
+    py.command = dir.path().join("not-installed/pyright-langserver");
+    let h = Harness::with_config(dir.path(), LspConfig { servers: vec![py], ..LspConfig::default() });
+    h.write("tool.py", "x: int = \"s\"\n");
+    let out = h.call("read_lints", json!({})).await;
+    let text = out.text_content();
+    assert!(!out.is_success(), "{text}");
+    assert!(text.contains("no language server is installed for .py files (tried"), "{text}");
+    assert!(text.contains("pyright-langserver") && text.contains("shell"), "{text}");
+}

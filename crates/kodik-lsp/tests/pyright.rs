@@ -287,3 +287,39 @@ async fn l1_whole_workspace_read_lints_passes_over_virtualenvs_and_node_modules(
     let text = h.call("read_lints", json!({"paths": ["myenv"]})).await.text_content();
     assert!(text.contains("myenv/bin/tool.py:1:10: error"), "{text}");
 }
+
+/// L6: errors say what to do: `implementation` (pyright has none) points at `references`;
+/// `read_lints` of a file no server checks, or of a glob, says so and what to pass instead;
+/// no hover on a comment names the place once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l6_unsupported_operations_and_unlintable_paths_say_what_to_do() {
+    if pyright().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let h = Harness::new(dir.path(), pyright().expect("checked above"));
+    h.write("pyproject.toml", "[project]\nname = \"pkg\"\nversion = \"0.1\"\n");
+    h.write("pkg/__init__.py", "");
+    h.write(
+        "pkg/m.py",
+        "class Base:\n    def greet(self) -> str:\n        raise NotImplementedError\n\n\nclass A(Base):\n    def greet(self) -> str:\n        return \"a\"\n\n# Base in a comment\n",
+    );
+
+    let out =
+        h.call("lsp", json!({"operation": "implementation", "path": "pkg/m.py", "line": 2, "symbol": "greet"})).await;
+    let text = out.text_content();
+    assert!(!out.is_success() && text.contains("pyright does not support `implementation`"), "{text}");
+    assert!(text.contains("use `references`") && !text.contains("-32601"), "{text}");
+
+    let out = h.call("read_lints", json!({"paths": ["pyproject.toml"]})).await;
+    let text = out.text_content();
+    assert!(!out.is_success() && text.contains("no language server checks pyproject.toml"), "{text}");
+    assert!(text.contains("shell") && !text.contains("grep"), "{text}");
+
+    let out = h.call("read_lints", json!({"paths": ["pkg/**/*.py"]})).await;
+    let text = out.text_content();
+    assert!(!out.is_success() && text.contains("patterns are not supported"), "{text}");
+
+    let text = h.lsp(json!({"operation": "hover", "path": "pkg/m.py", "line": 10, "symbol": "Base"})).await;
+    assert_eq!(text, "No hover information for `Base` at pkg/m.py:10:3.");
+}
