@@ -437,14 +437,22 @@ fn to_markdown(tree: &Tree, root: NodeId, keep: Keep, base: Option<&url::Url>) -
     tidy(&converter().tree_to_markdown(&copy_tree(tree, root, keep, base)))
 }
 
+/// One step of [`copy_tree`]: (source node, copied parent, the language written on the source
+/// node's parent, inside a `pre`); no node: a line break to write into the parent once the
+/// nodes pushed after it are done.
+type CopyWork = (Option<NodeId>, Rc<MdNode>, Option<Rc<str>>, bool);
+
 /// The copy [`to_markdown`] converts.
 fn copy_tree(tree: &Tree, root: NodeId, keep: Keep, base: Option<&url::Url>) -> Rc<MdNode> {
     let md_root = MdNode::new(MdData::Document);
     // `code` elements that take the language found on their `pre` or its parent.
     let mut code_langs: HashMap<NodeId, String> = HashMap::new();
-    // (source node, copied parent, the language written on the source node's parent)
-    let mut stack: Vec<(NodeId, Rc<MdNode>, Option<Rc<str>>)> = vec![(root, md_root.clone(), None)];
-    while let Some((id, parent, parent_lang)) = stack.pop() {
+    let mut stack: Vec<CopyWork> = vec![(Some(root), md_root.clone(), None, false)];
+    while let Some((id, parent, parent_lang, in_pre)) = stack.pop() {
+        let Some(id) = id else {
+            append(&parent, MdNode::new(MdData::Text { contents: RefCell::new(StrTendril::from_slice("\n")) }));
+            continue;
+        };
         let node = tree.get_unchecked(&id);
         let copy = node
             .query(|t| match &t.data {
@@ -496,6 +504,20 @@ fn copy_tree(tree: &Tree, root: NodeId, keep: Keep, base: Option<&url::Url>) -> 
         if check_anchor && matches!(node.text().trim(), "" | "§" | "#" | "¶" | "🔗") {
             continue;
         }
+        // Highlighters write code lines as `<div class="line">` or end them with `<br>`; in a
+        // code block those are line breaks, not Markdown paragraphs or hard breaks.
+        if in_pre && name.local == local_name!("br") {
+            append(&parent, MdNode::new(MdData::Text { contents: RefCell::new(StrTendril::from_slice("\n")) }));
+            continue;
+        }
+        if in_pre && matches!(name.local, local_name!("div") | local_name!("p") | local_name!("li")) {
+            if !node.text().ends_with('\n') {
+                stack.push((None, parent.clone(), None, true));
+            }
+            stack.extend(tree.child_ids_of_it(&id, true).map(|c| (Some(c), parent.clone(), parent_lang.clone(), true)));
+            continue;
+        }
+        let in_pre = in_pre || name.local == local_name!("pre");
         let mut wrap_children_in = None;
         if name.local == local_name!("code") {
             attrs.retain(|a| a.name.local != local_name!("class"));
@@ -537,7 +559,7 @@ fn copy_tree(tree: &Tree, root: NodeId, keep: Keep, base: Option<&url::Url>) -> 
             None => el,
         };
         let lang: Option<Rc<str>> = lang.map(Into::into);
-        stack.extend(tree.child_ids_of_it(&id, true).map(|c| (c, children_parent.clone(), lang.clone())));
+        stack.extend(tree.child_ids_of_it(&id, true).map(|c| (Some(c), children_parent.clone(), lang.clone(), in_pre)));
     }
     md_root
 }
@@ -870,6 +892,19 @@ fn tag_end(b: &[u8], from: usize) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn w2_code_lines_written_as_divs_or_br_stay_lines_in_the_code_block() {
+        let prose = "<p>Ordinary documentation prose that explains the feature in detail, long enough to count.</p>";
+        let html = format!(
+            "<html><body><main><h1>Code</h1>{prose}{prose}{prose}\
+<pre class=\"language-js\"><code><div class=\"line\">const a = 1;</div><div class=\"line\">const b = 2;</div></code></pre>\
+<pre><code class=\"language-python\">def f():<br>    return 1</code></pre></main></body></html>"
+        );
+        let md = convert(&html, None).markdown;
+        assert!(md.contains("```js\nconst a = 1;\nconst b = 2;\n```"), "{md}");
+        assert!(md.contains("```python\ndef f():\n    return 1\n```"), "{md}");
+    }
 
     #[test]
     fn w2_meta_refresh_targets_are_read_in_their_common_spellings() {
