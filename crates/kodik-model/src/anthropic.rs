@@ -270,6 +270,19 @@ impl Decoder for AnthropicDecoder {
                 }
             }
             "message_stop" => {
+                // A tool_use block the message ended in without its block stop (cut off): it
+                // ends with the input it had; empty input is no arguments at all, not `{}`.
+                let mut open: Vec<(u64, ToolBlock)> = std::mem::take(&mut self.tools).into_iter().collect();
+                open.sort_unstable_by_key(|(index, _)| *index);
+                for (_, block) in open {
+                    let input = if block.json.trim().is_empty() {
+                        Value::String(block.json)
+                    } else {
+                        json_arguments(&block.json)
+                    };
+                    let input = ToolInput::Json(input);
+                    out.push_back(ModelEvent::ToolCallDone { call_id: block.id, name: block.name, input });
+                }
                 let mut usage = self.usage;
                 // Anthropic counts cached and cache-written tokens apart from input_tokens;
                 // Usage::input_tokens is the whole prompt, as the OpenAI APIs report it.

@@ -228,3 +228,30 @@ fn a_tool_results_image_goes_as_an_image_block() {
         json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}})
     );
 }
+
+/// A message stopped at max_tokens inside a tool_use block that never got its block stop: the
+/// call still ends, with the input it had, as not a JSON object (G7, G8).
+#[tokio::test]
+async fn a_tool_use_cut_off_without_its_block_stop_ends_with_its_partial_input() {
+    let ev = |v: serde_json::Value| format!("event: {}\ndata: {v}\n\n", v["type"].as_str().unwrap());
+    let body = [
+        ev(json!({"type": "message_start", "message": {"id": "m", "usage": {"input_tokens": 5, "output_tokens": 1}}})),
+        ev(json!({"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": "t1", "name": "grep", "input": {}}})),
+        ev(json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": "{\"pattern\": \"aa"}})),
+        ev(json!({"type": "message_delta", "delta": {"stop_reason": "max_tokens"}, "usage": {"output_tokens": 9}})),
+        ev(json!({"type": "message_stop"})),
+    ]
+    .concat();
+    let server = ReplayServer::start(recording(&body)).await.unwrap();
+    let (events, error) =
+        collect(client_for(&server).stream(&request(), CancellationToken::new()).await.unwrap()).await;
+    assert!(error.is_none(), "{error:?}");
+    let done = events.iter().find_map(|e| match e {
+        ModelEvent::ToolCallDone { call_id, input, .. } => Some((call_id.clone(), input.clone())),
+        _ => None,
+    });
+    let (call_id, input) = done.unwrap_or_else(|| panic!("the cut-off call vanished: {events:?}"));
+    assert_eq!(call_id, "t1");
+    assert_eq!(input.unparsed(), Some(r#"{"pattern": "aa"#));
+    assert!(matches!(events.last(), Some(ModelEvent::Completed { stop_reason: StopReason::MaxTokens, .. })));
+}
