@@ -69,7 +69,8 @@ impl Default for BrowserOptions {
 }
 
 impl BrowserOptions {
-    fn profile_dir(&self, storage: StorageMode) -> Option<PathBuf> {
+    /// The folder of a persistent profile (`None` for ephemeral storage or without a cache folder).
+    pub(crate) fn profile_dir(&self, storage: StorageMode) -> Option<PathBuf> {
         let root = self.profile_root.clone().or_else(|| {
             std::env::var_os("XDG_CACHE_HOME")
                 .map(PathBuf::from)
@@ -1072,7 +1073,7 @@ fn profile_locked(reason: &str) -> bool {
 }
 
 /// The pid of a live Chromium holding `dir` (its `SingletonLock` names `host-pid`).
-fn profile_in_use(dir: &Path) -> Option<u32> {
+pub(crate) fn profile_in_use(dir: &Path) -> Option<u32> {
     let target = std::fs::read_link(dir.join("SingletonLock")).ok()?;
     let pid: u32 = target.to_string_lossy().rsplit('-').next()?.parse().ok()?;
     Path::new(&format!("/proc/{pid}")).exists().then_some(pid)

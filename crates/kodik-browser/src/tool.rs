@@ -256,7 +256,7 @@ impl BrowserSession {
                         .into(),
                 ));
             }
-            return self.clear_storage(guard.as_mut(), storage).await;
+            return self.clear_storage(&mut guard, storage).await;
         }
         let r = match args.action {
             A::Open | A::Preview => self.ensure_running(&mut guard, storage).await?,
@@ -491,42 +491,55 @@ impl BrowserSession {
         rep.into_output()
     }
 
-    async fn clear_storage(&self, r: Option<&mut Running>, storage: StorageMode) -> Result<ToolOutput, BrowserError> {
-        match r {
-            Some(r) if r.storage == storage => {
-                let tab_pages: Vec<_> = r.tabs.iter().filter(|t| t.context.is_none()).map(|t| t.page.clone()).collect();
-                r.browser.clear_cookies().await.map_err(cdp("clear cookies"))?;
-                for p in tab_pages {
-                    let _ = p
-                        .evaluate("(() => { try { localStorage.clear(); sessionStorage.clear(); } catch (e) {} })()")
-                        .await;
-                }
-                Ok(Report::new(format!("Cleared cookies and site storage of the {storage:?} profile.")).into_output())
-            }
-            Some(r) => Err(BrowserError::Other(format!(
-                "the running browser uses the {:?} profile; clear {:?} storage when no browser runs on it",
-                r.storage, storage
-            ))),
-            None => match self.options_profile(storage) {
-                Some(dir) => {
-                    if dir.exists() {
-                        std::fs::remove_dir_all(&dir)
-                            .map_err(|e| BrowserError::Other(format!("cannot clear {}: {e}", dir.display())))?;
+    /// Deletes the profile's cookies and site data (B1). A running browser on it is closed for
+    /// that, its folder emptied, and the browser started again with its tabs reloaded: Chromium
+    /// can clear cookies but not every origin's storage of a profile while it runs.
+    async fn clear_storage(
+        &self,
+        guard: &mut Option<Running>,
+        storage: StorageMode,
+    ) -> Result<ToolOutput, BrowserError> {
+        let running = guard.as_ref().map(|r| r.storage);
+        match running {
+            Some(s) if s == storage => {
+                let Some(r) = guard.take() else { return Err(BrowserError::NoOpenTab) };
+                let tabs: Vec<(String, bool)> = r.tabs.iter().map(|t| (t.restore_url(), t.context.is_some())).collect();
+                let dir = r.profile_dir.clone();
+                r.shutdown().await;
+                remove_profile(&dir)?;
+                let r = self.ensure_running(guard, storage).await?;
+                let mut reopened = Vec::new();
+                for (url, ephemeral) in tabs {
+                    let url = if url.is_empty() { "about:blank".to_string() } else { url };
+                    if let Ok(id) = r.open_tab(&url, ephemeral).await {
+                        reopened.push(format!("{id} at {url}"));
                     }
+                }
+                Ok(Report::new(format!(
+                    "Cleared cookies and site data of the {storage:?} profile; the browser was restarted on it and its \
+                     tabs reloaded ({}). Refs from earlier snapshots are gone.",
+                    if reopened.is_empty() { "none were open".to_string() } else { reopened.join(", ") }
+                ))
+                .into_output())
+            }
+            Some(s) => Err(BrowserError::Other(format!(
+                "the running browser uses the {s:?} profile; clear {storage:?} storage when no browser runs on it"
+            ))),
+            None => match self.options.profile_dir(storage) {
+                Some(dir) => {
+                    if let Some(pid) = crate::session::profile_in_use(&dir) {
+                        return Err(BrowserError::Other(format!(
+                            "the {storage:?} profile is in use by another Chromium (pid {pid}, e.g. another session); \
+                             clear it when that one has ended"
+                        )));
+                    }
+                    remove_profile(&dir)?;
                     Ok(Report::new(format!("Cleared the {storage:?} browser profile.")).into_output())
                 }
-                None => Err(BrowserError::Other("no persistent profile folder is configured".into())),
+                None => Err(BrowserError::Other(
+                    "ephemeral storage is dropped with its tab; there is nothing to clear".into(),
+                )),
             },
-        }
-    }
-
-    fn options_profile(&self, storage: StorageMode) -> Option<std::path::PathBuf> {
-        // Same rule as the launcher's.
-        let opts = &self.options;
-        let root = opts.profile_root.clone()?;
-        match storage {
-            StorageMode::Global => Some(root.join("global")),
-            _ => None,
         }
     }
 
@@ -1517,6 +1530,16 @@ async fn recover_crash(r: &mut Running) -> Option<String> {
         Ok(url) => format!("The page of tab {id} had crashed; it was reloaded at {url}. Take a new snapshot."),
         Err(e) => format!("The page of tab {id} had crashed and did not reload ({e}); navigate again."),
     })
+}
+
+/// Deletes a profile folder; one that is not there is already clear.
+fn remove_profile(dir: &std::path::Path) -> Result<(), BrowserError> {
+    match std::fs::remove_dir_all(dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(BrowserError::Other(format!("cannot clear {}: {e}", dir.display())))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// `*`-globs match anything; otherwise the URL must contain `want`.

@@ -232,3 +232,32 @@ async fn b1_a_profile_another_chromium_holds_unseen_falls_back_to_a_temporary_pr
     assert!(!dir.starts_with(h.profiles.path()), "{}", dir.display());
     h.session.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn b1_clear_storage_deletes_every_origins_site_data_with_or_without_a_running_browser() {
+    const STORE: &str = r#"<!doctype html><title>Store</title><p id="s"></p>
+<script>document.getElementById('s').textContent = 'stored ' + (localStorage.getItem('k') || 'none'); localStorage.setItem('k', 'set');</script>"#;
+    let mut routes = Routes::new();
+    routes.insert("/store", ("text/html", STORE.to_string(), ""));
+    routes.insert("/other", ("text/html", "<title>Other</title><p>elsewhere</p>".to_string(), ""));
+    let base = serve(routes).await;
+    let h = harness();
+    let r = h.ok(json!({"action": "open", "url": format!("{base}/store"), "storage": "workspace"})).await;
+    assert!(r.contains("stored none"), "{r}");
+    // Stored data of an origin no tab shows right now is cleared too.
+    let other = base.replace("127.0.0.1", "localhost");
+    h.ok(json!({"action": "navigate", "url": format!("{other}/other")})).await;
+    let r = h.ok(json!({"action": "clear_storage", "storage": "workspace"})).await;
+    assert!(r.contains("Cleared cookies and site data of the Workspace profile"), "{r}");
+    assert!(r.contains(&format!("t1 at {other}/other")), "{r}");
+    let r = h.ok(json!({"action": "navigate", "url": format!("{base}/store")})).await;
+    assert!(r.contains("stored none"), "{r}");
+    h.session.shutdown().await;
+
+    // With no browser running, the profile the launcher uses is cleared.
+    let h = common::harness_with_profiles(h);
+    h.ok(json!({"action": "clear_storage", "storage": "workspace"})).await;
+    let r = h.ok(json!({"action": "open", "url": format!("{base}/store"), "storage": "workspace"})).await;
+    assert!(r.contains("stored none"), "{r}");
+    h.session.shutdown().await;
+}
