@@ -254,6 +254,11 @@ fn no_server(path: &Path, tried: Vec<String>) -> LspError {
     LspError::NoServer { file_type: ext, tried }
 }
 
+/// `message`'s lines joined by single spaces, each trimmed.
+fn one_line(message: &str) -> String {
+    message.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" ")
+}
+
 /// A core diagnostic from a raw LSP one, with a 1-based character column.
 pub fn to_core(item: &Value, text: &str, enc: Encoding) -> Diagnostic {
     let line0 = item.pointer("/range/start/line").and_then(Value::as_u64).unwrap_or(0) as usize;
@@ -268,7 +273,9 @@ pub fn to_core(item: &Value, text: &str, enc: Encoding) -> Diagnostic {
         line: line0 as u32 + 1,
         column: column as u32 + 1,
         severity,
-        message: item.get("message").and_then(Value::as_str).unwrap_or("").to_owned(),
+        // One line, as `read_lints` shows it: a multi-line message (pyright's "… is not
+        // assignable to …" detail) would read as more entries in an edit's result.
+        message: one_line(item.get("message").and_then(Value::as_str).unwrap_or("")),
         source: item.get("source").and_then(Value::as_str).map(str::to_owned),
     }
 }
@@ -303,5 +310,27 @@ impl DiagnosticsProvider for LanguageServers {
 impl LspError {
     fn is_exit(&self) -> bool {
         matches!(self, Self::Rpc(RpcError::Exited { .. }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// E9: a multi-line server message is one line in an edit's result, not a line that reads
+    /// as a second diagnostic.
+    #[test]
+    fn e9_multi_line_messages_become_one_line() {
+        let item = serde_json::json!({
+            "range": {"start": {"line": 0, "character": 10}},
+            "severity": 1,
+            "message": "Type \"Literal['s']\" is not assignable to declared type \"int\"\n  \"Literal['s']\" is not assignable to \"int\"",
+        });
+        let d = to_core(&item, "x0: int = \"s\"\n", Encoding::Utf16);
+        assert_eq!(
+            d.message,
+            "Type \"Literal['s']\" is not assignable to declared type \"int\" \"Literal['s']\" is not assignable to \"int\""
+        );
+        assert_eq!((d.line, d.column), (1, 11));
     }
 }
