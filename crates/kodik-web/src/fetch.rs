@@ -638,7 +638,16 @@ fn format_page(
         } else if a > 0 && k == 0 {
             let _ = writeln!(out, "[… from offset {a}]");
         }
+        // A cut inside a fenced code block closes the fence, and the page that goes on reopens it.
+        if let Some(fence) = sections::fence_open_at(md, a) {
+            let _ = writeln!(out, "{fence}");
+        }
         out.push_str(md[a..b].trim_end());
+        if b < md.len()
+            && let Some(fence) = sections::fence_open_at(md, b)
+        {
+            let _ = write!(out, "\n{}", &fence.trim_start()[..3]);
+        }
         out.push_str("\n\n");
     }
     let _ = writeln!(out, "<<<end of untrusted web content {tag}>>>");

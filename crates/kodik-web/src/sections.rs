@@ -69,6 +69,28 @@ fn heading(line: &str) -> Option<(u8, String)> {
     Some((hashes as u8, title))
 }
 
+/// The opening line of the fenced code block `pos` falls inside (e.g. "```rust"), if any: a
+/// page cut there closes the fence, and the next page reopens it.
+pub fn fence_open_at(md: &str, pos: usize) -> Option<&str> {
+    let mut open: Option<&str> = None;
+    let mut at = 0;
+    for line in md.split_inclusive('\n') {
+        if at >= pos {
+            break;
+        }
+        let t = line.trim_start();
+        match open {
+            Some(f) if t.starts_with(&f.trim_start()[..3]) && t.trim_end().chars().all(|c| c == '`' || c == '~') => {
+                open = None;
+            }
+            None if t.starts_with("```") || t.starts_with("~~~") => open = Some(line.trim_end()),
+            _ => {}
+        }
+        at += line.len();
+    }
+    open
+}
+
 /// One page of `md` from `offset`: whole sections while they fit in `budget` bytes; when they
 /// fill less than half of it, the page goes on to the last paragraph break that fits. Returns the
 /// text's range and where the next page starts (`None` at the end).
@@ -311,6 +333,15 @@ mod tests {
         let s = split(&md);
         let (_, b, _) = page(&md, &s, 0, 32 * 1024);
         assert!(b > 16 * 1024 && b <= 32 * 1024, "{b}");
+    }
+
+    #[test]
+    fn w2_a_cut_inside_a_code_block_knows_its_fence() {
+        let md = "text\n\n```rust\nfn a() {}\n\nfn b() {}\n```\n\nafter\n";
+        let inside = md.find("fn b").unwrap();
+        assert_eq!(fence_open_at(md, inside), Some("```rust"));
+        assert_eq!(fence_open_at(md, md.find("after").unwrap()), None);
+        assert_eq!(fence_open_at(md, 0), None);
     }
 
     #[test]

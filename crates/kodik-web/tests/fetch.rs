@@ -700,6 +700,25 @@ async fn w2_the_result_stays_near_32_kb_with_long_headings_and_a_short_intro_doe
 }
 
 #[tokio::test]
+async fn w2_a_page_cut_inside_a_code_block_closes_the_fence_and_the_next_page_reopens_it() {
+    let code: String = (0..5000).map(|i| format!("let value_{i} = compute({i});\n")).collect();
+    let html = format!(
+        "<html><head><title>Code</title></head><body><main><h1>Listing</h1><p>The whole program follows, line by line.</p>\
+<pre><code class=\"language-rust\">{code}</code></pre></main></body></html>"
+    );
+    let s = Server::start(move |_| Reply::html(html.clone())).await;
+    let t = tool(WebConfig::default());
+    let out = fetch(&t, &s.url("/code"), None, None).await.unwrap();
+    let md = framed(&out);
+    assert!(md.contains("```rust\nlet value_0") && md.trim_end().ends_with("\n```"), "{}", &md[md.len() - 200..]);
+    let next: u64 = out.split("Next offset: ").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap();
+    let rest = fetch(&t, &s.url("/code"), None, Some(next)).await.unwrap();
+    let rest_md = framed(&rest);
+    let body = rest_md.split_once('\n').map(|(_, b)| b).unwrap_or(""); // after "[… from offset …]"
+    assert!(body.starts_with("```rust\nlet value_"), "{}", &rest_md[..200]);
+}
+
+#[tokio::test]
 async fn w3_query_returns_the_matching_sections_with_their_heading_path_in_page_order() {
     let page = long_page();
     let s = Server::start(move |_| Reply::html(page.clone())).await;
