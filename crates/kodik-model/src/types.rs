@@ -276,10 +276,11 @@ pub enum ModelError {
 
 /// How providers word "the request does not fit the model's context window" (OpenAI, vLLM,
 /// Anthropic, Ollama, llama.cpp, OpenRouter), lower-case.
-const OVERFLOW_PHRASES: [&str; 8] = [
+const OVERFLOW_PHRASES: [&str; 9] = [
     "context_length_exceeded",
     "maximum context length",
     "context length",
+    "context limit",
     "context window",
     "context size",
     "prompt is too long",
@@ -374,6 +375,8 @@ mod tests {
         assert!(llama.is_context_overflow());
         assert_eq!(llama.context_limit(), None);
         assert!(ModelError::Provider("input length exceeds the context length".into()).is_context_overflow());
+        let both = http("input length and `max_tokens` exceed context limit: 195000 + 16384 > 200000, decrease input");
+        assert!(both.is_context_overflow());
         // Other errors are not overflows.
         assert!(!http("The model `gpt-9` does not exist").is_context_overflow());
         let auth = ModelError::Http { status: 401, message: "maximum context length is 5 tokens".into() };
