@@ -251,7 +251,11 @@ impl FileShown {
         // Servers answer with the real paths of the files they were given (the workspace's
         // roots are canonical): resolving symlinks (a `readlink` per path component) is only
         // needed for paths that seem to lie outside.
-        let inside = ws.roots().iter().any(|r| path.starts_with(r));
+        // A file inside that is a symlink (pyright reports `pkg/link.py` as itself) is shown as
+        // what it points to, so a target outside the workspace is marked `[external]` like every
+        // other tool treats it (one `lstat` per file shown).
+        let inside = ws.roots().iter().any(|r| path.starts_with(r))
+            && !std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
         let path = if inside { path.to_path_buf() } else { path.canonicalize().unwrap_or_else(|_| path.to_path_buf()) };
         if ws.roots().iter().any(|r| path.starts_with(r)) && ignores.is_ignored(&path) {
             return Self { path: None, shown_path: String::new(), external: false };

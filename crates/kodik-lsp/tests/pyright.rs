@@ -323,3 +323,27 @@ async fn l6_unsupported_operations_and_unlintable_paths_say_what_to_do() {
     let text = h.lsp(json!({"operation": "hover", "path": "pkg/m.py", "line": 10, "symbol": "Base"})).await;
     assert_eq!(text, "No hover information for `Base` at pkg/m.py:10:3.");
 }
+
+/// L5: hits in a file reached through a symlink to outside the workspace are shown with the
+/// real path and marked `[external]`, as read_file and lsp treat that path (before: shown as
+/// `pkg/link.py:1:1: SECRET_KEY = "abc123"`, a workspace file every other tool refuses).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l5_hits_through_a_symlink_to_outside_the_workspace_are_external() {
+    if pyright().is_none() {
+        return;
+    }
+    let outside = tempfile::tempdir().unwrap();
+    let secrets = outside.path().canonicalize().unwrap().join("secrets.py");
+    std::fs::write(&secrets, "SECRET_KEY = \"abc123\"\ndef leak():\n    return SECRET_KEY\n").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let h = Harness::new(dir.path(), pyright().expect("checked above"));
+    h.write("pyproject.toml", "[project]\nname = \"pkg\"\nversion = \"0.1\"\n");
+    h.write("pkg/__init__.py", "");
+    std::os::unix::fs::symlink(&secrets, h.root.join("pkg/link.py")).unwrap();
+    h.write("pkg/use.py", "from .link import leak, SECRET_KEY\n\nprint(leak(), SECRET_KEY)\n");
+
+    let refs = h.lsp(json!({"operation": "references", "path": "pkg/use.py", "line": 3, "symbol": "SECRET_KEY"})).await;
+    assert!(!refs.contains("pkg/link.py"), "{refs}");
+    assert!(refs.contains(&format!("{}:1:1: [external]", secrets.display())), "{refs}");
+    assert!(refs.contains("pkg/use.py:3:15:"), "{refs}");
+}
