@@ -28,11 +28,45 @@ pub fn extract_text(bytes: &[u8]) -> Result<String, String> {
         // What pdf-extract does itself: many PDFs are encrypted with an empty user password.
         doc.decrypt("").map_err(|e| format!("the PDF is encrypted and could not be opened ({e})"))?;
     }
+    prune_page_tree(&mut doc);
     check_recursion(&doc)?;
     let mut text = String::new();
     pdf_extract::output_doc(&doc, &mut PlainTextOutput::new(&mut text))
         .map_err(|e| format!("the PDF could not be read: {e}"))?;
     Ok(text)
+}
+
+/// Drops the `Kids` entries that name a node already in the page tree (a `Pages` node listing
+/// itself or an ancestor): lopdf's page walk gives up on such a tree after a few steps and the
+/// document would read as having no pages, while its real pages are all there.
+fn prune_page_tree(doc: &mut Document) {
+    let Ok(root) = doc.catalog().and_then(|c| c.get(b"Pages")).and_then(Object::as_reference) else { return };
+    let mut seen = HashSet::from([root]);
+    let mut fixes: Vec<(ObjectId, Vec<Object>)> = Vec::new();
+    let mut todo = vec![root];
+    while let Some(node) = todo.pop() {
+        let Ok(kids) = doc.get_dictionary(node).and_then(|d| d.get(b"Kids")).map(|k| deref(doc, k)) else { continue };
+        let Ok(kids) = kids.as_array() else { continue };
+        let mut kept = Vec::with_capacity(kids.len());
+        for kid in kids {
+            match kid.as_reference() {
+                Ok(id) if !seen.insert(id) => {}
+                Ok(id) => {
+                    todo.push(id);
+                    kept.push(kid.clone());
+                }
+                Err(_) => kept.push(kid.clone()),
+            }
+        }
+        if kept.len() != kids.len() {
+            fixes.push((node, kept));
+        }
+    }
+    for (node, kids) in fixes {
+        if let Ok(d) = doc.get_dictionary_mut(node) {
+            d.set("Kids", Object::Array(kids));
+        }
+    }
 }
 
 /// Err when `pdf-extract` would recurse without end (or too deep) on `doc`.

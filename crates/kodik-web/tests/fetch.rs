@@ -588,8 +588,18 @@ async fn w2_a_pdf_whose_drawings_recurse_is_an_error_and_the_process_lives_on() 
         "/T Do /W Do",
         &[form(&format!("/Resources << {fonts} >>"), text), form("/Resources << /XObject << /T 6 0 R >> >>", "/T Do")],
     );
+    // A page tree that lists itself among its kids, beside its one real page.
+    let self_kid = common::pdf_of(&[
+        "<< /Type /Catalog /Pages 2 0 R >>".to_string(),
+        "<< /Type /Pages /Kids [2 0 R 3 0 R] /Count 1 >>".to_string(),
+        "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R /Resources << /Font << /F1 5 0 R >> >> >>"
+            .to_string(),
+        "<< /Length 46 >>\nstream\nBT /F1 24 Tf 72 720 Td (Hello PDF World) Tj ET\nendstream".to_string(),
+        "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>".to_string(),
+    ]);
     let s = Server::start(move |r| {
         let body = match r.path.as_str() {
+            "/self-kid.pdf" => self_kid.clone(),
             "/own.pdf" => own.clone(),
             "/inherited.pdf" => inherited.clone(),
             "/pair.pdf" => pair.clone(),
@@ -609,6 +619,8 @@ async fn w2_a_pdf_whose_drawings_recurse_is_an_error_and_the_process_lives_on() 
         let err = fetch(&t, &s.url(path), None, None).await.unwrap_err();
         assert!(err.contains("the PDF could not be read") && err.contains(says), "{path}: {err}");
     }
+    let out = fetch(&t, &s.url("/self-kid.pdf"), None, None).await.unwrap();
+    assert!(framed(&out).contains("Hello PDF World"), "{out}");
     let out = fetch(&t, &s.url("/reused.pdf"), None, None).await.unwrap();
     assert!(framed(&out).matches("Text drawn by a form").count() >= 2, "{out}");
 }
