@@ -890,6 +890,12 @@ impl Conversation {
         }
         let bound = Instant::now() + self.shared.config.background_wait;
         let until = deadline.map_or(bound, |d| d.min(bound));
+        if inbox.is_empty() {
+            // A host would otherwise look stuck for the whole wait.
+            let terminals = self.background.iter().map(|(id, command)| format!("{id} (`{command}`)")).collect();
+            let up_to_secs = until.saturating_duration_since(Instant::now()).as_secs();
+            self.shared.emit(AgentEvent::WaitingForBackground { terminals, up_to_secs });
+        }
         loop {
             if !inbox.is_empty() {
                 return true;

@@ -132,6 +132,15 @@ pub enum AgentEvent {
         /// What the request cost.
         usage: Usage,
     },
+    /// The model answered while commands it left in the background still run: the run waits
+    /// for the first of them to settle, at most `up_to_secs` (its terminal event then goes to
+    /// the model in one more turn).
+    WaitingForBackground {
+        /// The terminals still running, as `term-N (`command`)`.
+        terminals: Vec<String>,
+        /// The longest wait, in seconds.
+        up_to_secs: u64,
+    },
     /// The run ended.
     RunFinished {
         /// How.

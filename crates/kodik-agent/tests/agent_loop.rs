@@ -789,10 +789,21 @@ async fn s3_an_answer_while_a_background_command_runs_waits_for_its_terminal_eve
     let second = answer("The build is running in the background; its result will arrive by itself.");
     let s = setup(vec![first, second, answer("The build finished.")], ReplayOptions::default(), AgentConfig::default())
         .await;
+    let mut events = s.agent.subscribe();
     let mut conv = s.agent.start().unwrap();
     let outcome = conv.run("build it", CancellationToken::new()).await;
     assert_eq!(outcome.status, RunStatus::Completed, "{outcome:?}");
     assert_eq!(outcome.final_text, "The build finished.");
+    // The host is told what the run waits for, and for how long at most.
+    let mut waiting = None;
+    while let Ok(event) = events.try_recv() {
+        if let AgentEvent::WaitingForBackground { terminals, up_to_secs } = event {
+            waiting = Some((terminals, up_to_secs));
+        }
+    }
+    let (terminals, up_to_secs) = waiting.expect("no WaitingForBackground event");
+    assert!(terminals.len() == 1 && terminals[0].contains("sleep 2.5"), "{terminals:?}");
+    assert!((100..=120).contains(&up_to_secs), "{up_to_secs}");
     assert!(outcome.error.is_none(), "{outcome:?}");
     assert!(s.dir.path().join("result.txt").is_file(), "the build was not left to finish");
     let requests = s.server.requests();

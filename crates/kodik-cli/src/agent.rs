@@ -280,6 +280,9 @@ impl Output for JsonLines {
                 json!({"type": "item.completed", "item": {"id": self.item_id(), "type": "reasoning", "text": text}})
             }
             AgentEvent::TurnCompleted { usage, .. } => json!({"type": "turn.completed", "usage": usage}),
+            AgentEvent::WaitingForBackground { terminals, up_to_secs } => {
+                json!({"type": "background.waiting", "terminals": terminals, "up_to_secs": up_to_secs})
+            }
             AgentEvent::RunFinished { .. } => return,
         };
         self.line(&line);
@@ -366,6 +369,14 @@ impl Output for Human {
                 }
             }
             AgentEvent::TurnCompleted { .. } | AgentEvent::RunFinished { .. } | AgentEvent::Reasoning { .. } => {}
+            AgentEvent::WaitingForBackground { terminals, up_to_secs } => {
+                if let Some(text) = self.pending_text.take() {
+                    self.say(&text);
+                    self.text_shown = true;
+                }
+                let what = terminals.join(", ");
+                self.println(&self.paint("2", &format!("… waiting up to {up_to_secs} s for {what}, left running")));
+            }
             AgentEvent::ToolCallStarted { call_id, name, args } => {
                 // Text before a turn's calls is a preamble, not the answer: show it first.
                 if !self.text_shown {
