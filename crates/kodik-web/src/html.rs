@@ -146,6 +146,7 @@ pub fn meta_refresh(body: &[u8]) -> Option<(u64, String)> {
 pub fn convert(html: &str, url: Option<&str>) -> Converted {
     let limited = limit_depth(html, MAX_DEPTH);
     let doc = Document::from(limited.as_ref());
+    open_shadow_roots(&doc, &limited);
     let scan = scan(&doc.tree);
     let title = if scan.title.is_empty() { scan.og_title.clone() } else { scan.title.clone() };
     // Links are written absolute, so the model can fetch them as they stand: against
@@ -182,12 +183,31 @@ pub fn convert(html: &str, url: Option<&str>) -> Converted {
         None => {
             // Extraction took the document apart; the whole page comes from a fresh parse.
             let doc = Document::from(limited.as_ref());
+            open_shadow_roots(&doc, &limited);
             let root = doc.tree.body().map_or_else(|| doc.tree.root_id(), |b| b.id);
             (to_markdown(&doc.tree, root, Keep::WholePage, base), false, title)
         }
     };
     let client_rendered = scan.had_scripts && scan.body_chars.saturating_sub(scan.noscript_chars) < SHELL_TEXT_CHARS;
     Converted { title, markdown, extracted: is_extracted, client_rendered }
+}
+
+/// Puts the content of declarative shadow roots (`<template shadowrootmode="open">`, how
+/// server-rendered web components ship their markup) in place of the template, as a browser
+/// shows it; any other `<template>` stays inert and is dropped later.
+fn open_shadow_roots(doc: &Document, html: &str) {
+    if !html.contains("shadowroot") {
+        return;
+    }
+    for t in doc.select("template[shadowrootmode], template[shadowroot]").iter() {
+        let Some(node) = t.nodes().first() else { continue };
+        // The template's markup lives in its own fragment, not among its children.
+        let Some(contents) = node.query(|n| n.as_element().and_then(|e| e.template_contents)).flatten() else {
+            continue;
+        };
+        let inner = doc.tree.get(&contents).map(|f| f.inner_html()).unwrap_or_default();
+        t.replace_with_html(inner);
+    }
 }
 
 /// What one pass over the parsed page finds.
@@ -904,6 +924,17 @@ mod tests {
         let md = convert(&html, None).markdown;
         assert!(md.contains("```js\nconst a = 1;\nconst b = 2;\n```"), "{md}");
         assert!(md.contains("```python\ndef f():\n    return 1\n```"), "{md}");
+    }
+
+    #[test]
+    fn w2_declarative_shadow_dom_content_is_kept_and_inert_templates_are_not() {
+        let html = "<html><body><main><h1>Cards</h1><my-card><template shadowrootmode=\"open\"><h2>Card title</h2>\
+<p>Card body text that a browser shows from the shadow root.</p><slot></slot></template><p>Light DOM text of the card.</p></my-card>\
+<template id=\"row\"><p>INERTTEMPLATE</p></template><p>Enough ordinary text on the page to be its main content for sure.</p></main></body></html>";
+        let md = convert(html, None).markdown;
+        assert!(md.contains("## Card title") && md.contains("Card body text"), "{md}");
+        assert!(md.contains("Light DOM text of the card."), "{md}");
+        assert!(!md.contains("INERTTEMPLATE"), "{md}");
     }
 
     #[test]
