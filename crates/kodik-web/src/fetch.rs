@@ -536,8 +536,8 @@ fn format_page(
     let mut next_offset = None;
     let mut note = String::new();
     let mut offset = args.offset.unwrap_or(0) as usize;
-    // An offset at the very end would show nothing at all.
-    if offset > md.len() || (offset == md.len() && offset > 0) {
+    // An offset at the very end (or where only whitespace is left) would show nothing at all.
+    if offset > md.len() || (offset > 0 && md[sections::floor_char(md, offset)..].trim().is_empty()) {
         note = format!("offset {offset} is past the end ({} bytes); showing the start.\n", md.len());
         offset = 0;
     }

@@ -731,6 +731,18 @@ async fn w2_a_page_cut_inside_a_code_block_closes_the_fence_and_the_next_page_re
 }
 
 #[tokio::test]
+async fn w2_an_offset_at_the_very_end_says_so_instead_of_an_empty_page() {
+    let text: String = (0..2000).map(|i| format!("line {i:05} of the text\n")).collect();
+    let len = text.len() as u64;
+    let s = Server::start(move |_| Reply::ok("text/plain", text.clone())).await;
+    let t = tool(WebConfig::default());
+    for offset in [len - 1, len, len + 1] {
+        let out = fetch(&t, &s.url("/t"), None, Some(offset)).await.unwrap();
+        assert!(out.contains("is past the end") && framed(&out).contains("line 00000"), "{offset}: {out}");
+    }
+}
+
+#[tokio::test]
 async fn w3_query_returns_the_matching_sections_with_their_heading_path_in_page_order() {
     let page = long_page();
     let s = Server::start(move |_| Reply::html(page.clone())).await;
