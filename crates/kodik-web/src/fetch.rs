@@ -621,11 +621,14 @@ fn format_page(
     );
     for (k, &(a, b)) in shown.iter().enumerate() {
         if !ranked.is_empty() {
-            if let Some(s) = searched.iter().find(|s| s.start == a)
-                && !s.path.is_empty()
-            {
-                let _ = writeln!(out, "[{} › {}]", s.path.join(" › "), s.title);
-            } else if let Some(s) = searched.iter().find(|s| a > s.start && a < s.end) {
+            // A section that starts here with its heading gets its heading path; a part of one
+            // (a window, or the rest after `offset`) says where it is.
+            let whole = p.sections.iter().any(|s| s.start == a);
+            if whole && let Some(s) = searched.iter().find(|s| s.start == a) {
+                if !s.path.is_empty() {
+                    let _ = writeln!(out, "[{} › {}]", s.path.join(" › "), s.title);
+                }
+            } else if let Some(s) = searched.iter().find(|s| a >= s.start && a < s.end) {
                 let mut path = s.path.clone();
                 path.push(s.title.clone());
                 path.retain(|t| !t.is_empty());

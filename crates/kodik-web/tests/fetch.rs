@@ -835,6 +835,7 @@ async fn w3_a_match_deep_in_a_section_longer_than_the_budget_is_shown_and_offset
     let out = fetch(&t, &s.url("/twice.txt"), Some("kingfisher"), Some(next)).await.unwrap();
     assert!(out.contains(&format!("Sections matching \"kingfisher\" from offset {next}")), "{out}");
     assert!(framed(&out).contains("second kingfisher") && !framed(&out).contains("first kingfisher"), "{out}");
+    assert!(framed(&out).starts_with("[… from offset "), "where the part shown starts: {out}");
 }
 
 #[tokio::test]
