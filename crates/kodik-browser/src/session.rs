@@ -915,7 +915,7 @@ impl BrowserSession {
         let Launched { browser, handler } = match launched {
             // Another Chromium took the profile after the check above (two sessions starting at
             // once), or holds it from where this one cannot see it: as when the check finds it.
-            Err(BrowserError::Launch { reason, .. }) if temp.is_none() && profile_locked(&reason) => {
+            Err(BrowserError::Launch { reason, .. }) if temp.is_none() && profile_locked(&dir, &reason) => {
                 note = Some(format!(
                     "The {storage:?} browser profile is in use by another Chromium (e.g. another session); this \
                      session uses a fresh temporary profile instead (no saved cookies or logins)."
@@ -1067,9 +1067,11 @@ fn temp_profile() -> Result<tempfile::TempDir, BrowserError> {
         .map_err(|e| BrowserError::Other(format!("cannot create a temporary browser profile: {e}")))
 }
 
-/// Whether Chromium's start-up failure says another Chromium holds the profile.
-fn profile_locked(reason: &str) -> bool {
+/// Whether Chromium failed to start because another Chromium holds the profile: it says so on
+/// stderr (not always read in time) and exits with code 21, and the holder's lock is there.
+fn profile_locked(dir: &Path, reason: &str) -> bool {
     ["ProcessSingleton", "SingletonLock", "profile appears to be in use"].iter().any(|m| reason.contains(m))
+        || dir.join("SingletonLock").symlink_metadata().is_ok()
 }
 
 /// The pid of a live Chromium holding `dir` (its `SingletonLock` names `host-pid`).
