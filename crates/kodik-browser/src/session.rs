@@ -275,6 +275,9 @@ pub(crate) struct Running {
     /// The tab Chromium shows, when known. Only that one is visible: a page in the background
     /// runs no animation frames and gets throttled input, so every action on it crawls.
     front: Option<String>,
+    /// Tabs the pages opened since the last call other than `wait`: what `wait` with condition
+    /// `popup` reports first, so a wait after the click that opened one finds it.
+    pub new_popups: Vec<String>,
     /// Tabs that closed themselves since the last result said so.
     pub closed_tabs: Vec<String>,
     next_tab: u32,
@@ -494,6 +497,7 @@ impl Running {
         if let Some(last) = added.last() {
             self.front = Some(last.clone());
         }
+        self.new_popups.extend(added.iter().cloned());
         let gone: Vec<String> = self.tabs.iter().filter(|t| t.shared.lock().closed).map(|t| t.id.clone()).collect();
         for id in gone {
             if self.front.as_deref() == Some(id.as_str()) {
@@ -1034,6 +1038,7 @@ impl BrowserSession {
             tabs: Vec::new(),
             current: None,
             front: None,
+            new_popups: Vec::new(),
             closed_tabs: Vec::new(),
             next_tab: 0,
             new_targets,

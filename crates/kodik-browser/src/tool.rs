@@ -281,6 +281,9 @@ impl BrowserSession {
         }
         // A crashed renderer is reloaded at its last URL (B9), before the action or, when it
         // crashed during it, after; a snapshot or screenshot is then taken again.
+        if args.action != A::Wait {
+            r.new_popups.clear();
+        }
         r.adopt_new_targets().await;
         r.attach_frames().await;
         let mut crash_note = None;
@@ -1123,8 +1126,12 @@ impl BrowserSession {
                 let known = r.tabs.len();
                 let deadline = started + timeout;
                 loop {
-                    let added = r.adopt_new_targets().await;
-                    if let Some(t) = added.first() {
+                    r.adopt_new_targets().await;
+                    // A popup the previous action opened counts: the wait could not start before it.
+                    let open: Vec<String> =
+                        r.new_popups.iter().filter(|t| r.tabs.iter().any(|x| &x.id == *t)).cloned().collect();
+                    if let Some(t) = open.first() {
+                        r.new_popups.retain(|x| x != t);
                         let tab = r.tab(Some(t))?;
                         let _ = actions::wait_ready(tab, Duration::from_secs(5)).await;
                         let url = eval(tab, "location.href")

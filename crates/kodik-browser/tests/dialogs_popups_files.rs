@@ -200,3 +200,27 @@ async fn b7_the_opener_stays_live_after_its_popup_opens() {
     h.ok(json!({"action": "select_tab", "tab_id": "t1"})).await;
     h.session.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn b5_b7_wait_popup_after_the_click_that_opened_it_finds_it() {
+    const PAGE: &str = r#"<!doctype html><title>Opener</title>
+<button onclick="window.open('/popup', 'w2')">WinOpen</button>
+<button onclick="setTimeout(() => window.open('/popup', 'w3'), 300)">Later</button>"#;
+    let mut routes = Routes::new();
+    routes.insert("/", ("text/html", PAGE.to_string(), ""));
+    routes.insert("/popup", ("text/html", "<title>Popup</title><h1>I am popup</h1>".to_string(), ""));
+    let base = serve(routes).await;
+    let h = harness();
+    h.ok(json!({"action": "open", "url": format!("{base}/")})).await;
+    h.ok(json!({"action": "click", "target": {"role": "button", "name": "WinOpen"}})).await;
+    let w = h.ok(json!({"action": "wait", "condition": "popup", "timeout": 3000})).await;
+    assert!(w.contains("New tab t2 opened") && w.contains("/popup"), "{w}");
+    // Reported once: a second wait waits for a new one.
+    let e = h.err(json!({"action": "wait", "condition": "popup", "timeout": 300})).await;
+    assert!(e.contains("timed out"), "{e}");
+    // A popup that opens while the wait runs is found as before.
+    h.ok(json!({"action": "click", "target": {"role": "button", "name": "Later"}})).await;
+    let w = h.ok(json!({"action": "wait", "condition": "popup", "timeout": 5000})).await;
+    assert!(w.contains("New tab t3 opened"), "{w}");
+    h.session.shutdown().await;
+}
