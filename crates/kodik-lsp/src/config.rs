@@ -35,6 +35,10 @@ pub struct ServerConfig {
     /// after a debounce (typescript-language-server) need a longer one, or a late publish for
     /// the previous version would pass for the current one.
     pub diagnostics_quiet: Option<Duration>,
+    /// The server rebuilds every open document and publishes its diagnostics again when any
+    /// document is saved (clangd): after files change on disk, an open document's diagnostics
+    /// are then awaited from a publish after that save, not taken from before it.
+    pub republishes_on_save: bool,
 }
 
 impl ServerConfig {
@@ -51,6 +55,7 @@ impl ServerConfig {
             ready_log: None,
             first_progress_grace: None,
             diagnostics_quiet: None,
+            republishes_on_save: false,
         }
     }
 
@@ -228,11 +233,14 @@ pub fn default_servers() -> Vec<ServerConfig> {
         },
         // The background index (kept under `.cache/clangd` of the project) is what finds
         // references in files that are not open.
-        ServerConfig::new("clangd", "clangd", &["--background-index"], C).root_markers(&[
-            "compile_commands.json",
-            "compile_flags.txt",
-            ".clangd",
-        ]),
+        ServerConfig {
+            republishes_on_save: true,
+            ..ServerConfig::new("clangd", "clangd", &["--background-index"], C).root_markers(&[
+                "compile_commands.json",
+                "compile_flags.txt",
+                ".clangd",
+            ])
+        },
         ServerConfig::new("gopls", "gopls", &[], &[("go", "go")]).root_markers(&["go.work", "go.mod"]),
     ]
 }

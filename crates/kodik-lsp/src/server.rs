@@ -741,6 +741,12 @@ impl Server {
             self.conn.notify("workspace/didChangeWatchedFiles", &json!({"changes": watched})).await;
         }
         if resave {
+            if self.config.republishes_on_save {
+                let seq = self.seq();
+                for d in docs.values_mut() {
+                    d.sent_seq = d.sent_seq.max(seq);
+                }
+            }
             for p in docs.keys() {
                 self.conn.notify("textDocument/didSave", &json!({"textDocument": {"uri": path_to_uri(p)}})).await;
             }
