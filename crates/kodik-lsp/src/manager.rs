@@ -154,6 +154,10 @@ impl LanguageServers {
         {
             return Ok(s.clone());
         }
+        // Another caller waiting on this slot just failed to start it: not again for each file.
+        if slot.server.is_none() && self.is_broken(&cfg.name) {
+            return Err(no_server(path, vec![format!("{} (failed to start)", cfg.command.display())]));
+        }
         if slot.server.take().is_some() {
             let now = Instant::now();
             slot.restarts.retain(|t| now.duration_since(*t) < self.config.restart_window);

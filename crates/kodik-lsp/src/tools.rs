@@ -655,6 +655,49 @@ impl TypedTool for LspTool {
     }
 }
 
+/// How many files `read_lints` has its servers check at once. A push server (tsserver) checks
+/// the open files together after a short debounce, and each file's answer waits for a quiet
+/// window: one file after another cost about a second each.
+const LINT_CONCURRENCY: usize = 32;
+
+/// The diagnostics of each of `files`, in order, at most [`LINT_CONCURRENCY`] at a time.
+async fn lint_files(
+    servers: &Arc<LanguageServers>,
+    files: &[PathBuf],
+) -> Vec<Result<(crate::server::FileDiagnostics, Encoding), LspError>> {
+    let mut results: Vec<Option<Result<_, LspError>>> = (0..files.len()).map(|_| None).collect();
+    let mut running = tokio::task::JoinSet::new();
+    let mut next = 0;
+    loop {
+        while running.len() < LINT_CONCURRENCY && next < files.len() {
+            let (servers, file, i) = (servers.clone(), files[next].clone(), next);
+            running.spawn(async move {
+                let got = servers
+                    .with_server(&file, |server| {
+                        let file = file.clone();
+                        async move { Ok((server.diagnostics(&file, None).await?, server.encoding())) }
+                    })
+                    .await;
+                (i, got)
+            });
+            next += 1;
+        }
+        match running.join_next().await {
+            Some(Ok((i, got))) => results[i] = Some(got),
+            Some(Err(e)) => return vec_of_errors(files.len(), &e.to_string()),
+            None => break,
+        }
+    }
+    results
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|| Err(LspError::Internal("a file's check did not finish".into()))))
+        .collect()
+}
+
+fn vec_of_errors<T>(n: usize, why: &str) -> Vec<Result<T, LspError>> {
+    (0..n).map(|_| Err(LspError::Internal(format!("a file's check failed: {why}")))).collect()
+}
+
 /// Why `read_lints` checked nothing, and what to do instead.
 fn nothing_to_lint(unserved: &[String], missing: &[(String, Vec<String>, usize)]) -> String {
     let mut parts = Vec::new();
@@ -762,14 +805,8 @@ impl ReadLintsTool {
         let mut lines = Vec::new();
         let (mut errors, mut warnings, mut stale_files) = (0usize, 0usize, Vec::new());
         let mut checked = 0usize;
-        for file in &targets {
-            let got = self
-                .servers
-                .with_server(file, |server| {
-                    let file = file.clone();
-                    async move { Ok((server.diagnostics(&file, None).await?, server.encoding())) }
-                })
-                .await;
+        let results = lint_files(&self.servers, &targets).await;
+        for (file, got) in targets.iter().zip(results) {
             let (d, enc) = match got {
                 Ok(got) => got,
                 // A server that cannot start (or was given up after crashes) costs its own

@@ -103,6 +103,30 @@ async fn l2_l6_first_typescript_query_waits_for_the_project_instead_of_a_partial
     }
 }
 
+/// L1: a folder of many TypeScript files is checked with the files open together (tsserver
+/// checks them in one pass) and every file's own diagnostics come back, fresh: the one error,
+/// in the right file, no "may be from before the last change" note.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l1_read_lints_on_a_typescript_folder_checks_every_file_together() {
+    let Some(cfg) = configured("typescript-language-server", "typescript-language-server") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let h = Harness::new(dir.path(), cfg);
+    h.write("tsconfig.json", r#"{"compilerOptions":{"strict":true},"include":["src"]}"#);
+    for i in 1..=60 {
+        h.write(&format!("src/m{i}.ts"), &format!("export function f{i}(x: number): number {{ return x + {i}; }}\n"));
+    }
+    h.write("src/zz.ts", "import { f7 } from \"./m7\";\nexport const bad: string = f7(1);\n");
+    let started = std::time::Instant::now();
+    let out = h.call("read_lints", json!({})).await;
+    eprintln!("read_lints of 61 TypeScript files took {:?}", started.elapsed());
+    let text = out.text_content();
+    assert!(out.is_success(), "{text}");
+    assert!(text.starts_with("1 error(s), 0 warning(s), 1 diagnostic(s) in 61 checked file(s):"), "{text}");
+    assert!(text.contains("src/zz.ts:2:14: error [typescript 2322]"), "{text}");
+    assert!(!text.contains("may be from before"), "{text}");
+    assert_eq!(h.servers.starts().await, 1);
+}
+
 /// L1, L2, L4, E9 on clangd (push diagnostics only, with versions).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn l1_l2_e9_against_clangd() {
