@@ -464,6 +464,61 @@ pub(crate) fn check_url(url: &str) -> Result<(), BrowserError> {
     }))
 }
 
+/// Refuses a `file:` URL (also inside `view-source:`) whose file is outside the workspace or
+/// hidden by `.kodikignore`: the browser reads files as every file tool does, no further (B8, G16).
+pub(crate) fn check_file_url(url: &str, workspace: &kodik_core::Workspace) -> Result<(), BrowserError> {
+    let mut inner = url.trim();
+    while let Some(rest) = strip_prefix_ci(inner, "view-source:") {
+        inner = rest;
+    }
+    let Some(rest) = strip_prefix_ci(inner, "file:") else { return Ok(()) };
+    // file:///p, file://localhost/p and file:/p all name /p; query and fragment are not the path.
+    let rest = rest.split(['?', '#']).next().unwrap_or("");
+    let path = match rest.strip_prefix("//") {
+        Some(after) => {
+            let at = after.find('/').unwrap_or(after.len());
+            let host = &after[..at];
+            if !host.is_empty() && !host.eq_ignore_ascii_case("localhost") {
+                return Err(BrowserError::Refused(format!(
+                    "`{url}` names a file on another host; the browser opens files of the workspace only"
+                )));
+            }
+            &after[at..]
+        }
+        None => rest,
+    };
+    let path = percent_decode(path);
+    workspace
+        .check(if path.is_empty() { "/" } else { path.as_str() })
+        .map(|_| ())
+        .map_err(|e| BrowserError::Refused(format!("cannot open `{url}`: {e}")))
+}
+
+fn strip_prefix_ci<'a>(s: &'a str, prefix: &str) -> Option<&'a str> {
+    (s.len() >= prefix.len() && s.is_char_boundary(prefix.len()) && s[..prefix.len()].eq_ignore_ascii_case(prefix))
+        .then(|| &s[prefix.len()..])
+}
+
+/// `%2F`-style escapes decoded (invalid ones kept as written).
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |k: usize| b.get(k).and_then(|c| char::from(*c).to_digit(16));
+        if b[i] == b'%'
+            && let (Some(h), Some(l)) = (hex(i + 1), hex(i + 2))
+        {
+            out.push((h * 16 + l) as u8);
+            i += 3;
+            continue;
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 /// Stops the tab's pending navigation and loading (the browser's Stop button), bounded.
 pub(crate) async fn stop_loading(tab: &Tab) {
     let _ = tokio::time::timeout(Duration::from_secs(2), tab.page.execute(StopLoadingParams::default())).await;

@@ -222,6 +222,11 @@ impl BrowserSession {
         if !cx.workspace.is_trusted() {
             self.workspace_untrusted.store(true, std::sync::atomic::Ordering::Relaxed);
         }
+        if matches!(args.action, A::Open | A::Navigate | A::Preview)
+            && let Some(url) = &args.url
+        {
+            actions::check_file_url(url, &cx.workspace)?;
+        }
         let mut guard = self.running.lock().await;
         let storage = args.storage.unwrap_or(StorageMode::Global);
         // B9: a browser that died (or whose connection dropped) is restarted once, and its tabs

@@ -150,3 +150,32 @@ async fn b3_b5_a_page_whose_load_never_fires_opens_once_ready_and_later_actions_
     assert!(out.is_success() && n.contains("has not finished loading") && n.contains("Title: ImgHang"), "{n}");
     h.session.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn b8_g16_file_urls_open_workspace_files_only() {
+    let h = harness();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret.txt"), "top secret").unwrap();
+    std::fs::write(h.dir.path().join("page.html"), "<title>Mine</title><h1>Workspace page</h1>").unwrap();
+    std::fs::write(h.dir.path().join("hidden.txt"), "hidden words").unwrap();
+    std::fs::write(h.dir.path().join(".kodikignore"), "hidden.txt\n").unwrap();
+    let secret = outside.path().join("secret.txt").display().to_string();
+    for url in [
+        format!("file://{secret}"),
+        format!("FILE://localhost{secret}"),
+        format!("view-source:file://{secret}"),
+        format!("file://{}", secret.replace('/', "%2F")),
+        "file:///etc/passwd".to_string(),
+        format!("file://{}/hidden.txt", h.dir.path().display()),
+        format!("file://{}/../{}", h.dir.path().display(), secret.trim_start_matches('/')),
+    ] {
+        let e = h.err(json!({"action": "open", "url": url})).await;
+        assert!(!e.contains("top secret") && !e.contains("root:") && !e.contains("hidden words"), "{url}: {e}");
+        assert!(e.contains("cannot open") || e.contains("workspace"), "{url}: {e}");
+    }
+    let r = h.ok(json!({"action": "open", "url": format!("file://{}/page.html", h.dir.path().display())})).await;
+    assert!(r.contains("Workspace page"), "{r}");
+    let e = h.err(json!({"action": "navigate", "url": "file:///etc/passwd"})).await;
+    assert!(!e.contains("root:"), "{e}");
+    h.session.shutdown().await;
+}
