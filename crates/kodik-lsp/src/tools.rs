@@ -268,8 +268,12 @@ impl FileShown {
 
 /// L4/L5: `path:line:column: source` lines, dependencies marked `[external]`, hits in files
 /// hidden by `.kodikignore` left out and counted, at most 100 with the total.
-/// `server` reads the source lines; each location's column is in its own server's units.
-fn format_locations(ws: &Workspace, server: &Server, locs: Vec<Loc>, header: &str) -> (String, Value) {
+/// Files' texts already read in this answer (by path), so each is looked at once.
+type Texts = std::collections::HashMap<PathBuf, Option<Arc<str>>>;
+
+/// `server` reads the source lines (those in `read` were read already); each location's
+/// column is in its own server's units.
+fn format_locations(ws: &Workspace, server: &Server, locs: Vec<Loc>, header: &str, read: &Texts) -> (String, Value) {
     let mut locs = locs;
     locs.sort_by(location_order);
     locs.dedup();
@@ -299,7 +303,10 @@ fn format_locations(ws: &Workspace, server: &Server, locs: Vec<Loc>, header: &st
         }
         let Some(path) = &file.path else { continue };
         // Read only for files with a location among the ones shown.
-        let text = server.source(path);
+        let text = match read.get(path) {
+            Some(t) => t.clone(),
+            None => server.source(path),
+        };
         let end = files.get(n + 1).map_or(locs.len(), |(next, _)| *next);
         for l in locs[*first..end].iter().take(MAX_LOCATIONS - written) {
             let src = text.as_deref().and_then(|t| line_of(t, l.line as usize));
@@ -363,6 +370,50 @@ impl LspTool {
         let ready = server.wait_ready(self.servers.config().indexing_wait).await;
         let again = server.request(method, params).await.map_err(LspError::Rpc)?;
         Ok((again, !ready))
+    }
+
+    /// References of a symbol include its imports renamed with `as` (`from .models import
+    /// User as Person`), but pyright does not list the uses of the new name: those are asked
+    /// for at the alias and added to `locs`. Returns the aliases followed; the files read are
+    /// left in `read` for the answer's source lines.
+    async fn alias_uses(&self, server: &Server, locs: &mut Vec<Loc>, read: &mut Texts) -> Vec<String> {
+        let mut aliases = Vec::new();
+        let mut asked = Vec::new();
+        let mut current: Option<(PathBuf, Option<Arc<str>>)> = None;
+        for l in locs.iter() {
+            if asked.len() == MAX_ALIASES {
+                break;
+            }
+            // Servers list a file's hits together: one lookup per run of them.
+            if current.as_ref().is_none_or(|(p, _)| *p != l.path) {
+                let text = match read.get(&l.path) {
+                    Some(t) => t.clone(),
+                    None => {
+                        let t = server.source(&l.path);
+                        read.insert(l.path.clone(), t.clone());
+                        t
+                    }
+                };
+                current = Some((l.path.clone(), text));
+            }
+            let Some(text) = current.as_ref().and_then(|(_, t)| t.as_deref()) else { continue };
+            let Some(line) = line_of(text, l.line as usize) else { continue };
+            let start = from_lsp_column(line, l.col, l.enc);
+            let Some((alias, at)) = import_alias(line, start) else { continue };
+            let position = json!({"line": l.line, "character": to_lsp_column(line, at, server.encoding())});
+            asked.push((path_to_uri(&l.path), position));
+            if !aliases.contains(&alias) {
+                aliases.push(alias);
+            }
+        }
+        for (uri, position) in asked {
+            let params =
+                json!({"textDocument": {"uri": uri}, "position": position, "context": {"includeDeclaration": true}});
+            if let Ok(more) = server.request("textDocument/references", params).await {
+                locs.extend(locations(&more, server.encoding()));
+            }
+        }
+        aliases
     }
 
     async fn at_position(&self, args: &LspArgs, ws: &Workspace) -> Result<ToolOutput, LspError> {
@@ -460,6 +511,19 @@ impl LspTool {
                                 .unwrap_or_default();
                             Ok(locations_answer(ws, &server, locs, &header, partial))
                         }
+                        LspOperation::References => {
+                            let mut locs = locations(&res, server.encoding());
+                            let mut read = Texts::new();
+                            let aliases = self.alias_uses(&server, &mut locs, &mut read).await;
+                            let (mut out, meta, partial) =
+                                locations_text(ws, &server, locs, &header, partial, &read);
+                            if !aliases.is_empty() {
+                                let names: Vec<String> = aliases.iter().map(|a| format!("`{a}`")).collect();
+                                let s = if aliases.len() == 1 { "" } else { "es" };
+                                let _ = writeln!(out, "(includes uses through the import alias{s} {})", names.join(", "));
+                            }
+                            Ok(finish(out, partial, meta))
+                        }
                         _ => Ok(locations_answer(ws, &server, locations(&res, server.encoding()), &header, partial)),
                     }
                 }
@@ -529,7 +593,7 @@ impl LspTool {
         asked.sort();
         asked.dedup();
         let header = format!("workspace symbols matching `{query}` ({})", asked.join(", "));
-        let (mut out, mut meta, partial) = locations_text(ws, &server, locs, &header, partial);
+        let (mut out, mut meta, partial) = locations_text(ws, &server, locs, &header, partial, &Texts::new());
         if !failed.is_empty() {
             let _ = writeln!(out, "Not searched: {}.", failed.join("; "));
             meta["not_searched"] = json!(failed);
@@ -567,7 +631,7 @@ fn unreachable_op(op: LspOperation) -> Result<&'static str, LspError> {
 }
 
 fn locations_answer(ws: &Workspace, server: &Server, locs: Vec<Loc>, header: &str, partial: bool) -> ToolOutput {
-    let (out, meta, partial) = locations_text(ws, server, locs, header, partial);
+    let (out, meta, partial) = locations_text(ws, server, locs, header, partial, &Texts::new());
     finish(out, partial, meta)
 }
 
@@ -579,6 +643,7 @@ fn locations_text(
     locs: Vec<Loc>,
     header: &str,
     partial: bool,
+    read: &Texts,
 ) -> (String, Value, bool) {
     if locs.is_empty() {
         let out = if partial {
@@ -588,7 +653,7 @@ fn locations_text(
         };
         return (out, json!({"total": 0, "indexing": partial}), false);
     }
-    let (out, meta) = format_locations(ws, server, locs, header);
+    let (out, meta) = format_locations(ws, server, locs, header, read);
     (out, meta, partial)
 }
 
@@ -598,6 +663,33 @@ fn finish(mut out: String, partial: bool, mut meta: Value) -> ToolOutput {
         meta["indexing"] = json!(true);
     }
     ToolOutput::text(out.trim_end().to_owned()).with_meta(meta)
+}
+
+/// At most this many import aliases of a symbol are followed by one `references`.
+const MAX_ALIASES: usize = 10;
+
+/// For an identifier at character `start` of an import line followed by `as NAME`: `NAME` and
+/// its character index.
+fn import_alias(line: &str, start: usize) -> Option<(String, usize)> {
+    let chars: Vec<char> = line.chars().collect();
+    let is_id = |c: char| c.is_alphanumeric() || c == '_' || c == '$';
+    let trimmed = line.trim_start();
+    if !(trimmed.starts_with("import ") || trimmed.starts_with("from ")) {
+        return None;
+    }
+    let mut i = start;
+    while i < chars.len() && is_id(chars[i]) {
+        i += 1;
+    }
+    let after: String = chars[i..].iter().collect();
+    let rest = after.trim_start();
+    let rest = rest.strip_prefix("as")?;
+    if !rest.starts_with(char::is_whitespace) {
+        return None;
+    }
+    let name_from = chars.len() - rest.trim_start().chars().count();
+    let name: String = chars[name_from..].iter().take_while(|&&c| is_id(c)).collect();
+    (!name.is_empty() && i > start).then_some((name, name_from))
 }
 
 /// At most this many servers are asked by one `workspace_symbols` without a path.
@@ -944,6 +1036,17 @@ impl TypedTool for ReadLintsTool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// L2: an import renamed with `as` gives the alias and where it is; other lines give nothing.
+    #[test]
+    fn l2_import_alias_is_found_after_the_imported_name() {
+        let line = "from .models import User as Person, Other";
+        assert_eq!(import_alias(line, 20), Some(("Person".to_owned(), 28)));
+        assert_eq!(import_alias("import numpy as np", 7), Some(("np".to_owned(), 16)));
+        assert_eq!(import_alias("from .models import User", 20), None);
+        assert_eq!(import_alias("x = User as_ Person", 4), None);
+        assert_eq!(import_alias("from a import b as  c", 14), Some(("c".to_owned(), 20)));
+    }
 
     /// L4: a hit far into a long line is shown with the characters around it (cut on both
     /// sides, at most 200 of them); a hit near the start keeps the usual cut at 200.

@@ -347,3 +347,24 @@ async fn l5_hits_through_a_symlink_to_outside_the_workspace_are_external() {
     assert!(refs.contains(&format!("{}:1:1: [external]", secrets.display())), "{refs}");
     assert!(refs.contains("pkg/use.py:3:15:"), "{refs}");
 }
+
+/// L2: references follow an import renamed with `as` (`from .models import User as Person`):
+/// the uses of `Person` are listed with `User`'s and the alias is named (before: pyright's
+/// answer alone, without `p = Person()`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l2_references_follow_python_import_aliases() {
+    if pyright().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let h = Harness::new(dir.path(), pyright().expect("checked above"));
+    h.write("pyproject.toml", "[project]\nname = \"pkg\"\nversion = \"0.1\"\n");
+    h.write("pkg/__init__.py", "from .models import User as Person\n");
+    h.write("pkg/models.py", "class User:\n    pass\n");
+    h.write("pkg/service.py", "from . import Person\n\np = Person()\n");
+    let refs = h.lsp(json!({"operation": "references", "path": "pkg/models.py", "line": 1, "symbol": "User"})).await;
+    assert!(refs.contains("pkg/__init__.py:1:21:") && refs.contains("pkg/models.py:1:7:"), "{refs}");
+    assert!(refs.contains("pkg/service.py:3:5: p = Person()"), "{refs}");
+    assert!(refs.contains("pkg/service.py:1:15:"), "{refs}");
+    assert!(refs.contains("includes uses through the import alias `Person`"), "{refs}");
+}
