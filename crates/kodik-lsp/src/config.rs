@@ -30,6 +30,10 @@ pub struct ServerConfig {
     /// `$/progress` begins within this long after start, the server counts as indexing until
     /// that work ends.
     pub first_progress_grace: Option<Duration>,
+    /// When not empty, [`ServerConfig::first_progress_grace`] applies only to a project root
+    /// holding one of these files (typescript-language-server reports progress while it loads
+    /// a `tsconfig.json` project, none for loose files).
+    pub grace_markers: Vec<String>,
     /// This server's quiet window for pushed diagnostics, instead of
     /// [`LspConfig::diagnostics_quiet`]: servers that publish without a document version and
     /// after a debounce (typescript-language-server) need a longer one, or a late publish for
@@ -54,6 +58,7 @@ impl ServerConfig {
             settings: Value::Null,
             ready_log: None,
             first_progress_grace: None,
+            grace_markers: Vec::new(),
             diagnostics_quiet: None,
             republishes_on_save: false,
         }
@@ -228,6 +233,7 @@ pub fn default_servers() -> Vec<ServerConfig> {
             // server answers meanwhile (references: the declaration alone; definition: the
             // import line): the first queries wait for that load's progress to end.
             first_progress_grace: Some(Duration::from_secs(10)),
+            grace_markers: vec!["tsconfig.json".into(), "jsconfig.json".into()],
             ..ServerConfig::new("typescript-language-server", "typescript-language-server", &["--stdio"], TS)
                 .root_markers(&["tsconfig.json", "jsconfig.json", "package.json"])
         },

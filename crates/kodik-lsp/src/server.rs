@@ -402,7 +402,8 @@ impl Server {
         let (tx, changes) = watch::channel(0);
         let inner = Inner {
             awaiting_log: config.ready_log.clone(),
-            awaiting_progress: config.first_progress_grace.is_some(),
+            awaiting_progress: config.first_progress_grace.is_some()
+                && (config.grace_markers.is_empty() || config.grace_markers.iter().any(|m| root.join(m).is_file())),
             ..Inner::default()
         };
         let state =

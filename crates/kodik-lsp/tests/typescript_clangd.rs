@@ -127,6 +127,28 @@ async fn l1_read_lints_on_a_typescript_folder_checks_every_file_together() {
     assert_eq!(h.servers.starts().await, 1);
 }
 
+/// L6: only a tsconfig project makes typescript-language-server count as loading from its
+/// start; with loose files (no progress is ever reported for them) it is ready at once, so a
+/// query does not wait out the grace (before: a loose .js file's first query took 10 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l6_typescript_counts_as_loading_only_for_a_tsconfig_project() {
+    let Some(cfg) = configured("typescript-language-server", "typescript-language-server") else { return };
+    let loose = tempfile::tempdir().unwrap();
+    let h = Harness::new(loose.path(), cfg.clone());
+    let file = h.write("loose.js", "function add(a, b) { return a + b; }\nadd(1, 2);\n");
+    let server = h.servers.server_for(&file).await.unwrap();
+    assert_eq!(server.readiness(), kodik_lsp::Readiness::Ready);
+    let refs = h.lsp(json!({"operation": "references", "path": "loose.js", "line": 1, "symbol": "add"})).await;
+    assert!(refs.contains("loose.js:2:1: add(1, 2);") && !refs.contains("indexing"), "{refs}");
+
+    let project = tempfile::tempdir().unwrap();
+    let h = Harness::new(project.path(), cfg);
+    h.write("tsconfig.json", r#"{"compilerOptions":{"strict":true},"include":["src"]}"#);
+    let file = h.write("src/a.ts", "export const a = 1;\n");
+    let server = h.servers.server_for(&file).await.unwrap();
+    assert_eq!(server.readiness(), kodik_lsp::Readiness::Indexing);
+}
+
 /// L1, L2, L4, E9 on clangd (push diagnostics only, with versions).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn l1_l2_e9_against_clangd() {
