@@ -149,6 +149,9 @@ pub(crate) struct TabData {
     /// Loaders of navigations that committed or failed: the events come on separate tasks, so
     /// an end may be handled before its start.
     pub ended_loaders: VecDeque<String>,
+    /// Requests that finished or failed lately, for the same reason: a request whose end was
+    /// handled before its start would otherwise stay in flight for good.
+    pub ended_requests: VecDeque<String>,
     /// Something the next result should say (a navigation that was stopped).
     pub note: Option<String>,
     /// The loader of the committed top document.
@@ -168,6 +171,25 @@ pub(crate) struct PendingNav {
 }
 
 impl TabData {
+    /// A request was sent (or redirected).
+    pub(crate) fn request_sent(&mut self, id: &str) {
+        if !self.ended_requests.iter().any(|r| r == id) {
+            self.inflight.insert(id.to_string());
+        }
+        self.requests += 1;
+        self.last_network = Some(Instant::now());
+    }
+
+    /// A request finished or failed.
+    pub(crate) fn request_ended(&mut self, id: &str) {
+        self.inflight.remove(id);
+        self.ended_requests.push_back(id.to_string());
+        while self.ended_requests.len() > BUFFER {
+            self.ended_requests.pop_front();
+        }
+        self.last_network = Some(Instant::now());
+    }
+
     /// Records that the navigation of `loader` committed or failed.
     fn end_navigation(&mut self, loader: &str) {
         if self.navigating.as_ref().is_some_and(|n| n.loader == loader) {
@@ -671,15 +693,11 @@ async fn listen(page: &Page, shared: &Arc<TabShared>) -> Vec<JoinHandle<()>> {
             d.navigating =
                 Some(PendingNav { loader: loader.clone(), url: e.request.url.clone(), since: Instant::now() });
         }
-        d.inflight.insert(e.request_id.inner().clone());
-        d.requests += 1;
-        d.last_network = Some(Instant::now());
+        d.request_sent(e.request_id.inner());
     })
     .await;
     on_event(page, shared, &mut tasks, |shared, e: &EventLoadingFinished| {
-        let mut d = shared.lock();
-        d.inflight.remove(e.request_id.inner());
-        d.last_network = Some(Instant::now());
+        shared.lock().request_ended(e.request_id.inner());
     })
     .await;
     on_event(page, shared, &mut tasks, |shared, e: &EventFrameNavigated| {
@@ -704,8 +722,7 @@ async fn listen(page: &Page, shared: &Arc<TabShared>) -> Vec<JoinHandle<()>> {
         let mut d = shared.lock();
         // A navigation request's id is its loader's.
         d.end_navigation(e.request_id.inner());
-        d.inflight.remove(e.request_id.inner());
-        d.last_network = Some(Instant::now());
+        d.request_ended(e.request_id.inner());
         if e.canceled != Some(true) {
             push_bounded(&mut d.failed, format!("{} ({})", e.request_id.inner(), e.error_text));
         }
@@ -1089,4 +1106,23 @@ pub(crate) fn profile_in_use(dir: &Path) -> Option<u32> {
 /// The folder a download path is shown relative to.
 pub(crate) fn display_path(p: &Path) -> String {
     p.display().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TabData;
+
+    /// B5: the end of a request may be handled before its start (the listeners run as separate
+    /// tasks); the request must not stay in flight, or network_idle never comes.
+    #[test]
+    fn b5_a_request_whose_end_is_handled_first_is_not_left_in_flight() {
+        let mut d = TabData::default();
+        d.request_sent("1");
+        d.request_ended("2");
+        d.request_sent("2");
+        assert_eq!(d.inflight.len(), 1, "{:?}", d.inflight);
+        d.request_ended("1");
+        assert!(d.inflight.is_empty(), "{:?}", d.inflight);
+        assert_eq!(d.requests, 2);
+    }
 }

@@ -179,3 +179,34 @@ async fn b8_g16_file_urls_open_workspace_files_only() {
     assert!(!e.contains("root:"), "{e}");
     h.session.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn b5_b11_network_idle_comes_on_a_loaded_static_page_every_time() {
+    // Date, time, color and file inputs: the page loads nothing else, Chromium loads their parts.
+    const FORM: &str = r#"<!doctype html><title>Form</title><form>
+<label>Name <input name="name"></label><label for="c">Color</label><select id="c"><option>Red</option></select>
+<select multiple aria-label="Multi"><option>A</option><option>B</option></select>
+<label><input type="checkbox"> Agree</label><label><input type="radio" name="s"> Small</label>
+<label>Date <input type="date"></label><label>Time <input type="time"></label>
+<label>When <input type="datetime-local"></label><label>Range <input type="range"></label>
+<label>Pick <input type="color"></label><label>Notes <textarea></textarea></label>
+<label>File <input type="file" multiple></label><div contenteditable="true" role="textbox" aria-label="Editor"></div>
+<button>Submit</button></form>"#;
+    let mut routes = Routes::new();
+    routes.insert("/form", ("text/html", FORM.to_string(), ""));
+    let base = serve(routes).await;
+    let h = harness();
+    for round in 0..6 {
+        let action = if round == 0 { "open" } else { "navigate" };
+        h.ok(json!({"action": action, "url": format!("{base}/form?{round}")})).await;
+        if round % 2 == 1 {
+            h.ok(json!({"action": "screenshot", "full_page": true})).await;
+        }
+        h.ok(json!({"action": "diagnostics"})).await;
+        let w = h.call(json!({"action": "wait", "condition": "network_idle", "timeout": 3000})).await;
+        let d = h.ok(json!({"action": "diagnostics"})).await;
+        assert!(w.is_success(), "round {round}: {} / {d}", w.text_content());
+        assert!(d.contains(" 0 in flight"), "round {round}: {d}");
+    }
+    h.session.shutdown().await;
+}
