@@ -772,7 +772,8 @@ impl BrowserSession {
             let tab = r.tab(Some(&id))?;
             match args.action {
                 A::Click => {
-                    let (desc, x, y) = point(tab, target(args)?, true).await?;
+                    let (desc, x, y) =
+                        point_within(tab, target(args)?, args.timeout.map(Duration::from_millis)).await?;
                     let button = match args.button.unwrap_or(MouseButton::Left) {
                         MouseButton::Left => "left",
                         MouseButton::Right => "right",
@@ -1582,6 +1583,30 @@ fn file_names(paths: &[String]) -> Vec<String> {
 
 fn target(args: &BrowserArgs) -> Result<&Target, BrowserError> {
     args.target.as_ref().ok_or_else(|| BrowserError::Other(format!("`{}` needs `target`", args.action.as_str())))
+}
+
+/// [`point`] for an element, waiting up to `wait` for one that is missing, hidden, disabled or
+/// covered to become actionable (a button enabled a moment later, a list still rendering).
+async fn point_within(tab: &Tab, t: &Target, wait: Option<Duration>) -> Result<(String, f64, f64), BrowserError> {
+    let start = Instant::now();
+    let wait = wait.unwrap_or_default();
+    loop {
+        match point(tab, t, true).await {
+            Err(BrowserError::NoMatch(m) | BrowserError::NotActionable(m)) if start.elapsed() < wait => {
+                if tab.shared.lock().dialog.is_some() {
+                    return Err(BrowserError::NotActionable(m));
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(BrowserError::NoMatch(m)) if !wait.is_zero() => {
+                return Err(BrowserError::NoMatch(format!("{m} (waited {} ms)", wait.as_millis())));
+            }
+            Err(BrowserError::NotActionable(m)) if !wait.is_zero() => {
+                return Err(BrowserError::NotActionable(format!("{m} (waited {} ms)", wait.as_millis())));
+            }
+            other => return other,
+        }
+    }
 }
 
 /// The point to act on: an element's centre, or coordinates checked against the latest screenshot.

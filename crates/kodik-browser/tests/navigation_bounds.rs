@@ -210,3 +210,28 @@ async fn b5_b11_network_idle_comes_on_a_loaded_static_page_every_time() {
     }
     h.session.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn b3_b5_click_with_a_timeout_waits_for_its_target_to_become_actionable() {
+    const LATE: &str = r#"<!doctype html><title>Late</title><div id="x"></div><button id="b" disabled
+onclick="document.getElementById('x').insertAdjacentHTML('beforeend', '<p>button clicked</p>')">Later</button>
+<button onclick="setTimeout(() => { document.getElementById('b').disabled = false;
+  document.getElementById('x').insertAdjacentHTML('beforeend', '<p onclick=&quot;this.textContent = \'arrived clicked\'&quot;>Arrived</p>'); }, 1500)">Start</button>"#;
+    let mut routes = Routes::new();
+    routes.insert("/late", ("text/html", LATE.to_string(), ""));
+    let base = serve(routes).await;
+    let h = harness();
+    h.ok(json!({"action": "open", "url": format!("{base}/late")})).await;
+    // Without a timeout, a disabled button is refused at once, as before.
+    let e = h.err(json!({"action": "click", "target": {"role": "button", "name": "Later"}})).await;
+    assert!(e.contains("is disabled") && !e.contains("waited"), "{e}");
+    h.ok(json!({"action": "click", "target": {"role": "button", "name": "Start"}})).await;
+    let r = h.ok(json!({"action": "click", "target": {"role": "button", "name": "Later"}, "timeout": 5000})).await;
+    assert!(r.contains("button clicked"), "{r}");
+    let r = h.ok(json!({"action": "click", "target": {"text": "Arrived"}, "timeout": 5000})).await;
+    assert!(r.contains("arrived clicked"), "{r}");
+    // A target that never comes fails at the timeout, saying it waited.
+    let e = h.err(json!({"action": "click", "target": {"text": "Never"}, "timeout": 300})).await;
+    assert!(e.contains("no element matches") && e.contains("waited 300 ms"), "{e}");
+    h.session.shutdown().await;
+}
