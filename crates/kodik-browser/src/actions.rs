@@ -137,11 +137,27 @@ pub(crate) async fn with_element_in(
     body: &str,
 ) -> Result<(Value, FrameCtx), BrowserError> {
     let top = FrameCtx::top(tab);
-    let frame = match target.reference.as_deref().and_then(frames::key_of_ref) {
-        Some(key) => frames::by_key(tab, key, target.reference.as_deref().unwrap_or("")).await?,
-        None => top,
+    // `frame: "f2"` names a cross-origin frame by the key the snapshot shows for it.
+    let frame_key = target.frame.as_deref().and_then(|f| known_frame_key(tab, f));
+    let (frame, target) = match (target.reference.as_deref().and_then(frames::key_of_ref), frame_key) {
+        (Some(key), _) => (frames::by_key(tab, key, target.reference.as_deref().unwrap_or("")).await?, target.clone()),
+        (None, Some(key)) => {
+            (frames::by_key(tab, key, &format!("f{key}")).await?, Target { frame: None, ..target.clone() })
+        }
+        (None, None) => (top, target.clone()),
     };
-    let v = run_on_element(tab, &frame, target, &args, body).await?;
+    let target = &target;
+    let v = match run_on_element(tab, &frame, target, &args, body).await {
+        Err(BrowserError::NoMatch(m))
+            if frame.key.is_none() && target.frame.is_none() && target.reference.is_none() =>
+        {
+            return Err(BrowserError::NoMatch(match in_frames(tab, target).await {
+                Some(hint) => format!("{m}; {hint}"),
+                None => m,
+            }));
+        }
+        other => other?,
+    };
     if v.get("__error").and_then(Value::as_str) != Some("xframe") {
         return Ok((v, frame));
     }
@@ -150,6 +166,33 @@ pub(crate) async fn with_element_in(
     let within = Target { frame: None, ..target.clone() };
     let v = run_on_element(tab, &inner, &within, &args, body).await?;
     Ok((v, inner))
+}
+
+/// The key of a cross-origin frame of the latest snapshot named as `f2`.
+fn known_frame_key(tab: &Tab, name: &str) -> Option<u32> {
+    let key: u32 = name.strip_prefix('f')?.parse().ok()?;
+    let d = tab.shared.lock();
+    d.frames.iter().any(|f| f.key == key && f.seen_in == d.snapshot_gen).then_some(key)
+}
+
+/// Where a target the top document does not have is, among the cross-origin frames of the latest
+/// snapshot: a locator without `frame` does not reach into them.
+async fn in_frames(tab: &Tab, target: &Target) -> Option<String> {
+    let keys: Vec<u32> = {
+        let d = tab.shared.lock();
+        d.frames.iter().filter(|f| f.seen_in == d.snapshot_gen).map(|f| f.key).collect()
+    };
+    let mut found = Vec::new();
+    for key in keys {
+        let Ok(frame) = frames::by_key(tab, key, &format!("f{key}")).await else { continue };
+        if let Ok(v) = run_on_element(tab, &frame, target, &json!({}), "return { desc: K.describe(el) };").await
+            && let Some(desc) = v.get("desc").and_then(Value::as_str)
+        {
+            found
+                .push(format!("{desc} is inside frame f{key}; add \"frame\": \"f{key}\" to the target or use its ref"));
+        }
+    }
+    (!found.is_empty()).then(|| found.join("; "))
 }
 
 async fn run_on_element(

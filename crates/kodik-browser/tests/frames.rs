@@ -95,3 +95,28 @@ async fn b3_b4_cross_origin_frames_are_snapshotted_and_acted_in_by_ref_and_locat
     assert!(e.contains("snapshot"), "{e}");
     h.session.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn b4_a_frame_is_named_by_the_key_the_snapshot_shows_and_a_miss_points_into_it() {
+    let mut frame_routes = Routes::new();
+    frame_routes.insert("/pay", ("text/html", PAY.to_string(), ""));
+    let other_site = serve(frame_routes).await.replace("127.0.0.1", "localhost");
+    let mut routes = Routes::new();
+    routes.insert(
+        "/one",
+        ("text/html", format!(r#"<!doctype html><title>One</title><h1>outer</h1><iframe title="cross" src="{other_site}/pay"></iframe>"#), ""),
+    );
+    let base = serve(routes).await;
+    let h = harness();
+    let s = h.ok(json!({"action": "open", "url": format!("{base}/one")})).await;
+    let key =
+        s.split("[frame=").nth(1).and_then(|r| r.split(']').next()).expect("a frame key in the snapshot").to_string();
+    // A locator without frame misses, and says where the element is.
+    let e = h.err(json!({"action": "click", "target": {"role": "button", "name": "Pay"}})).await;
+    assert!(e.contains(&format!("inside frame {key}")) && e.contains(&format!("\"frame\": \"{key}\"")), "{e}");
+    // The key the snapshot prints is accepted as `frame`.
+    h.ok(json!({"action": "fill", "target": {"placeholder": "Card number", "frame": key}, "value": "4242"})).await;
+    let r = h.ok(json!({"action": "click", "target": {"role": "button", "name": "Pay", "frame": key}})).await;
+    assert!(r.contains("Paid with 4242"), "{r}");
+    h.session.shutdown().await;
+}
