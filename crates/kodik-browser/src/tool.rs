@@ -683,6 +683,7 @@ impl BrowserSession {
         let mut params = CaptureScreenshotParams::builder().format(CaptureScreenshotFormat::Png);
         let mut what = "the viewport".to_string();
         let (mut width, mut height) = viewport_size(tab).await?;
+        let mut cut = None;
         if let Some(t) = &args.target {
             let (mut v, frame) = actions::with_element_in(
                 tab,
@@ -710,26 +711,29 @@ impl BrowserSession {
                     v.get("desc").and_then(Value::as_str).unwrap_or("the element")
                 )));
             }
-            params = params.clip(Viewport { x: f("x"), y: f("y"), width: f("w"), height: f("h"), scale: 1.0 });
+            (width, height) = (f("w").min(MAX_SIDE), f("h").min(MAX_SIDE));
+            cut = cut_note(f("w"), f("h"));
+            params = params.clip(Viewport { x: f("x"), y: f("y"), width, height, scale: 1.0 });
             params = params.capture_beyond_viewport(true);
             what = v.get("desc").and_then(Value::as_str).unwrap_or("the element").to_string();
-            (width, height) = (f("w"), f("h"));
         } else if let Some(c) = &args.clip {
             let scroll = eval(tab, "[window.scrollX, window.scrollY]").await?;
             let sx = scroll.get(0).and_then(Value::as_f64).unwrap_or(0.0);
             let sy = scroll.get(1).and_then(Value::as_f64).unwrap_or(0.0);
-            params = params.clip(Viewport { x: c.x + sx, y: c.y + sy, width: c.width, height: c.height, scale: 1.0 });
+            (width, height) = (c.width.min(MAX_SIDE), c.height.min(MAX_SIDE));
+            cut = cut_note(c.width, c.height);
+            params = params.clip(Viewport { x: c.x + sx, y: c.y + sy, width, height, scale: 1.0 });
             what = format!("the region {}×{} at ({}, {})", c.width, c.height, c.x, c.y);
-            (width, height) = (c.width, c.height);
         } else if args.full_page == Some(true) {
             let size =
                 eval(tab, "[document.documentElement.scrollWidth, document.documentElement.scrollHeight]").await?;
             let w = size.get(0).and_then(Value::as_f64).unwrap_or(width);
-            let h = size.get(1).and_then(Value::as_f64).unwrap_or(height).min(16384.0);
-            params = params.clip(Viewport { x: 0.0, y: 0.0, width: w, height: h, scale: 1.0 });
+            let h = size.get(1).and_then(Value::as_f64).unwrap_or(height);
+            (width, height) = (w.min(MAX_SIDE), h.min(MAX_SIDE));
+            cut = cut_note(w, h);
+            params = params.clip(Viewport { x: 0.0, y: 0.0, width, height, scale: 1.0 });
             params = params.capture_beyond_viewport(true);
             what = "the full page".into();
-            (width, height) = (w, h);
         }
         let shot = tab.page.execute(params.build()).await.map_err(cdp("take a screenshot"))?;
         let png = base64::engine::general_purpose::STANDARD
@@ -754,6 +758,10 @@ impl BrowserSession {
             height.round(),
             if viewport { "; x/y targets may refer to it with screenshot_id" } else { "" }
         ));
+        if let Some(cut) = cut {
+            rep.line(cut);
+            rep.meta.insert("cut".into(), json!(true));
+        }
         rep.meta.insert("screenshot_id".into(), json!(id));
         rep.meta.insert("width".into(), json!(width));
         rep.meta.insert("height".into(), json!(height));
@@ -1542,6 +1550,24 @@ async fn recover_crash(r: &mut Running) -> Option<String> {
     Some(match r.replace_crashed(&id).await {
         Ok(url) => format!("The page of tab {id} had crashed; it was reloaded at {url}. Take a new snapshot."),
         Err(e) => format!("The page of tab {id} had crashed and did not reload ({e}); navigate again."),
+    })
+}
+
+/// The longest side of a screenshot, in CSS pixels: model APIs refuse larger images (8000 px
+/// per side for Anthropic's), and a taller one is unreadable once scaled down anyway.
+const MAX_SIDE: f64 = 8000.0;
+
+/// What a capture of `w`×`h` leaves out when a side is over [`MAX_SIDE`].
+fn cut_note(w: f64, h: f64) -> Option<String> {
+    (w > MAX_SIDE || h > MAX_SIDE).then(|| {
+        format!(
+            "Cut: the area is {}×{} px; only its first {}×{} px were captured (a larger image is refused by model \
+             APIs). Use clip, an element target, or scroll to see the rest.",
+            w.round(),
+            h.round(),
+            w.min(MAX_SIDE).round(),
+            h.min(MAX_SIDE).round()
+        )
     })
 }
 

@@ -235,3 +235,31 @@ onclick="document.getElementById('x').insertAdjacentHTML('beforeend', '<p>button
     assert!(e.contains("no element matches") && e.contains("waited 300 ms"), "{e}");
     h.session.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn b3_a_full_page_screenshot_of_a_very_long_page_is_cut_to_what_models_take_and_says_so() {
+    let mut routes = Routes::new();
+    routes.insert(
+        "/long",
+        ("text/html", r#"<!doctype html><title>Long</title><div style="height: 30000px">tall</div>"#.to_string(), ""),
+    );
+    let base = serve(routes).await;
+    let h = harness();
+    h.ok(json!({"action": "open", "url": format!("{base}/long")})).await;
+    let out = h.call(json!({"action": "screenshot", "full_page": true})).await;
+    let text = out.text_content();
+    assert!(out.is_success(), "{text}");
+    assert!(text.contains("Cut: the area is") && text.contains("first 1280×8000 px"), "{text}");
+    let png = out
+        .content
+        .iter()
+        .find_map(|c| match c {
+            kodik_core::Content::Image { data, .. } => Some(data.clone()),
+            _ => None,
+        })
+        .expect("an image");
+    let png = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, png).unwrap();
+    let height = u32::from_be_bytes(png[20..24].try_into().unwrap());
+    assert!(height <= 8000, "image is {height} px tall");
+    h.session.shutdown().await;
+}
