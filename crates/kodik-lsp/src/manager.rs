@@ -41,6 +41,9 @@ pub struct LanguageServers {
     /// failure to start marks the server broken); a missing one is looked for again after
     /// [`PROGRAM_RECHECK`], so a server installed mid-session is picked up.
     programs: Mutex<HashMap<String, (Option<PathBuf>, Instant)>>,
+    /// Each server's project roots in the workspace, found once (see
+    /// [`LanguageServers::project_roots`]).
+    project_roots: Mutex<HashMap<String, Vec<PathBuf>>>,
 }
 
 /// How long "not installed" is believed before `PATH` is searched again.
@@ -63,6 +66,7 @@ impl LanguageServers {
             broken: Mutex::default(),
             roots_seen: Mutex::default(),
             programs: Mutex::default(),
+            project_roots: Mutex::default(),
         }
     }
 
@@ -114,6 +118,33 @@ impl LanguageServers {
     /// installed (empty when one is, or when no server is configured for it).
     pub fn not_installed(&self, path: &Path) -> Vec<String> {
         self.pick(path).err().unwrap_or_default()
+    }
+
+    /// The project roots of server `name` in the workspace (a monorepo's packages each have
+    /// their own server), from one walk of the workspace the first time they are asked for.
+    pub fn project_roots(&self, name: &str) -> Vec<PathBuf> {
+        if let Some(found) = self.project_roots.lock().ok().and_then(|r| r.get(name).cloned()) {
+            return found;
+        }
+        let mut found: Vec<PathBuf> = Vec::new();
+        for root in &self.roots {
+            for entry in ignore::WalkBuilder::new(root).require_git(false).build().flatten().take(20_000) {
+                if !entry.file_type().is_some_and(|t| t.is_file()) {
+                    continue;
+                }
+                if let Some((server, project)) = self.server_key(entry.path())
+                    && server == name
+                    && !found.contains(&project)
+                {
+                    found.push(project);
+                }
+            }
+        }
+        found.sort();
+        if let Ok(mut r) = self.project_roots.lock() {
+            r.insert(name.to_owned(), found.clone());
+        }
+        found
     }
 
     /// The server (by name) and project root that would answer for `path`, without starting

@@ -509,7 +509,12 @@ impl LspTool {
                                         .collect::<Vec<_>>()
                                 })
                                 .unwrap_or_default();
-                            Ok(locations_answer(ws, &server, locs, &header, partial))
+                            let (mut out, meta, partial) =
+                                locations_text(ws, &server, locs, &header, partial, &Texts::new());
+                            if op == LspOperation::IncomingCalls {
+                                other_projects_note(ws, &self.servers, &server, &mut out);
+                            }
+                            Ok(finish(out, partial, meta))
                         }
                         LspOperation::References => {
                             let mut locs = locations(&res, server.encoding());
@@ -517,6 +522,7 @@ impl LspTool {
                             let aliases = self.alias_uses(&server, &mut locs, &mut read).await;
                             let (mut out, meta, partial) =
                                 locations_text(ws, &server, locs, &header, partial, &read);
+                            other_projects_note(ws, &self.servers, &server, &mut out);
                             if !aliases.is_empty() {
                                 let names: Vec<String> = aliases.iter().map(|a| format!("`{a}`")).collect();
                                 let s = if aliases.len() == 1 { "" } else { "es" };
@@ -663,6 +669,27 @@ fn finish(mut out: String, partial: bool, mut meta: Value) -> ToolOutput {
         meta["indexing"] = json!(true);
     }
     ToolOutput::text(out.trim_end().to_owned()).with_meta(meta)
+}
+
+/// When `server` serves one project of several in the workspace (a monorepo's packages), a
+/// note that uses in the others were not searched, and how to find them.
+fn other_projects_note(ws: &Workspace, servers: &LanguageServers, server: &Server, out: &mut String) {
+    if ws.roots().iter().any(|r| r == server.root()) {
+        return;
+    }
+    let others: Vec<String> =
+        servers.project_roots(server.name()).iter().filter(|r| *r != server.root()).map(|r| ws.display(r)).collect();
+    if others.is_empty() {
+        return;
+    }
+    let shown: Vec<&str> = others.iter().take(5).map(String::as_str).collect();
+    let more = if others.len() > 5 { format!(" and {} more", others.len() - 5) } else { String::new() };
+    let _ = writeln!(
+        out,
+        "(searched the project {} only; other projects in the workspace: {}{more} — ask again from a file that uses the symbol there, or grep)",
+        ws.display(server.root()),
+        shown.join(", ")
+    );
 }
 
 /// At most this many import aliases of a symbol are followed by one `references`.

@@ -149,6 +149,41 @@ async fn l6_typescript_counts_as_loading_only_for_a_tsconfig_project() {
     assert_eq!(server.readiness(), kodik_lsp::Readiness::Indexing);
 }
 
+/// L2: in a monorepo each package has its own server, so references asked in one package
+/// cannot see the uses in the others: the answer says so and names them (before: "1 location",
+/// presented as complete).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l2_references_in_one_package_of_a_monorepo_name_the_other_packages() {
+    let Some(cfg) = configured("typescript-language-server", "typescript-language-server") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let h = Harness::new(dir.path(), cfg);
+    h.write("package.json", r#"{"name":"mono","private":true,"workspaces":["packages/*"]}"#);
+    h.write("packages/lib/tsconfig.json", r#"{"compilerOptions":{"strict":true,"composite":true},"include":["src"]}"#);
+    h.write("packages/lib/package.json", r#"{"name":"lib","version":"1.0.0"}"#);
+    h.write("packages/lib/src/index.ts", "export function sharedHelper(n: number): number {\n  return n * 2;\n}\n");
+    h.write("packages/app/tsconfig.json", r#"{"compilerOptions":{"strict":true},"include":["src"]}"#);
+    h.write("packages/app/package.json", r#"{"name":"app","version":"1.0.0"}"#);
+    h.write(
+        "packages/app/src/main.ts",
+        "import { sharedHelper } from \"../../lib/src/index\";\n\nexport const x = sharedHelper(2);\n",
+    );
+    let refs = h
+        .lsp(json!({"operation": "references", "path": "packages/lib/src/index.ts", "line": 1, "symbol": "sharedHelper"}))
+        .await;
+    assert!(refs.contains("packages/lib/src/index.ts:1:17:"), "{refs}");
+    assert!(
+        refs.contains("searched the project packages/lib only; other projects in the workspace: packages/app"),
+        "{refs}"
+    );
+    // Asked from the app package, its own uses are found.
+    let refs = h
+        .lsp(
+            json!({"operation": "references", "path": "packages/app/src/main.ts", "line": 3, "symbol": "sharedHelper"}),
+        )
+        .await;
+    assert!(refs.contains("packages/app/src/main.ts:3:18:"), "{refs}");
+}
+
 /// L1, L2, L4, E9 on clangd (push diagnostics only, with versions).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn l1_l2_e9_against_clangd() {
