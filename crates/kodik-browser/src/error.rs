@@ -41,8 +41,9 @@ pub enum BrowserError {
     NotActionable(String),
     /// A JavaScript dialog is open and must be answered first.
     #[error(
-        "a {kind} dialog is open on tab {tab} ({message:?}); answer it with handle_dialog (accept: true/false{prompt}) \
-         before other actions"
+        "{} {kind} dialog is open on tab {tab} ({message:?}); answer it with handle_dialog (accept: true/false{prompt}) \
+         before other actions",
+        article(.kind)
     )]
     DialogOpen {
         /// alert, confirm, prompt or beforeunload.
@@ -105,6 +106,11 @@ impl From<BrowserError> for ToolError {
             other => ToolError::Failed(other.to_string()),
         }
     }
+}
+
+/// "a" or "an" before a dialog kind (an alert, a confirm).
+pub(crate) fn article(word: &str) -> &'static str {
+    if word.starts_with(['a', 'e', 'i', 'o', 'u']) { "an" } else { "a" }
 }
 
 /// Turns a chromiumoxide error into a [`BrowserError::Cdp`] naming what was being done.

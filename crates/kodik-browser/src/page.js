@@ -196,7 +196,7 @@
       else if ((rr === 'textbox' || rr === 'searchbox' || rr === 'spinbutton' || rr === 'slider') && (el.value || el.isContentEditable)) {
         const v = el.type === 'password' ? '•'.repeat(Math.min((el.value || '').length, 8)) : (el.value ?? textOf(el));
         if (v) line += ': ' + quote(clip(v, 300));
-      } else if (rr === 'combobox' && el.tagName === 'SELECT') {
+      } else if ((rr === 'combobox' || rr === 'listbox') && el.tagName === 'SELECT') {
         const sel = Array.from(el.selectedOptions).map((o) => norm(o.textContent));
         line += ': ' + quote(sel.join(', '));
         const opts = Array.from(el.options).map((o) => norm(o.textContent));

@@ -674,7 +674,17 @@ impl BrowserSession {
             d.shot = None;
         }
         let tab = r.tab(Some(&id))?;
-        let mut rep = Report::new(format!("{} done.", args.action.as_str()));
+        let pending = tab.shared.lock().dialog.as_ref().map(|d| d.kind.clone());
+        let mut rep = Report::new(match pending {
+            // A beforeunload dialog holds the navigation: it has not happened.
+            Some(kind) => format!(
+                "{} has not happened yet: the page opened {} {kind} dialog and waits for it (accept it with \
+                 handle_dialog to leave the page, dismiss it to stay).",
+                args.action.as_str(),
+                crate::error::article(&kind)
+            ),
+            None => format!("{} done.", args.action.as_str()),
+        });
         self.page_state(r, tab, &mut rep, true).await;
         Ok(rep.into_output())
     }
@@ -997,7 +1007,8 @@ impl BrowserSession {
             if url != before.url && !url.is_empty() {
                 rep.line(format!("The page navigated to {url}."));
             }
-            if title != before.title && !title.is_empty() {
+            // The snapshot below says the title.
+            if !snapshot && title != before.title && !title.is_empty() {
                 rep.line(format!("Title: {title}"));
             }
             if let Some(blocked) = now.get(2).and_then(Value::as_array)
@@ -1125,7 +1136,8 @@ impl BrowserSession {
                 })
                 .await?;
                 let mut rep = Report::new(format!(
-                    "A {} dialog is open: {:?}{}. Answer with handle_dialog.",
+                    "{} {} dialog is open: {:?}{}. Answer with handle_dialog.",
+                    if crate::error::article(&d.kind) == "an" { "An" } else { "A" },
                     d.kind,
                     d.message,
                     if d.kind == "prompt" { format!(" (default {:?})", d.default_prompt) } else { String::new() }

@@ -224,3 +224,38 @@ async fn b5_b7_wait_popup_after_the_click_that_opened_it_finds_it() {
     assert!(w.contains("New tab t3 opened"), "{w}");
     h.session.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn b3_b6_results_show_a_multi_select_choice_a_held_navigation_and_no_title_twice() {
+    const MS: &str = r#"<!doctype html><title>MS</title>
+<label for="m">Multi</label><select id="m" multiple><option>A</option><option>B</option><option>C</option></select>
+<input aria-label="I" oninput="window.onbeforeunload = (e) => { e.preventDefault(); e.returnValue = 1; }">
+<button onclick="alert('hi')">Alert</button>
+<a href="/other">Other</a>"#;
+    let mut routes = Routes::new();
+    routes.insert("/ms", ("text/html", MS.to_string(), ""));
+    routes.insert("/other", ("text/html", "<title>Other</title><h1>Elsewhere</h1>".to_string(), ""));
+    let base = serve(routes).await;
+    let h = harness();
+    h.ok(json!({"action": "open", "url": format!("{base}/ms")})).await;
+    // The choice of a multiple select is in the snapshot, as a single select's is.
+    let r = h.ok(json!({"action": "select", "target": {"label": "Multi"}, "values": ["A", "C"]})).await;
+    let s = h.ok(json!({"action": "snapshot"})).await;
+    assert!(s.contains(r#"listbox "Multi""#) && s.contains(r#": "A, C" [options: "A", "B", "C"]"#), "{r}\n{s}");
+    // "an alert", and a result that says the title once.
+    h.ok(json!({"action": "click", "target": {"role": "button", "name": "Alert"}})).await;
+    let e = h.err(json!({"action": "snapshot"})).await;
+    assert!(e.contains("an alert dialog is open"), "{e}");
+    let r = h.ok(json!({"action": "handle_dialog", "accept": true})).await;
+    assert_eq!(r.matches("Title: MS").count(), 1, "{r}");
+    let r = h.ok(json!({"action": "click", "target": {"role": "link", "name": "Other"}})).await;
+    assert_eq!(r.matches("Title: Other").count(), 1, "{r}");
+    h.ok(json!({"action": "navigate", "url": format!("{base}/ms")})).await;
+    // A navigation a beforeunload dialog holds has not happened, and the result says so.
+    h.ok(json!({"action": "fill", "target": {"label": "I"}, "value": "dirty"})).await;
+    h.ok(json!({"action": "click", "target": {"label": "Multi"}})).await;
+    let r = h.ok(json!({"action": "navigate", "url": format!("{base}/other")})).await;
+    assert!(r.starts_with("navigate has not happened yet: the page opened a beforeunload dialog"), "{r}");
+    assert!(!r.contains("navigate done"), "{r}");
+    h.session.shutdown().await;
+}
