@@ -444,7 +444,15 @@ enum Keep {
 /// What the copy does with one source node.
 enum CopyStep {
     Text(StrTendril),
-    Element { name: QualName, attrs: Vec<Attribute>, lang: Option<String>, check_anchor: bool },
+    /// `wrapper`: a highlighter's wrapper (`div.highlight`) that passes the language written
+    /// above it on to its code.
+    Element {
+        name: QualName,
+        attrs: Vec<Attribute>,
+        lang: Option<String>,
+        check_anchor: bool,
+        wrapper: bool,
+    },
     Skip,
 }
 
@@ -482,11 +490,13 @@ fn copy_tree(tree: &Tree, root: NodeId, keep: Keep, base: Option<&url::Url>) -> 
                     attrs: Vec::new(),
                     lang: None,
                     check_anchor: false,
+                    wrapper: false,
                 },
                 DqData::Element(e) => {
                     let attr = |n: &str| e.attrs.iter().find(|a| &*a.name.local == n).map(|a| &*a.value);
                     let name = &e.name.local;
                     if never_content(name)
+                        || is_line_numbers(attr("class"))
                         || dropped_by(keep, name, attr("role"), || mostly_links(tree, &id))
                         || (banner_named(name, &attr) && banner_shaped(tree, &id, &attr))
                     {
@@ -507,21 +517,43 @@ fn copy_tree(tree: &Tree, root: NodeId, keep: Keep, base: Option<&url::Url>) -> 
                         })
                         .collect();
                     let check_anchor = *name == local_name!("a") && attr("href").is_some_and(|h| h.starts_with('#'));
-                    CopyStep::Element { name: e.name.clone(), attrs, lang, check_anchor }
+                    let wrapper = lang.is_none()
+                        && attr("class").is_some_and(|c| c.split_ascii_whitespace().any(|t| t == "highlight"));
+                    CopyStep::Element { name: e.name.clone(), attrs, lang, check_anchor, wrapper }
                 }
                 _ => CopyStep::Skip,
             })
             .unwrap_or(CopyStep::Skip);
-        let (name, mut attrs, lang, check_anchor) = match copy {
+        let (name, mut attrs, lang, check_anchor, wrapper) = match copy {
             CopyStep::Skip => continue,
             CopyStep::Text(contents) => {
                 append(&parent, MdNode::new(MdData::Text { contents: RefCell::new(contents) }));
                 continue;
             }
-            CopyStep::Element { name, attrs, lang, check_anchor } => (name, attrs, lang, check_anchor),
+            CopyStep::Element { name, attrs, lang, check_anchor, wrapper } => {
+                (name, attrs, lang, check_anchor, wrapper)
+            }
         };
         // Heading permalinks (`§`, `#`, `¶`) would end up inside every heading's title.
         if check_anchor && matches!(node.text().trim(), "" | "§" | "#" | "¶" | "🔗") {
+            continue;
+        }
+        // A table that lays out a code block beside its line numbers (Pygments' `linenos`,
+        // MkDocs, Sphinx) is no data table: its code block stands on its own, fenced.
+        if matches!(
+            name.local,
+            local_name!("table")
+                | local_name!("thead")
+                | local_name!("tbody")
+                | local_name!("tfoot")
+                | local_name!("tr")
+                | local_name!("td")
+                | local_name!("th")
+        ) && node.descendants_it().any(|d| d.node_name().as_deref() == Some("pre"))
+        {
+            stack.extend(
+                tree.child_ids_of_it(&id, true).map(|c| (Some(c), parent.clone(), parent_lang.clone(), in_pre)),
+            );
             continue;
         }
         // Highlighters write code lines as `<div class="line">` or end them with `<br>`; in a
@@ -555,12 +587,16 @@ fn copy_tree(tree: &Tree, root: NodeId, keep: Keep, base: Option<&url::Url>) -> 
                     _ => None,
                 })?
             });
-            if let Some(l) = code_lang.or_else(|| lang.clone()).or_else(|| parent_lang.as_deref().map(str::to_string)) {
-                match code {
-                    Some(c) => {
-                        code_langs.insert(c, l);
-                    }
-                    None => wrap_children_in = Some(element(local_name!("code"), vec![class_attr(&l)])),
+            let l = code_lang.or_else(|| lang.clone()).or_else(|| parent_lang.as_deref().map(str::to_string));
+            match (code, l) {
+                (Some(c), Some(l)) => {
+                    code_langs.insert(c, l);
+                }
+                (Some(_), None) => {}
+                // htmd fences a `pre` only around a `code`: without one, the block's lines and
+                // indentation would be run together as a paragraph.
+                (None, l) => {
+                    wrap_children_in = Some(element(local_name!("code"), l.iter().map(|l| class_attr(l)).collect()));
                 }
             }
         }
@@ -578,10 +614,25 @@ fn copy_tree(tree: &Tree, root: NodeId, keep: Keep, base: Option<&url::Url>) -> 
             }
             None => el,
         };
-        let lang: Option<Rc<str>> = lang.map(Into::into);
+        // Sphinx writes the language two levels up (`div.highlight-python > div.highlight > pre`):
+        // a highlighter's wrapper passes on the language written above it.
+        let lang: Option<Rc<str>> = if wrapper { parent_lang.clone() } else { lang.map(Into::into) };
         stack.extend(tree.child_ids_of_it(&id, true).map(|c| (Some(c), children_parent.clone(), lang.clone(), in_pre)));
     }
     md_root
+}
+
+/// The line-number gutter highlighters put beside code (Pygments, highlight.js plugins,
+/// Prism, GitHub's blob view): numbers, not code.
+fn is_line_numbers(class: Option<&str>) -> bool {
+    class.is_some_and(|c| {
+        c.split_ascii_whitespace().any(|t| {
+            matches!(
+                t,
+                "linenos" | "linenodiv" | "lineno" | "gutter" | "blob-num" | "line-numbers-rows" | "hljs-ln-numbers"
+            )
+        })
+    })
 }
 
 /// `link` resolved against `base`, when it is relative and not a link within the page (`#…`).
@@ -935,6 +986,22 @@ mod tests {
         assert!(md.contains("## Card title") && md.contains("Card body text"), "{md}");
         assert!(md.contains("Light DOM text of the card."), "{md}");
         assert!(!md.contains("INERTTEMPLATE"), "{md}");
+    }
+
+    #[test]
+    fn w2_a_code_block_beside_its_line_numbers_is_one_fenced_block_without_them() {
+        let prose = "<p>Ordinary documentation prose that explains the feature in detail, long enough to count.</p>";
+        let html = format!(
+            "<html><body><main><h1>Code</h1>{prose}{prose}{prose}\
+<div class=\"highlight-python notranslate\"><table class=\"highlighttable\"><tr><td class=\"linenos\"><div class=\"linenodiv\">\
+<pre><span class=\"normal\">1</span>\n<span class=\"normal\">2</span></pre></div></td><td class=\"code\"><div class=\"highlight\">\
+<pre><span></span>def f():\n    return 1\n</pre></div></td></tr></table></div>\
+<table><tr><th>Option</th><th>Default</th></tr><tr><td>gap</td><td>8px</td></tr></table></main></body></html>"
+        );
+        let md = convert(&html, None).markdown;
+        assert!(md.contains("```python\ndef f():\n    return 1\n```"), "{md}");
+        assert!(!md.contains("1\n2"), "{md}");
+        assert!(md.contains("| gap"), "a data table stays a table: {md}");
     }
 
     #[test]
