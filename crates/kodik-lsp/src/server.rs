@@ -304,7 +304,7 @@ struct Tracked {
 /// (both as the editor would see them: ignored folders left out).
 fn scan_with_dirs(root: &Path, config: &ServerConfig, mut dirs: Option<&mut Vec<PathBuf>>) -> Option<HashSet<PathBuf>> {
     let mut out = HashSet::new();
-    for entry in ignore::WalkBuilder::new(root).require_git(false).build().flatten() {
+    for entry in walk(root).build().flatten() {
         let Some(kind) = entry.file_type() else { continue };
         if kind.is_dir() {
             if let Some(dirs) = dirs.as_deref_mut() {
@@ -318,6 +318,18 @@ fn scan_with_dirs(root: &Path, config: &ServerConfig, mut dirs: Option<&mut Vec<
         }
     }
     Some(out)
+}
+
+/// The project's folders as the server sees them: ignored and hidden ones left out, and
+/// third-party ones (`node_modules`, virtualenvs), which servers exclude from their own scans
+/// too (a file created there does not make pyright rescan, so it must not make queries wait
+/// for one).
+fn walk(root: &Path) -> ignore::WalkBuilder {
+    let mut b = ignore::WalkBuilder::new(root);
+    b.require_git(false).filter_entry(|e| {
+        e.depth() == 0 || !e.file_type().is_some_and(|t| t.is_dir()) || !crate::tools::is_dependency_dir(e.path())
+    });
+    b
 }
 
 fn scan(root: &Path, config: &ServerConfig) -> Option<HashSet<PathBuf>> {
@@ -638,10 +650,9 @@ impl Server {
         let (root, config, new_dirs) = (self.root.clone(), self.config.clone(), seen.new_dirs);
         let scanned = tokio::task::spawn_blocking(move || {
             let mut dirs = Vec::new();
-            for d in &new_dirs {
+            for d in new_dirs.iter().filter(|d| !crate::tools::is_dependency_dir(d)) {
                 dirs.extend(
-                    ignore::WalkBuilder::new(d)
-                        .require_git(false)
+                    walk(d)
                         .build()
                         .flatten()
                         .filter_map(|e| e.file_type().is_some_and(|t| t.is_dir()).then(|| e.path().to_path_buf())),

@@ -214,7 +214,7 @@ fn push_cut(line: &str, out: &mut String) {
 
 /// A folder of third-party code a folder check passes over, like pyright's and tsc's default
 /// excludes: `node_modules`, a virtualenv under any name (it holds `pyvenv.cfg`), caches.
-fn is_dependency_dir(dir: &Path) -> bool {
+pub(crate) fn is_dependency_dir(dir: &Path) -> bool {
     let name = dir.file_name().unwrap_or_default();
     DEPENDENCY_DIRS.iter().chain(&["__pycache__", "bower_components", "jspm_packages"]).any(|d| name == *d)
         || dir.join("pyvenv.cfg").is_file()

@@ -57,6 +57,31 @@ async fn l1_l2_files_changed_on_disk_outside_kodik_reach_pyright() {
     assert!(!refs.contains("pkg/service.py"), "{refs}");
 }
 
+/// L2, L6: a Python file created in the project makes queries wait for pyright's rescan, but
+/// one created under `node_modules` (which pyright excludes, so it never rescans for it) does
+/// not (before: the next query waited the whole 3 s for a rescan that never came).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l2_l6_files_created_in_dependency_folders_do_not_wait_for_a_rescan() {
+    let Some(cfg) = configured("pyright", "pyright-langserver") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let h = Harness::new(dir.path(), cfg);
+    h.write("pyproject.toml", "[project]\nname = \"pkg\"\nversion = \"0.1\"\n");
+    let a = h.write("a.py", "def f():\n    return 1\n");
+    h.lsp(json!({"operation": "references", "path": "a.py", "line": 1, "symbol": "f"})).await;
+    let server = h.servers.server_for(&a).await.unwrap();
+    assert_eq!(server.readiness(), kodik_lsp::Readiness::Ready);
+
+    h.write("node_modules/x/c.py", "x = 1\n");
+    server.sync(&a, None).await.unwrap();
+    assert_eq!(server.readiness(), kodik_lsp::Readiness::Ready);
+
+    h.write("b.py", "from a import f\nf()\n");
+    server.sync(&a, None).await.unwrap();
+    assert_eq!(server.readiness(), kodik_lsp::Readiness::Indexing);
+    let refs = h.lsp(json!({"operation": "references", "path": "a.py", "line": 1, "symbol": "f"})).await;
+    assert!(refs.contains("b.py:2:1: f()"), "{refs}");
+}
+
 /// L1: a header changed on disk makes clangd re-check an open file that includes it (before:
 /// `main.c` kept the old declaration: "No errors or warnings" and the old hover).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
