@@ -306,6 +306,34 @@ impl BrowserSession {
                 out = self.dispatch(r, &args, cx).await;
             }
         }
+        // B8, G16: a page can lead a tab to a file the workspace does not allow (a link in a
+        // workspace page); what it shows must not reach the model.
+        let mut escaped: Vec<(String, String)> = r
+            .tabs
+            .iter()
+            .map(|t| (t.id.clone(), t.restore_url()))
+            .filter(|(_, u)| actions::check_file_url(u, &cx.workspace).is_err())
+            .collect();
+        if let (Ok(o), Some(cur)) = (&out, r.current.clone())
+            && let Some(u) = o.meta.get("url").and_then(Value::as_str)
+            && actions::check_file_url(u, &cx.workspace).is_err()
+            && !escaped.iter().any(|(id, _)| *id == cur)
+        {
+            escaped.push((cur, u.to_string()));
+        }
+        if !escaped.is_empty() {
+            for (id, _) in &escaped {
+                if let Ok(t) = r.tab(Some(id)) {
+                    let _ = actions::goto(t, "about:blank", Duration::from_secs(5)).await;
+                }
+            }
+            let what: Vec<String> = escaped.iter().map(|(id, u)| format!("tab {id} to {u}")).collect();
+            return Err(BrowserError::Refused(format!(
+                "the page led {}, a file outside the workspace (or hidden by .kodikignore); the browser opens \
+                 workspace files only, so the tab was sent to about:blank",
+                what.join(" and ")
+            )));
+        }
         let notes: Vec<String> = [start_note, restored, crash_note].into_iter().flatten().collect();
         match out.as_mut() {
             Ok(out) => {

@@ -177,6 +177,17 @@ async fn b8_g16_file_urls_open_workspace_files_only() {
     assert!(r.contains("Workspace page"), "{r}");
     let e = h.err(json!({"action": "navigate", "url": "file:///etc/passwd"})).await;
     assert!(!e.contains("root:"), "{e}");
+    // A workspace page that links out does not take the tab there either.
+    std::fs::write(
+        h.dir.path().join("links.html"),
+        format!(r#"<title>Links</title><a href="file://{secret}">Out</a>"#),
+    )
+    .unwrap();
+    h.ok(json!({"action": "navigate", "url": format!("file://{}/links.html", h.dir.path().display())})).await;
+    let e = h.err(json!({"action": "click", "target": {"role": "link", "name": "Out"}})).await;
+    assert!(!e.contains("top secret") && e.contains("outside the workspace"), "{e}");
+    let tabs = h.ok(json!({"action": "list_tabs"})).await;
+    assert!(tabs.contains("about:blank") && !tabs.contains("secret.txt"), "{tabs}");
     h.session.shutdown().await;
 }
 
