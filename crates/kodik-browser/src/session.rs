@@ -897,6 +897,7 @@ impl BrowserSession {
     }
 
     async fn start(&self, storage: StorageMode) -> Result<Running, BrowserError> {
+        sweep_dead_sessions(&std::env::temp_dir());
         let executable = self.chromium()?;
         let storage = if self.trusted() { storage } else { StorageMode::Ephemeral };
         let mut note = None;
@@ -924,14 +925,8 @@ impl BrowserSession {
                 (Some(t), d)
             }
         };
-        let download_dir = tempfile::Builder::new()
-            .prefix("kodik-browser-downloads-")
-            .tempdir()
-            .map_err(|e| BrowserError::Other(format!("cannot create the download folder: {e}")))?;
-        let temp_dir = tempfile::Builder::new()
-            .prefix("kodik-browser-tmp-")
-            .tempdir()
-            .map_err(|e| BrowserError::Other(format!("cannot create the browser's temporary folder: {e}")))?;
+        let download_dir = session_dir("downloads", "the download folder")?;
+        let temp_dir = session_dir("tmp", "the browser's temporary folder")?;
         let launched = launch::launch(&executable, &dir, temp_dir.path(), self.options.launch_timeout).await;
         let Launched { browser, handler } = match launched {
             // Another Chromium took the profile after the check above (two sessions starting at
@@ -1083,10 +1078,39 @@ impl BrowserSession {
 
 /// A fresh profile folder that goes with the session.
 fn temp_profile() -> Result<tempfile::TempDir, BrowserError> {
+    session_dir("profile", "a temporary browser profile")
+}
+
+/// Prefix of the session's temporary folders; the process id follows the kind, so a later
+/// session can tell the folders of a process that ended without removing them.
+const SESSION_DIR: &str = "kodik-browser-";
+
+/// A temporary folder of this session, `kodik-browser-{kind}-{pid}-…`, removed with it.
+fn session_dir(kind: &str, what: &str) -> Result<tempfile::TempDir, BrowserError> {
     tempfile::Builder::new()
-        .prefix("kodik-browser-profile-")
+        .prefix(&format!("{SESSION_DIR}{kind}-{}-", std::process::id()))
         .tempdir()
-        .map_err(|e| BrowserError::Other(format!("cannot create a temporary browser profile: {e}")))
+        .map_err(|e| BrowserError::Other(format!("cannot create {what}: {e}")))
+}
+
+/// Removes the temporary folders (profile, downloads, the browser's TMPDIR) of sessions whose
+/// process has ended without removing them: killed, or stopped by a signal before its session
+/// was dropped. Folders of live processes are left alone.
+pub(crate) fn sweep_dead_sessions(root: &Path) {
+    let Ok(entries) = std::fs::read_dir(root) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(SESSION_DIR)) else { continue };
+        let mut parts = rest.splitn(3, '-');
+        let (Some(kind), Some(pid), Some(_)) = (parts.next(), parts.next(), parts.next()) else { continue };
+        let Ok(pid) = pid.parse::<u32>() else { continue };
+        if !matches!(kind, "profile" | "downloads" | "tmp") || Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
 }
 
 /// Whether Chromium failed to start because another Chromium holds the profile: it says so on

@@ -261,3 +261,30 @@ async fn b1_clear_storage_deletes_every_origins_site_data_with_or_without_a_runn
     assert!(r.contains("stored none"), "{r}");
     h.session.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn b8_b9_folders_left_by_a_session_whose_process_died_are_removed_by_the_next_one() {
+    let mut routes = Routes::new();
+    routes.insert("/", ("text/html", "<title>Home</title><h1>Home</h1>".to_string(), ""));
+    let base = serve(routes).await;
+    let pid_max: u64 = std::fs::read_to_string("/proc/sys/kernel/pid_max").unwrap().trim().parse().unwrap();
+    let tmp = std::env::temp_dir();
+    let dead = tmp.join(format!("kodik-browser-tmp-{}-b8test", pid_max + 7));
+    let dead_downloads = tmp.join(format!("kodik-browser-downloads-{}-b8test", pid_max + 7));
+    let live = tmp.join(format!("kodik-browser-tmp-{}-b8test", std::process::id()));
+    for d in [&dead, &dead_downloads, &live] {
+        std::fs::create_dir_all(d.join("org.chromium.Chromium.x")).unwrap();
+    }
+    let h = harness();
+    h.ok(json!({"action": "open", "url": format!("{base}/")})).await;
+    assert!(!dead.exists() && !dead_downloads.exists(), "a dead session's folders were left");
+    assert!(live.exists(), "a live process's folder was removed");
+    std::fs::remove_dir_all(&live).unwrap();
+    // The session's own folders carry its process id.
+    let pid = h.session.browser_pid().await.unwrap();
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+    let var = environ.split(|b| *b == 0).find_map(|v| v.strip_prefix(b"TMPDIR=")).unwrap();
+    let name = String::from_utf8(var.to_vec()).unwrap();
+    assert!(name.contains(&format!("kodik-browser-tmp-{}-", std::process::id())), "{name}");
+    h.session.shutdown().await;
+}
