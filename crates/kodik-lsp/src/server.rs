@@ -434,10 +434,14 @@ impl Server {
             "capabilities": client_capabilities(),
             "initializationOptions": config.initialization_options,
         });
-        let init = conn
-            .request("initialize", &params, timing.start_timeout)
-            .await
-            .map_err(|e| LspError::Start { server: config.name.clone(), reason: e.to_string() })?;
+        let init = match conn.request("initialize", &params, timing.start_timeout).await {
+            Ok(init) => init,
+            Err(e) => {
+                let said = conn.stderr_tail(Duration::from_millis(500)).await;
+                let reason = if said.is_empty() { e.to_string() } else { format!("{e}; it said: {said}") };
+                return Err(LspError::Start { server: config.name.clone(), reason });
+            }
+        };
         conn.notify("initialized", &json!({})).await;
         if !config.settings.is_null() {
             conn.notify("workspace/didChangeConfiguration", &json!({"settings": config.settings})).await;

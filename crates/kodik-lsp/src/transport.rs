@@ -353,6 +353,37 @@ pub struct Connection {
     output: Arc<Output>,
     next_id: AtomicI64,
     pid: Option<u32>,
+    stderr: Arc<StderrTail>,
+}
+
+/// The end of what the server wrote to stderr: why it failed to start (rustup's proxy says
+/// "Unknown binary 'rust-analyzer' in official toolchain"). Read all along, so a chatty server
+/// (clangd logs there) never blocks on a full pipe.
+#[derive(Default)]
+struct StderrTail {
+    tail: Mutex<Vec<u8>>,
+    ended: AtomicBool,
+    end: Notify,
+}
+
+/// Bytes of stderr kept.
+const STDERR_TAIL: usize = 2048;
+
+async fn read_stderr(mut from: tokio::process::ChildStderr, into: Arc<StderrTail>) {
+    use tokio::io::AsyncReadExt;
+    let mut buf = [0u8; 4096];
+    while let Ok(n) = from.read(&mut buf).await {
+        if n == 0 {
+            break;
+        }
+        if let Ok(mut tail) = into.tail.lock() {
+            tail.extend_from_slice(&buf[..n]);
+            let excess = tail.len().saturating_sub(STDERR_TAIL);
+            tail.drain(..excess);
+        }
+    }
+    into.ended.store(true, Ordering::SeqCst);
+    into.end.notify_waiters();
 }
 
 impl std::fmt::Debug for Connection {
@@ -419,7 +450,7 @@ impl Connection {
             .current_dir(cwd)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .kill_on_drop(true)
             // Its own group, so tsserver, cargo check and other grandchildren go down with it.
             .process_group(0);
@@ -427,7 +458,14 @@ impl Connection {
         let pid = child.id();
         let stdin = child.stdin.take().ok_or_else(|| std::io::Error::other("the child has no stdin"))?;
         let stdout = child.stdout.take().ok_or_else(|| std::io::Error::other("the child has no stdout"))?;
-        Self::from_parts(stdin, stdout.into_owned_fd()?, Some(child), pid, handler)
+        let stderr = child.stderr.take();
+        let conn = Self::from_parts(stdin, stdout.into_owned_fd()?, Some(child), pid, handler)?;
+        if let Some(stderr) = stderr {
+            tokio::spawn(read_stderr(stderr, conn.stderr.clone()));
+        } else {
+            conn.stderr.ended.store(true, Ordering::SeqCst);
+        }
+        Ok(conn)
     }
 
     /// A session writing to `stdin` and reading from the pipe `stdout` (made non-blocking here).
@@ -463,12 +501,29 @@ impl Connection {
         });
         tokio::spawn(read_output(shared.clone(), output.clone(), child));
         tokio::spawn(sweep_deadlines(shared.clone()));
-        Ok(Self { shared, writer, output, next_id: AtomicI64::new(1), pid })
+        let stderr = Arc::new(StderrTail::default());
+        Ok(Self { shared, writer, output, next_id: AtomicI64::new(1), pid, stderr })
     }
 
     /// The server's process id (also its process group id).
     pub fn pid(&self) -> Option<u32> {
         self.pid
+    }
+
+    /// The last lines the server wrote to stderr (at most 5, 500 characters), once it has
+    /// closed it or `wait` has passed: for the message when it fails to start.
+    pub async fn stderr_tail(&self, wait: Duration) -> String {
+        let ended = self.stderr.end.notified();
+        if !self.stderr.ended.load(Ordering::SeqCst) {
+            let _ = tokio::time::timeout(wait, ended).await;
+        }
+        let tail = self.stderr.tail.lock().map(|t| String::from_utf8_lossy(&t).into_owned()).unwrap_or_default();
+        let lines: Vec<&str> = tail.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+        let last = lines[lines.len().saturating_sub(5)..].join(" | ");
+        match last.char_indices().nth(500) {
+            Some((at, _)) => format!("{}…", &last[..at]),
+            None => last,
+        }
     }
 
     /// Whether the server's output has ended.

@@ -74,6 +74,7 @@ async fn l1_l6_read_lints_checks_other_languages_when_one_server_cannot_start() 
     assert!(text.contains("in 1 checked file"), "{text}");
     assert!(text.contains("Not checked: src/lib.rs, src/main.rs"), "{text}");
     assert!(text.contains("rust-analyzer language server did not start"), "{text}");
+    assert!(text.contains("it said: error: Unknown binary 'rust-analyzer' in official toolchain"), "{text}");
 
     // Passed over now (until the restart window ends), yet still named, not skipped silently.
     let out = h.call("read_lints", json!({"paths": ["tool.py", "src"]})).await;
