@@ -158,6 +158,8 @@ pub(crate) struct TabData {
     pub loader: Option<String>,
     /// The URL the top document last committed (or moved to within itself), error pages aside.
     pub url: Option<String>,
+    /// `file:` URLs the frames of the top document loaded, to check against the workspace.
+    pub frame_files: Vec<String>,
     /// The document whose `load` was given up on (see `actions::wait_ready`).
     pub load_given_up: Option<String>,
 }
@@ -701,8 +703,14 @@ async fn listen(page: &Page, shared: &Arc<TabShared>) -> Vec<JoinHandle<()>> {
     })
     .await;
     on_event(page, shared, &mut tasks, |shared, e: &EventFrameNavigated| {
-        if e.frame.parent_id.is_none() {
+        if e.frame.parent_id.is_some() {
             let mut d = shared.lock();
+            if e.frame.url.get(..5).is_some_and(|s| s.eq_ignore_ascii_case("file:")) && d.frame_files.len() < BUFFER {
+                d.frame_files.push(e.frame.url.clone());
+            }
+        } else {
+            let mut d = shared.lock();
+            d.frame_files.clear();
             d.end_navigation(e.frame.loader_id.inner());
             d.loader = Some(e.frame.loader_id.inner().clone());
             if !e.frame.url.starts_with("chrome-error:") {

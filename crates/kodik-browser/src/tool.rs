@@ -311,9 +311,13 @@ impl BrowserSession {
         let mut escaped: Vec<(String, String)> = r
             .tabs
             .iter()
-            .map(|t| (t.id.clone(), t.restore_url()))
+            .flat_map(|t| {
+                let frames = t.shared.lock().frame_files.clone();
+                std::iter::once(t.restore_url()).chain(frames).map(|u| (t.id.clone(), u)).collect::<Vec<_>>()
+            })
             .filter(|(_, u)| actions::check_file_url(u, &cx.workspace).is_err())
             .collect();
+        escaped.dedup_by(|a, b| a.0 == b.0);
         if let (Ok(o), Some(cur)) = (&out, r.current.clone())
             && let Some(u) = o.meta.get("url").and_then(Value::as_str)
             && actions::check_file_url(u, &cx.workspace).is_err()
@@ -329,8 +333,8 @@ impl BrowserSession {
             }
             let what: Vec<String> = escaped.iter().map(|(id, u)| format!("tab {id} to {u}")).collect();
             return Err(BrowserError::Refused(format!(
-                "the page led {}, a file outside the workspace (or hidden by .kodikignore); the browser opens \
-                 workspace files only, so the tab was sent to about:blank",
+                "the page led {}, a file outside the workspace (or hidden by .kodikignore), as its page or in a \
+                 frame; the browser opens workspace files only, so the tab was sent to about:blank",
                 what.join(" and ")
             )));
         }

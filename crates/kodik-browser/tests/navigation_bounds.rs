@@ -188,6 +188,14 @@ async fn b8_g16_file_urls_open_workspace_files_only() {
     assert!(!e.contains("top secret") && e.contains("outside the workspace"), "{e}");
     let tabs = h.ok(json!({"action": "list_tabs"})).await;
     assert!(tabs.contains("about:blank") && !tabs.contains("secret.txt"), "{tabs}");
+    // Nor does one that frames such a file.
+    std::fs::write(
+        h.dir.path().join("frames.html"),
+        format!(r#"<title>Frames</title><h1>Framed</h1><iframe src="file://{secret}"></iframe>"#),
+    )
+    .unwrap();
+    let e = h.err(json!({"action": "navigate", "url": format!("file://{}/frames.html", h.dir.path().display())})).await;
+    assert!(!e.contains("top secret") && e.contains("outside the workspace"), "{e}");
     h.session.shutdown().await;
 }
 
