@@ -160,6 +160,8 @@ pub(crate) struct TabData {
     pub url: Option<String>,
     /// `file:` URLs the frames of the top document loaded, to check against the workspace.
     pub frame_files: Vec<String>,
+    /// The HTTP status of the top document's response and its URL, when it was an error (≥ 400).
+    pub doc_error: Option<(i64, String, String)>,
     /// The document whose `load` was given up on (see `actions::wait_ready`).
     pub load_given_up: Option<String>,
 }
@@ -736,7 +738,15 @@ async fn listen(page: &Page, shared: &Arc<TabShared>) -> Vec<JoinHandle<()>> {
         }
     })
     .await;
-    on_event(page, shared, &mut tasks, |shared, e: &EventResponseReceived| {
+    let main_frame = page.target_id().inner().clone();
+    on_event(page, shared, &mut tasks, move |shared, e: &EventResponseReceived| {
+        if e.r#type == ResourceType::Document
+            && e.request_id.inner() == e.loader_id.inner()
+            && e.frame_id.as_ref().is_some_and(|f| *f.inner() == main_frame)
+        {
+            shared.lock().doc_error = (e.response.status >= 400)
+                .then(|| (e.response.status, e.response.status_text.clone(), e.response.url.clone()));
+        }
         if e.response.status >= 400 {
             let line = format!("{} {} {}", e.response.status, e.response.status_text, e.response.url);
             push_bounded(&mut shared.lock().failed, line);

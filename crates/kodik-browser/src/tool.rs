@@ -631,6 +631,13 @@ impl BrowserSession {
             r.attach_frames().await;
             match take_snapshot(tab).await {
                 Ok((url, title, text)) => {
+                    let doc_error = tab.shared.lock().doc_error.clone();
+                    if let Some((status, reason, at)) = doc_error
+                        && at == url
+                    {
+                        rep.line(format!("The server answered HTTP {status} {reason} for this page."));
+                        rep.meta.insert("http_status".into(), json!(status));
+                    }
                     rep.line(format!("URL: {url}"));
                     rep.line(format!("Title: {title}"));
                     rep.line("Snapshot:".to_string());

@@ -71,7 +71,7 @@ async fn b5_timed_out_navigation_is_stopped_and_the_next_calls_answer() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn b3_a_bad_url_or_a_failed_open_fails_at_once_and_leaves_no_tab() {
+async fn b3_a_bad_url_or_a_failed_open_fails_at_once_and_leaves_no_tab_and_an_error_status_is_said() {
     let mut routes = Routes::new();
     routes.insert("/", ("text/html", HOME.to_string(), ""));
     let base = serve(routes).await;
@@ -105,6 +105,11 @@ async fn b3_a_bad_url_or_a_failed_open_fails_at_once_and_leaves_no_tab() {
     assert!(!tabs.contains("chrome-error"), "{tabs}");
     let s = h.ok(json!({"action": "snapshot"})).await;
     assert!(s.contains("Test Home"), "{s}");
+    // A page the server answers with an error status loads, and the result says the status.
+    let r = h.ok(json!({"action": "navigate", "url": format!("{base}/missing")})).await;
+    assert!(r.contains("The server answered HTTP 404"), "{r}");
+    let r = h.ok(json!({"action": "navigate", "url": format!("{base}/")})).await;
+    assert!(!r.contains("The server answered"), "{r}");
     h.session.shutdown().await;
 }
 
