@@ -23,7 +23,8 @@ pub struct WebFetchArgs {
     /// Use it on long documentation pages to save context.
     pub query: Option<String>,
     /// Where to continue a long page: the byte offset of a section, as printed in the outline
-    /// or as "next offset" at the end of the previous result (default 0).
+    /// or as "next offset" at the end of the previous result (default 0). With `query`, the
+    /// search for matching sections starts there.
     pub offset: Option<u64>,
 }
 
