@@ -305,19 +305,17 @@ async fn builder_with_mcp(
 async fn toolbox(workspace: PathBuf, mcp_config: &[PathBuf]) -> Result<(Toolbox, Option<Arc<McpClient>>), ExitCode> {
     let (b, mcp) = builder_with_mcp(workspace, mcp_config).await?;
     let tb = b.events(Arc::new(StderrEvents)).build().map_err(usage_error)?;
-    if let Some(client) = &mcp {
-        // Starting the servers took SIGINT and SIGTERM over for the rest of the process (a
-        // tokio handler stays), so they would no longer end `call` or `batch`: they still do,
-        // after the servers and the browser are stopped.
-        let (client, browser) = (Arc::clone(client), Arc::clone(tb.browser()));
-        tokio::spawn(async move {
-            interrupted().await;
-            eprintln!("kodik: interrupted");
-            browser.shutdown().await;
-            client.shutdown().await;
-            std::process::exit(130);
-        });
-    }
+    // SIGINT and SIGTERM end `call` and `batch` after the browser (its profile and temporary
+    // folders) and the mounted servers are stopped; dying of the signal would leave both. Once
+    // the servers' start-up has listened for them, they would otherwise not end it at all.
+    let (client, browser) = (mcp.clone(), Arc::clone(tb.browser()));
+    tokio::spawn(async move {
+        interrupted().await;
+        eprintln!("kodik: interrupted");
+        browser.shutdown().await;
+        unmount(client).await;
+        std::process::exit(130);
+    });
     Ok((tb, mcp))
 }
 
