@@ -94,7 +94,8 @@ pub struct LspArgs {
     /// What to ask the language server.
     pub operation: LspOperation,
     /// The file, relative to the workspace or absolute. Required for every operation except
-    /// `workspace_symbols`.
+    /// `workspace_symbols`, where it is optional: without it every language's server in the
+    /// workspace is asked; with it, only the server for that file's language.
     pub path: Option<String>,
     /// 1-based line that holds the symbol. Required for every operation except
     /// `document_symbols` and `workspace_symbols`.
