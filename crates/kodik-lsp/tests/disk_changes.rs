@@ -5,16 +5,8 @@
 
 mod common;
 
-use common::{Harness, server_program};
-use kodik_lsp::ServerConfig;
+use common::{Harness, configured};
 use serde_json::json;
-
-fn configured(name: &str, program: &str) -> Option<ServerConfig> {
-    let path = server_program(program)?;
-    let mut cfg = kodik_lsp::config::default_servers().into_iter().find(|s| s.name == name)?;
-    cfg.command = path;
-    Some(cfg)
-}
 
 /// L1, L2: an unopened dependency rewritten on disk changes the dependent's diagnostics and
 /// hover at once (before: "No errors or warnings" and the old type until the dependency

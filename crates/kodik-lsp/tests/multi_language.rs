@@ -8,16 +8,9 @@ mod common;
 
 use std::os::unix::fs::PermissionsExt;
 
-use common::{Harness, server_program};
-use kodik_lsp::{LspConfig, ServerConfig};
+use common::{Harness, configured};
+use kodik_lsp::LspConfig;
 use serde_json::json;
-
-fn configured(name: &str, program: &str) -> Option<ServerConfig> {
-    let path = server_program(program)?;
-    let mut cfg = kodik_lsp::config::default_servers().into_iter().find(|s| s.name == name)?;
-    cfg.command = path;
-    Some(cfg)
-}
 
 /// L2: without `path`, `workspace_symbols` finds a Python function and a TypeScript class in
 /// one workspace (before, one server picked by file-walk order answered "No results" for the

@@ -6,17 +6,9 @@
 
 mod common;
 
-use common::{Harness, server_program};
+use common::{Harness, configured};
 use kodik_core::{DiagnosticSeverity, DiagnosticsProvider};
-use kodik_lsp::ServerConfig;
 use serde_json::json;
-
-fn configured(name: &str, program: &str) -> Option<ServerConfig> {
-    let path = server_program(program)?;
-    let mut cfg = kodik_lsp::config::default_servers().into_iter().find(|s| s.name == name)?;
-    cfg.command = path;
-    Some(cfg)
-}
 
 /// L1, L2, L4, E9 on typescript-language-server.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

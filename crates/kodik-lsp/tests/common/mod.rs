@@ -30,6 +30,16 @@ pub fn server_program(name: &str) -> Option<PathBuf> {
     found
 }
 
+/// The default configuration of server `name`, started as `program` found as
+/// [`server_program`] finds it.
+#[allow(dead_code)] // not every test binary uses it
+pub fn configured(name: &str, program: &str) -> Option<kodik_lsp::ServerConfig> {
+    let path = server_program(program)?;
+    let mut cfg = kodik_lsp::config::default_servers().into_iter().find(|s| s.name == name)?;
+    cfg.command = path;
+    Some(cfg)
+}
+
 pub struct Harness {
     pub servers: Arc<LanguageServers>,
     pub registry: ToolRegistry,
