@@ -1099,30 +1099,56 @@ fn temp_profile() -> Result<tempfile::TempDir, BrowserError> {
     session_dir("profile", "a temporary browser profile")
 }
 
-/// Prefix of the session's temporary folders; the process id follows the kind, so a later
-/// session can tell the folders of a process that ended without removing them.
+/// Prefix of the session's temporary folders; the owner (process id and PID namespace)
+/// follows the kind, so a later session can tell the folders of a process that ended without
+/// removing them.
 const SESSION_DIR: &str = "kodik-browser-";
 
-/// A temporary folder of this session, `kodik-browser-{kind}-{pid}-…`, removed with it.
+/// The PID namespace of this process (the inode of `/proc/self/ns/pid`), if it can be read. A
+/// temporary folder shared by containers holds folders of processes this one cannot see: only
+/// those of its own namespace are judged by their pid.
+fn pid_namespace() -> Option<u64> {
+    static NS: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+    *NS.get_or_init(|| {
+        let link = std::fs::read_link("/proc/self/ns/pid").ok()?;
+        link.to_str()?.strip_prefix("pid:[")?.strip_suffix(']')?.parse().ok()
+    })
+}
+
+/// `{pid}n{namespace}`, or `{pid}` alone when the namespace cannot be read (never swept).
+fn owner_tag() -> String {
+    match pid_namespace() {
+        Some(ns) => format!("{}n{ns}", std::process::id()),
+        None => std::process::id().to_string(),
+    }
+}
+
+/// A temporary folder of this session, `kodik-browser-{kind}-{owner}-…`, removed with it.
 fn session_dir(kind: &str, what: &str) -> Result<tempfile::TempDir, BrowserError> {
     tempfile::Builder::new()
-        .prefix(&format!("{SESSION_DIR}{kind}-{}-", std::process::id()))
+        .prefix(&format!("{SESSION_DIR}{kind}-{}-", owner_tag()))
         .tempdir()
         .map_err(|e| BrowserError::Other(format!("cannot create {what}: {e}")))
 }
 
 /// Removes the temporary folders (profile, downloads, the browser's TMPDIR) of sessions whose
 /// process has ended without removing them: killed, or stopped by a signal before its session
-/// was dropped. Folders of live processes are left alone.
+/// was dropped. Folders of live processes, and of processes in another PID namespace (another
+/// container sharing the folder), are left alone.
 pub(crate) fn sweep_dead_sessions(root: &Path) {
+    let Some(own_ns) = pid_namespace() else { return };
     let Ok(entries) = std::fs::read_dir(root) else { return };
     for entry in entries.flatten() {
         let name = entry.file_name();
         let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(SESSION_DIR)) else { continue };
         let mut parts = rest.splitn(3, '-');
-        let (Some(kind), Some(pid), Some(_)) = (parts.next(), parts.next(), parts.next()) else { continue };
-        let Ok(pid) = pid.parse::<u32>() else { continue };
-        if !matches!(kind, "profile" | "downloads" | "tmp") || Path::new(&format!("/proc/{pid}")).exists() {
+        let (Some(kind), Some(owner), Some(_)) = (parts.next(), parts.next(), parts.next()) else { continue };
+        let Some((pid, ns)) = owner.split_once('n') else { continue };
+        let (Ok(pid), Ok(ns)) = (pid.parse::<u32>(), ns.parse::<u64>()) else { continue };
+        if ns != own_ns
+            || !matches!(kind, "profile" | "downloads" | "tmp")
+            || Path::new(&format!("/proc/{pid}")).exists()
+        {
             continue;
         }
         if entry.file_type().is_ok_and(|t| t.is_dir()) {

@@ -268,23 +268,30 @@ async fn b8_b9_folders_left_by_a_session_whose_process_died_are_removed_by_the_n
     routes.insert("/", ("text/html", "<title>Home</title><h1>Home</h1>".to_string(), ""));
     let base = serve(routes).await;
     let pid_max: u64 = std::fs::read_to_string("/proc/sys/kernel/pid_max").unwrap().trim().parse().unwrap();
+    let link = std::fs::read_link("/proc/self/ns/pid").unwrap();
+    let ns: u64 = link.to_str().unwrap().trim_start_matches("pid:[").trim_end_matches(']').parse().unwrap();
     let tmp = std::env::temp_dir();
-    let dead = tmp.join(format!("kodik-browser-tmp-{}-b8test", pid_max + 7));
-    let dead_downloads = tmp.join(format!("kodik-browser-downloads-{}-b8test", pid_max + 7));
-    let live = tmp.join(format!("kodik-browser-tmp-{}-b8test", std::process::id()));
-    for d in [&dead, &dead_downloads, &live] {
+    let dead = tmp.join(format!("kodik-browser-tmp-{}n{ns}-b8test", pid_max + 7));
+    let dead_downloads = tmp.join(format!("kodik-browser-downloads-{}n{ns}-b8test", pid_max + 7));
+    let live = tmp.join(format!("kodik-browser-tmp-{}n{ns}-b8test", std::process::id()));
+    // A process of another PID namespace (another container sharing /tmp) cannot be seen here:
+    // its folders are not judged by a pid that means nothing in this namespace.
+    let other_ns = tmp.join(format!("kodik-browser-downloads-{}n{}-b8test", pid_max + 7, ns + 1));
+    for d in [&dead, &dead_downloads, &live, &other_ns] {
         std::fs::create_dir_all(d.join("org.chromium.Chromium.x")).unwrap();
     }
     let h = harness();
     h.ok(json!({"action": "open", "url": format!("{base}/")})).await;
     assert!(!dead.exists() && !dead_downloads.exists(), "a dead session's folders were left");
     assert!(live.exists(), "a live process's folder was removed");
+    assert!(other_ns.exists(), "a folder of another PID namespace was removed");
     std::fs::remove_dir_all(&live).unwrap();
+    std::fs::remove_dir_all(&other_ns).unwrap();
     // The session's own folders carry its process id.
     let pid = h.session.browser_pid().await.unwrap();
     let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
     let var = environ.split(|b| *b == 0).find_map(|v| v.strip_prefix(b"TMPDIR=")).unwrap();
     let name = String::from_utf8(var.to_vec()).unwrap();
-    assert!(name.contains(&format!("kodik-browser-tmp-{}-", std::process::id())), "{name}");
+    assert!(name.contains(&format!("kodik-browser-tmp-{}n{ns}-", std::process::id())), "{name}");
     h.session.shutdown().await;
 }
