@@ -334,6 +334,11 @@ async fn g7_a_transcript_resumes_by_id_and_as_the_last_session_with_its_history(
     let mut conv = s.agent.start().unwrap();
     let id = conv.id().to_string();
     assert!(conv.transcript_path().starts_with(s.dir.path().join(".kodik/sessions")));
+    // The transcripts are git-ignored: a model's `git add -A` in the workspace leaves them out.
+    let git = |args: &[&str]| std::process::Command::new("git").args(args).current_dir(s.dir.path()).output().unwrap();
+    assert!(git(&["init", "-q"]).status.success());
+    let status = String::from_utf8(git(&["status", "--porcelain", "--untracked-files=all"]).stdout).unwrap();
+    assert!(!status.contains(".kodik/sessions"), "{status}");
     assert_eq!(conv.run("what is in a.txt?", CancellationToken::new()).await.status, RunStatus::Completed);
     let history = conv.items().to_vec();
     drop(conv);

@@ -265,13 +265,20 @@ async fn agent_runs_a_task_records_it_and_never_prints_the_key() {
     // The command's output went to the model, its environment without the key.
     let sent = requests[1].body.to_string();
     assert!(sent.contains("PATH=") && !sent.contains("OPENAI_API_KEY") && !sent.contains("sk-test"), "{sent}");
-    let transcript = std::fs::read_dir(ws.path().join(".kodik/sessions")).unwrap().next().unwrap().unwrap().path();
+    let transcripts = || {
+        std::fs::read_dir(ws.path().join(".kodik/sessions"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+            .collect::<Vec<_>>()
+    };
+    let transcript = transcripts()[0].clone();
     assert!(!std::fs::read_to_string(transcript).unwrap().contains("sk-test"));
     let saved = Recording::load(&record).unwrap();
     assert_eq!(saved.exchanges.len(), 2);
     assert!(saved.exchanges[1].body.contains("hello.txt says hi."));
     assert!(!std::fs::read_to_string(&record).unwrap().contains("sk-test"));
-    let sessions = std::fs::read_dir(ws.path().join(".kodik/sessions")).unwrap().count();
+    let sessions = transcripts().len();
     assert_eq!(sessions, 1, "one transcript");
 }
 
