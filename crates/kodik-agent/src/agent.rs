@@ -893,8 +893,8 @@ impl Conversation {
     /// `true` when one did (or had already): its terminal event is for the next request.
     async fn wait_for_background(&self, cancel: &CancellationToken, deadline: Option<Instant>) -> bool {
         let inbox = &self.shared.inbox;
-        if self.background.is_empty() {
-            return false;
+        if self.background.is_empty() || self.shared.config.background_wait.is_zero() {
+            return !inbox.is_empty();
         }
         let bound = Instant::now() + self.shared.config.background_wait;
         let until = deadline.map_or(bound, |d| d.min(bound));

@@ -48,6 +48,14 @@ pub struct Args {
     /// Wall-clock seconds per run, at most.
     #[arg(long, value_name = "SECS")]
     pub max_time: Option<u64>,
+    /// The model's context window in tokens (default 200000): old tool outputs are shortened
+    /// before a request would pass ~80 % of it. Set it for smaller local models.
+    #[arg(long, value_name = "TOKENS")]
+    pub context_window: Option<u64>,
+    /// Seconds a run whose model has answered still waits for commands it left running in
+    /// the background (default 120; 0: end at once).
+    #[arg(long, value_name = "SECS")]
+    pub background_wait: Option<u64>,
     /// JSON Lines on stdout (thread.started, turn.started, item.started, item.completed,
     /// turn.completed, result) instead of human progress.
     #[arg(long)]
@@ -136,6 +144,12 @@ pub async fn run(args: Args) -> ExitCode {
     }
     if let Some(secs) = args.max_time {
         config = config.max_wall(Duration::from_secs(secs));
+    }
+    if let Some(tokens) = args.context_window {
+        config = config.context_window(tokens);
+    }
+    if let Some(secs) = args.background_wait {
+        config = config.background_wait(Duration::from_secs(secs));
     }
     // sub_agent children run on the same model, each in its own session (A3, A5).
     toolbox.enable_sub_agents(Arc::clone(&model), config.clone());

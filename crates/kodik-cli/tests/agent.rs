@@ -385,3 +385,21 @@ async fn agent_interrupted_by_sigint_exits_130() {
     let lines = json_lines(&out);
     assert_eq!(lines.last().unwrap()["status"], "cancelled");
 }
+
+/// S3: `--background-wait 0` ends the run at the answer, naming the command still running,
+/// instead of waiting for it.
+#[tokio::test]
+async fn agent_background_wait_flag_bounds_the_wait_for_background_commands() {
+    let ws = tempfile::tempdir().unwrap();
+    let recording = Recording::new(Provider::OpenAiResponses, "gpt-5")
+        .with(Exchange::sse(call_body("call_1", "shell", &json!({"command": "sleep 30", "run_in_background": true}))))
+        .with(Exchange::sse(text_body("It runs in the background.")));
+    let server = ReplayServer::start(recording).await.unwrap();
+    let started = std::time::Instant::now();
+    let out = agent_against(&server, ws.path(), &["--background-wait", "0", "--context-window", "64000", "go"]).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(started.elapsed() < std::time::Duration::from_secs(20), "{:?}\n{stderr}", started.elapsed());
+    assert!(!stderr.contains("waiting up to"), "{stderr}");
+    assert!(stderr.contains("sleep 30"), "the command left running is named: {stderr}");
+    assert_eq!(server.requests().len(), 2);
+}
