@@ -398,6 +398,10 @@ impl LspTool {
             }
             let Some(text) = current.as_ref().and_then(|(_, t)| t.as_deref()) else { continue };
             let Some(line) = line_of(text, l.line as usize) else { continue };
+            // Most hits are uses, not imports: their lines are passed over before any column work.
+            if !is_import_line(line) {
+                continue;
+            }
             let start = from_lsp_column(line, l.col, l.enc);
             let Some((alias, at)) = import_alias(line, start) else { continue };
             let position = json!({"line": l.line, "character": to_lsp_column(line, at, server.encoding())});
@@ -698,12 +702,11 @@ const MAX_ALIASES: usize = 10;
 /// For an identifier at character `start` of an import line followed by `as NAME`: `NAME` and
 /// its character index.
 fn import_alias(line: &str, start: usize) -> Option<(String, usize)> {
-    let chars: Vec<char> = line.chars().collect();
-    let is_id = |c: char| c.is_alphanumeric() || c == '_' || c == '$';
-    let trimmed = line.trim_start();
-    if !(trimmed.starts_with("import ") || trimmed.starts_with("from ")) {
+    if !is_import_line(line) {
         return None;
     }
+    let chars: Vec<char> = line.chars().collect();
+    let is_id = |c: char| c.is_alphanumeric() || c == '_' || c == '$';
     let mut i = start;
     while i < chars.len() && is_id(chars[i]) {
         i += 1;
@@ -717,6 +720,12 @@ fn import_alias(line: &str, start: usize) -> Option<(String, usize)> {
     let name_from = chars.len() - rest.trim_start().chars().count();
     let name: String = chars[name_from..].iter().take_while(|&&c| is_id(c)).collect();
     (!name.is_empty() && i > start).then_some((name, name_from))
+}
+
+/// Whether `line` is an `import …` or `from … import …` statement.
+fn is_import_line(line: &str) -> bool {
+    let trimmed = line.trim_start();
+    trimmed.starts_with("import ") || trimmed.starts_with("from ")
 }
 
 /// At most this many servers are asked by one `workspace_symbols` without a path.
