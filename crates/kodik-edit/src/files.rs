@@ -261,7 +261,8 @@ pub(crate) fn check_read_version(
 }
 
 /// The errors a diagnostics provider reports for the file as written (E9), all of them (the
-/// result text shows [`MAX_SHOWN_ERRORS`]). No provider, or one that does not handle the file,
+/// result text shows [`MAX_SHOWN_ERRORS`]) but those the project disproves
+/// ([`crate::disproved`]). No provider, or one that does not handle the file,
 /// means no waiting at all.
 pub(crate) async fn diagnostics(cx: &ToolContext, path: &Path, text: &str) -> Vec<Diagnostic> {
     let Some(provider) = cx.diagnostics.as_ref().map(Arc::clone) else { return Vec::new() };
@@ -272,35 +273,8 @@ pub(crate) async fn diagnostics(cx: &ToolContext, path: &Path, text: &str) -> Ve
         d = provider.diagnostics(path, text) => d,
         () = cx.cancel.cancelled() => return Vec::new(),
     };
-    all.into_iter().filter(|d| d.severity == DiagnosticSeverity::Error && !disproved(d, path)).collect()
-}
-
-/// "Cannot find module './x'" for a relative module that exists on disk is the editor's
-/// stale view, not a real error (E9). Only the bare message: one that goes on with advice
-/// ("Consider using '--resolveJsonModule'…") is the server objecting to how an existing file
-/// is imported, and stays.
-fn disproved(d: &Diagnostic, path: &Path) -> bool {
-    let msg = &d.message;
-    let Some(rest) = msg.strip_prefix("Cannot find module '").or_else(|| msg.strip_prefix("Cannot find module \""))
-    else {
-        return false;
-    };
-    let Some(end) = rest.find(['\'', '"']) else { return false };
-    let module = &rest[..end];
-    if !module.starts_with('.') {
-        return false;
-    }
-    if !matches!(rest[end + 1..].trim(), "" | "." | "or its corresponding type declarations.") {
-        return false;
-    }
-    let Some(dir) = path.parent() else { return false };
-    let base = dir.join(module);
-    let exts = ["", ".ts", ".tsx", ".js", ".jsx", ".mjs", ".cjs", ".d.ts", ".json"];
-    exts.iter().any(|e| {
-        let mut p = base.clone().into_os_string();
-        p.push(e);
-        Path::new(&p).is_file()
-    }) || ["index.ts", "index.js", "index.tsx"].iter().any(|i| base.join(i).is_file())
+    let project = crate::disproved::Project::new(path, cx.workspace.roots());
+    all.into_iter().filter(|d| d.severity == DiagnosticSeverity::Error && !project.disproves(d)).collect()
 }
 
 /// The files a tool wrote, as `(path, shown path)`.
@@ -375,28 +349,5 @@ mod tests {
         let (a, b) = alongside(|| 2, || -> u8 { panic!("a bug in the diff") });
         assert_eq!(a, 2);
         assert!(b.is_err());
-    }
-
-    #[test]
-    fn e9_missing_relative_module_that_exists_is_dropped() {
-        let d = tempfile::tempdir().unwrap();
-        std::fs::write(d.path().join("util.ts"), "export const a = 1;").unwrap();
-        let file = d.path().join("main.ts");
-        let diag = |m: &str| Diagnostic {
-            line: 1,
-            column: 1,
-            severity: DiagnosticSeverity::Error,
-            message: m.into(),
-            source: None,
-        };
-        assert!(disproved(&diag("Cannot find module './util' or its corresponding type declarations."), &file));
-        assert!(!disproved(&diag("Cannot find module './missing'."), &file));
-        assert!(!disproved(&diag("Cannot find module 'react'."), &file));
-        std::fs::write(d.path().join("data.json"), "{}").unwrap();
-        assert!(disproved(&diag("Cannot find module './data.json'."), &file));
-        // The file is there, but the server says it cannot be imported that way: a real error.
-        let advice = "Cannot find module './data.json'. Consider using '--resolveJsonModule' to import module with \
-                      '.json' extension.";
-        assert!(!disproved(&diag(advice), &file));
     }
 }

@@ -22,6 +22,7 @@ pub mod apply_patch;
 pub mod checkpoints;
 mod create_delete;
 pub mod diff;
+mod disproved;
 pub mod edit_file;
 mod edited;
 mod files;
