@@ -1,13 +1,16 @@
 //! [`PageRenderer`] for web_fetch (W2): a JavaScript-only page rendered in an isolated, hidden
 //! tab, with every request the page makes checked by the caller's address rules first.
 
+use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use chromiumoxide::cdp::browser_protocol::fetch::{
     ContinueRequestParams, EnableParams as FetchEnableParams, EventRequestPaused, FailRequestParams,
 };
-use chromiumoxide::cdp::browser_protocol::network::ErrorReason;
+use chromiumoxide::cdp::browser_protocol::network::{
+    ErrorReason, EventLoadingFailed, EventLoadingFinished, EventRequestWillBeSent, ResourceType,
+};
 use chromiumoxide::cdp::browser_protocol::page::NavigateParams;
 use chromiumoxide::cdp::browser_protocol::target::{CloseTargetParams, CreateBrowserContextParams, CreateTargetParams};
 use chromiumoxide::cdp::js_protocol::runtime::EvaluateParams;
@@ -48,12 +51,87 @@ impl PageRenderer for BrowserSession {
     }
 }
 
+/// How long the page's network must be quiet before its DOM is taken (Playwright's
+/// `networkidle`): a chained request (config, then data) starts within this after the last one.
+const NETWORK_QUIET: Duration = Duration::from_millis(500);
+/// How long the DOM must stay unchanged: client-side rendering in progress changes it.
+const DOM_STABLE: Duration = Duration::from_millis(300);
+/// Kept from the render's deadline to look at the page once more and say why it was given up.
+const DEADLINE_MARGIN: Duration = Duration::from_millis(300);
+
+/// The page's requests that can still change its text — its documents, scripts and data
+/// (`fetch`, XHR) — and when the last of them started or ended. Images, fonts, beacons and
+/// event streams do not hold the render up: they add no text, and a stream never ends.
+#[derive(Debug, Default)]
+struct Pending {
+    inflight: HashMap<String, String>,
+    /// Requests whose end was handled before their start (the listeners are separate streams).
+    ended: VecDeque<String>,
+    last: Option<Instant>,
+}
+
+impl Pending {
+    fn sent(&mut self, id: &str, url: &str) {
+        if let Some(i) = self.ended.iter().position(|e| e == id) {
+            self.ended.remove(i);
+        } else {
+            self.inflight.insert(id.to_string(), url.to_string());
+        }
+        self.last = Some(Instant::now());
+    }
+
+    fn ended(&mut self, id: &str) {
+        if self.inflight.remove(id).is_some() {
+            self.last = Some(Instant::now());
+        } else {
+            self.ended.push_back(id.to_string());
+            while self.ended.len() > 256 {
+                self.ended.pop_front();
+            }
+        }
+    }
+
+    fn idle(&self) -> bool {
+        self.inflight.is_empty() && self.last.is_none_or(|t| t.elapsed() >= NETWORK_QUIET)
+    }
+
+    /// The requests still in flight, for a message: a few of their URLs.
+    fn describe(&self) -> String {
+        let mut urls: Vec<&str> = self.inflight.values().map(String::as_str).collect();
+        urls.sort_unstable();
+        let more = urls.len().saturating_sub(3);
+        let mut list = urls.into_iter().take(3).collect::<Vec<_>>().join(", ");
+        if more > 0 {
+            list.push_str(&format!(" and {more} more"));
+        }
+        let n = self.inflight.len();
+        format!(
+            "{n} request{} ({list}) {} still in flight",
+            if n == 1 { "" } else { "s" },
+            if n == 1 { "was" } else { "were" }
+        )
+    }
+}
+
+fn counts(kind: Option<&ResourceType>, frame: Option<&str>, main_frame: &str) -> bool {
+    match kind {
+        Some(ResourceType::Document) => frame == Some(main_frame),
+        Some(ResourceType::Script | ResourceType::Xhr | ResourceType::Fetch) => true,
+        _ => false,
+    }
+}
+
 async fn render_in(page: &chromiumoxide::Page, request: &RenderRequest<'_>) -> Result<String, String> {
     let mut paused = page.event_listener::<EventRequestPaused>().await.map_err(|e| e.to_string())?;
+    let mut sent = page.event_listener::<EventRequestWillBeSent>().await.map_err(|e| e.to_string())?;
+    let mut finished = page.event_listener::<EventLoadingFinished>().await.map_err(|e| e.to_string())?;
+    let mut failed = page.event_listener::<EventLoadingFailed>().await.map_err(|e| e.to_string())?;
     let enable: FetchEnableParams = serde_json::from_value(json!({ "patterns": [{ "urlPattern": "*" }] }))
         .map_err(|e| format!("cannot build the request filter: {e}"))?;
     page.execute(enable).await.map_err(|e| format!("cannot filter the page's requests: {e}"))?;
+    let main_frame = page.target_id().inner().clone();
     let blocked = std::sync::Mutex::new(Vec::<String>::new());
+    let pending = std::sync::Mutex::new(Pending::default());
     // Every request waits here until the caller's rules allowed it.
     let gate = async {
         while let Some(e) = paused.next().await {
@@ -63,39 +141,61 @@ async fn render_in(page: &chromiumoxide::Page, request: &RenderRequest<'_>) -> R
                     let _ = page.execute(ContinueRequestParams::new(e.request_id.clone())).await;
                 }
                 Err(rule) => {
-                    blocked.lock().unwrap_or_else(|p| p.into_inner()).push(format!("{url} ({rule})"));
+                    lock(&blocked).push(format!("{url} ({rule})"));
                     let _ =
                         page.execute(FailRequestParams::new(e.request_id.clone(), ErrorReason::BlockedByClient)).await;
                 }
             }
         }
     };
+    let track = async {
+        loop {
+            tokio::select! {
+                Some(e) = sent.next() => {
+                    if counts(e.r#type.as_ref(), e.frame_id.as_ref().map(|f| f.inner().as_str()), &main_frame) {
+                        lock(&pending).sent(e.request_id.inner(), &e.request.url);
+                    }
+                }
+                Some(e) = finished.next() => lock(&pending).ended(e.request_id.inner()),
+                Some(e) = failed.next() => lock(&pending).ended(e.request_id.inner()),
+                else => break,
+            }
+        }
+    };
     let load = async {
+        // The deadline counts from here, as the whole render's timeout below does.
+        let start = Instant::now();
         let nav =
             page.execute(NavigateParams::new(request.url)).await.map_err(|e| format!("navigation failed: {e}"))?;
         if let Some(err) = &nav.result.error_text {
-            let why = blocked.lock().unwrap_or_else(|p| p.into_inner()).first().cloned();
+            let why = lock(&blocked).first().cloned();
             return Err(match why {
                 Some(b) => format!("the page was refused: {b}"),
                 None => format!("the page did not load: {err}"),
             });
         }
-        // Settled: loaded, and no DOM change for a short while (client-side rendering).
-        let start = Instant::now();
+        // Settled: loaded, the requests that can bring content done and the network quiet, the
+        // DOM unchanged for a while, and some text shown — a placeholder shown while the data
+        // is on its way is not the page.
+        let deadline = request.timeout.saturating_sub(DEADLINE_MARGIN);
         let mut last_len = 0usize;
         let mut stable_since = Instant::now();
         loop {
-            let html = outer_html(page).await?;
-            let complete = ready(page).await;
+            let (html, complete) = dom(page).await?;
             if html.len() != last_len {
                 last_len = html.len();
                 stable_since = Instant::now();
             }
-            if complete && stable_since.elapsed() >= Duration::from_millis(300) {
+            let settled = complete && stable_since.elapsed() >= DOM_STABLE && lock(&pending).idle();
+            if settled && !body_text(page).await?.is_empty() {
                 return Ok(html);
             }
-            if start.elapsed() >= request.timeout.saturating_sub(Duration::from_millis(100)) {
-                return Ok(html);
+            if start.elapsed() >= deadline {
+                let waiting = {
+                    let p = lock(&pending);
+                    (!p.inflight.is_empty()).then(|| p.describe())
+                };
+                return given_up(page, html, request.timeout, waiting).await;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -103,9 +203,40 @@ async fn render_in(page: &chromiumoxide::Page, request: &RenderRequest<'_>) -> R
     tokio::select! {
         r = load => r,
         _ = gate => Err("the page's request stream ended".into()),
+        _ = track => Err("the page's network events ended".into()),
         _ = tokio::time::sleep(request.timeout) => Err(format!("rendering took longer than {} ms", request.timeout.as_millis())),
         _ = request.cancel.cancelled() => Err("cancelled".into()),
     }
+}
+
+/// At the deadline: the page as it is when it shows text and nothing it asked for is still
+/// coming (a page that keeps animating); otherwise (`waiting` names the requests in flight) an error saying what it showed and what
+/// it was still waiting for.
+async fn given_up(
+    page: &chromiumoxide::Page,
+    html: String,
+    limit: Duration,
+    waiting: Option<String>,
+) -> Result<String, String> {
+    let text = body_text(page).await?;
+    let waited = format!("the headless browser ran the page until its {:.1} s limit", limit.as_secs_f64());
+    if let Some(pending) = waiting {
+        let shown = if text.is_empty() {
+            "no text yet".to_string()
+        } else {
+            let excerpt: String = text.chars().take(200).collect();
+            let cut = if excerpt.len() < text.len() { "…" } else { "" };
+            format!("only \"{excerpt}{cut}\"")
+        };
+        return Err(format!(
+            "{waited}, and {pending}; the page showed {shown} meanwhile — a loading state, not given as its \
+content. Fetch the data URL itself, or try again later."
+        ));
+    }
+    if text.is_empty() {
+        return Err(format!("{waited}, and it still showed no text: its scripts put nothing on the page in time."));
+    }
+    Ok(html)
 }
 
 async fn eval_value(page: &chromiumoxide::Page, expr: &str) -> Result<Value, String> {
@@ -114,13 +245,24 @@ async fn eval_value(page: &chromiumoxide::Page, expr: &str) -> Result<Value, Str
     Ok(res.result.result.value.clone().unwrap_or(Value::Null))
 }
 
-async fn outer_html(page: &chromiumoxide::Page) -> Result<String, String> {
-    match eval_value(page, "document.documentElement ? document.documentElement.outerHTML : ''").await? {
-        Value::String(s) => Ok(s),
-        _ => Ok(String::new()),
-    }
+/// A poisoned lock's data is still whole here: every holder only pushes or sets.
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-async fn ready(page: &chromiumoxide::Page) -> bool {
-    matches!(eval_value(page, "document.readyState").await, Ok(Value::String(s)) if s == "complete")
+/// The document's HTML, and whether it has loaded (`readyState` complete), in one round trip.
+async fn dom(page: &chromiumoxide::Page) -> Result<(String, bool), String> {
+    let v = eval_value(
+        page,
+        "[document.documentElement ? document.documentElement.outerHTML : '', document.readyState === 'complete']",
+    )
+    .await?;
+    let html = v.get(0).and_then(Value::as_str).unwrap_or_default().to_string();
+    Ok((html, v.get(1).and_then(Value::as_bool).unwrap_or(false)))
+}
+
+/// The text the page shows (hidden elements, scripts and `<noscript>` aside), whitespace collapsed.
+async fn body_text(page: &chromiumoxide::Page) -> Result<String, String> {
+    let v = eval_value(page, "document.body ? document.body.innerText : ''").await?;
+    Ok(v.as_str().unwrap_or_default().split_whitespace().collect::<Vec<_>>().join(" "))
 }

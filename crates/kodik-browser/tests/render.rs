@@ -8,7 +8,7 @@ mod common;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use common::{Routes, harness, serve};
+use common::{HANG, Routes, harness, serve, serve_slow};
 use kodik_core::{CancellationToken, PageRenderer, RenderRequest};
 
 const SHELL: &str = r#"<!doctype html><title>App</title><div id="root"></div><script src="/app.js"></script>"#;
@@ -46,5 +46,60 @@ async fn w2_renders_javascript_pages_and_checks_every_request() {
     // The render tab is hidden from the model's tabs.
     let tabs = h.ok(serde_json::json!({"action": "list_tabs"})).await;
     assert!(tabs.contains("0 tab(s)"), "{tabs}");
+    h.session.shutdown().await;
+}
+
+/// A page that shows a placeholder until its data request answers (every SPA that calls an API).
+const LOADING: &str = r#"<!doctype html><title>Items</title><div id="root">Loading...</div>
+<script>fetch('/api/items').then(r => r.json()).then(items => {
+  document.getElementById('root').innerHTML = '<h1>Items</h1><ul>' + items.map(i => '<li>' + i + '</li>').join('') + '</ul>';
+});</script>"#;
+
+/// W2: the page is taken once its requests are done, not while it still shows its loading
+/// placeholder; a render that its deadline cuts short with requests in flight, or that never
+/// shows any text, is an error saying so — never the placeholder presented as the page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn w2_a_page_waiting_for_its_data_is_rendered_with_the_data_not_its_placeholder() {
+    let mut routes = Routes::new();
+    routes.insert("/slow", ("text/html", LOADING.to_string(), ""));
+    routes.insert("/api/items", ("application/json", r#"["alpha","beta","gamma"]"#.to_string(), ""));
+    let hung = LOADING.replace("/api/items", "/api/hung");
+    routes.insert("/hung", ("text/html", hung, ""));
+    routes.insert("/api/hung", (HANG, String::new(), ""));
+    let timer = r#"<!doctype html><title>Timer</title><div id="root"></div>
+<script>setTimeout(() => { document.getElementById('root').innerHTML = '<p>Drawn by a timer</p>'; }, 500);</script>"#;
+    routes.insert("/timer", ("text/html", timer.to_string(), ""));
+    let empty = r#"<!doctype html><title>Shell</title><div id="root"></div><script>window.app = 1;</script>"#;
+    routes.insert("/empty", ("text/html", empty.to_string(), ""));
+    let base = serve_slow(routes, &[("/api/items", Duration::from_millis(1200))]).await;
+    let h = harness();
+    let allow = |_: &str| -> Result<(), String> { Ok(()) };
+    let cancel = CancellationToken::new();
+    let render = |path: &str, secs: u64| {
+        let url = format!("{base}{path}");
+        let session = h.session.clone();
+        let cancel = cancel.clone();
+        async move {
+            let req =
+                RenderRequest { url: &url, allow_request: &allow, timeout: Duration::from_secs(secs), cancel: &cancel };
+            session.render(req).await
+        }
+    };
+
+    let html = render("/slow", 10).await.unwrap();
+    assert!(html.contains("<li>alpha</li>") && html.contains("<li>gamma</li>"), "{html}");
+    assert!(!html.contains("Loading..."), "{html}");
+
+    let html = render("/timer", 10).await.unwrap();
+    assert!(html.contains("Drawn by a timer"), "{html}");
+
+    // The data never comes: the deadline ends the render, and the error says what was pending
+    // and what the page showed meanwhile.
+    let err = render("/hung", 4).await.unwrap_err();
+    assert!(err.contains("in flight") && err.contains("/api/hung"), "{err}");
+    assert!(err.contains("Loading..."), "{err}");
+
+    let err = render("/empty", 3).await.unwrap_err();
+    assert!(err.contains("headless browser") && err.contains("no text"), "{err}");
     h.session.shutdown().await;
 }

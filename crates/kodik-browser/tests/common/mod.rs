@@ -19,6 +19,12 @@ pub const HANG: &str = "hang";
 
 /// Serves `routes` on an ephemeral port; unknown paths are 404. Returns the base URL.
 pub async fn serve(routes: Routes) -> String {
+    serve_slow(routes, &[]).await
+}
+
+/// [`serve`], with the paths in `delays` answered only after their delay (a slow API).
+pub async fn serve_slow(routes: Routes, delays: &[(&'static str, std::time::Duration)]) -> String {
+    let delays: Arc<HashMap<&'static str, std::time::Duration>> = Arc::new(delays.iter().copied().collect());
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let routes = Arc::new(routes);
@@ -26,6 +32,7 @@ pub async fn serve(routes: Routes) -> String {
         loop {
             let Ok((mut sock, _)) = listener.accept().await else { return };
             let routes = routes.clone();
+            let delays = delays.clone();
             tokio::spawn(async move {
                 let mut buf = vec![0u8; 16384];
                 let mut got = 0;
@@ -45,6 +52,9 @@ pub async fn serve(routes: Routes) -> String {
                 if routes.get(path.as_str()).is_some_and(|r| r.0 == HANG) {
                     tokio::time::sleep(std::time::Duration::from_secs(600)).await;
                     return;
+                }
+                if let Some(d) = delays.get(path.as_str()) {
+                    tokio::time::sleep(*d).await;
                 }
                 let (status, ctype, body, extra) = match routes.get(path.as_str()) {
                     Some((c, b, e)) => ("200 OK", *c, b.clone(), *e),
