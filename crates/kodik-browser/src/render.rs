@@ -131,6 +131,9 @@ async fn render_in(page: &chromiumoxide::Page, request: &RenderRequest<'_>) -> R
     page.execute(enable).await.map_err(|e| format!("cannot filter the page's requests: {e}"))?;
     let main_frame = page.target_id().inner().clone();
     let blocked = std::sync::Mutex::new(Vec::<String>::new());
+    // A navigation of the tab itself that the rules refused (a script setting `location`):
+    // Chromium then shows its own error page, which must not pass for the page.
+    let refused_navigation = std::sync::Mutex::new(None::<(String, String)>);
     let pending = std::sync::Mutex::new(Pending::default());
     // Every request waits here until the caller's rules allowed it.
     let gate = async {
@@ -141,6 +144,9 @@ async fn render_in(page: &chromiumoxide::Page, request: &RenderRequest<'_>) -> R
                     let _ = page.execute(ContinueRequestParams::new(e.request_id.clone())).await;
                 }
                 Err(rule) => {
+                    if e.resource_type == ResourceType::Document && *e.frame_id.inner() == main_frame {
+                        lock(&refused_navigation).get_or_insert_with(|| (url.clone(), rule.clone()));
+                    }
                     lock(&blocked).push(format!("{url} ({rule})"));
                     let _ =
                         page.execute(FailRequestParams::new(e.request_id.clone(), ErrorReason::BlockedByClient)).await;
@@ -162,6 +168,12 @@ async fn render_in(page: &chromiumoxide::Page, request: &RenderRequest<'_>) -> R
             }
         }
     };
+    let refused = || {
+        lock(&refused_navigation).as_ref().map(|(url, rule)| {
+            let rule = rule.strip_prefix(&format!("{url}: ")).unwrap_or(rule);
+            format!("the page navigated to {url}, which was not followed: {rule}")
+        })
+    };
     let load = async {
         // The deadline counts from here, as the whole render's timeout below does.
         let start = Instant::now();
@@ -181,6 +193,9 @@ async fn render_in(page: &chromiumoxide::Page, request: &RenderRequest<'_>) -> R
         let mut last_len = 0usize;
         let mut stable_since = Instant::now();
         loop {
+            if let Some(why) = refused() {
+                return Err(why);
+            }
             let (html, complete) = dom(page).await?;
             if html.len() != last_len {
                 last_len = html.len();

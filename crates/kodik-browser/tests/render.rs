@@ -103,3 +103,40 @@ async fn w2_a_page_waiting_for_its_data_is_rendered_with_the_data_not_its_placeh
     assert!(err.contains("headless browser") && err.contains("no text"), "{err}");
     h.session.shutdown().await;
 }
+
+/// W2: a page whose script sends the tab to an address the rules refuse is an error naming that
+/// address and the rule, like a refused HTTP redirect — not Chromium's "blocked" page as content.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn w2_a_script_navigation_to_a_refused_address_is_an_error_naming_it() {
+    let mut routes = Routes::new();
+    let away = r#"<!doctype html><title>App</title><div id="root"></div>
+<script>location.href = "http://127.0.0.1:9/secret-other-port";</script>"#;
+    routes.insert("/away", ("text/html", away.to_string(), ""));
+    let onward = r#"<!doctype html><title>App</title><div id="root"></div><script>location.href = "/next";</script>"#;
+    routes.insert("/onward", ("text/html", onward.to_string(), ""));
+    routes.insert("/next", ("text/html", "<!doctype html><title>Next</title><p>Arrived</p>".to_string(), ""));
+    let base = serve(routes).await;
+    let h = harness();
+    let allow = |u: &str| -> Result<(), String> {
+        if u.starts_with(&base) {
+            Ok(())
+        } else {
+            Err(format!("{u}: loopback addresses are reached only when you give that URL yourself"))
+        }
+    };
+    let cancel = CancellationToken::new();
+
+    let url = format!("{base}/away");
+    let req = RenderRequest { url: &url, allow_request: &allow, timeout: Duration::from_secs(10), cancel: &cancel };
+    let err = h.session.render(req).await.unwrap_err();
+    assert!(err.contains("http://127.0.0.1:9/secret-other-port"), "{err}");
+    assert!(err.contains("loopback addresses are reached only"), "{err}");
+    assert!(!err.contains("ERR_BLOCKED_BY_CLIENT"), "{err}");
+
+    // A navigation the rules allow is followed.
+    let url = format!("{base}/onward");
+    let req = RenderRequest { url: &url, allow_request: &allow, timeout: Duration::from_secs(10), cancel: &cancel };
+    let html = h.session.render(req).await.unwrap();
+    assert!(html.contains("Arrived"), "{html}");
+    h.session.shutdown().await;
+}
