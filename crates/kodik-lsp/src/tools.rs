@@ -841,6 +841,18 @@ fn nothing_to_lint(unserved: &[String], missing: &[(String, Vec<String>, usize)]
     format!("{}; run the project's own checker (compiler, linter) with the shell tool for these", parts.join("; "))
 }
 
+/// The error when no asked path can be checked: a single path's own error (a path error, so
+/// hosts see its kind), or every path named with its reason.
+fn all_paths_bad(mut bad: Vec<kodik_core::PathError>) -> LspError {
+    if bad.len() == 1
+        && let Some(e) = bad.pop()
+    {
+        return LspError::Path(e);
+    }
+    let reasons: Vec<String> = bad.iter().map(ToString::to_string).collect();
+    LspError::NothingToLint(format!("none of the paths can be checked: {}", reasons.join("; ")))
+}
+
 fn severity_name(item: &Value) -> &'static str {
     match item.get("severity").and_then(Value::as_u64) {
         Some(1) | None => "error",
@@ -867,11 +879,23 @@ impl ReadLintsTool {
                 None => missing.push((ext, tried, 1)),
             }
         };
-        let asked: Vec<PathBuf> = if args.paths.is_empty() {
-            ws.roots().to_vec()
-        } else {
-            args.paths.iter().map(|p| ws.check(p).map_err(LspError::Path)).collect::<Result<_, _>>()?
-        };
+        // Paths that cannot be checked (missing, outside the workspace, ignored) cost only
+        // themselves: they are named in the answer, which is an error only when every path is bad.
+        let mut bad: Vec<kodik_core::PathError> = Vec::new();
+        let mut asked: Vec<PathBuf> = Vec::new();
+        if args.paths.is_empty() {
+            asked.extend_from_slice(ws.roots());
+        }
+        for p in &args.paths {
+            match ws.check(p) {
+                Ok(p) if p.exists() => asked.push(p),
+                Ok(p) => bad.push(ws.not_found(&p)),
+                Err(e) => bad.push(e),
+            }
+        }
+        if asked.is_empty() {
+            return Err(all_paths_bad(bad));
+        }
         let mut unserved = Vec::new();
         // Files whose server cannot start, by server: (why, files). They are reported, and the
         // other languages' files are still checked.
@@ -911,8 +935,6 @@ impl ReadLintsTool {
                         }
                     }
                 }
-            } else if !p.exists() {
-                return Err(LspError::Path(ws.not_found(p)));
             } else if self.servers.serves(p) {
                 targets.push(p.clone());
             } else if let Some((server, why)) = self.servers.start_failure(p) {
@@ -987,7 +1009,11 @@ impl ReadLintsTool {
             if let Some((_, why, files)) = unchecked.first() {
                 return Err(LspError::Unchecked { why: why.clone(), files: files.join(", ") });
             }
-            return Err(LspError::NothingToLint(nothing_to_lint(&unserved, &missing)));
+            let mut why = nothing_to_lint(&unserved, &missing);
+            for e in &bad {
+                let _ = write!(why, "; {e}");
+            }
+            return Err(LspError::NothingToLint(why));
         }
         let total = lines.len();
         let mut out = if total == 0 {
@@ -1039,6 +1065,9 @@ impl ReadLintsTool {
         if !unserved.is_empty() {
             let _ = writeln!(out, "(no language server for: {})", unserved.join(", "));
         }
+        for e in &bad {
+            let _ = writeln!(out, "Not checked: {e}.");
+        }
         if !stale_files.is_empty() {
             let _ = writeln!(
                 out,
@@ -1047,7 +1076,7 @@ impl ReadLintsTool {
             );
         }
         let not_checked: usize = unchecked.iter().map(|(_, _, f)| f.len()).sum();
-        let meta = json!({"errors": errors, "warnings": warnings, "total": total, "files": checked, "not_checked": not_checked, "possibly_stale": stale_files});
+        let meta = json!({"errors": errors, "warnings": warnings, "total": total, "files": checked, "not_checked": not_checked, "possibly_stale": stale_files, "bad_paths": bad.iter().map(ToString::to_string).collect::<Vec<_>>()});
         Ok(ToolOutput::text(out.trim_end().to_owned()).with_meta(meta))
     }
 }

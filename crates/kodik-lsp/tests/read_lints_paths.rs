@@ -1,0 +1,48 @@
+//! `read_lints` given several paths of which some cannot be checked, against a real pyright:
+//! the others are still checked and the bad ones named; only when every path is bad is the
+//! call an error (L1).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
+
+mod common;
+
+use common::{Harness, configured};
+use serde_json::json;
+
+/// L1: a missing file and a path outside the workspace among the paths cost only themselves:
+/// the other files' errors come back, and a line names each bad path with the reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l1_read_lints_checks_the_good_paths_and_names_the_bad_ones() {
+    let Some(cfg) = configured("pyright", "pyright-langserver") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(dir.path().join("outside.py"), "y: int = 1\n").unwrap();
+    let h = Harness::new(&ws, cfg);
+    h.write("pyproject.toml", "[project]\nname = \"demo\"\nversion = \"0\"\n");
+    h.write("tool.py", "x: int = \"s\"\n");
+    h.write("notes.txt", "not code\n");
+
+    let out = h.call("read_lints", json!({"paths": ["tool.py", "nonexist.py", "../outside.py", "notes.txt"]})).await;
+    let text = out.text_content();
+    assert!(out.is_success(), "{text}");
+    assert!(text.starts_with("1 error(s), 0 warning(s), 1 diagnostic(s) in 1 checked file(s):"), "{text}");
+    assert!(text.contains("tool.py:1:10: error [Pyright reportAssignmentType]"), "{text}");
+    assert!(text.contains("Not checked: `nonexist.py` does not exist"), "{text}");
+    assert!(text.contains("Not checked: `") && text.contains("outside.py` is outside the workspace"), "{text}");
+    assert_eq!(out.meta["bad_paths"].as_array().map(Vec::len), Some(2), "{}", out.meta);
+
+    // Every path bad: an error naming each.
+    let out = h.call("read_lints", json!({"paths": ["nonexist.py", "gone/"]})).await;
+    let text = out.text_content();
+    assert!(!out.is_success(), "{text}");
+    assert!(text.contains("`nonexist.py` does not exist") && text.contains("`gone` does not exist"), "{text}");
+    // One bad path alone: its own error, as before.
+    let out = h.call("read_lints", json!({"paths": ["nonexist.py"]})).await;
+    assert!(!out.is_success() && out.text_content().contains("`nonexist.py` does not exist"), "{}", out.text_content());
+    // A good path with nothing a server checks, beside a bad one: both reasons.
+    let out = h.call("read_lints", json!({"paths": ["notes.txt", "nonexist.py"]})).await;
+    let text = out.text_content();
+    assert!(!out.is_success(), "{text}");
+    assert!(text.contains("notes.txt") && text.contains("`nonexist.py` does not exist"), "{text}");
+}
