@@ -369,7 +369,7 @@ impl Running {
     }
 
     /// Opens a new tab at `url` (ephemeral tabs get their own browser context).
-    pub async fn open_tab(&mut self, url: &str, ephemeral: bool) -> Result<String, BrowserError> {
+    pub async fn open_tab(&mut self, url: &str, ephemeral: bool, timeout: Duration) -> Result<String, BrowserError> {
         crate::actions::check_url(url)?;
         let context = if ephemeral {
             let created = self
@@ -389,7 +389,7 @@ impl Running {
         let id = self.add_tab(page, None, context).await;
         if url != "about:blank" {
             let tab = self.tab(Some(&id))?;
-            if let Err(e) = crate::actions::goto(tab, url, Duration::from_secs(30)).await {
+            if let Err(e) = crate::actions::goto(tab, url, timeout).await {
                 // A tab that never showed its page is not left behind for list_tabs to show.
                 let _ = self.close_tab(&id).await;
                 return Err(e);

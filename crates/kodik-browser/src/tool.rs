@@ -189,6 +189,9 @@ struct Before {
 
 const DEFAULT_WAIT: Duration = Duration::from_secs(10);
 
+/// How long `open`, `navigate` and `reload` wait for a page when no `timeout` is given.
+const NAVIGATION_TIMEOUT: Duration = Duration::from_secs(30);
+
 fn timeout_of(args: &BrowserArgs, default: Duration) -> Duration {
     args.timeout.map(Duration::from_millis).unwrap_or(default)
 }
@@ -244,7 +247,7 @@ impl BrowserSession {
             let mut reopened = Vec::new();
             for u in urls {
                 let url = if u.is_empty() { "about:blank".to_string() } else { u };
-                if let Ok(id) = r.open_tab(&url, old_storage == StorageMode::Ephemeral).await {
+                if let Ok(id) = r.open_tab(&url, old_storage == StorageMode::Ephemeral, NAVIGATION_TIMEOUT).await {
                     reopened.push(format!("{id} at {url}"));
                 }
             }
@@ -408,7 +411,7 @@ impl BrowserSession {
             A::Open => {
                 let url = args.url.clone().unwrap_or_default();
                 let ephemeral = args.storage == Some(StorageMode::Ephemeral) || !self.trusted();
-                let id = r.open_tab(&url, ephemeral).await?;
+                let id = r.open_tab(&url, ephemeral, timeout_of(args, NAVIGATION_TIMEOUT)).await?;
                 let tab = r.tab(Some(&id))?;
                 let mut rep = Report::new(format!("Opened tab {id}."));
                 if !self.trusted() && args.storage.is_some_and(|s| s != StorageMode::Ephemeral) {
@@ -551,7 +554,7 @@ impl BrowserSession {
                 let mut reopened = Vec::new();
                 for (url, ephemeral) in tabs {
                     let url = if url.is_empty() { "about:blank".to_string() } else { url };
-                    if let Ok(id) = r.open_tab(&url, ephemeral).await {
+                    if let Ok(id) = r.open_tab(&url, ephemeral, NAVIGATION_TIMEOUT).await {
                         reopened.push(format!("{id} at {url}"));
                     }
                 }
@@ -656,7 +659,7 @@ impl BrowserSession {
 
     async fn navigate(&self, r: &mut Running, args: &BrowserArgs) -> Result<ToolOutput, BrowserError> {
         let id = r.current.clone().ok_or(BrowserError::NoOpenTab)?;
-        let timeout = timeout_of(args, Duration::from_secs(30));
+        let timeout = timeout_of(args, NAVIGATION_TIMEOUT);
         {
             let tab = r.tab(Some(&id))?;
             // Navigating away cancels a pending dialog (B6).
@@ -1571,7 +1574,7 @@ impl BrowserSession {
             }
             server = Some(child);
         }
-        let id = match r.open_tab(&url, false).await {
+        let id = match r.open_tab(&url, false, NAVIGATION_TIMEOUT).await {
             Ok(id) => id,
             Err(e) => {
                 crate::preview::Preview::new(String::new(), server).stop().await;

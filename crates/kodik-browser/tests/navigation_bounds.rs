@@ -70,6 +70,28 @@ async fn b5_timed_out_navigation_is_stopped_and_the_next_calls_answer() {
     h.session.shutdown().await;
 }
 
+/// B5: `open` takes a `timeout` like `navigate` (the schema says so): a page whose server never
+/// answers fails when it is over, and no tab is left behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn b5_open_takes_a_timeout_and_a_timed_out_open_leaves_no_tab() {
+    let mut routes = Routes::new();
+    routes.insert("/", ("text/html", HOME.to_string(), ""));
+    routes.insert("/hang", (HANG, String::new(), ""));
+    let base = serve(routes).await;
+    let h = harness();
+    let out =
+        bounded(&h, Duration::from_secs(15), json!({"action": "open", "url": format!("{base}/hang"), "timeout": 1500}))
+            .await;
+    let e = out.text_content();
+    assert!(!out.is_success(), "{e}");
+    assert!(e.contains("timed out after 1500 ms"), "{e}");
+    let l = h.ok(json!({"action": "list_tabs"})).await;
+    assert!(l.contains("0 tab(s)"), "{l}");
+    let o = h.ok(json!({"action": "open", "url": format!("{base}/"), "timeout": 5000})).await;
+    assert!(o.contains("Test Home"), "{o}");
+    h.session.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn b3_a_bad_url_or_a_failed_open_fails_at_once_and_leaves_no_tab_and_an_error_status_is_said() {
     let mut routes = Routes::new();

@@ -31,7 +31,7 @@ pub enum BrowserAction {
     ListTabs,
     /// Make `tab_id` (e.g. a popup or child tab from list_tabs) the tab later actions apply to.
     SelectTab,
-    /// Open a new agent-owned tab at `url`; `storage` picks its storage mode.
+    /// Open a new agent-owned tab at `url`, waiting up to `timeout` for it; `storage` picks its storage mode.
     Open,
     /// Close the agent's tab `tab_id` (default: the current one). A tab the user shared is only released, never closed.
     CloseTab,
@@ -39,7 +39,7 @@ pub enum BrowserAction {
     Preview,
     /// Close the preview and stop the dev server it started.
     ClosePreview,
-    /// Go to `url` in the current tab.
+    /// Go to `url` in the current tab, waiting up to `timeout` for it.
     Navigate,
     /// Reload the current page.
     Reload,
@@ -154,7 +154,7 @@ impl BrowserAction {
             | Self::ReadClipboard
             | Self::ListCredentials => &[],
             Self::SelectTab | Self::CloseTab => &["tab_id"],
-            Self::Open => &["url", "storage"],
+            Self::Open => &["url", "storage", "timeout"],
             Self::Preview => &["url", "command", "workdir", "timeout"],
             Self::Navigate => &["url", "timeout"],
             Self::Resize => &["breakpoint", "width", "height"],
@@ -461,7 +461,7 @@ pub struct BrowserArgs {
     pub text: Option<String>,
     /// For `wait` with condition `element`: the state `target` must reach (default visible).
     pub state: Option<ElementState>,
-    /// Longest wait in milliseconds, for `wait`, `navigate`, `click` and `preview` (default 10000 for waits, 60000 for a preview with a dev server).
+    /// Longest wait in milliseconds. Only these actions take it: `wait` (default 10000), `open` and `navigate` (for the page to load; default 30000), `click` (for a missing, hidden, disabled or covered `target` to become clickable; default 0, no wait) and `preview` with `command` (for the dev server to answer; default 60000).
     #[schemars(range(min = 1, max = 300_000))]
     pub timeout: Option<u64>,
     /// For `handle_dialog`: true accepts (OK), false dismisses (Cancel; a prompt then returns null).
