@@ -43,6 +43,10 @@ pub struct ServerConfig {
     /// document is saved (clangd): after files change on disk, an open document's diagnostics
     /// are then awaited from a publish after that save, not taken from before it.
     pub republishes_on_save: bool,
+    /// Runs on the project root before the server starts there: for servers that write files
+    /// of their own into the user's project (clangd's background index), to keep them out of
+    /// `git status` and a model's `git add -A`.
+    pub before_start: Option<fn(&Path)>,
 }
 
 impl ServerConfig {
@@ -61,6 +65,7 @@ impl ServerConfig {
             grace_markers: Vec::new(),
             diagnostics_quiet: None,
             republishes_on_save: false,
+            before_start: None,
         }
     }
 
@@ -237,10 +242,11 @@ pub fn default_servers() -> Vec<ServerConfig> {
             ..ServerConfig::new("typescript-language-server", "typescript-language-server", &["--stdio"], TS)
                 .root_markers(&["tsconfig.json", "jsconfig.json", "package.json"])
         },
-        // The background index (kept under `.cache/clangd` of the project) is what finds
-        // references in files that are not open.
+        // The background index is what finds references in files that are not open; clangd
+        // keeps it in the project, so it is made invisible to git first.
         ServerConfig {
             republishes_on_save: true,
+            before_start: Some(hide_clangd_index),
             ..ServerConfig::new("clangd", "clangd", &["--background-index"], C).root_markers(&[
                 "compile_commands.json",
                 "compile_flags.txt",
@@ -249,6 +255,35 @@ pub fn default_servers() -> Vec<ServerConfig> {
         },
         ServerConfig::new("gopls", "gopls", &[], &[("go", "go")]).root_markers(&["go.work", "go.mod"]),
     ]
+}
+
+/// clangd writes its background index to `.cache/clangd/index` beside the compilation
+/// database (`compile_commands.json`, `compile_flags.txt`, or `build/compile_commands.json`, whose
+/// project folder is the one above `build`), and no flag or config key of clangd 14–21 moves it.
+/// A `.gitignore` of `*` in `.cache/clangd` hides the folder from git (itself included) without
+/// touching a tracked file; newer clangd writes the same file into its index folder itself. The
+/// index stays where clangd reads it, so references across files keep working. Nothing is
+/// written for a root without a compilation database: clangd then indexes into the user's cache
+/// folder, not the project.
+pub fn hide_clangd_index(root: &Path) {
+    let databases = ["compile_commands.json", "compile_flags.txt", "build/compile_commands.json"];
+    if !databases.iter().any(|d| root.join(d).is_file()) {
+        return;
+    }
+    let dir = root.join(".cache/clangd");
+    let ignore = dir.join(".gitignore");
+    if ignore.symlink_metadata().is_ok() {
+        return;
+    }
+    let written = std::fs::create_dir_all(&dir).and_then(|()| {
+        use std::io::Write as _;
+        // `create_new`: a file that appeared meanwhile is the user's, never overwritten.
+        let mut f = std::fs::OpenOptions::new().write(true).create_new(true).open(&ignore)?;
+        f.write_all(b"# clangd's background index (kodik started clangd): not part of the project.\n*\n")
+    });
+    if let Err(e) = written {
+        tracing::debug!(path = %ignore.display(), error = %e, "could not hide clangd's index from git");
+    }
 }
 
 /// The project root of `file`: the nearest folder at or above it holding one of `markers`,

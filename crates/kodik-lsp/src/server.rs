@@ -408,6 +408,9 @@ impl Server {
         root: &Path,
         timing: &LspConfig,
     ) -> Result<Self, LspError> {
+        if let Some(prepare) = config.before_start {
+            prepare(root);
+        }
         let uri = path_to_uri(root);
         let name = root.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "root".into());
         let folders = json!([{"uri": uri, "name": name}]);
