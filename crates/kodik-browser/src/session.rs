@@ -1138,23 +1138,47 @@ fn session_dir(kind: &str, what: &str) -> Result<tempfile::TempDir, BrowserError
 pub(crate) fn sweep_dead_sessions(root: &Path) {
     let Some(own_ns) = pid_namespace() else { return };
     let Ok(entries) = std::fs::read_dir(root) else { return };
+    let alive = |pid: u32| Path::new(&format!("/proc/{pid}")).exists();
     for entry in entries.flatten() {
         let name = entry.file_name();
         let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(SESSION_DIR)) else { continue };
         let mut parts = rest.splitn(3, '-');
         let (Some(kind), Some(owner), Some(_)) = (parts.next(), parts.next(), parts.next()) else { continue };
-        let Some((pid, ns)) = owner.split_once('n') else { continue };
-        let (Ok(pid), Ok(ns)) = (pid.parse::<u32>(), ns.parse::<u64>()) else { continue };
-        if ns != own_ns
-            || !matches!(kind, "profile" | "downloads" | "tmp")
-            || Path::new(&format!("/proc/{pid}")).exists()
-        {
+        if !matches!(kind, "profile" | "downloads" | "tmp") {
             continue;
         }
-        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+        let dead = match owner.split_once('n') {
+            Some((pid, ns)) => match (pid.parse::<u32>(), ns.parse::<u64>()) {
+                (Ok(pid), Ok(ns)) => ns == own_ns && !alive(pid),
+                _ => false,
+            },
+            // Named before the namespace was part of the owner: the pid may be another
+            // container's, so the folder must also be this user's and untouched for a while.
+            None => owner.parse::<u32>().is_ok_and(|pid| !alive(pid)) && abandoned(&entry.path()),
+        };
+        if dead && entry.file_type().is_ok_and(|t| t.is_dir()) {
             let _ = std::fs::remove_dir_all(entry.path());
         }
     }
+}
+
+/// How long a folder named without its owner's PID namespace must have been left untouched
+/// before it is taken for a dead session's: a live browser writes into its profile and TMPDIR.
+const UNTOUCHED_FOR: Duration = Duration::from_secs(3600);
+
+/// Whether `dir` belongs to this user and neither it nor anything directly in it changed for
+/// [`UNTOUCHED_FOR`].
+fn abandoned(dir: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let old = |m: &std::fs::Metadata| {
+        m.modified().ok().and_then(|t| t.elapsed().ok()).is_some_and(|age| age >= UNTOUCHED_FOR)
+    };
+    let Ok(meta) = dir.symlink_metadata() else { return false };
+    if !meta.is_dir() || meta.uid() != rustix::process::geteuid().as_raw() || !old(&meta) {
+        return false;
+    }
+    let Ok(children) = std::fs::read_dir(dir) else { return false };
+    children.flatten().all(|c| c.path().symlink_metadata().is_ok_and(|m| old(&m)))
 }
 
 /// Whether Chromium failed to start because another Chromium holds the profile: it says so on
@@ -1178,7 +1202,48 @@ pub(crate) fn display_path(p: &Path) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::TabData;
+    use std::path::Path;
+    use std::time::{Duration, SystemTime};
+
+    use super::{TabData, sweep_dead_sessions};
+
+    /// Sets the modification time of `path` to `ago` in the past.
+    fn age(path: &Path, ago: Duration) {
+        let f = std::fs::File::open(path).unwrap();
+        f.set_modified(SystemTime::now() - ago).unwrap();
+    }
+
+    /// B9: folders named the way sessions named them before the PID namespace was part of the
+    /// owner (`kodik-browser-tmp-{pid}-…`) are removed once their process is gone, they are this
+    /// user's and nothing in them changed for an hour; a live owner or a recent change keeps them.
+    #[test]
+    fn b9_old_format_folders_of_dead_processes_are_removed_when_untouched_for_an_hour() {
+        let root = tempfile::tempdir().unwrap();
+        let pid_max: u64 = std::fs::read_to_string("/proc/sys/kernel/pid_max").unwrap().trim().parse().unwrap();
+        let dead = pid_max + 7;
+        let folder = |name: String, child_ago: Duration, ago: Duration| {
+            let dir = root.path().join(name);
+            std::fs::create_dir_all(&dir).unwrap();
+            let file = dir.join("Local State");
+            std::fs::write(&file, "{}").unwrap();
+            age(&file, child_ago);
+            age(&dir, ago);
+            dir
+        };
+        let hours = Duration::from_secs(2 * 3600);
+        let gone = folder(format!("kodik-browser-tmp-{dead}-AbC123"), hours, hours);
+        let gone_downloads = folder(format!("kodik-browser-downloads-{dead}-XyZ789"), hours, hours);
+        let recent = folder(format!("kodik-browser-profile-{dead}-Rcnt01"), Duration::ZERO, Duration::ZERO);
+        let written = folder(format!("kodik-browser-tmp-{dead}-Wrtn01"), Duration::ZERO, hours);
+        let live = folder(format!("kodik-browser-tmp-{}-Live01", std::process::id()), hours, hours);
+        let other = folder(format!("kodik-browser-agent-{dead}-Othr01"), hours, hours);
+        sweep_dead_sessions(root.path());
+        assert!(!gone.exists() && !gone_downloads.exists(), "a dead session's old-format folders were left");
+        assert!(recent.exists(), "a folder changed within the hour was removed");
+        assert!(written.exists(), "a folder whose content changed within the hour was removed");
+        assert!(live.exists(), "a live process's folder was removed");
+        assert!(other.exists(), "a folder of another kind was removed");
+    }
 
     /// B5: the end of a request may be handled before its start (the listeners run as separate
     /// tasks); the request must not stay in flight, or network_idle never comes.
