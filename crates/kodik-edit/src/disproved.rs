@@ -139,11 +139,8 @@ fn quoted_after<'m>(msg: &'m str, prefix: &str) -> Option<(&'m str, &'m str)> {
 /// prefix ending in `/`). A quoted key is looked for in the text, so comments in a `.jsonc`
 /// need no parser; a false match needs the specifier written, quoted, in the Deno config.
 fn import_mapped(config: &str, module: &str) -> bool {
-    if config.contains(&format!("\"{module}\"")) {
-        return true;
-    }
-    module.match_indices('/').any(|(i, _)| config.contains(&format!("\"{}\"", &module[..=i])))
-        || module.match_indices('/').any(|(i, _)| config.contains(&format!("\"{}\"", &module[..i])))
+    let quoted = |key: &str| config.contains(&format!("\"{key}\""));
+    quoted(module) || module.match_indices('/').any(|(i, _)| quoted(&module[..i]) || quoted(&module[..=i]))
 }
 
 /// "Cannot find module './x'" for a relative module that exists on disk is the editor's stale

@@ -261,7 +261,7 @@ pub fn default_servers() -> Vec<ServerConfig> {
 /// database (`compile_commands.json`, `compile_flags.txt`, or `build/compile_commands.json`, whose
 /// project folder is the one above `build`), and no flag or config key of clangd 14–21 moves it.
 /// A `.gitignore` of `*` in `.cache/clangd` hides the folder from git (itself included) without
-/// touching a tracked file; newer clangd writes the same file into its index folder itself. The
+/// touching a tracked file, as the fix proposed to clangd itself does (llvm-project#170003). The
 /// index stays where clangd reads it, so references across files keep working. Nothing is
 /// written for a root without a compilation database: clangd then indexes into the user's cache
 /// folder, not the project.
