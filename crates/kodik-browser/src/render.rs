@@ -56,6 +56,9 @@ impl PageRenderer for BrowserSession {
 const NETWORK_QUIET: Duration = Duration::from_millis(500);
 /// How long the DOM must stay unchanged: client-side rendering in progress changes it.
 const DOM_STABLE: Duration = Duration::from_millis(300);
+/// How long a loaded, quiet page that shows no text is watched before it is given up on (an
+/// app drawing after a splash timer draws well within this).
+const BLANK_GIVE_UP: Duration = Duration::from_secs(5);
 /// Kept from the render's deadline to look at the page once more and say why it was given up.
 const DEADLINE_MARGIN: Duration = Duration::from_millis(300);
 
@@ -202,8 +205,20 @@ async fn render_in(page: &chromiumoxide::Page, request: &RenderRequest<'_>) -> R
                 stable_since = Instant::now();
             }
             let settled = complete && stable_since.elapsed() >= DOM_STABLE && lock(&pending).idle();
-            if settled && !body_text(page).await?.is_empty() {
-                return Ok(html);
+            if settled {
+                if !body_text(page).await?.is_empty() {
+                    return Ok(html);
+                }
+                // Loaded, quiet and unchanged this long and still blank: nothing is coming, and
+                // waiting out the whole deadline would only cost the caller its time.
+                if stable_since.elapsed() >= BLANK_GIVE_UP {
+                    return Err(format!(
+                        "the headless browser ran the page for {:.1} s and it showed no text: it had loaded, its \
+network was idle and its DOM unchanged for {} s, so its scripts put nothing on the page.",
+                        start.elapsed().as_secs_f64(),
+                        BLANK_GIVE_UP.as_secs()
+                    ));
+                }
             }
             if start.elapsed() >= deadline {
                 let waiting = {
@@ -225,8 +240,8 @@ async fn render_in(page: &chromiumoxide::Page, request: &RenderRequest<'_>) -> R
 }
 
 /// At the deadline: the page as it is when it shows text and nothing it asked for is still
-/// coming (a page that keeps animating); otherwise (`waiting` names the requests in flight) an error saying what it showed and what
-/// it was still waiting for.
+/// coming (a page that keeps animating); otherwise an error saying what it showed and which
+/// requests (`waiting`) it was still waiting for.
 async fn given_up(
     page: &chromiumoxide::Page,
     html: String,

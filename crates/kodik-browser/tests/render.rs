@@ -99,8 +99,13 @@ async fn w2_a_page_waiting_for_its_data_is_rendered_with_the_data_not_its_placeh
     assert!(err.contains("in flight") && err.contains("/api/hung"), "{err}");
     assert!(err.contains("Loading..."), "{err}");
 
+    // A page that loaded, went quiet and still shows nothing: said without waiting out the
+    // deadline, and said that it ran in a headless browser.
     let err = render("/empty", 3).await.unwrap_err();
     assert!(err.contains("headless browser") && err.contains("no text"), "{err}");
+    let err = render("/empty", 25).await.unwrap_err();
+    assert!(err.contains("headless browser") && err.contains("no text"), "{err}");
+    assert!(err.contains("idle") && !err.contains("limit"), "given up before the deadline: {err}");
     h.session.shutdown().await;
 }
 
