@@ -116,6 +116,8 @@ impl Pending {
     }
 }
 
+/// Whether a request can still change the text taken: a frame's document is not part of the
+/// top document's HTML, so only the top one counts.
 fn counts(kind: Option<&ResourceType>, frame: Option<&str>, main_frame: &str) -> bool {
     match kind {
         Some(ResourceType::Document) => frame == Some(main_frame),
@@ -295,4 +297,23 @@ async fn dom(page: &chromiumoxide::Page) -> Result<(String, bool), String> {
 async fn body_text(page: &chromiumoxide::Page) -> Result<String, String> {
     let v = eval_value(page, "document.body ? document.body.innerText : ''").await?;
     Ok(v.as_str().unwrap_or_default().split_whitespace().collect::<Vec<_>>().join(" "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Pending;
+
+    /// W2: a request whose end is handled before its start (separate event streams) is not left
+    /// in flight, or the render would wait for it until its deadline.
+    #[test]
+    fn w2_a_request_whose_end_is_handled_first_is_not_left_in_flight() {
+        let mut p = Pending::default();
+        p.sent("1", "http://a/data");
+        p.ended("2");
+        p.sent("2", "http://a/app.js");
+        assert_eq!(p.inflight.len(), 1, "{p:?}");
+        assert!(p.describe().contains("1 request (http://a/data) was still in flight"), "{}", p.describe());
+        p.ended("1");
+        assert!(p.inflight.is_empty(), "{p:?}");
+    }
 }
