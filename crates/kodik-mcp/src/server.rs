@@ -10,11 +10,12 @@ use std::sync::{Arc, Mutex, RwLock};
 use kodik_core::{ToolCall, ToolContext, ToolError, ToolSpec};
 use kodik_scheduler::{CallStream, Scheduler};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ContentBlock, Implementation, ListToolsResult, PaginatedRequestParams,
-    ServerCapabilities, ServerConfig, SetLevelRequestParams, Tool,
+    CallToolRequestParams, CallToolResponse, ClientRequest, ContentBlock, Implementation, JsonRpcMessage,
+    JsonRpcRequest, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, SetLevelRequestParams,
+    Tool,
 };
-use rmcp::service::{NotificationContext, RequestContext, RunningService};
-use rmcp::transport::IntoTransport;
+use rmcp::service::{NotificationContext, RequestContext, RunningService, RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::transport::{IntoTransport, Transport};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -193,7 +194,7 @@ impl McpServer {
         E: std::error::Error + Send + Sync + 'static,
     {
         let events = Arc::clone(&self.events);
-        let running = ServiceExt::serve(self, transport).await?;
+        let running = ServiceExt::serve(self, InOrder::new(transport.into_transport())).await?;
         events.attach(running.peer().clone());
         Ok(running)
     }
@@ -249,6 +250,15 @@ impl ServerHandler for McpServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        // Requests over a transport [`InOrder`] wraps carry their place in line: wait for the
+        // request read before this one to register its call first (G2).
+        let place = context.extensions.get::<Place>().cloned();
+        if let Some(place) = &place {
+            tokio::select! {
+                _ = tokio::time::timeout(PLACE_WAIT, place.0.after.cancelled()) => {}
+                () = context.ct.cancelled() => return Ok(call_result(ToolError::Cancelled.into_output()).into()),
+            }
+        }
         let name = request.name.into_owned();
         let offer = self.offer();
         if !offer.offered.contains(&name) {
@@ -278,8 +288,12 @@ impl ServerHandler for McpServer {
         let call = ToolCall::new(id, name, args);
         // rmcp only cancels the token when the client sends notifications/cancelled; dropping
         // the call future is what cancels the call in the scheduler (G6).
+        let started = offer.calls.start(call);
+        if let Some(place) = &place {
+            place.0.done.cancel();
+        }
         let out = tokio::select! {
-            out = offer.calls.call(call) => out,
+            out = started.output() => out,
             () = context.ct.cancelled() => ToolError::Cancelled.into_output(),
         };
         let mut result = call_result(out);
@@ -348,5 +362,89 @@ struct Heartbeat(tokio::task::JoinHandle<()>);
 impl Drop for Heartbeat {
     fn drop(&mut self) {
         self.0.abort();
+    }
+}
+
+/// The longest a `tools/call` request waits for the one read before it to register its call.
+/// That takes microseconds (the earlier request's task only has to be polled once), and a
+/// request that ends another way releases its place when dropped; the bound is a last resort
+/// against a place never released, so an order lost under extreme load is the worst outcome,
+/// never a stalled session.
+const PLACE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// A transport that gives each `tools/call` request, as it is read (one at a time, in the
+/// client's order), its [`Place`] in line. rmcp runs every request in a task of its own, and
+/// those tasks first run in any order; the place is what makes calls on one file or the
+/// browser session run in the order the client sent them (G2), as `kodik batch` does.
+struct InOrder<T> {
+    inner: T,
+    /// Released once the last request read registered its call.
+    last: CancellationToken,
+}
+
+impl<T> InOrder<T> {
+    fn new(inner: T) -> Self {
+        let last = CancellationToken::new();
+        last.cancel();
+        Self { inner, last }
+    }
+}
+
+/// A `tools/call` request's place in line (in its request's extensions, which rmcp hands to
+/// [`ServerHandler::call_tool`] as `context.extensions`).
+#[derive(Clone)]
+struct Place(Arc<PlaceTokens>);
+
+struct PlaceTokens {
+    /// Released when the request before registered its call (or ended without one).
+    after: CancellationToken,
+    /// Released when this request registered its call.
+    done: CancellationToken,
+}
+
+impl Drop for PlaceTokens {
+    /// A request cancelled or dropped before its call registered gives up its place, but the
+    /// request behind it still waits for the one ahead of it.
+    fn drop(&mut self) {
+        if self.done.is_cancelled() {
+            return;
+        }
+        let (after, done) = (self.after.clone(), self.done.clone());
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) if !after.is_cancelled() => {
+                runtime.spawn(async move {
+                    let _ = tokio::time::timeout(PLACE_WAIT, after.cancelled()).await;
+                    done.cancel();
+                });
+            }
+            _ => done.cancel(),
+        }
+    }
+}
+
+impl<T: Transport<RoleServer>> Transport<RoleServer> for InOrder<T> {
+    type Error = T::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleServer>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        self.inner.send(item)
+    }
+
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
+        let mut message = self.inner.receive().await?;
+        if let JsonRpcMessage::Request(JsonRpcRequest { request: ClientRequest::CallToolRequest(call), .. }) =
+            &mut message
+        {
+            let done = CancellationToken::new();
+            let after = std::mem::replace(&mut self.last, done.clone());
+            call.extensions.insert(Place(Arc::new(PlaceTokens { after, done })));
+        }
+        Some(message)
+    }
+
+    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        self.inner.close()
     }
 }

@@ -329,6 +329,13 @@ impl Drop for CancelOnDrop {
 impl CallStream {
     /// Runs one call. Dropping the returned future cancels the call.
     pub async fn call(&self, call: ToolCall) -> ToolOutput {
+        self.start(call).output().await
+    }
+
+    /// Registers `call` now, before this returns: its place in the same-resource order (G2) is
+    /// fixed here, so a host that knows the order its calls arrived in registers them in that
+    /// order. [`StreamCall::output`] waits for the result; dropping it cancels the call.
+    pub fn start(&self, call: ToolCall) -> StreamCall<'_> {
         let (handle, cancel) = {
             let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
             if state.in_flight == 0 {
@@ -338,15 +345,7 @@ impl CallStream {
             state.in_flight += 1;
             state.turn.spawn(call)
         };
-        let _in_flight = InFlight(&self.state);
-        let mut guard = CancelOnDrop(Some(cancel));
-        let out = match handle.await {
-            Ok(out) => out,
-            Err(e) if e.is_panic() => ToolOutput::error("the scheduler task of this call panicked; this is a bug"),
-            Err(_) => cancelled_output("cancelled"),
-        };
-        guard.0 = None;
-        out
+        StreamCall { handle, _in_flight: InFlight(&self.state), cancel: CancelOnDrop(Some(cancel)) }
     }
 
     /// Cancels every call of the stream.
@@ -358,6 +357,33 @@ impl CallStream {
 impl Drop for CallStream {
     fn drop(&mut self) {
         self.cancel.cancel();
+    }
+}
+
+/// A call registered with a [`CallStream`] ([`CallStream::start`]); dropping it before
+/// [`output`](Self::output) returns cancels the call.
+pub struct StreamCall<'a> {
+    handle: JoinHandle<ToolOutput>,
+    _in_flight: InFlight<'a>,
+    cancel: CancelOnDrop,
+}
+
+impl std::fmt::Debug for StreamCall<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StreamCall").finish_non_exhaustive()
+    }
+}
+
+impl StreamCall<'_> {
+    /// The call's result, once it settled.
+    pub async fn output(mut self) -> ToolOutput {
+        let out = match (&mut self.handle).await {
+            Ok(out) => out,
+            Err(e) if e.is_panic() => ToolOutput::error("the scheduler task of this call panicked; this is a bug"),
+            Err(_) => cancelled_output("cancelled"),
+        };
+        self.cancel.0 = None;
+        out
     }
 }
 

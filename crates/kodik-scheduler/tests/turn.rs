@@ -429,6 +429,19 @@ async fn g1_g2_a_call_stream_runs_overlapping_calls_concurrently_and_same_file_c
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn g2_a_stream_call_takes_its_place_when_started_not_when_first_awaited() {
+    let f = fixture(SchedulerConfig::default(), 1);
+    let stream = f.scheduler.stream(&f.cx);
+    // Started in this order, awaited the other way round: the order they were started in wins.
+    let first = stream.start(call("a", "append", json!({"path": "s.txt", "line": "first", "ms": 50})));
+    let second = stream.start(call("b", "append", json!({"path": "./s.txt", "line": "second"})));
+    let (second, first) =
+        tokio::time::timeout(LIMIT, async { tokio::join!(second.output(), first.output()) }).await.unwrap();
+    assert!(first.is_success() && second.is_success());
+    assert_eq!(std::fs::read_to_string(f.root.join("s.txt")).unwrap(), "first\nsecond\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn s4_a_stream_call_arriving_while_none_runs_starts_a_new_burst() {
     let f = fixture(SchedulerConfig::default(), 1);
     let stream = f.scheduler.stream(&f.cx);
