@@ -84,4 +84,21 @@ pub trait PageRenderer: Send + Sync {
     /// The rendered DOM's HTML (`document.documentElement.outerHTML`) once the page settled, or
     /// a message saying why it could not be rendered.
     async fn render(&self, request: RenderRequest<'_>) -> Result<String, String>;
+
+    /// [`render`](Self::render), also saying when the page was taken before it finished
+    /// loading. The default never says so.
+    async fn render_page(&self, request: RenderRequest<'_>) -> Result<RenderedPage, String> {
+        self.render(request).await.map(|html| RenderedPage { html, incomplete: None })
+    }
+}
+
+/// A page as [`PageRenderer::render_page`] took it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RenderedPage {
+    /// The rendered DOM's HTML.
+    pub html: String,
+    /// Set when the page was taken while requests it made were still open (a long poll, a hung
+    /// API call): a sentence for the reader naming them. Such a page may lack parts, so it is
+    /// not kept as the page's complete copy.
+    pub incomplete: Option<String>,
 }

@@ -42,7 +42,9 @@ pub mod workspace;
 pub use context::{ToolContext, TurnSignals};
 pub use error::ToolError;
 pub use events::{Event, EventSink, NullSink, TerminalEvent};
-pub use ext::{CommandInterceptor, Diagnostic, DiagnosticSeverity, DiagnosticsProvider, PageRenderer, RenderRequest};
+pub use ext::{
+    CommandInterceptor, Diagnostic, DiagnosticSeverity, DiagnosticsProvider, PageRenderer, RenderRequest, RenderedPage,
+};
 pub use hooks::{Approval, ApprovalPolicy, ApprovalRequest, Approver, HookDecision, Hooks, NoHooks};
 pub use output::{Content, ToolCall, ToolOutput, ToolStatus};
 pub use preview::{OutputPreview, PreviewConfig, PreviewSummary};
