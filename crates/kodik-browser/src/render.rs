@@ -15,7 +15,7 @@ use chromiumoxide::cdp::browser_protocol::page::NavigateParams;
 use chromiumoxide::cdp::browser_protocol::target::{CloseTargetParams, CreateBrowserContextParams, CreateTargetParams};
 use chromiumoxide::cdp::js_protocol::runtime::EvaluateParams;
 use futures_util::StreamExt;
-use kodik_core::{PageRenderer, RenderRequest};
+use kodik_core::{PageRenderer, RenderRequest, RenderedPage};
 use kodik_schema::browser::StorageMode;
 use serde_json::{Value, json};
 
@@ -24,6 +24,10 @@ use crate::session::BrowserSession;
 #[async_trait]
 impl PageRenderer for BrowserSession {
     async fn render(&self, request: RenderRequest<'_>) -> Result<String, String> {
+        self.render_page(request).await.map(|p| p.html)
+    }
+
+    async fn render_page(&self, request: RenderRequest<'_>) -> Result<RenderedPage, String> {
         let mut guard = self.running.lock().await;
         let r = self.ensure_running(&mut guard, StorageMode::Global).await.map_err(|e| e.to_string())?;
         // Its own browser context: no cookies of the agent's tabs, nothing left behind.
@@ -59,6 +63,13 @@ const DOM_STABLE: Duration = Duration::from_millis(300);
 /// How long a loaded, quiet page that shows no text is watched before it is given up on (an
 /// app drawing after a splash timer draws well within this).
 const BLANK_GIVE_UP: Duration = Duration::from_secs(5);
+/// How long requests still open are waited for once the loaded page shows text in a DOM that
+/// stopped changing; then the page is taken as it is, with a note naming them. A long poll, a
+/// hung API call or a slow beacon never ends, and waiting for it would turn every such page
+/// into an error at the deadline; an API that answers within this after the page drew its
+/// placeholder is still waited for. 5 s is Lighthouse's quiet window for Time to Interactive
+/// (5 s with at most two GETs in flight), and matches [`BLANK_GIVE_UP`].
+const INFLIGHT_GRACE: Duration = Duration::from_secs(5);
 /// Kept from the render's deadline to look at the page once more and say why it was given up.
 const DEADLINE_MARGIN: Duration = Duration::from_millis(300);
 
@@ -98,21 +109,22 @@ impl Pending {
         self.inflight.is_empty() && self.last.is_none_or(|t| t.elapsed() >= NETWORK_QUIET)
     }
 
-    /// The requests still in flight, for a message: a few of their URLs.
-    fn describe(&self) -> String {
+    /// The requests still in flight, for a message: their number and the first two URLs, each
+    /// cut short (the page chose them, and the message is read outside the page's text).
+    fn describe(&self, state: &str) -> String {
         let mut urls: Vec<&str> = self.inflight.values().map(String::as_str).collect();
         urls.sort_unstable();
-        let more = urls.len().saturating_sub(3);
-        let mut list = urls.into_iter().take(3).collect::<Vec<_>>().join(", ");
+        let more = urls.len().saturating_sub(2);
+        let short = |u: &str| match u.char_indices().nth(100) {
+            Some((i, _)) => format!("{}…", &u[..i]),
+            None => u.to_string(),
+        };
+        let mut list = urls.into_iter().take(2).map(short).collect::<Vec<_>>().join(", ");
         if more > 0 {
             list.push_str(&format!(" and {more} more"));
         }
         let n = self.inflight.len();
-        format!(
-            "{n} request{} ({list}) {} still in flight",
-            if n == 1 { "" } else { "s" },
-            if n == 1 { "was" } else { "were" }
-        )
+        format!("{n} request{} ({list}) {} {state}", if n == 1 { "" } else { "s" }, if n == 1 { "was" } else { "were" })
     }
 }
 
@@ -126,7 +138,7 @@ fn counts(kind: Option<&ResourceType>, frame: Option<&str>, main_frame: &str) ->
     }
 }
 
-async fn render_in(page: &chromiumoxide::Page, request: &RenderRequest<'_>) -> Result<String, String> {
+async fn render_in(page: &chromiumoxide::Page, request: &RenderRequest<'_>) -> Result<RenderedPage, String> {
     let mut paused = page.event_listener::<EventRequestPaused>().await.map_err(|e| e.to_string())?;
     let mut sent = page.event_listener::<EventRequestWillBeSent>().await.map_err(|e| e.to_string())?;
     let mut finished = page.event_listener::<EventLoadingFinished>().await.map_err(|e| e.to_string())?;
@@ -193,10 +205,12 @@ async fn render_in(page: &chromiumoxide::Page, request: &RenderRequest<'_>) -> R
         }
         // Settled: loaded, the requests that can bring content done and the network quiet, the
         // DOM unchanged for a while, and some text shown — a placeholder shown while the data
-        // is on its way is not the page.
+        // is on its way is not the page. Requests still open INFLIGHT_GRACE after the page
+        // first showed text in a still DOM are not waited for any longer, but named.
         let deadline = request.timeout.saturating_sub(DEADLINE_MARGIN);
         let mut last_len = 0usize;
         let mut stable_since = Instant::now();
+        let mut shown_since: Option<Instant> = None;
         loop {
             if let Some(why) = refused() {
                 return Err(why);
@@ -206,14 +220,33 @@ async fn render_in(page: &chromiumoxide::Page, request: &RenderRequest<'_>) -> R
                 last_len = html.len();
                 stable_since = Instant::now();
             }
-            let settled = complete && stable_since.elapsed() >= DOM_STABLE && lock(&pending).idle();
-            if settled {
+            let still = complete && stable_since.elapsed() >= DOM_STABLE;
+            let idle = lock(&pending).idle();
+            let grace_over = shown_since.is_some_and(|t| t.elapsed() >= INFLIGHT_GRACE);
+            if still && (idle || shown_since.is_none() || grace_over) {
                 if !body_text(page).await?.is_empty() {
-                    return Ok(html);
-                }
-                // Loaded, quiet and unchanged this long and still blank: nothing is coming, and
-                // waiting out the whole deadline would only cost the caller its time.
-                if stable_since.elapsed() >= BLANK_GIVE_UP {
+                    if idle {
+                        return Ok(RenderedPage { html, incomplete: None });
+                    }
+                    if grace_over {
+                        // None open at this moment: a page polling in quick turns, each answered,
+                        // has loaded what it asked for.
+                        let incomplete = {
+                            let p = lock(&pending);
+                            (!p.inflight.is_empty()).then(|| {
+                                let open = p.describe(&format!(
+                                    "still open {} s after the page showed its text",
+                                    INFLIGHT_GRACE.as_secs()
+                                ));
+                                format!("{open}, so parts of the page may not have loaded")
+                            })
+                        };
+                        return Ok(RenderedPage { html, incomplete });
+                    }
+                    shown_since = Some(Instant::now());
+                } else if idle && stable_since.elapsed() >= BLANK_GIVE_UP {
+                    // Loaded, quiet and unchanged this long and still blank: nothing is coming,
+                    // and waiting out the whole deadline would only cost the caller its time.
                     return Err(format!(
                         "the headless browser ran the page for {:.1} s and it showed no text: it had loaded, its \
 network was idle and its DOM unchanged for {} s, so its scripts put nothing on the page.",
@@ -225,9 +258,11 @@ network was idle and its DOM unchanged for {} s, so its scripts put nothing on t
             if start.elapsed() >= deadline {
                 let waiting = {
                     let p = lock(&pending);
-                    (!p.inflight.is_empty()).then(|| p.describe())
+                    (!p.inflight.is_empty()).then(|| p.describe("still in flight"))
                 };
-                return given_up(page, html, request.timeout, waiting).await;
+                return given_up(page, html, request.timeout, waiting)
+                    .await
+                    .map(|html| RenderedPage { html, incomplete: None });
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -312,7 +347,8 @@ mod tests {
         p.ended("2");
         p.sent("2", "http://a/app.js");
         assert_eq!(p.inflight.len(), 1, "{p:?}");
-        assert!(p.describe().contains("1 request (http://a/data) was still in flight"), "{}", p.describe());
+        let said = p.describe("still in flight");
+        assert!(said.contains("1 request (http://a/data) was still in flight"), "{said}");
         p.ended("1");
         assert!(p.inflight.is_empty(), "{p:?}");
     }

@@ -109,6 +109,50 @@ async fn w2_a_page_waiting_for_its_data_is_rendered_with_the_data_not_its_placeh
     h.session.shutdown().await;
 }
 
+/// A page that draws its content and keeps two requests open for good: a long poll (fetch) and
+/// a beacon sent by XHR to a server that never answers.
+const LIVE: &str = r#"<!doctype html><title>Scores</title><div id="root">Loading...</div>
+<script>
+document.getElementById('root').innerHTML = '<h1>Scores</h1><p>Home 3, away 1 at half time.</p>';
+fetch('/poll?since=0').then(r => r.text()).then(t => { document.body.insertAdjacentHTML('beforeend', t); });
+const x = new XMLHttpRequest(); x.open('POST', '/beacon'); x.send('seen');
+</script>"#;
+
+/// W2: a page that shows its content while requests it made stay open for good (long polling,
+/// a hung beacon) is returned with that content and a note naming the open requests, soon after
+/// it drew — not turned into an error at the render's deadline. The deadline here is 30 s and
+/// a render cut by it is an error (the `/hung` case above), so success proves it was not waited
+/// out. A page whose data comes in 1.2 s still has it and carries no note.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn w2_a_page_with_requests_that_never_end_is_returned_with_its_content_and_a_note_naming_them() {
+    let mut routes = Routes::new();
+    routes.insert("/live", ("text/html", LIVE.to_string(), ""));
+    routes.insert("/poll", (HANG, String::new(), ""));
+    routes.insert("/beacon", (HANG, String::new(), ""));
+    routes.insert("/slow", ("text/html", LOADING.to_string(), ""));
+    routes.insert("/api/items", ("application/json", r#"["alpha","beta","gamma"]"#.to_string(), ""));
+    let base = serve_slow(routes, &[("/api/items", Duration::from_millis(1200))]).await;
+    let h = harness();
+    let allow = |_: &str| -> Result<(), String> { Ok(()) };
+    let cancel = CancellationToken::new();
+
+    let url = format!("{base}/live");
+    let req = RenderRequest { url: &url, allow_request: &allow, timeout: Duration::from_secs(30), cancel: &cancel };
+    let page = h.session.render_page(req).await.unwrap();
+    assert!(page.html.contains("Home 3, away 1 at half time.") && !page.html.contains("Loading..."), "{}", page.html);
+    let note = page.incomplete.expect("the open requests are named");
+    assert!(note.starts_with("2 requests (") && note.contains("were still open 5 s after"), "{note}");
+    assert!(note.contains(&format!("{base}/beacon")) && note.contains(&format!("{base}/poll?since=0")), "{note}");
+    assert!(note.contains("may not have loaded"), "{note}");
+
+    let url = format!("{base}/slow");
+    let req = RenderRequest { url: &url, allow_request: &allow, timeout: Duration::from_secs(30), cancel: &cancel };
+    let page = h.session.render_page(req).await.unwrap();
+    assert!(page.html.contains("<li>gamma</li>") && !page.html.contains("Loading..."), "{}", page.html);
+    assert_eq!(page.incomplete, None);
+    h.session.shutdown().await;
+}
+
 /// W2: a page whose script sends the tab to an address the rules refuse is an error naming that
 /// address and the rule, like a refused HTTP redirect — not Chromium's "blocked" page as content.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
