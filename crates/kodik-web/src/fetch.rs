@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use kodik_core::{PageRenderer, RenderRequest, ToolContext, ToolError, ToolOutput, ToolSpec, TypedTool};
+use kodik_core::{PageRenderer, RenderRequest, RenderedPage, ToolContext, ToolError, ToolOutput, ToolSpec, TypedTool};
 use kodik_schema::web::WebFetchArgs;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -38,6 +38,9 @@ pub struct FetchedPage {
     pub redirects: usize,
     /// Rendered by the [`PageRenderer`].
     pub rendered: bool,
+    /// The render was taken with requests of the page still open: which, for the reader. Such a
+    /// page is not kept in the cache.
+    pub incomplete: Option<String>,
     /// When it was fetched or last revalidated.
     pub fetched_at: Instant,
     /// `ETag` / `Last-Modified`.
@@ -241,6 +244,7 @@ impl WebFetchTool {
             )));
         }
         let mut rendered = false;
+        let mut incomplete = None;
         if let Kind::Html { client_rendered: true, .. } = page.kind {
             let Some(renderer) = &self.renderer else {
                 return Err(ToolError::failed(format!(
@@ -250,14 +254,20 @@ elsewhere (an API, a raw file, documentation source, or a server-rendered page).
                     size(page.markdown.len())
                 )));
             };
-            page = self.render(renderer.as_ref(), &final_url, cancel).await?;
+            (page, incomplete) = self.render(renderer.as_ref(), &final_url, cancel).await?;
             rendered = true;
         }
         if page.markdown.trim().is_empty() {
-            return Err(ToolError::failed(format!(
-                "{final_url} holds no text ({} received)",
-                size(fetched.body.len())
-            )));
+            return Err(ToolError::failed(if rendered {
+                format!(
+                    "{final_url} holds no text: its HTML ({}) is an application shell, and when it was rendered in \
+a headless browser nothing readable appeared in time. Look for the same content elsewhere (an API, a raw file, \
+documentation source, or a server-rendered page).",
+                    size(fetched.body.len())
+                )
+            } else {
+                format!("{final_url} holds no text ({} received)", size(fetched.body.len()))
+            }));
         }
         let sections = if page.kind == Kind::Binary { Vec::new() } else { sections::split(&page.markdown) };
         let result = Arc::new(FetchedPage {
@@ -269,14 +279,20 @@ elsewhere (an API, a raw file, documentation source, or a server-rendered page).
             truncated: fetched.truncated,
             redirects: fetched.redirects,
             rendered,
+            incomplete,
             fetched_at: Instant::now(),
             validators,
             fresh_for: freshness.unwrap_or_default(),
         });
         match freshness {
-            Some(_) => self.cache().put(url, result.clone(), config.cache_entries, config.cache_bytes),
+            // A render taken with requests still open shows the page at one moment, parts maybe
+            // missing: the next call, a new read or the next page of this one, renders it again
+            // rather than answering that as the page (nor an older copy, whose shell changed).
+            Some(_) if result.incomplete.is_none() => {
+                self.cache().put(url, result.clone(), config.cache_entries, config.cache_bytes);
+            }
             // `no-store`: an older copy must not be answered either.
-            None => self.cache().remove(url, &result.final_url),
+            _ => self.cache().remove(url, &result.final_url),
         }
         Ok((result, Source::Network))
     }
@@ -359,7 +375,7 @@ kodik-web honours robots.txt for the model's own fetches. Find the content elsew
         renderer: &dyn PageRenderer,
         url: &str,
         cancel: &CancellationToken,
-    ) -> Result<Page, ToolError> {
+    ) -> Result<(Page, Option<String>), ToolError> {
         let client = self.client.clone();
         let page_origin = url::Url::parse(url).ok().map(|u| u.origin());
         let allow = move |u: &str| -> Result<(), String> {
@@ -379,13 +395,14 @@ kodik-web honours robots.txt for the model's own fetches. Find the content elsew
             Ok(())
         };
         let request = RenderRequest { url, allow_request: &allow, timeout: self.client.config().total_timeout, cancel };
-        let html = renderer.render(request).await.map_err(|e| ToolError::failed(format!("rendering {url}: {e}")))?;
+        let RenderedPage { html, incomplete } =
+            renderer.render_page(request).await.map_err(|e| ToolError::failed(format!("rendering {url}: {e}")))?;
         let u = url.to_string();
         let page = tokio::task::spawn_blocking(move || to_page(html.as_bytes(), Some("text/html; charset=utf-8"), &u))
             .await
             .map_err(|e| ToolError::failed(format!("converting the rendered {url} failed: {e}")))?
             .map_err(ToolError::failed)?;
-        Ok(page)
+        Ok((page, incomplete))
     }
 }
 
@@ -525,6 +542,13 @@ fn format_page(
         Source::Revalidated => out.push_str("; unchanged since cached (revalidated)"),
     }
     out.push('\n');
+    if let Some(open) = &p.incomplete {
+        let _ = writeln!(
+            out,
+            "Note: the headless browser took the page before it finished loading: {open}. Not cached: the next \
+call renders it again."
+        );
+    }
 
     if p.page.kind == Kind::Binary {
         let _ = writeln!(out, "{md}");
@@ -676,6 +700,7 @@ fn format_page(
         "shown_bytes": shown_bytes,
         "next_offset": next_offset,
         "cached": !matches!(source, Source::Network),
+        "render_incomplete": p.incomplete,
     });
     (out, meta)
 }
@@ -700,6 +725,7 @@ mod tests {
             truncated: false,
             redirects: 0,
             rendered: false,
+            incomplete: None,
             fetched_at: Instant::now(),
             validators: Validators::default(),
             fresh_for: Duration::from_secs(60),

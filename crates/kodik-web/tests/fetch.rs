@@ -955,6 +955,86 @@ quarter grew by nine percent, driven by the new subscription plans and lower chu
     }
 }
 
+/// A renderer standing in for the browser crate's that returns a fixed DOM, saying (when
+/// `incomplete` is set) that the page still had requests open, and counts its renders.
+struct FixedRenderer {
+    html: &'static str,
+    incomplete: Option<&'static str>,
+    renders: std::sync::atomic::AtomicUsize,
+}
+
+impl FixedRenderer {
+    fn new(html: &'static str, incomplete: Option<&'static str>) -> Arc<Self> {
+        Arc::new(Self { html, incomplete, renders: Default::default() })
+    }
+
+    fn renders(&self) -> usize {
+        self.renders.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+#[async_trait::async_trait]
+impl kodik_core::PageRenderer for FixedRenderer {
+    async fn render(&self, request: kodik_core::RenderRequest<'_>) -> Result<String, String> {
+        self.render_page(request).await.map(|p| p.html)
+    }
+
+    async fn render_page(&self, _: kodik_core::RenderRequest<'_>) -> Result<kodik_core::RenderedPage, String> {
+        self.renders.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(kodik_core::RenderedPage { html: self.html.into(), incomplete: self.incomplete.map(str::to_string) })
+    }
+}
+
+const DASHBOARD: &str = "<html><head><title>Acme Dashboard</title></head><body><main><h1>Dashboard</h1><p>Revenue \
+this quarter grew by nine percent, driven by the new subscription plans and lower churn across regions.</p>\
+<p>Open support tickets dropped to forty-two, the lowest number since the dashboard was introduced.</p></main></body></html>";
+
+/// W2: a page the headless browser took with requests still open (a long poll, a hung API call)
+/// is given with its content and a note naming them, and is not kept: reading on in it renders
+/// it again, where a complete render is read on from the cache.
+#[tokio::test]
+async fn w2_a_render_taken_with_requests_still_open_says_so_and_is_not_answered_from_the_cache() {
+    let s = pages().await;
+    let open = "1 request (http://127.0.0.1:9/poll) was still open 5 s after the page showed its text, so parts of \
+the page may not have loaded";
+    let renderer = FixedRenderer::new(DASHBOARD, Some(open));
+    let t = tool(WebConfig::default()).with_renderer(renderer.clone());
+    let out = fetch(&t, &s.url("/shell"), None, None).await.unwrap();
+    assert!(framed(&out).contains("Revenue this quarter grew"), "{out}");
+    assert!(out.contains("rendered in a headless browser"), "{out}");
+    assert!(
+        out.contains(&format!("Note: the headless browser took the page before it finished loading: {open}.")),
+        "{out}"
+    );
+    assert!(!framed(&out).contains("still open"), "the note is outside the page's text: {out}");
+    let on = fetch(&t, &s.url("/shell"), None, Some(20)).await.unwrap();
+    assert!(!on.contains("from the cache"), "{on}");
+    assert_eq!((renderer.renders(), s.hits("/shell")), (2, 2));
+
+    // The same page rendered complete is read on from the copy fetched.
+    let s = pages().await;
+    let renderer = FixedRenderer::new(DASHBOARD, None);
+    let t = tool(WebConfig::default()).with_renderer(renderer.clone());
+    let out = fetch(&t, &s.url("/shell"), None, None).await.unwrap();
+    assert!(!out.contains("Note:"), "{out}");
+    let on = fetch(&t, &s.url("/shell"), None, Some(20)).await.unwrap();
+    assert!(on.contains("from the cache"), "{on}");
+    assert_eq!((renderer.renders(), s.hits("/shell")), (1, 1));
+}
+
+/// W2: a shell whose render put no readable text on the page says it was rendered in a
+/// headless browser and nothing appeared, not just "holds no text".
+#[tokio::test]
+async fn w2_a_rendered_page_without_text_says_it_was_rendered_and_nothing_appeared() {
+    let s = pages().await;
+    let renderer =
+        FixedRenderer::new("<html><head><title>App</title></head><body><div id=\"root\"></div></body></html>", None);
+    let t = tool(WebConfig::default()).with_renderer(renderer);
+    let err = fetch(&t, &s.url("/shell"), None, None).await.unwrap_err();
+    assert!(err.contains("holds no text") && err.contains("rendered in a headless browser"), "{err}");
+    assert!(err.contains("nothing readable appeared in time"), "{err}");
+}
+
 #[tokio::test]
 async fn w2_an_app_shell_whose_bundle_is_a_deferred_or_module_script_in_head_is_client_rendered() {
     let head = |script: &str| {
