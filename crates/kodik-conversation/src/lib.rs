@@ -6,7 +6,7 @@
 //! | --- | --- | --- |
 //! | [`Asker`] | `ask_questions`, `check_understanding` | [`ScriptedAsker`], [`TerminalAsker`] |
 //! | [`Presenter`] | `generate_plan`, `create_lesson` | [`PathPresenter`], [`CommandPresenter`], [`BrowserPresenter`] |
-//! | [`ConversationStore`] | `agent_status` | [`FileStore`] under `.kodik/conversations/` |
+//! | [`ConversationStore`] | `agent_status` | [`FileStore`] under `.kodik/conversations/` (git-ignored there) |
 //! | [`AgentRunner`] | `sub_agent`, `send_message` | the kodik-agent loop, in kodik-tools |
 //!
 //! | tool | state |

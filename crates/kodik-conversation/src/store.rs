@@ -161,6 +161,8 @@ pub trait ConversationStore: Send + Sync {
 #[derive(Debug, Clone)]
 pub struct FileStore {
     dir: PathBuf,
+    /// A workspace's store: hidden from git ([`FileStore::for_workspace`]).
+    in_workspace: bool,
 }
 
 /// The ids kodik-agent gives its sessions (`20261201T041500.123Z-1a2b`): a file name with no
@@ -180,12 +182,14 @@ fn io_err(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> S
 impl FileStore {
     /// A store in `dir` (created on the first write).
     pub fn new(dir: impl Into<PathBuf>) -> Self {
-        Self { dir: dir.into() }
+        Self { dir: dir.into(), in_workspace: false }
     }
 
-    /// The store of a workspace: `<root>/.kodik/conversations`.
+    /// The store of a workspace: `<root>/.kodik/conversations`, git-ignored there (a
+    /// `.gitignore` of `*` written with the first entry or letter), so a model's `git add -A`
+    /// does not commit the conversations' metadata and letters.
     pub fn for_workspace(root: &Path) -> Self {
-        Self::new(root.join(".kodik").join("conversations"))
+        Self { dir: root.join(".kodik").join("conversations"), in_workspace: true }
     }
 
     /// Its folder.
@@ -200,6 +204,14 @@ impl FileStore {
     fn inbox(&self, id: &str) -> Result<PathBuf, StoreError> {
         if valid_id(id) { Ok(self.dir.join(format!("{id}.inbox"))) } else { Err(StoreError::BadId(id.to_string())) }
     }
+
+    fn hide_from_git(&self) {
+        if self.in_workspace {
+            // Hiding the store is housekeeping, never a reason to fail a write; a folder that
+            // cannot be created fails the write itself with its own error.
+            let _ = kodik_core::workspace::hide_from_git(&self.dir, "kodik conversation metadata and letters");
+        }
+    }
 }
 
 /// Writes `bytes` to `path` through a temporary file in the same folder and a rename.
@@ -213,12 +225,14 @@ fn write_whole(dir: &Path, path: &Path, stem: &str, bytes: &[u8]) -> Result<(), 
 impl ConversationStore for FileStore {
     fn put(&self, info: &SessionInfo) -> Result<(), StoreError> {
         let path = self.path(&info.id)?;
+        self.hide_from_git();
         let json = serde_json::to_vec_pretty(info).map_err(|e| io_err("encoding", &path)(std::io::Error::other(e)))?;
         write_whole(&self.dir, &path, &info.id, &json)
     }
 
     fn post(&self, to: &str, letter: &Letter) -> Result<(), StoreError> {
         let dir = self.inbox(to)?;
+        self.hide_from_git();
         // Named by time, process and a counter: letters sort in the order they were sent, and
         // two senders never pick the same name.
         let name = crate::new_session_id();

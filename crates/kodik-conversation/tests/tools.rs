@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kodik_conversation::{
-    Answer, Artifact, ConversationConfig, ConversationStore, ConversationToolset, FileStore, PresentError, Presenter,
-    Reaction, ScriptedAsker, SessionInfo,
+    Answer, Artifact, ConversationConfig, ConversationStore, ConversationToolset, FileStore, Letter, PresentError,
+    Presenter, Reaction, ScriptedAsker, SessionInfo,
 };
 use kodik_core::{ToolCall, ToolContext, ToolOutput, ToolRegistry, ToolStatus, Workspace, dispatch};
 use kodik_schema::agent::SessionState;
@@ -343,6 +343,34 @@ async fn a4_agent_status_lists_sessions_written_by_another_process() {
     assert_eq!(out.status, ToolStatus::Error);
     let out = h.call("agent_status", json!({"status": "closed"})).await;
     assert_eq!(out.status, ToolStatus::Error, "a filter without a session scope is refused");
+}
+
+#[test]
+fn a4_a5_the_workspace_conversation_store_stays_out_of_git_add() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git").args(args).current_dir(root).output().unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    git(&["init", "-q"]);
+    std::fs::write(root.join("main.rs"), "fn main() {}\n").unwrap();
+    // The entries and letters another conversation reads (A4, A5), written as a session does.
+    let store = FileStore::for_workspace(root);
+    store.put(&session("s-run", "Parser fix", SessionState::Running, 2, "/work/alpha")).unwrap();
+    store.post("s-run", &Letter { from: "me".into(), message: "The lexer API changed.".into(), sent: 1 }).unwrap();
+    assert_eq!(store.list().unwrap().len(), 1, "the .gitignore is not read as an entry");
+
+    // What a model's `git add -A` would commit: the project's file, nothing of the store.
+    git(&["add", "-A"]);
+    let staged = git(&["diff", "--cached", "--name-only"]);
+    assert_eq!(staged, "main.rs\n");
+    let status = git(&["status", "--porcelain", "--untracked-files=all", "--ignored"]);
+    assert!(status.contains("!! .kodik/conversations/"), "{status}");
+
+    // The letter is still delivered once, from the hidden folder.
+    assert_eq!(store.take_messages("s-run").unwrap().len(), 1);
 }
 
 #[tokio::test]

@@ -424,6 +424,27 @@ impl IgnoreChecks<'_> {
     }
 }
 
+/// Keeps git from seeing `dir`, a folder of kodik's own state inside a project (transcripts,
+/// the conversation store, a language server's index) that a model's `git add -A` must not
+/// commit: creates `dir` and in it a `.gitignore` of `*` (which hides the file itself too),
+/// its first line a comment saying what the folder holds (`what`). A `.gitignore` already
+/// there is the user's or an earlier run's and is left as it is; tracked files are untouched.
+pub fn hide_from_git(dir: &Path, what: &str) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let ignore = dir.join(".gitignore");
+    if ignore.symlink_metadata().is_ok() {
+        return Ok(());
+    }
+    std::fs::create_dir_all(dir)?;
+    // `create_new`: a file that appeared meanwhile is someone else's, never overwritten.
+    let mut file = match std::fs::OpenOptions::new().write(true).create_new(true).open(&ignore) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    file.write_all(format!("# {}\n*\n", what.replace('\n', " ")).as_bytes())
+}
+
 fn looks_windows(p: &str) -> bool {
     let b = p.as_bytes();
     p.contains('\\') || (b.len() >= 2 && b[0].is_ascii_alphabetic() && b[1] == b':')
