@@ -47,6 +47,11 @@ pub struct ServerConfig {
     /// of their own into the user's project (clangd's background index), to keep them out of
     /// `git status` and a model's `git add -A`.
     pub before_start: Option<fn(&Path)>,
+    /// Each of this server's projects sees only its own files (pyright, tsserver: a monorepo's
+    /// packages each get a server), so `references` and `incoming_calls` also ask the servers
+    /// of the workspace's other projects and merge their answers. Off for servers that load
+    /// the whole build from any member (rust-analyzer the cargo workspace, gopls the module).
+    pub sibling_projects: bool,
 }
 
 impl ServerConfig {
@@ -66,6 +71,7 @@ impl ServerConfig {
             diagnostics_quiet: None,
             republishes_on_save: false,
             before_start: None,
+            sibling_projects: false,
         }
     }
 
@@ -78,6 +84,13 @@ impl ServerConfig {
     /// Sets the settings answered to `workspace/configuration`.
     pub fn settings(mut self, settings: Value) -> Self {
         self.settings = settings;
+        self
+    }
+
+    /// Also asks this server's other projects in the workspace for references and incoming
+    /// calls (see [`ServerConfig::sibling_projects`]).
+    pub fn sibling_projects(mut self) -> Self {
+        self.sibling_projects = true;
         self
     }
 
@@ -227,11 +240,13 @@ pub fn default_servers() -> Vec<ServerConfig> {
             .settings(py_settings.clone())
             // pyright answers references from the files it has found so far; this log line
             // ("Found 12 source files") says the search is done.
-            .ready_log("source file"),
+            .ready_log("source file")
+            .sibling_projects(),
         ServerConfig::new("basedpyright", "basedpyright-langserver", &["--stdio"], PY)
             .root_markers(&py_markers)
             .settings(py_settings)
-            .ready_log("source file"),
+            .ready_log("source file")
+            .sibling_projects(),
         ServerConfig {
             diagnostics_quiet: Some(Duration::from_millis(600)),
             // tsserver loads the project after the first file opens, and its syntax-only
@@ -239,6 +254,7 @@ pub fn default_servers() -> Vec<ServerConfig> {
             // import line): the first queries wait for that load's progress to end.
             first_progress_grace: Some(Duration::from_secs(10)),
             grace_markers: vec!["tsconfig.json".into(), "jsconfig.json".into()],
+            sibling_projects: true,
             ..ServerConfig::new("typescript-language-server", "typescript-language-server", &["--stdio"], TS)
                 .root_markers(&["tsconfig.json", "jsconfig.json", "package.json"])
         },

@@ -41,9 +41,8 @@ pub struct LanguageServers {
     /// failure to start marks the server broken); a missing one is looked for again after
     /// [`PROGRAM_RECHECK`], so a server installed mid-session is picked up.
     programs: Mutex<HashMap<String, (Option<PathBuf>, Instant)>>,
-    /// Each server's project roots in the workspace, found once (see
-    /// [`LanguageServers::project_roots`]).
-    project_roots: Mutex<HashMap<String, Vec<PathBuf>>>,
+    /// Each server's projects in the workspace, found once (see [`LanguageServers::projects`]).
+    projects: Mutex<HashMap<String, Vec<(PathBuf, PathBuf)>>>,
 }
 
 /// How long "not installed" is believed before `PATH` is searched again.
@@ -66,7 +65,7 @@ impl LanguageServers {
             broken: Mutex::default(),
             roots_seen: Mutex::default(),
             programs: Mutex::default(),
-            project_roots: Mutex::default(),
+            projects: Mutex::default(),
         }
     }
 
@@ -123,25 +122,40 @@ impl LanguageServers {
     /// The project roots of server `name` in the workspace (a monorepo's packages each have
     /// their own server), from one walk of the workspace the first time they are asked for.
     pub fn project_roots(&self, name: &str) -> Vec<PathBuf> {
-        if let Some(found) = self.project_roots.lock().ok().and_then(|r| r.get(name).cloned()) {
+        self.projects(name).into_iter().map(|(root, _)| root).collect()
+    }
+
+    /// Server `name`'s projects in the workspace, each as its root and the first file of it
+    /// the walk met (opening one of a project's files is what makes tsserver load the project).
+    pub fn projects(&self, name: &str) -> Vec<(PathBuf, PathBuf)> {
+        if let Some(found) = self.projects.lock().ok().and_then(|r| r.get(name).cloned()) {
             return found;
         }
-        let mut found: Vec<PathBuf> = Vec::new();
+        let mut found: Vec<(PathBuf, PathBuf)> = Vec::new();
         for root in &self.roots {
-            for entry in ignore::WalkBuilder::new(root).require_git(false).build().flatten().take(20_000) {
+            // node_modules' packages hold package.json too: they are not the workspace's projects.
+            let walk = ignore::WalkBuilder::new(root)
+                .require_git(false)
+                .filter_entry(|e| {
+                    e.depth() == 0
+                        || !e.file_type().is_some_and(|t| t.is_dir())
+                        || !crate::tools::is_dependency_dir(e.path())
+                })
+                .build();
+            for entry in walk.flatten().take(20_000) {
                 if !entry.file_type().is_some_and(|t| t.is_file()) {
                     continue;
                 }
                 if let Some((server, project)) = self.server_key(entry.path())
                     && server == name
-                    && !found.contains(&project)
+                    && !found.iter().any(|(r, _)| *r == project)
                 {
-                    found.push(project);
+                    found.push((project, entry.into_path()));
                 }
             }
         }
         found.sort();
-        if let Ok(mut r) = self.project_roots.lock() {
+        if let Ok(mut r) = self.projects.lock() {
             r.insert(name.to_owned(), found.clone());
         }
         found

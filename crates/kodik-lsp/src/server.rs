@@ -494,6 +494,11 @@ impl Server {
         }
     }
 
+    /// Whether `path` is open in this server (sent with `didOpen` and not closed since).
+    pub async fn is_open(&self, path: &Path) -> bool {
+        self.docs.lock().await.contains_key(path)
+    }
+
     /// The configured name (`pyright`).
     pub fn name(&self) -> &str {
         &self.config.name

@@ -3,6 +3,7 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use kodik_core::{IgnoreChecks, ToolContext, ToolError, ToolOutput, ToolSpec, TypedTool, Workspace};
@@ -353,71 +354,353 @@ fn document_symbols(result: &Value, out: &mut String, depth: usize, count: &mut 
     }
 }
 
-impl LspTool {
-    /// Asks `server` and, when the server is still indexing once it has answered, waits for it
-    /// to finish (bounded) and asks again: an answer given mid-load may be partial even when it
-    /// is not empty (tsserver's syntax-only server answers references with the declaration
-    /// alone, definition with the import line). Returns the answer and whether it may be partial.
-    async fn ask(&self, server: &Server, method: &str, params: Value) -> Result<(Value, bool), LspError> {
-        // Answers given mid-scan miss files (partial references): wait for the scan, bounded.
-        if server.readiness() == Readiness::Indexing {
-            server.wait_ready(self.servers.config().indexing_wait).await;
-        }
-        let first = server.request(method, params.clone()).await.map_err(LspError::Rpc)?;
-        if server.readiness() != Readiness::Indexing {
-            return Ok((first, false));
-        }
-        let ready = server.wait_ready(self.servers.config().indexing_wait).await;
-        let again = server.request(method, params).await.map_err(LspError::Rpc)?;
-        Ok((again, !ready))
+/// Asks `server` and, when the server is still indexing once it has answered, waits for it
+/// to finish (at most `indexing_wait`) and asks again: an answer given mid-load may be partial
+/// even when it is not empty (tsserver's syntax-only server answers references with the
+/// declaration alone, definition with the import line). Returns the answer and whether it may
+/// be partial.
+async fn ask(server: &Server, indexing_wait: Duration, method: &str, params: Value) -> Result<(Value, bool), LspError> {
+    // Answers given mid-scan miss files (partial references): wait for the scan, bounded.
+    if server.readiness() == Readiness::Indexing {
+        server.wait_ready(indexing_wait).await;
     }
+    let first = server.request(method, params.clone()).await.map_err(LspError::Rpc)?;
+    if server.readiness() != Readiness::Indexing {
+        return Ok((first, false));
+    }
+    let ready = server.wait_ready(indexing_wait).await;
+    let again = server.request(method, params).await.map_err(LspError::Rpc)?;
+    Ok((again, !ready))
+}
 
-    /// References of a symbol include its imports renamed with `as` (`from .models import
-    /// User as Person`), but pyright does not list the uses of the new name: those are asked
-    /// for at the alias and added to `locs`. Returns the aliases followed; the files read are
-    /// left in `read` for the answer's source lines.
-    async fn alias_uses(&self, server: &Server, locs: &mut Vec<Loc>, read: &mut Texts) -> Vec<String> {
-        let mut aliases = Vec::new();
-        let mut asked = Vec::new();
-        let mut current: Option<(PathBuf, Option<Arc<str>>)> = None;
-        for l in locs.iter() {
-            if asked.len() == MAX_ALIASES {
-                break;
-            }
-            // Servers list a file's hits together: one lookup per run of them.
-            if current.as_ref().is_none_or(|(p, _)| *p != l.path) {
-                let text = match read.get(&l.path) {
-                    Some(t) => t.clone(),
-                    None => {
-                        let t = server.source(&l.path);
-                        read.insert(l.path.clone(), t.clone());
-                        t
-                    }
-                };
-                current = Some((l.path.clone(), text));
-            }
-            let Some(text) = current.as_ref().and_then(|(_, t)| t.as_deref()) else { continue };
-            let Some(line) = line_of(text, l.line as usize) else { continue };
-            // Most hits are uses, not imports: their lines are passed over before any column work.
-            if !is_import_line(line) {
-                continue;
-            }
-            let start = from_lsp_column(line, l.col, l.enc);
-            let Some((alias, at)) = import_alias(line, start) else { continue };
-            let position = json!({"line": l.line, "character": to_lsp_column(line, at, server.encoding())});
-            asked.push((path_to_uri(&l.path), position));
+/// The locations `res` (the answer to `op`'s first request) leads to: the references with the
+/// uses through import aliases added (the aliases followed go to `aliases`), or the calls into
+/// or out of the call-hierarchy item. `None` when the server has no call-hierarchy item there
+/// (not a function).
+async fn uses(
+    server: &Server,
+    op: LspOperation,
+    res: &Value,
+    read: &mut Texts,
+    aliases: &mut Vec<String>,
+) -> Result<Option<Vec<Loc>>, LspError> {
+    let enc = server.encoding();
+    if op == LspOperation::References {
+        let mut locs = locations(res, enc);
+        for alias in alias_uses(server, &mut locs, read).await {
             if !aliases.contains(&alias) {
                 aliases.push(alias);
             }
         }
-        for (uri, position) in asked {
-            let params =
-                json!({"textDocument": {"uri": uri}, "position": position, "context": {"includeDeclaration": true}});
-            if let Ok(more) = server.request("textDocument/references", params).await {
-                locs.extend(locations(&more, server.encoding()));
+        return Ok(Some(locs));
+    }
+    let Some(item) = res.as_array().and_then(|a| a.first()).cloned() else { return Ok(None) };
+    let (method, key) = if op == LspOperation::IncomingCalls {
+        ("callHierarchy/incomingCalls", "from")
+    } else {
+        ("callHierarchy/outgoingCalls", "to")
+    };
+    let calls = server.request(method, json!({"item": item})).await.map_err(LspError::Rpc)?;
+    let locs = calls
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| {
+            let it = c.get(key)?;
+            let label = format!("{} {}", kind_name(it), it.get("name").and_then(Value::as_str).unwrap_or("?"));
+            let l = json!({"uri": it.get("uri")?, "range": it.get("selectionRange")?});
+            loc_from(&l, Some(format!("({label})")), enc)
+        })
+        .collect();
+    Ok(Some(locs))
+}
+
+/// The place a question was asked about, enough to ask another server about the same place.
+struct Asked<'a> {
+    path: &'a Path,
+    /// 0-based line.
+    line0: u32,
+    /// Character index of the identifier in the line.
+    idx: usize,
+    op: LspOperation,
+}
+
+/// At most this many other projects are asked by one `references` or `incoming_calls`.
+const MAX_OTHER_PROJECTS: usize = 8;
+
+/// How long another project's server may take to start and answer (a first question in a
+/// monorepo starts them).
+const OTHER_PROJECT_WAIT: Duration = Duration::from_secs(60);
+
+/// The workspace's other projects of a server, asked too (see
+/// [`crate::ServerConfig::sibling_projects`]).
+struct OtherProjects {
+    searched: Vec<PathBuf>,
+    failed: Vec<(PathBuf, String)>,
+    /// Projects beyond [`MAX_OTHER_PROJECTS`], not asked.
+    skipped: usize,
+    /// An answer may be partial (its server was still indexing).
+    partial: bool,
+}
+
+impl OtherProjects {
+    fn note(&self, ws: &Workspace, out: &mut String, meta: &mut Value) {
+        if !self.searched.is_empty() {
+            let names: Vec<String> = self.searched.iter().map(|r| ws.display(r)).collect();
+            let _ = writeln!(out, "(also searched the workspace's other projects: {})", names.join(", "));
+        }
+        if !self.failed.is_empty() {
+            let failed: Vec<String> = self.failed.iter().map(|(r, why)| format!("{}: {why}", ws.display(r))).collect();
+            let _ = writeln!(out, "Not searched: {}.", failed.join("; "));
+            meta["not_searched"] = json!(failed);
+        }
+        if self.skipped > 0 {
+            let _ = writeln!(
+                out,
+                "({} more projects of the workspace were not searched: at most {MAX_OTHER_PROJECTS} are asked; grep finds uses there)",
+                self.skipped
+            );
+        }
+    }
+}
+
+/// The functions of `server`'s own project that hold the references `refs` (those in `asked`,
+/// the function's own file, left out): each as its name's place, labelled like an incoming
+/// call. A reference outside every function is listed where it is, unless it is an import.
+async fn callers(server: &Server, refs: Vec<Loc>, asked: &Path, read: &mut Texts) -> Vec<Loc> {
+    let mut found: Vec<Loc> = Vec::new();
+    let mut refs: Vec<Loc> =
+        refs.into_iter().filter(|l| l.path != asked && l.path.starts_with(server.root())).collect();
+    refs.sort_by(location_order);
+    for file_refs in refs.chunk_by(|a, b| a.path == b.path) {
+        let path = &file_refs[0].path;
+        let Ok(text) = server.sync(path, None).await else { continue };
+        let params = json!({"textDocument": {"uri": path_to_uri(path)}});
+        let symbols = server.request("textDocument/documentSymbol", params).await.unwrap_or(Value::Null);
+        let mut callables = Vec::new();
+        callable_symbols(&symbols, &mut callables);
+        for r in file_refs {
+            // The innermost function around the reference: the one that starts last.
+            let holder = callables
+                .iter()
+                .filter(|c| c.start <= (r.line, r.col) && (r.line, r.col) < c.end)
+                .max_by_key(|c| c.start);
+            let loc = match holder {
+                Some(c) => Loc {
+                    path: path.clone(),
+                    line: c.name_at.0,
+                    col: c.name_at.1,
+                    label: Some(format!("({} {})", c.kind, c.name)),
+                    enc: r.enc,
+                },
+                None if line_of(&text, r.line as usize).is_some_and(is_import_line) => continue,
+                None => Loc {
+                    path: path.clone(),
+                    line: r.line,
+                    col: r.col,
+                    label: Some("(top-level code)".into()),
+                    enc: r.enc,
+                },
+            };
+            if !found.contains(&loc) {
+                found.push(loc);
             }
         }
-        aliases
+        read.entry(path.clone()).or_insert(Some(text));
+    }
+    found
+}
+
+/// A function, method or constructor of a document's outline.
+struct Callable {
+    name: String,
+    kind: &'static str,
+    /// Range of the whole body, as (line, character) in the server's units; `end` exclusive.
+    start: (u32, u32),
+    end: (u32, u32),
+    name_at: (u32, u32),
+}
+
+/// The callables of a `textDocument/documentSymbol` answer, nested ones included (hierarchical
+/// DocumentSymbols; flat SymbolInformation has ranges too).
+fn callable_symbols(result: &Value, out: &mut Vec<Callable>) {
+    let pos = |v: Option<&Value>| -> Option<(u32, u32)> {
+        let v = v?;
+        Some((v.get("line")?.as_u64()? as u32, v.get("character")?.as_u64()? as u32))
+    };
+    for s in result.as_array().into_iter().flatten() {
+        // Function 12, method 6, constructor 9.
+        if matches!(s.get("kind").and_then(Value::as_u64), Some(6 | 9 | 12)) {
+            let range = s.get("range").or_else(|| s.pointer("/location/range"));
+            let start = pos(range.and_then(|r| r.get("start")));
+            let end = pos(range.and_then(|r| r.get("end")));
+            let name_at = pos(s.pointer("/selectionRange/start")).or(start);
+            if let (Some(start), Some(end), Some(name_at)) = (start, end, name_at) {
+                let name = s.get("name").and_then(Value::as_str).unwrap_or("?").to_owned();
+                out.push(Callable { name, kind: kind_name(s), start, end, name_at });
+            }
+        }
+        if let Some(children) = s.get("children") {
+            callable_symbols(children, out);
+        }
+    }
+}
+
+/// `asked` put to the server of the project that `sample` belongs to: the locations, the
+/// texts read for them, the import aliases followed, and whether the answer may be partial.
+async fn ask_other_project(
+    servers: &LanguageServers,
+    sample: &Path,
+    asked: &Asked<'_>,
+) -> Result<(Vec<Loc>, Texts, Vec<String>, bool), LspError> {
+    servers
+        .with_server(sample, |server| async move {
+            // tsserver loads a project when one of its files opens; without it the file asked
+            // about would be the only one this server knows.
+            let new_here = !server.is_open(asked.path).await;
+            server.sync(sample, None).await?;
+            if new_here {
+                // A file new to this server is placed in its projects once its diagnostics are
+                // in; asked before that, tsserver's syntax-only server answers while the
+                // projects load, with the declaration alone.
+                server.diagnostics(asked.path, None).await?;
+            }
+            let text = server.sync(asked.path, None).await?;
+            let src = line_of(&text, asked.line0 as usize).unwrap_or("");
+            let position = json!({"line": asked.line0, "character": to_lsp_column(src, asked.idx, server.encoding())});
+            let mut params = json!({"textDocument": {"uri": path_to_uri(asked.path)}, "position": position});
+            let method = if asked.op == LspOperation::References {
+                params["context"] = json!({"includeDeclaration": true});
+                "textDocument/references"
+            } else {
+                "textDocument/prepareCallHierarchy"
+            };
+            let (res, partial) = ask(&server, servers.config().indexing_wait, method, params.clone()).await?;
+            let (mut read, mut aliases) = (Texts::new(), Vec::new());
+            let mut found = uses(&server, asked.op, &res, &mut read, &mut aliases).await?.unwrap_or_default();
+            if asked.op == LspOperation::IncomingCalls && found.is_empty() {
+                // tsserver's call hierarchy stays within the project of the function's own file;
+                // its references do not: this project's callers are found from them.
+                params["context"] = json!({"includeDeclaration": false});
+                let (res, _) = ask(&server, servers.config().indexing_wait, "textDocument/references", params).await?;
+                found = callers(&server, locations(&res, server.encoding()), asked.path, &mut read).await;
+            }
+            Ok((found, read, aliases, partial))
+        })
+        .await
+}
+
+/// References of a symbol include its imports renamed with `as` (`from .models import
+/// User as Person`), but pyright does not list the uses of the new name: those are asked
+/// for at the alias and added to `locs`. Returns the aliases followed; the files read are
+/// left in `read` for the answer's source lines.
+async fn alias_uses(server: &Server, locs: &mut Vec<Loc>, read: &mut Texts) -> Vec<String> {
+    let mut aliases = Vec::new();
+    let mut asked = Vec::new();
+    let mut current: Option<(PathBuf, Option<Arc<str>>)> = None;
+    for l in locs.iter() {
+        if asked.len() == MAX_ALIASES {
+            break;
+        }
+        // Servers list a file's hits together: one lookup per run of them.
+        if current.as_ref().is_none_or(|(p, _)| *p != l.path) {
+            let text = match read.get(&l.path) {
+                Some(t) => t.clone(),
+                None => {
+                    let t = server.source(&l.path);
+                    read.insert(l.path.clone(), t.clone());
+                    t
+                }
+            };
+            current = Some((l.path.clone(), text));
+        }
+        let Some(text) = current.as_ref().and_then(|(_, t)| t.as_deref()) else { continue };
+        let Some(line) = line_of(text, l.line as usize) else { continue };
+        // Most hits are uses, not imports: their lines are passed over before any column work.
+        if !is_import_line(line) {
+            continue;
+        }
+        let start = from_lsp_column(line, l.col, l.enc);
+        let Some((alias, at)) = import_alias(line, start) else { continue };
+        let position = json!({"line": l.line, "character": to_lsp_column(line, at, server.encoding())});
+        asked.push((path_to_uri(&l.path), position));
+        if !aliases.contains(&alias) {
+            aliases.push(alias);
+        }
+    }
+    for (uri, position) in asked {
+        let params =
+            json!({"textDocument": {"uri": uri}, "position": position, "context": {"includeDeclaration": true}});
+        if let Ok(more) = server.request("textDocument/references", params).await {
+            locs.extend(locations(&more, server.encoding()));
+        }
+    }
+    aliases
+}
+
+impl LspTool {
+    async fn ask(&self, server: &Server, method: &str, params: Value) -> Result<(Value, bool), LspError> {
+        ask(server, self.servers.config().indexing_wait, method, params).await
+    }
+
+    /// For a server whose projects see only their own files (a monorepo's packages each have
+    /// a server): the uses of the symbol in the workspace's other projects of that server,
+    /// each asked of its own server (started when needed), added to `locs`. `None` when the
+    /// server sees the whole build or the workspace has no other project of it.
+    async fn in_other_projects(
+        &self,
+        server: &Server,
+        asked: &Asked<'_>,
+        locs: &mut Vec<Loc>,
+        read: &mut Texts,
+        aliases: &mut Vec<String>,
+    ) -> Option<OtherProjects> {
+        let cfg = self.servers.config().servers.iter().find(|c| c.name == server.name())?;
+        if !cfg.sibling_projects {
+            return None;
+        }
+        let others: Vec<(PathBuf, PathBuf)> =
+            self.servers.projects(server.name()).into_iter().filter(|(root, _)| root != server.root()).collect();
+        if others.is_empty() {
+            return None;
+        }
+        let skipped = others.len().saturating_sub(MAX_OTHER_PROJECTS);
+        let mut running = tokio::task::JoinSet::new();
+        for (root, sample) in others.into_iter().take(MAX_OTHER_PROJECTS) {
+            let servers = self.servers.clone();
+            let (path, line0, idx, op) = (asked.path.to_path_buf(), asked.line0, asked.idx, asked.op);
+            running.spawn(async move {
+                let asked = Asked { path: &path, line0, idx, op };
+                let got = tokio::time::timeout(OTHER_PROJECT_WAIT, ask_other_project(&servers, &sample, &asked)).await;
+                (root, got)
+            });
+        }
+        let mut others = OtherProjects { searched: Vec::new(), failed: Vec::new(), skipped, partial: false };
+        while let Some(joined) = running.join_next().await {
+            let Ok((root, got)) = joined else { continue };
+            match got {
+                Ok(Ok((found, texts, names, partial))) => {
+                    locs.extend(found);
+                    for (path, text) in texts {
+                        read.entry(path).or_insert(text);
+                    }
+                    for name in names {
+                        if !aliases.contains(&name) {
+                            aliases.push(name);
+                        }
+                    }
+                    others.partial |= partial;
+                    others.searched.push(root);
+                }
+                Ok(Err(e)) => others.failed.push((root, e.to_string())),
+                Err(_) => others
+                    .failed
+                    .push((root, format!("its server did not answer within {} s", OTHER_PROJECT_WAIT.as_secs()))),
+            }
+        }
+        others.searched.sort();
+        others.failed.sort();
+        Some(others)
     }
 
     async fn at_position(&self, args: &LspArgs, ws: &Workspace) -> Result<ToolOutput, LspError> {
@@ -485,48 +768,28 @@ impl LspTool {
                             };
                             Ok(finish(out, partial, json!({})))
                         }
-                        LspOperation::IncomingCalls | LspOperation::OutgoingCalls => {
-                            let Some(item) = res.as_array().and_then(|a| a.first()).cloned() else {
+                        LspOperation::IncomingCalls | LspOperation::OutgoingCalls | LspOperation::References => {
+                            let mut read = Texts::new();
+                            let mut aliases = Vec::new();
+                            let Some(mut locs) = uses(&server, op, &res, &mut read, &mut aliases).await? else {
                                 let out = format!("`{shown_symbol}` is not a function or method the server can follow calls of ({header}).\n");
                                 return Ok(finish(out, partial, json!({"total": 0})));
                             };
-                            let (method, key) = if op == LspOperation::IncomingCalls {
-                                ("callHierarchy/incomingCalls", "from")
+                            let asked = Asked { path: &path, line0: line.saturating_sub(1), idx, op };
+                            let others = if op == LspOperation::OutgoingCalls {
+                                None
                             } else {
-                                ("callHierarchy/outgoingCalls", "to")
+                                self.in_other_projects(&server, &asked, &mut locs, &mut read, &mut aliases).await
                             };
-                            let calls = server.request(method, json!({"item": item})).await.map_err(LspError::Rpc)?;
-                            let locs = calls
-                                .as_array()
-                                .map(|a| {
-                                    a.iter()
-                                        .filter_map(|c| {
-                                            let it = c.get(key)?;
-                                            let label = format!(
-                                                "{} {}",
-                                                kind_name(it),
-                                                it.get("name").and_then(Value::as_str).unwrap_or("?")
-                                            );
-                                            let l = json!({"uri": it.get("uri")?, "range": it.get("selectionRange")?});
-                                            loc_from(&l, Some(format!("({label})")), server.encoding())
-                                        })
-                                        .collect::<Vec<_>>()
-                                })
-                                .unwrap_or_default();
-                            let (mut out, meta, partial) =
-                                locations_text(ws, &server, locs, &header, partial, &Texts::new());
-                            if op == LspOperation::IncomingCalls {
-                                other_projects_note(ws, &self.servers, &server, &mut out);
+                            let partial = partial || others.as_ref().is_some_and(|o| o.partial);
+                            let (mut out, mut meta, partial) = locations_text(ws, &server, locs, &header, partial, &read);
+                            match others {
+                                Some(others) => others.note(ws, &mut out, &mut meta),
+                                None if op != LspOperation::OutgoingCalls => {
+                                    other_projects_note(ws, &self.servers, &server, &mut out)
+                                }
+                                None => {}
                             }
-                            Ok(finish(out, partial, meta))
-                        }
-                        LspOperation::References => {
-                            let mut locs = locations(&res, server.encoding());
-                            let mut read = Texts::new();
-                            let aliases = self.alias_uses(&server, &mut locs, &mut read).await;
-                            let (mut out, meta, partial) =
-                                locations_text(ws, &server, locs, &header, partial, &read);
-                            other_projects_note(ws, &self.servers, &server, &mut out);
                             if !aliases.is_empty() {
                                 let names: Vec<String> = aliases.iter().map(|a| format!("`{a}`")).collect();
                                 let s = if aliases.len() == 1 { "" } else { "es" };

@@ -368,3 +368,38 @@ async fn l2_references_follow_python_import_aliases() {
     assert!(refs.contains("pkg/service.py:1:15:"), "{refs}");
     assert!(refs.contains("includes uses through the import alias `Person`"), "{refs}");
 }
+
+/// L2: a Python monorepo whose services each have a pyproject.toml gets a pyright per service;
+/// references asked in the shared library also ask the other services' servers, so a use in a
+/// service that imports the library is listed (before: only the library's own lines, presented
+/// as complete); incoming calls likewise.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l2_references_in_a_python_monorepo_include_the_other_projects() {
+    if pyright().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let h = Harness::new(dir.path(), pyright().expect("checked above"));
+    h.write("services/lib/pyproject.toml", "[project]\nname = \"lib\"\nversion = \"0.1\"\n");
+    h.write("services/lib/shared.py", "def helper(n: int) -> int:\n    return n * 2\n");
+    h.write(
+        "services/app/pyproject.toml",
+        "[project]\nname = \"app\"\nversion = \"0.1\"\n\n[tool.pyright]\nextraPaths = [\"../lib\"]\n",
+    );
+    h.write("services/app/main.py", "from shared import helper\n\n\ndef run() -> int:\n    return helper(2)\n");
+    h.write("services/other/pyproject.toml", "[project]\nname = \"other\"\nversion = \"0.1\"\n");
+    h.write("services/other/unrelated.py", "def helper() -> None:\n    pass\n\nhelper()\n");
+    let refs = h
+        .lsp(json!({"operation": "references", "path": "services/lib/shared.py", "line": 1, "symbol": "helper"}))
+        .await;
+    assert!(refs.contains("services/lib/shared.py:1:5:"), "{refs}");
+    assert!(refs.contains("services/app/main.py:1:20: from shared import helper"), "{refs}");
+    assert!(refs.contains("services/app/main.py:5:12: return helper(2)"), "{refs}");
+    // A function of the same name in a project that does not import the library is not a use.
+    assert!(!refs.contains("unrelated.py"), "{refs}");
+    assert!(refs.contains("(also searched the workspace's other projects: services/app, services/other)"), "{refs}");
+    let calls = h
+        .lsp(json!({"operation": "incoming_calls", "path": "services/lib/shared.py", "line": 1, "symbol": "helper"}))
+        .await;
+    assert!(calls.contains("services/app/main.py:4:5: (function run)"), "{calls}");
+}

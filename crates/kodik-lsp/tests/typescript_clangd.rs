@@ -141,11 +141,12 @@ async fn l6_typescript_counts_as_loading_only_for_a_tsconfig_project() {
     assert_eq!(server.readiness(), kodik_lsp::Readiness::Indexing);
 }
 
-/// L2: in a monorepo each package has its own server, so references asked in one package
-/// cannot see the uses in the others: the answer says so and names them (before: "1 location",
-/// presented as complete).
+/// L2: in a monorepo each package has its own server; references and incoming calls asked in
+/// one package also ask the other packages' servers, so the uses in a sibling package are listed
+/// and the packages searched are named (before: "1 location" from the library's own package,
+/// presented as complete, and "No results" for incoming_calls).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn l2_references_in_one_package_of_a_monorepo_name_the_other_packages() {
+async fn l2_references_in_one_package_of_a_monorepo_include_the_other_packages() {
     let Some(cfg) = configured("typescript-language-server", "typescript-language-server") else { return };
     let dir = tempfile::tempdir().unwrap();
     let h = Harness::new(dir.path(), cfg);
@@ -157,23 +158,34 @@ async fn l2_references_in_one_package_of_a_monorepo_name_the_other_packages() {
     h.write("packages/app/package.json", r#"{"name":"app","version":"1.0.0"}"#);
     h.write(
         "packages/app/src/main.ts",
-        "import { sharedHelper } from \"../../lib/src/index\";\n\nexport const x = sharedHelper(2);\n",
+        "import { sharedHelper } from \"../../lib/src/index\";\n\nexport function run() {\n  return sharedHelper(2);\n}\n",
     );
+    // A dependency's package.json is not a project of the workspace: it is neither asked nor named.
+    h.write("packages/app/node_modules/dep/package.json", r#"{"name":"dep","version":"1.0.0"}"#);
+    h.write("packages/app/node_modules/dep/index.js", "module.exports = 1;\n");
     let refs = h
         .lsp(json!({"operation": "references", "path": "packages/lib/src/index.ts", "line": 1, "symbol": "sharedHelper"}))
         .await;
+    assert!(refs.contains("3 locations"), "{refs}");
     assert!(refs.contains("packages/lib/src/index.ts:1:17:"), "{refs}");
-    assert!(
-        refs.contains("searched the project packages/lib only; other projects in the workspace: packages/app"),
-        "{refs}"
-    );
-    // Asked from the app package, its own uses are found.
+    assert!(refs.contains("packages/app/src/main.ts:1:10: import { sharedHelper }"), "{refs}");
+    assert!(refs.contains("packages/app/src/main.ts:4:10: return sharedHelper(2);"), "{refs}");
+    assert!(refs.contains("(also searched the workspace's other projects: packages/app)"), "{refs}");
+    assert!(!refs.contains("node_modules") && !refs.contains("Not searched"), "{refs}");
+    let calls = h
+        .lsp(json!({"operation": "incoming_calls", "path": "packages/lib/src/index.ts", "line": 1, "symbol": "sharedHelper"}))
+        .await;
+    assert!(calls.contains("packages/app/src/main.ts:3:17: (function run)"), "{calls}");
+    // Asked from the app package, its own uses and the library's declaration are found.
     let refs = h
         .lsp(
-            json!({"operation": "references", "path": "packages/app/src/main.ts", "line": 3, "symbol": "sharedHelper"}),
+            json!({"operation": "references", "path": "packages/app/src/main.ts", "line": 4, "symbol": "sharedHelper"}),
         )
         .await;
-    assert!(refs.contains("packages/app/src/main.ts:3:18:"), "{refs}");
+    assert!(
+        refs.contains("packages/app/src/main.ts:4:10:") && refs.contains("packages/lib/src/index.ts:1:17:"),
+        "{refs}"
+    );
 }
 
 /// L1, L2, L4, E9 on clangd (push diagnostics only, with versions).
