@@ -168,3 +168,74 @@ fn w5_kodik_serve_offers_web_search_only_with_a_provider_and_runs_web_fetch() {
     assert_eq!(result["isError"], false, "{result}");
     assert!(result["content"][0]["text"].as_str().unwrap().contains("## Version 2.0"), "{result}");
 }
+
+/// An app shell whose list is filled by a fetch, beside a long-poll request that never ends.
+const APP: &str = "<html><head><title>Inbox</title></head><body><div id=\"root\">Loading...</div><script>\
+fetch('/api/items').then(r => r.json()).then(items => { document.getElementById('root').innerHTML = \
+'<h1>Inbox</h1><ul>' + items.map(i => '<li>' + i + '</li>').join('') + '</ul>'; });\
+fetch('/poll?since=0');</script></body></html>";
+
+/// Serves APP, its data after 0.8 s at /api/items, robots.txt, and a /poll that never answers.
+fn app_server() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut s) = stream else { continue };
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 2048];
+                while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match s.read(&mut chunk) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                }
+                let head = String::from_utf8_lossy(&buf);
+                let path = head.split(' ').nth(1).unwrap_or("/").to_owned();
+                let (ct, body) = if path.starts_with("/poll") {
+                    // Held open until the client goes away.
+                    let _ = s.read(&mut chunk);
+                    return;
+                } else if path.starts_with("/api/items") {
+                    std::thread::sleep(Duration::from_millis(800));
+                    ("application/json", r#"["alpha","beta","gamma"]"#)
+                } else if path == "/robots.txt" {
+                    ("text/plain", "User-agent: *\nAllow: /\n")
+                } else {
+                    ("text/html", APP)
+                };
+                let _ = write!(
+                    s,
+                    "HTTP/1.1 200 OK\r\nContent-Type: {ct}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            });
+        }
+    });
+    base
+}
+
+/// W2 end to end, with the toolbox's real Chromium as web_fetch's renderer: a client-rendered
+/// page whose data comes after 0.8 s is returned with its data, not its "Loading..." placeholder,
+/// although another request of the page never ends; the result says that request was still open,
+/// and the next call renders the page again instead of answering from the cache.
+#[test]
+fn w2_a_client_rendered_page_with_a_request_that_never_ends_is_read_with_its_data_and_not_cached() {
+    let base = app_server();
+    let dir = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let ws = dir.path().to_str().unwrap();
+    let call = format!(r#"{{"id":"f","name":"web_fetch","args":{{"url":"{base}/inbox"}}}}"#);
+    let mut cmd = kodik();
+    // The browser's profile and temporary folders stay with the test.
+    cmd.env("XDG_CACHE_HOME", cache.path());
+    let lines = common::run_batch(cmd, ws, &format!("{call}\n{call}\n"));
+    for line in &lines {
+        assert_eq!(line["status"], "success", "{line}");
+        let text = line["content"][0]["text"].as_str().unwrap();
+        assert!(text.contains("# Inbox") && text.contains("gamma") && !text.contains("Loading..."), "{text}");
+        assert!(text.contains("/poll?since=0") && text.contains("Not cached"), "{text}");
+        assert!(!text.contains("from the cache"), "{text}");
+    }
+}
