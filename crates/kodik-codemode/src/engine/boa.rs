@@ -31,6 +31,7 @@ use std::time::{Duration, Instant};
 use boa_engine::builtins::promise::{OperationType, Promise, PromiseState, ResolvingFunctions};
 use boa_engine::context::HostHooks;
 use boa_engine::job::{Job, JobCallback, JobExecutor};
+use boa_engine::module::{Module, ModuleLoader, ModuleRequest, Referrer};
 use boa_engine::object::ObjectInitializer;
 use boa_engine::object::builtins::{JsArray, JsFunction, JsPromise};
 use boa_engine::vm::SourcePath;
@@ -69,6 +70,9 @@ impl ScriptEngine for BoaEngine {
         let mut ctx = Context::builder()
             .job_executor(Rc::clone(&queue))
             .host_hooks(Rc::new(ScriptHooks))
+            // Without a loader of its own boa resolves `import()` against the process's working
+            // directory and reads any file there (K3).
+            .module_loader(Rc::new(NoModules))
             .build()
             .map_err(|e| ScriptError::new(ErrorKind::ExecutionFailure, format!("the engine did not start: {e}")))?;
         let host = Rc::new(Host {
@@ -167,6 +171,26 @@ impl Host {
     }
 }
 
+/// Refuses every `import()`, whatever the specifier, with the same message, so a script learns
+/// neither that modules exist on disk nor which paths do (K3).
+struct NoModules;
+
+/// What a script that imports or requires a module is told.
+pub(crate) const NO_MODULES: &str = "modules are not available in code mode (no import or require): call tools \
+     instead — tools.read_file({path}) for a file's text (JSON.parse it for JSON data), tools.shell({command}) to \
+     run a program — and write the logic in this script.";
+
+impl ModuleLoader for NoModules {
+    async fn load_imported_module(
+        self: Rc<Self>,
+        _referrer: Referrer,
+        _request: ModuleRequest,
+        _context: &RefCell<&mut Context>,
+    ) -> JsResult<Module> {
+        Err(JsNativeError::typ().with_message(NO_MODULES).into())
+    }
+}
+
 /// Promise jobs only: scripts get no timers or host async jobs from boa (K3).
 #[derive(Default)]
 struct Queue {
@@ -201,8 +225,8 @@ fn run_job(job: Job, ctx: &mut Context) -> JsResult<()> {
     match job {
         Job::PromiseJob(j) => j.call(ctx).map(drop),
         Job::GenericJob(j) => j.call(ctx).map(drop),
-        // The only async jobs a script can start are dynamic imports, which the default module
-        // loader refuses at once: poll once so the import's promise rejects. Anything still
+        // The only async jobs a script can start are dynamic imports, which [`NoModules`]
+        // refuses at once: poll once so the import's promise rejects. Anything still
         // pending is dropped: scripts get no host async work but tool calls (K3).
         Job::AsyncJob(j) => {
             let cell = RefCell::new(ctx);

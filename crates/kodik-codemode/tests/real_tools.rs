@@ -1,0 +1,73 @@
+//! Code mode over the real file tools (kodik-edit, kodik-search) on real files: what a script
+//! does to the workspace and what it reads back. Every test is bounded by a timeout.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use kodik_codemode::{CodeModeConfig, CodeModeTool};
+use kodik_core::{Tool, ToolContext, ToolOutput, ToolRegistry, ToolStatus, Workspace};
+use serde_json::json;
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+struct Setup {
+    tool: CodeModeTool,
+    cx: ToolContext,
+    dir: tempfile::TempDir,
+}
+
+fn setup() -> Setup {
+    let mut registry = ToolRegistry::new();
+    kodik_search::SearchToolset::new().register(&mut registry);
+    kodik_edit::EditToolset::new().register(&mut registry);
+    let dir = tempfile::tempdir().unwrap();
+    let workspace = Workspace::new(dir.path()).unwrap();
+    let tool = CodeModeTool::new(CodeModeConfig::default().timeout(Duration::from_secs(30)), registry);
+    Setup { tool, cx: ToolContext::new(workspace), dir }
+}
+
+async fn run(s: &Setup, code: &str) -> ToolOutput {
+    tokio::time::timeout(LIMIT, s.tool.call(json!({ "code": code }), &s.cx)).await.expect("the script hung")
+}
+
+fn output_section(out: &ToolOutput) -> String {
+    let t = out.text_content();
+    t.split_once("\nOutput:\n").map(|(_, o)| o.trim_end().to_string()).unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn k3_import_of_a_file_on_disk_is_refused_and_reads_nothing() {
+    let s = setup();
+    let outside = tempfile::tempdir().unwrap();
+    let json_file = outside.path().join("creds.json");
+    std::fs::write(&json_file, r#"{"aws_key":"AKIA-OUTSIDE-WORKSPACE"}"#).unwrap();
+    let module = outside.path().join("evil.mjs");
+    std::fs::write(&module, "export const secret = 'SECRET-FROM-DISK';").unwrap();
+    // Also a path relative to the process's working directory, where boa's default loader looks.
+    let cwd_file = std::env::current_dir().unwrap().join("Cargo.toml");
+    for (spec, attrs) in [
+        (json_file.display().to_string(), ", {with: {type: 'json'}}"),
+        (module.display().to_string(), ""),
+        ("./Cargo.toml".to_string(), ""),
+        (cwd_file.display().to_string(), ""),
+        ("fs".to_string(), ""),
+    ] {
+        let code = format!(
+            "try {{ const m = await import({spec:?}{attrs}); return 'LOADED ' + JSON.stringify(m.default ?? m.secret) }} \
+             catch (e) {{ return 'refused: ' + e.message }}"
+        );
+        let out = run(&s, &code).await;
+        let shown = output_section(&out);
+        assert!(shown.starts_with("refused: modules are not available in code mode"), "{spec}: {shown}");
+        assert!(shown.contains("tools.read_file"), "the message names the way that works: {shown}");
+        assert!(!shown.contains("AKIA") && !shown.contains("SECRET"), "{shown}");
+    }
+    // Uncaught, it is a failed script, never a success holding the file's data.
+    let code = format!("const m = await import({:?}); return m.secret", module.display().to_string());
+    let out = run(&s, &code).await;
+    assert_ne!(out.status, ToolStatus::Success, "{}", out.text_content());
+    assert!(out.text_content().contains("modules are not available"), "{}", out.text_content());
+    assert!(!out.text_content().contains("SECRET-FROM-DISK"));
+    drop(s.dir);
+}
