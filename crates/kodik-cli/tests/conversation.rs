@@ -147,6 +147,84 @@ fn a7_plan_and_lesson_tools_through_kodik_serve() {
 }
 
 /// A Responses stream that makes one function call.
+/// Runs `kodik batch` on `input` (one JSON line per turn) and returns its result lines.
+fn batch(workspace: &Path, input: &str) -> std::process::Child {
+    let mut child = Command::new(KODIK)
+        .args(["batch", "--workspace", workspace.to_str().unwrap()])
+        .env("KODIK_CONFIG_DIR", workspace.join("user-config"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    child
+}
+
+fn results(child: std::process::Child) -> Vec<Value> {
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "kodik batch failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+/// A2 with G1: two `kodik batch` processes on one workspace, each saving 15 notes with the same
+/// first words in one turn (so they run concurrently): every save that reports success is its
+/// own file holding its own text — before, two saves could be told they got one id and one
+/// note was silently lost.
+#[test]
+fn a2_g1_saves_racing_in_a_turn_and_across_two_processes_each_keep_their_own_note() {
+    for round in 0..3 {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path();
+        let turn = |who: &str| {
+            let calls: Vec<Value> = (0..15)
+                .map(|i| {
+                    json!({"id": format!("{who}{i}"), "name": "memory", "args": {
+                        "content": format!("Use pnpm not npm in this project always because lockfile; from {who} {i}")}})
+                })
+                .collect();
+            format!("{}\n", Value::Array(calls))
+        };
+        let (a, b) = (batch(ws, &turn("A")), batch(ws, &turn("B")));
+        let lines: Vec<Value> = results(a).into_iter().chain(results(b)).collect();
+        assert_eq!(lines.len(), 30, "{lines:?}");
+        let mut paths = std::collections::HashSet::new();
+        for line in &lines {
+            assert_eq!(line["status"], "success", "round {round}: {line}");
+            let (who, i) = line["id"].as_str().unwrap().split_at(1);
+            let path = line["meta"]["path"].as_str().unwrap().to_string();
+            assert!(paths.insert(path.clone()), "round {round}: two saves were told they got {path}");
+            let text = std::fs::read_to_string(&path).unwrap();
+            assert!(text.ends_with(&format!("from {who} {i}\n")), "round {round}: {path} holds another note: {text}");
+        }
+        assert_eq!(std::fs::read_dir(ws.join(".kodik/memory")).unwrap().count(), 30, "round {round}");
+    }
+}
+
+/// A2 with G2: `delete` then `update` of one note in one turn run in the model's order: the
+/// update finds no note — before, the update could run first and both report success with no
+/// note left.
+#[test]
+fn a2_g2_delete_then_update_of_one_note_in_one_turn_run_in_the_models_order() {
+    for round in 0..8 {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path();
+        let input = format!(
+            "{}\n{}\n",
+            json!({"id": "s", "name": "memory", "args": {"content": "fact x"}}),
+            json!([
+                {"id": "d", "name": "memory", "args": {"action": "delete", "id": "fact-x"}},
+                {"id": "u", "name": "memory", "args": {"action": "update", "id": "fact-x", "content": "fact x v2"}}
+            ])
+        );
+        let lines = results(batch(ws, &input));
+        let status = |id: &str| lines.iter().find(|l| l["id"] == id).map(|l| l["status"].clone()).unwrap();
+        assert_eq!(status("d"), "success", "round {round}: {lines:?}");
+        assert_eq!(status("u"), "error", "round {round}: the update ran before the delete: {lines:?}");
+        assert!(!ws.join(".kodik/memory/fact-x.md").exists(), "round {round}");
+    }
+}
+
 fn call_body(name: &str, args: &Value) -> String {
     let args = args.to_string();
     let added = json!({"type": "response.output_item.added", "output_index": 0,

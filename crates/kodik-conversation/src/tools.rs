@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use async_trait::async_trait;
-use kodik_core::{ToolContext, ToolError, ToolOutput, ToolSpec, TypedTool};
+use kodik_core::{Resource, ToolContext, ToolError, ToolOutput, ToolSpec, TypedTool, Workspace};
 use kodik_schema::agent::{
     AgentStatusArgs, AskQuestionsArgs, CheckUnderstandingArgs, CreateLessonArgs, GeneratePlanArgs, MemoryAction,
     MemoryArgs, MemoryScope, Question, QuestionOption, SendMessageArgs, SessionState, StatusScope, SubAgentArgs,
@@ -101,10 +101,11 @@ tool_struct!(
 );
 
 impl MemoryTool {
-    fn dir(&self, scope: MemoryScope, cx: &ToolContext) -> Result<PathBuf, ToolError> {
+    /// The folder of `scope`, before any check: also the key that orders a turn's calls on it.
+    fn folder(&self, scope: MemoryScope, ws: &Workspace) -> Result<PathBuf, ToolError> {
         let config = &self.set.inner.config;
         Ok(match scope {
-            MemoryScope::Workspace => root(cx).join(".kodik").join("memory"),
+            MemoryScope::Workspace => ws.primary_root().join(".kodik").join("memory"),
             MemoryScope::Session => {
                 // The id comes from the host; it names one folder and nothing above it.
                 let id = &self.set.session_id();
@@ -113,7 +114,7 @@ impl MemoryTool {
                         "the session memory is not available: this session's id `{id}` cannot name a folder"
                     )));
                 }
-                root(cx).join(".kodik").join("memory").join("sessions").join(id)
+                ws.primary_root().join(".kodik").join("memory").join("sessions").join(id)
             }
             MemoryScope::Global => config.global_memory_dir.clone().ok_or_else(|| {
                 ToolError::failed(
@@ -123,6 +124,30 @@ impl MemoryTool {
             })?,
         })
     }
+
+    /// The folder of `scope` to use, and the workspace its notes must stay in: the workspace and
+    /// session memories are inside the workspace, so a `.kodik/memory` that is a link elsewhere is
+    /// refused as `create_file` refuses it (G16).
+    fn dir(&self, scope: MemoryScope, cx: &ToolContext) -> Result<(PathBuf, Option<Workspace>), ToolError> {
+        let dir = self.folder(scope, &cx.workspace)?;
+        if scope == MemoryScope::Global {
+            return Ok((dir, None));
+        }
+        let resolved = cx.workspace.resolve(&dir).map_err(|_| {
+            ToolError::failed(format!(
+                "the {} memory folder {} leads outside the workspace (a link): memory neither reads nor writes \
+                 there; remove the link to use it",
+                scope_name(scope),
+                dir.display()
+            ))
+        })?;
+        Ok((resolved, Some(cx.workspace.clone())))
+    }
+}
+
+/// The scheduler's key for one memory folder.
+fn memory_key(dir: PathBuf) -> Resource {
+    Resource::Session(format!("memory:{}", dir.display()))
 }
 
 fn scope_name(s: MemoryScope) -> &'static str {
@@ -145,38 +170,60 @@ impl TypedTool for MemoryTool {
         args.check()
     }
 
+    /// Every change of one memory folder is ordered after the earlier calls on it (G2): a
+    /// `delete` then an `update` of one note run in the model's order, and a `list` after a
+    /// `save` sees the note.
+    fn resources(&self, args: &MemoryArgs, ws: &Workspace) -> Vec<Resource> {
+        match args.action {
+            MemoryAction::List => Vec::new(),
+            _ => self.folder(args.scope, ws).map(memory_key).into_iter().collect(),
+        }
+    }
+
+    fn reads(&self, args: &MemoryArgs, ws: &Workspace) -> Vec<Resource> {
+        match args.action {
+            MemoryAction::List => self.folder(args.scope, ws).map(memory_key).into_iter().collect(),
+            _ => Vec::new(),
+        }
+    }
+
     async fn run(&self, args: MemoryArgs, cx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let dir = self.dir(args.scope, cx)?;
+        let (dir, inside) = self.dir(args.scope, cx)?;
+        let inside = inside.as_ref();
         let limits = self.set.inner.config.memory_limits;
         let scope = scope_name(args.scope);
         let content = args.content.as_deref().unwrap_or_default();
         let id = args.id.as_deref().unwrap_or_default();
         let (text, meta) = match args.action {
             MemoryAction::Save => {
-                let n = memory::save(&dir, content, limits)?;
+                let n = memory::save(&dir, content, limits, inside)?;
                 (
                     format!("Saved note `{}` in the {scope} memory ({}).", n.id, n.path.display()),
                     json!({ "id": n.id, "path": n.path, "scope": scope }),
                 )
             }
             MemoryAction::Update => {
-                let n = memory::update(&dir, id, content, limits)?;
+                let n = memory::update(&dir, id, content, limits, inside)?;
                 (
                     format!("Updated note `{}` in the {scope} memory ({}).", n.id, n.path.display()),
                     json!({ "id": n.id, "path": n.path, "scope": scope }),
                 )
             }
             MemoryAction::Delete => {
-                let path = memory::delete(&dir, id)?;
+                let path = memory::delete(&dir, id, inside)?;
                 (
                     format!("Deleted note `{}` from the {scope} memory.", id.trim().trim_end_matches(".md")),
                     json!({ "path": path, "scope": scope }),
                 )
             }
             MemoryAction::List => {
-                let notes = memory::list(&dir)?;
-                let ids: Vec<&str> = notes.iter().map(|n| n.id.as_str()).collect();
-                (memory::render(scope, &dir, &notes), json!({ "ids": ids, "dir": dir, "scope": scope }))
+                let listing = memory::list(&dir, inside)?;
+                let ids: Vec<&str> = listing.notes.iter().map(|n| n.id.as_str()).collect();
+                let skipped: Vec<&str> = listing.skipped.iter().map(|s| s.name.as_str()).collect();
+                (
+                    memory::render(scope, &dir, &listing),
+                    json!({ "ids": ids, "skipped": skipped, "dir": dir, "scope": scope }),
+                )
             }
         };
         Ok(ToolOutput::text(text).with_meta(meta))

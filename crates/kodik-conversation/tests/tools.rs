@@ -168,6 +168,91 @@ async fn a2_memory_refuses_escaping_ids_unknown_ids_and_oversized_notes() {
     assert!(!h.root().join(".kodik/memory").exists(), "nothing was written");
 }
 
+/// Saves of notes with the same first words racing in one process (a turn's concurrent calls,
+/// two sub-agents): each success is its own file holding its own text.
+#[test]
+fn a2_g1_concurrent_saves_of_one_slug_each_get_their_own_file_and_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let memory = dir.path().join("memory");
+    let limits = kodik_conversation::MemoryLimits::default();
+    for round in 0..5 {
+        let barrier = Arc::new(std::sync::Barrier::new(12));
+        let threads: Vec<_> = (0..12)
+            .map(|i| {
+                let (memory, barrier) = (memory.clone(), Arc::clone(&barrier));
+                std::thread::spawn(move || {
+                    let text = format!("Use pnpm not npm in this project always because lockfile; r{round} v{i}");
+                    barrier.wait();
+                    (text.clone(), kodik_conversation::memory::save(&memory, &text, limits, None))
+                })
+            })
+            .collect();
+        let mut ids = std::collections::HashSet::new();
+        for t in threads {
+            let (text, saved) = t.join().unwrap();
+            let note = saved.unwrap_or_else(|e| panic!("save of `{text}` failed: {e}"));
+            assert!(ids.insert(note.id.clone()), "two saves were told they got id {}", note.id);
+            assert_eq!(std::fs::read_to_string(&note.path).unwrap(), format!("{text}\n"), "{}", note.id);
+        }
+    }
+    let files = std::fs::read_dir(&memory).unwrap().count();
+    assert_eq!(files, 60, "one file per save and no temporary files left");
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn a2_g16_memory_neither_reads_writes_nor_deletes_through_links_out_of_the_workspace() {
+    let h = host();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret.txt"), "SECRET-OUTSIDE-WS\n").unwrap();
+    std::fs::create_dir_all(h.root().join(".kodik/memory")).unwrap();
+    std::os::unix::fs::symlink(outside.path().join("secret.txt"), h.root().join(".kodik/memory/linked.md")).unwrap();
+    std::fs::write(h.root().join(".kodik/memory/plain.md"), "A plain note.\n").unwrap();
+
+    let out = h.call("memory", json!({"action": "list"})).await;
+    let text = out.text_content();
+    assert!(out.is_success(), "{text}");
+    assert!(!text.contains("SECRET-OUTSIDE-WS"), "a link's target reached the model: {text}");
+    assert!(text.contains("A plain note.") && text.contains("linked.md: a link to a file outside"), "{text}");
+    for args in [
+        json!({"action": "update", "id": "linked", "content": "overwritten"}),
+        json!({"action": "delete", "id": "linked"}),
+    ] {
+        let out = h.call("memory", args).await;
+        assert_eq!(out.status, ToolStatus::Error, "{}", out.text_content());
+        assert!(out.text_content().contains("outside the workspace"), "{}", out.text_content());
+    }
+    assert_eq!(std::fs::read_to_string(outside.path().join("secret.txt")).unwrap(), "SECRET-OUTSIDE-WS\n");
+
+    // The memory folder itself a link out of the workspace: nothing is written or deleted there.
+    std::fs::remove_dir_all(h.root().join(".kodik/memory")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), h.root().join(".kodik/memory")).unwrap();
+    std::fs::write(outside.path().join("README.md"), "precious\n").unwrap();
+    let out = h.call("memory", json!({"content": "planted"})).await;
+    assert_eq!(out.status, ToolStatus::Error, "{}", out.text_content());
+    assert!(out.text_content().contains("leads outside the workspace"), "{}", out.text_content());
+    let out = h.call("memory", json!({"action": "delete", "id": "README"})).await;
+    assert_eq!(out.status, ToolStatus::Error, "{}", out.text_content());
+    assert!(outside.path().join("README.md").exists(), "a file outside the workspace was deleted");
+    assert!(!outside.path().join("planted.md").exists());
+}
+
+#[tokio::test]
+async fn a2_a_note_file_that_is_not_utf8_is_skipped_with_a_note_and_saving_still_works() {
+    let h = host();
+    std::fs::create_dir_all(h.root().join(".kodik/memory")).unwrap();
+    std::fs::write(h.root().join(".kodik/memory/latin.md"), b"caf\xe9\n").unwrap();
+    std::fs::write(h.root().join(".kodik/memory/a:b.md"), "odd name\n").unwrap();
+    let out = h.call("memory", json!({"content": "new fact"})).await;
+    assert!(out.is_success(), "{}", out.text_content());
+    let out = h.call("memory", json!({"action": "list"})).await;
+    let text = out.text_content();
+    assert!(out.is_success(), "{text}");
+    assert!(text.contains("## new-fact") && text.contains("latin.md: not UTF-8 text"), "{text}");
+    assert!(text.contains("a:b.md: its name cannot be a note id"), "no id the model cannot use: {text}");
+    assert_eq!(out.meta["ids"], json!(["new-fact"]));
+}
+
 // ---------------------------------------------------------------------------------------------
 // A6 ask_questions — the clock is tokio's paused clock: real 60 s durations, no waiting.
 
