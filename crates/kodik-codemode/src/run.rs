@@ -174,6 +174,9 @@ pub(crate) async fn run(code: &str, setup: &Setup, cx: &ToolContext) -> Finished
 
     let mut script_cx = cx.clone();
     script_cx.cancel = script_cancel.clone();
+    // Nested results go to the script, never to the model: no "already read" notes or loop
+    // guard answers in place of the content (K1, G15, R4).
+    script_cx.session = Arc::new(cx.session.for_program());
     let in_flight = Arc::new(AtomicUsize::new(0));
     let (settled_tx, mut settled) = tokio::sync::mpsc::unbounded_channel::<()>();
     let calls = Calls {

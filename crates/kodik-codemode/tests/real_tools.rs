@@ -12,6 +12,7 @@ use serde_json::json;
 const LIMIT: Duration = Duration::from_secs(60);
 
 struct Setup {
+    registry: ToolRegistry,
     tool: CodeModeTool,
     cx: ToolContext,
     dir: tempfile::TempDir,
@@ -23,8 +24,14 @@ fn setup() -> Setup {
     kodik_edit::EditToolset::new().register(&mut registry);
     let dir = tempfile::tempdir().unwrap();
     let workspace = Workspace::new(dir.path()).unwrap();
-    let tool = CodeModeTool::new(CodeModeConfig::default().timeout(Duration::from_secs(30)), registry);
-    Setup { tool, cx: ToolContext::new(workspace), dir }
+    let tool = CodeModeTool::new(CodeModeConfig::default().timeout(Duration::from_secs(30)), registry.clone());
+    Setup { registry, tool, cx: ToolContext::new(workspace), dir }
+}
+
+impl Setup {
+    fn tool_registry(&self) -> ToolRegistry {
+        self.registry.clone()
+    }
 }
 
 async fn run(s: &Setup, code: &str) -> ToolOutput {
@@ -70,4 +77,39 @@ async fn k3_import_of_a_file_on_disk_is_refused_and_reads_nothing() {
     assert!(out.text_content().contains("modules are not available"), "{}", out.text_content());
     assert!(!out.text_content().contains("SECRET-FROM-DISK"));
     drop(s.dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn k1_g15_r4_nested_reads_and_greps_get_the_content_not_already_read_notes() {
+    let s = setup();
+    std::fs::write(s.dir.path().join("b.txt"), "line1\nline2\n").unwrap();
+    // The model reads the file directly first: its read must not turn the script's into a note.
+    let direct = kodik_core::dispatch(
+        &s.tool_registry(),
+        kodik_core::ToolCall::new("d1", "read_file", json!({"path": "b.txt"})),
+        &s.cx,
+    )
+    .await;
+    assert!(direct.text_content().contains("line2"), "{}", direct.text_content());
+    // Two scripts in a row: the first returns only a length, the second the text.
+    let first = run(&s, "const t = await tools.read_file({path:'b.txt'}); return String(t.length)").await;
+    assert_eq!(first.status, ToolStatus::Success, "{}", first.text_content());
+    let second = run(&s, "return await tools.read_file({path:'b.txt'})").await;
+    let shown = output_section(&second);
+    assert!(shown.contains("line1") && shown.contains("line2"), "{shown}");
+    // In parallel inside one script, and a loop over the same grep.
+    let out = run(
+        &s,
+        "const [a, b] = await Promise.all([tools.read_file({path:'b.txt'}), tools.read_file({path:'b.txt'})]);\n\
+         const g = [];\n\
+         for (let i = 0; i < 3; i++) g.push(await tools.grep({pattern: 'line', path: 'b.txt'}));\n\
+         return JSON.stringify([a, b, ...g])",
+    )
+    .await;
+    let all: Vec<String> =
+        serde_json::from_str(&output_section(&out)).unwrap_or_else(|_| panic!("{}", out.text_content()));
+    for (i, text) in all.iter().enumerate() {
+        assert!(!text.contains("Unchanged since") && !text.contains("unchanged since"), "result {i}: {text}");
+        assert!(text.contains("line2"), "result {i}: {text}");
+    }
 }

@@ -3,8 +3,8 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
@@ -66,15 +66,35 @@ struct GuardEntry {
 /// State of one conversation, shared by all its tools.
 #[derive(Debug, Default)]
 pub struct Session {
-    message: AtomicU64,
-    reads: Mutex<HashMap<PathBuf, ReadRecord>>,
+    message: Arc<AtomicU64>,
+    reads: Arc<Mutex<HashMap<PathBuf, ReadRecord>>>,
     guard: Mutex<HashMap<String, GuardEntry>>,
+    /// Results go to a program, not to the model ([`Session::for_program`]).
+    unseen: bool,
 }
+
+/// The message number reads seen by no model are recorded under: never the current one.
+const UNSEEN: u64 = u64::MAX;
 
 impl Session {
     /// A fresh session.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A view of this session for calls whose results go to a program instead of the model
+    /// (code mode's nested calls, K1). It shares the message number and the read records, so
+    /// edits check against what was read before (E2) and what the program reads or writes counts
+    /// for later calls; but the model never sees these results, so nothing it reads is
+    /// "already read in this message" (R4) and it has no loop guard of its own or the session's
+    /// (G15): each call gets its real output.
+    pub fn for_program(&self) -> Self {
+        Self {
+            message: Arc::clone(&self.message),
+            reads: Arc::clone(&self.reads),
+            guard: Mutex::default(),
+            unseen: true,
+        }
     }
 
     /// The current user-message number.
@@ -91,7 +111,7 @@ impl Session {
     /// accumulate their ranges; a new version replaces the record.
     pub fn record_read(&self, path: &Path, version: FileVersion, range: Option<(usize, usize)>) {
         let mut reads = self.reads.lock().unwrap_or_else(|p| p.into_inner());
-        let message = self.message();
+        let message = if self.unseen { UNSEEN } else { self.message() };
         let entry = reads.entry(path.to_path_buf()).or_insert_with(|| ReadRecord {
             version,
             ranges: Vec::new(),
@@ -128,12 +148,17 @@ impl Session {
 
     /// The read record of `path`, if it was read in this session.
     pub fn last_read(&self, path: &Path) -> Option<ReadRecord> {
-        self.reads.lock().unwrap_or_else(|p| p.into_inner()).get(path).cloned()
+        let record = self.reads.lock().unwrap_or_else(|p| p.into_inner()).get(path).cloned();
+        // A program saw none of the model's reads: none is from its current message (R4).
+        if self.unseen { record.map(|r| ReadRecord { message: UNSEEN, ..r }) } else { record }
     }
 
     /// Whether lines `start..=end` of `path` at `version` were already read during the
     /// current message (R4).
     pub fn already_read(&self, path: &Path, version: FileVersion, start: usize, end: usize) -> bool {
+        if self.unseen {
+            return false;
+        }
         let reads = self.reads.lock().unwrap_or_else(|p| p.into_inner());
         reads.get(path).is_some_and(|r| {
             r.version == version && r.message == self.message() && r.ranges.iter().any(|&(s, e)| s <= start && end <= e)
@@ -144,6 +169,9 @@ impl Session {
     /// `fingerprint` the state of what it looks at (file versions, match set). Returns
     /// whether to run it afresh or answer "unchanged".
     pub fn loop_guard(&self, key: &str, fingerprint: u64) -> LoopGuardVerdict {
+        if self.unseen {
+            return LoopGuardVerdict::Fresh;
+        }
         let mut guard = self.guard.lock().unwrap_or_else(|p| p.into_inner());
         match guard.get_mut(key) {
             Some(e) if e.fingerprint == fingerprint => {
@@ -192,5 +220,26 @@ mod tests {
         assert_eq!(s.loop_guard("grep:x", 2), LoopGuardVerdict::Fresh, "workspace changed");
         s.compacted();
         assert_eq!(s.loop_guard("grep:x", 2), LoopGuardVerdict::Fresh, "after compaction");
+    }
+
+    #[test]
+    fn g15_r4_a_programs_view_shares_reads_but_never_says_already_read() {
+        let s = Session::new();
+        let p = Path::new("/w/a.txt");
+        let v = FileVersion::of_bytes(b"one\ntwo\n");
+        s.record_read(p, v, Some((1, 2)));
+        let program = s.for_program();
+        assert!(!program.already_read(p, v, 1, 2), "the program never saw the model's read");
+        assert_ne!(program.last_read(p).map(|r| r.message), Some(s.message()), "nor from this message");
+        assert_eq!(program.last_read(p).map(|r| r.version), Some(v), "edits still see the read version");
+        program.record_read(p, v, Some((1, 2)));
+        assert!(!program.already_read(p, v, 1, 2), "nor its own earlier read");
+        assert!(!s.already_read(p, v, 1, 2), "the model did not see the program's read");
+        assert_eq!(program.loop_guard("grep:x", 1), LoopGuardVerdict::Fresh);
+        assert_eq!(program.loop_guard("grep:x", 1), LoopGuardVerdict::Fresh);
+        assert_eq!(s.loop_guard("grep:x", 1), LoopGuardVerdict::Fresh, "the session's guard is untouched");
+        let w = FileVersion::of_bytes(b"new\n");
+        program.record_write(p, w);
+        assert_eq!(s.last_read(p).map(|r| r.version), Some(w), "a program's write counts for the model's edits");
     }
 }
