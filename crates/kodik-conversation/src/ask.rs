@@ -3,12 +3,13 @@
 
 use std::collections::VecDeque;
 use std::fmt::Write as _;
-use std::sync::Mutex;
-use std::time::Duration;
+use std::io::BufRead as _;
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use kodik_schema::agent::Question;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -206,17 +207,74 @@ impl TerminalAsker {
     }
 }
 
+/// The lines of one input (stdin), read by one thread for the whole process and handed to
+/// whoever asks next.
+///
+/// A read per question would outlive a question skipped by the countdown: it kept reading,
+/// swallowed the answer typed to the next question, and, on tokio's blocking pool, held the
+/// process open at exit until Enter was pressed. A plain thread ends with the process, and
+/// lines typed before a round of questions was shown are dropped as answers to nothing.
+#[derive(Debug)]
+pub struct LineReader {
+    lines: tokio::sync::Mutex<tokio::sync::mpsc::UnboundedReceiver<(Instant, String)>>,
+}
+
+impl LineReader {
+    /// Starts the thread reading `input` line by line until its end or an error.
+    pub fn spawn(input: impl std::io::Read + Send + 'static) -> Self {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let reader = std::thread::Builder::new().name("kodik-stdin".into()).spawn(move || {
+            let mut input = std::io::BufReader::new(input);
+            loop {
+                let mut line = String::new();
+                match input.read_line(&mut line) {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) => {
+                        let line = line.trim_end_matches(['\n', '\r']).to_string();
+                        if tx.send((Instant::now(), line)).is_err() {
+                            return;
+                        }
+                    }
+                }
+            }
+        });
+        // Without the thread there are no lines: the sender is dropped and every read finds
+        // the input closed, which the asker reports as "cannot be asked".
+        drop(reader);
+        Self { lines: tokio::sync::Mutex::new(rx) }
+    }
+
+    /// The process's stdin, shared by every [`TerminalAsker`].
+    pub fn stdin() -> &'static LineReader {
+        static STDIN: OnceLock<LineReader> = OnceLock::new();
+        STDIN.get_or_init(|| LineReader::spawn(std::io::stdin()))
+    }
+
+    /// The next line finished at or after `since`; `None` when the input has ended. Dropping
+    /// the future leaves the line for the next caller.
+    pub async fn next_after(&self, since: Instant) -> Option<String> {
+        let mut lines = self.lines.lock().await;
+        loop {
+            let (at, line) = lines.recv().await?;
+            if at >= since {
+                return Some(line);
+            }
+        }
+    }
+}
+
 #[async_trait]
 impl Asker for TerminalAsker {
     async fn ask(&self, questions: &[Question], interaction: Interaction) -> Result<Vec<Answer>, AskError> {
         let unavailable = |e: std::io::Error| AskError::Unavailable(e.to_string());
+        let shown = Instant::now();
+        let lines = LineReader::stdin();
         let mut err = tokio::io::stderr();
-        let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
         let mut answers = Vec::with_capacity(questions.len());
         for (i, q) in questions.iter().enumerate() {
             err.write_all(Self::format(i, q).as_bytes()).await.map_err(unavailable)?;
             err.flush().await.map_err(unavailable)?;
-            let Some(line) = lines.next_line().await.map_err(unavailable)? else {
+            let Some(line) = lines.next_after(shown).await else {
                 return Err(AskError::Unavailable("stdin is closed".into()));
             };
             interaction.touched();
@@ -249,5 +307,41 @@ mod tests {
             Answer::Own("whichever is simplest".into())
         );
         assert_eq!(TerminalAsker::parse(&q(false), "   "), Answer::Skipped);
+    }
+
+    /// A6: a question skipped by the countdown leaves no read behind that swallows the answer
+    /// to the next question or keeps the process from ending.
+    #[test]
+    fn a6_a_skipped_question_neither_swallows_the_next_answer_nor_holds_the_process_open() {
+        let (read, mut write) = std::io::pipe().unwrap();
+        let reader = std::sync::Arc::new(LineReader::spawn(read));
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        let r = std::sync::Arc::clone(&reader);
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+            let first = rt.block_on(async {
+                tokio::time::timeout(Duration::from_millis(50), r.next_after(Instant::now())).await
+            });
+            // The runtime ends while nobody has typed anything: it must not wait for the input.
+            drop(rt);
+            done_tx.send(first.is_err()).unwrap();
+        });
+        let timed_out = done_rx.recv_timeout(Duration::from_secs(20)).expect("the runtime waited for stdin at exit");
+        assert!(timed_out, "nothing was typed, so the first question timed out");
+
+        use std::io::Write as _;
+        // A line typed before the next round of questions answers nothing ...
+        writeln!(write, "late for the first").unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+        let shown = Instant::now();
+        // ... and the answer typed to the next question reaches it.
+        writeln!(write, "2").unwrap();
+        let next = rt.block_on(async { tokio::time::timeout(Duration::from_secs(20), reader.next_after(shown)).await });
+        assert_eq!(next.unwrap().as_deref(), Some("2"));
+        drop(write);
+        let end = rt
+            .block_on(async { tokio::time::timeout(Duration::from_secs(20), reader.next_after(Instant::now())).await });
+        assert_eq!(end.unwrap(), None, "the input ended");
     }
 }
