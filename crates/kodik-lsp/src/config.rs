@@ -262,6 +262,10 @@ pub fn default_servers() -> Vec<ServerConfig> {
         // keeps it in the project, so it is made invisible to git first.
         ServerConfig {
             republishes_on_save: true,
+            // References into other files come from the index, which clangd builds after the
+            // first file opens: asked before that (a loaded machine), a header's declaration
+            // was missing from the answer. The first queries wait for that indexing.
+            first_progress_grace: Some(Duration::from_secs(5)),
             before_start: Some(hide_clangd_index),
             ..ServerConfig::new("clangd", "clangd", &["--background-index"], C).root_markers(&[
                 "compile_commands.json",
