@@ -113,3 +113,35 @@ async fn k1_g15_r4_nested_reads_and_greps_get_the_content_not_already_read_notes
         assert!(text.contains("line2"), "result {i}: {text}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn g2_e5_parallel_edits_of_one_file_from_a_script_all_apply_in_order() {
+    let s = setup();
+    let path = s.dir.path().join("multi.txt");
+    std::fs::write(&path, (0..20).map(|i| format!("item{i} = old\n")).collect::<String>()).unwrap();
+    let code = "await tools.read_file({path: 'multi.txt'});\n\
+        const ps = [];\n\
+        for (let i = 0; i < 20; i++) ps.push(tools.edit_file({path: 'multi.txt', edits: [{old_string: `item${i} = old`, new_string: `item${i} = NEW`}]}));\n\
+        const r = await Promise.allSettled(ps);\n\
+        return JSON.stringify(r.map(x => x.status + ': ' + (x.value || x.reason.message)))";
+    let out = run(&s, code).await;
+    let results: Vec<String> =
+        serde_json::from_str(&output_section(&out)).unwrap_or_else(|_| panic!("{}", out.text_content()));
+    let applied = results.iter().filter(|r| r.starts_with("fulfilled")).count();
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(text.matches("NEW").count(), applied, "every edit reported applied is in the file: {results:?}\n{text}");
+    assert_eq!(applied, 20, "{results:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn g2_parallel_creates_of_one_file_from_a_script_create_it_once_in_call_order() {
+    let s = setup();
+    let code = "const r = await Promise.allSettled([1,2,3,4,5,6].map(i => tools.create_file({path: 'race.txt', content: 'writer ' + i})));\n\
+        return JSON.stringify(r.map(x => x.status))";
+    let out = run(&s, code).await;
+    let results: Vec<String> =
+        serde_json::from_str(&output_section(&out)).unwrap_or_else(|_| panic!("{}", out.text_content()));
+    assert_eq!(results[0], "fulfilled", "{results:?}");
+    assert!(results[1..].iter().all(|r| r == "rejected"), "the file exists for every later create: {results:?}");
+    assert_eq!(std::fs::read_to_string(s.dir.path().join("race.txt")).unwrap(), "writer 1");
+}
