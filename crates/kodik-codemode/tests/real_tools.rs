@@ -145,3 +145,35 @@ async fn g2_parallel_creates_of_one_file_from_a_script_create_it_once_in_call_or
     assert!(results[1..].iter().all(|r| r == "rejected"), "the file exists for every later create: {results:?}");
     assert_eq!(std::fs::read_to_string(s.dir.path().join("race.txt")).unwrap(), "writer 1");
 }
+
+/// The file tools and `codemode` over them, as a model turn's scheduler sees them.
+fn scheduler(s: &Setup) -> kodik_scheduler::Scheduler {
+    let mut registry = s.tool_registry();
+    registry.register(CodeModeTool::new(CodeModeConfig::default().timeout(Duration::from_secs(30)), s.tool_registry()));
+    kodik_scheduler::Scheduler::new(registry)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn g2_g4_a_read_after_a_script_in_one_turn_sees_what_the_script_wrote() {
+    let s = setup();
+    let sched = scheduler(&s);
+    // The script takes a while before it writes: a read that overtook it would find no file.
+    let calls = vec![
+        kodik_core::ToolCall::new(
+            "b",
+            "codemode",
+            json!({"code": "await sleep(300); await tools.create_file({path: \"order2.txt\", content: \"from script\"}); return 1"}),
+        ),
+        kodik_core::ToolCall::new("c", "read_file", json!({"path": "order2.txt"})),
+        kodik_core::ToolCall::new(
+            "d",
+            "edit_file",
+            json!({"path": "order2.txt", "edits": [{"old_string": "from script", "new_string": "edited after"}]}),
+        ),
+    ];
+    let outs = tokio::time::timeout(LIMIT, sched.run(calls, &s.cx)).await.expect("the turn hung");
+    assert_eq!(outs[0].status, ToolStatus::Success, "{}", outs[0].text_content());
+    assert!(outs[1].text_content().contains("from script"), "{}", outs[1].text_content());
+    assert_eq!(outs[2].status, ToolStatus::Success, "{}", outs[2].text_content());
+    assert_eq!(std::fs::read_to_string(s.dir.path().join("order2.txt")).unwrap(), "edited after");
+}
