@@ -71,6 +71,20 @@ pub fn per_user_spool_dir() -> PathBuf {
     std::env::temp_dir().join(format!("kodik-output-{}", rustix::process::geteuid().as_raw()))
 }
 
+/// Whether `path` (canonical) is a full output saved by this module in the spool folder: an
+/// `output-*.log` file directly in [`default_spool_dir`]. Results hand the model these paths
+/// (G20), so the read tools accept them although they lie outside the workspace.
+pub fn is_saved_output(path: &Path) -> bool {
+    let named =
+        path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("output-") && n.ends_with(".log"));
+    if !named {
+        return false;
+    }
+    let dir = default_spool_dir();
+    let dir = dir.canonicalize().unwrap_or(dir);
+    path.parent() == Some(dir.as_path()) && std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file())
+}
+
 /// Sets the folder [`default_spool_dir`] returns for this process (`None`: back to
 /// [`per_user_spool_dir`]). A host calls it once at start-up, before building toolsets: every
 /// [`PreviewConfig::default`] made afterwards spools there. The folder is created (mode 0700)

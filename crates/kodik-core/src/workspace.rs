@@ -198,6 +198,20 @@ impl Workspace {
         Ok(resolved)
     }
 
+    /// [`check`](Self::check) for the tools that only read (read_file, grep), which also accept
+    /// a full output a tool saved and named in its result (G20): it lies outside the workspace,
+    /// but the model was handed its path to read.
+    pub fn check_readable(&self, path: impl AsRef<Path>) -> Result<PathBuf, PathError> {
+        let path = path.as_ref();
+        match self.check(path) {
+            Err(e @ PathError::OutsideWorkspace { .. }) => match std::fs::canonicalize(path) {
+                Ok(real) if crate::preview::is_saved_output(&real) => Ok(real),
+                _ => Err(e),
+            },
+            other => other,
+        }
+    }
+
     /// [`check`](Self::check) for a path that must be an existing file (not a folder).
     pub fn check_file(&self, path: impl AsRef<Path>) -> Result<PathBuf, PathError> {
         let resolved = self.check(path)?;

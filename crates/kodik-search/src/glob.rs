@@ -72,7 +72,7 @@ pub(crate) fn search_bases(
     path: Option<&str>,
 ) -> Result<Vec<(PathBuf, std::fs::Metadata)>, SearchError> {
     let bases: Vec<PathBuf> = match path {
-        Some(p) if !p.trim().is_empty() => vec![ws.check(p.trim())?],
+        Some(p) if !p.trim().is_empty() => vec![ws.check_readable(p.trim())?],
         _ => {
             let roots = ws.roots();
             roots

@@ -80,7 +80,7 @@ fn read(
     config: &SearchConfig,
     args: &ReadFileArgs,
 ) -> Result<ToolOutput, SearchError> {
-    let resolved = ws.check(&args.path)?;
+    let resolved = ws.check_readable(&args.path)?;
     let shown = ws.display(&resolved);
     let meta = match std::fs::metadata(&resolved) {
         Ok(m) => m,
