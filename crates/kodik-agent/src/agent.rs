@@ -4,7 +4,7 @@
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use kodik_core::{Event, EventSink, TerminalEvent, ToolCall, ToolContext, ToolOutput, ToolRegistry, ToolStatus};
 use kodik_harness::{Harness, ModelFamily};
@@ -73,6 +73,15 @@ pub trait Notes: Send + Sync {
     fn take_for(&self, session_id: &str) -> Vec<String> {
         let _ = session_id;
         self.take()
+    }
+
+    /// Work of conversation `session_id` still running in the background that will report
+    /// through [`take_for`](Self::take_for) when it settles — background sub-agents (A3) — as
+    /// `what (detail)` lines. A run that would end waits for it as for background commands (up
+    /// to [`AgentConfig::background_wait`]) and otherwise names it. Default: none.
+    fn running(&self, session_id: &str) -> Vec<String> {
+        let _ = session_id;
+        Vec::new()
     }
 
     /// Conversation `session_id`'s run ended cancelled: stop what it left running in the
@@ -576,15 +585,15 @@ impl Conversation {
                         if cancel.is_cancelled() {
                             continue;
                         }
-                        if self.background.is_empty() {
+                        let running = self.still_running();
+                        if running.is_empty() {
                             break (RunStatus::Completed, None);
                         }
-                        let running: Vec<String> =
-                            self.background.iter().map(|(id, command)| format!("{id} (`{command}`)")).collect();
                         break (
                             RunStatus::Completed,
                             Some(format!(
-                                "the run ended while commands it started were still running in the background: {}",
+                                "the run ended while work it started was still running in the background and is \
+                                 cut off when this process exits: {}",
                                 running.join(", ")
                             )),
                         );
@@ -888,30 +897,67 @@ impl Conversation {
         }
     }
 
+    /// What this conversation left running in the background: its commands and what the
+    /// note sources run for it (sub-agents, A3).
+    fn still_running(&self) -> Vec<String> {
+        let mut running: Vec<String> =
+            self.background.iter().map(|(id, command)| format!("{id} (`{command}`)")).collect();
+        for source in &self.shared.notes {
+            running.extend(source.running(&self.id));
+        }
+        running
+    }
+
+    /// Puts what the note sources hold for this conversation into the history; `true` when
+    /// there was something.
+    fn take_notes(&mut self) -> bool {
+        let shared = Arc::clone(&self.shared);
+        let notes: Vec<(Item, Option<ToolOutput>)> = shared
+            .notes
+            .iter()
+            .flat_map(|source| source.take_for(&self.id))
+            .map(|text| (Item::User { text }, None))
+            .collect();
+        let any = !notes.is_empty();
+        self.push_all(notes);
+        any
+    }
+
     /// After an answer without calls: waits, up to [`AgentConfig::background_wait`] and the
-    /// run's wall limit, until a background command this conversation started settles.
-    /// `true` when one did (or had already): its terminal event is for the next request.
-    async fn wait_for_background(&self, cancel: &CancellationToken, deadline: Option<Instant>) -> bool {
-        let inbox = &self.shared.inbox;
-        if self.background.is_empty() || self.shared.config.background_wait.is_zero() {
-            return !inbox.is_empty();
+    /// run's wall limit, until a background command or sub-agent this conversation started
+    /// settles. `true` when one did (or had already), or a note arrived meanwhile: the next
+    /// request carries it. A sub-agent cut off when the process ends would drop the work the
+    /// model was told would report (A3).
+    async fn wait_for_background(&mut self, cancel: &CancellationToken, deadline: Option<Instant>) -> bool {
+        let shared = Arc::clone(&self.shared);
+        let inbox = &shared.inbox;
+        if !inbox.is_empty() || self.take_notes() {
+            return true;
         }
-        let bound = Instant::now() + self.shared.config.background_wait;
+        let running = self.still_running();
+        if running.is_empty() || shared.config.background_wait.is_zero() {
+            return false;
+        }
+        let bound = Instant::now() + shared.config.background_wait;
         let until = deadline.map_or(bound, |d| d.min(bound));
-        if inbox.is_empty() {
-            // A host would otherwise look stuck for the whole wait.
-            let terminals = self.background.iter().map(|(id, command)| format!("{id} (`{command}`)")).collect();
-            let up_to_secs = until.saturating_duration_since(Instant::now()).as_secs();
-            self.shared.emit(AgentEvent::WaitingForBackground { terminals, up_to_secs });
-        }
+        // A host would otherwise look stuck for the whole wait.
+        let up_to_secs = until.saturating_duration_since(Instant::now()).as_secs();
+        shared.emit(AgentEvent::WaitingForBackground { terminals: running, up_to_secs });
         loop {
-            if !inbox.is_empty() {
+            if !inbox.is_empty() || self.take_notes() {
                 return true;
             }
+            // Everything settled without a word for this conversation (a report already read
+            // through agent_status): nothing to go on with.
+            if self.still_running().is_empty() {
+                return false;
+            }
+            // Sub-agents settle without a signal to this loop: looked at every 100 ms.
             tokio::select! {
                 () = inbox.arrived.notified() => {}
+                () = tokio::time::sleep(Duration::from_millis(100)) => {}
                 () = cancel.cancelled() => return false,
-                () = tokio::time::sleep_until(until.into()) => return !inbox.is_empty(),
+                () = tokio::time::sleep_until(until.into()) => return !inbox.is_empty() || self.take_notes(),
             }
         }
     }

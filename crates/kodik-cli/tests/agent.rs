@@ -403,3 +403,140 @@ async fn agent_background_wait_flag_bounds_the_wait_for_background_commands() {
     assert!(stderr.contains("sleep 30"), "the command left running is named: {stderr}");
     assert_eq!(server.requests().len(), 2);
 }
+
+/// A Responses endpoint on 127.0.0.1 that answers each request by what it holds, for runs where
+/// a parent and its sub-agents talk to one server concurrently and their order is not fixed.
+/// `answer` gets the request body's text and returns the SSE body and a pause before it.
+struct RoutingServer {
+    addr: std::net::SocketAddr,
+    requests: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl RoutingServer {
+    fn start(answer: fn(&str) -> (String, Duration)) -> Self {
+        use std::io::{BufRead as _, Read as _, Write as _};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let requests = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = std::sync::Arc::clone(&requests);
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { return };
+                let seen = std::sync::Arc::clone(&seen);
+                std::thread::spawn(move || {
+                    let mut reader = std::io::BufReader::new(stream.try_clone().unwrap());
+                    let mut length = 0;
+                    loop {
+                        let mut line = String::new();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        if line == "\r\n" {
+                            break;
+                        }
+                        if let Some((k, v)) = line.split_once(':')
+                            && k.eq_ignore_ascii_case("content-length")
+                        {
+                            length = v.trim().parse().unwrap();
+                        }
+                    }
+                    let mut body = vec![0; length];
+                    reader.read_exact(&mut body).unwrap();
+                    let body = String::from_utf8(body).unwrap();
+                    seen.lock().unwrap().push(body.clone());
+                    let (sse, pause) = answer(&body);
+                    std::thread::sleep(pause);
+                    let mut stream = stream;
+                    let _ = write!(
+                        stream,
+                        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{sse}",
+                        sse.len()
+                    );
+                });
+            }
+        });
+        Self { addr, requests }
+    }
+
+    fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    fn requests(&self) -> Vec<String> {
+        self.requests.lock().unwrap().clone()
+    }
+}
+
+/// A3 with S3: a background sub-agent still working when the parent answers is waited for, as a
+/// background command is, and its report reaches the parent in one more request — before, the
+/// run ended "completed" at once and the child was killed mid-request with its transcript cut.
+#[tokio::test]
+async fn a3_s3_the_run_waits_for_a_background_sub_agent_and_reads_its_report() {
+    fn answer(body: &str) -> (String, Duration) {
+        // The parent's later requests hold the child's prompt too, in the sub_agent call.
+        if body.contains("child report: the slow answer") {
+            return (text_body("PARENT FINAL with the child's report"), Duration::ZERO);
+        }
+        if body.contains("function_call_output") {
+            return (text_body("The child works on it."), Duration::ZERO);
+        }
+        if body.contains("CHILD-TASK") {
+            return (text_body("child report: the slow answer"), Duration::from_millis(1500));
+        }
+        let args = json!({"description": "slow child", "prompt": "CHILD-TASK: be slow", "background": true});
+        (call_body("call_1", "sub_agent", &args), Duration::ZERO)
+    }
+    let ws = tempfile::tempdir().unwrap();
+    let server = RoutingServer::start(answer);
+    let out = tokio::process::Command::new(KODIK)
+        .args(["agent", "--workspace", ws.path().to_str().unwrap(), "--model", "gpt-5", "--json"])
+        .args(["--base-url", &server.base_url(), "--context-window", "64000", "PARENT: go"])
+        .env("OPENAI_API_KEY", "sk-test-not-a-real-key")
+        .env("KODIK_CONFIG_DIR", ws.path().join("user-config"))
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    let lines = json_lines(&out);
+    let result = lines.iter().find(|l| l["type"] == "result").unwrap_or_else(|| panic!("{lines:?}"));
+    assert_eq!(result["status"], "completed", "{result}");
+    assert_eq!(result["final_text"], "PARENT FINAL with the child's report", "{result}");
+    assert!(result["error"].is_null(), "{result}");
+    assert!(
+        lines.iter().any(|l| l["type"] == "background.waiting" && l["terminals"].to_string().contains("slow child")),
+        "the wait is announced, naming the sub-agent: {lines:?}"
+    );
+    let parent_requests = server.requests().iter().filter(|b| b.contains("PARENT: go")).count();
+    assert_eq!(parent_requests, 3, "the parent asked once more with the report");
+}
+
+/// A3 with S3: with `--background-wait 0` the run does not wait, and its result names the
+/// sub-agent it cut off instead of a clean "completed".
+#[tokio::test]
+async fn a3_s3_background_wait_0_names_the_sub_agent_cut_off() {
+    fn answer(body: &str) -> (String, Duration) {
+        if body.contains("function_call_output") {
+            return (text_body("The child works on it."), Duration::ZERO);
+        }
+        if body.contains("CHILD-TASK") {
+            return (text_body("child report"), Duration::from_secs(5));
+        }
+        let args = json!({"description": "slow child", "prompt": "CHILD-TASK: be slow", "background": true});
+        (call_body("call_1", "sub_agent", &args), Duration::ZERO)
+    }
+    let ws = tempfile::tempdir().unwrap();
+    let server = RoutingServer::start(answer);
+    let out = tokio::process::Command::new(KODIK)
+        .args(["agent", "--workspace", ws.path().to_str().unwrap(), "--model", "gpt-5", "--json"])
+        .args(["--base-url", &server.base_url(), "--context-window", "64000", "--background-wait", "0", "go"])
+        .env("OPENAI_API_KEY", "sk-test-not-a-real-key")
+        .env("KODIK_CONFIG_DIR", ws.path().join("user-config"))
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    let lines = json_lines(&out);
+    let result = lines.iter().find(|l| l["type"] == "result").unwrap_or_else(|| panic!("{lines:?}"));
+    let error = result["error"].as_str().unwrap_or_else(|| panic!("no error naming the sub-agent: {result}"));
+    assert!(error.contains("slow child") && error.contains("cut off"), "{error}");
+}

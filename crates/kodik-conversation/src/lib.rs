@@ -206,6 +206,20 @@ impl ConversationToolset {
         }
     }
 
+    /// The sub-agents of this conversation still working (background ones, and conversations
+    /// resumed by `send_message`), as `sub-agent <id> (<task>)`: a host that ends the
+    /// conversation's run waits for them, as for background commands, or says they were cut
+    /// off — they report through [`take_report_notes`](Self::take_report_notes) when they settle.
+    pub fn running_children(&self) -> Vec<String> {
+        self.inner
+            .children
+            .all()
+            .iter()
+            .filter(|c| c.state() == agents::ChildState::Running)
+            .map(|c| format!("sub-agent {} ({})", c.id, c.description))
+            .collect()
+    }
+
     /// Reports of background sub-agents that settled since the last call, for the host to put
     /// before the model's next request (A3: the child reports when it settles).
     pub fn take_reports(&self) -> Vec<(String, ChildReport)> {

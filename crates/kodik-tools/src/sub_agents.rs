@@ -81,6 +81,10 @@ impl kodik_agent::Notes for ConversationNotes {
         notes
     }
 
+    fn running(&self, _session_id: &str) -> Vec<String> {
+        self.tools.running_children()
+    }
+
     fn run_cancelled(&self, _session_id: &str) {
         self.tools.stop_children();
     }
