@@ -31,6 +31,11 @@ pub(crate) fn render(done: Finished, max_output_bytes: usize) -> ToolOutput {
         Ok(_) => format!("Script completed in {wall}.\n{summary}\n"),
         Err(e) => format!("Script failed after {wall}: {e}\n{summary}\n"),
     };
+    for note in &done.notes {
+        text.push_str("Note: ");
+        text.push_str(note);
+        text.push('\n');
+    }
     if !done.collected.logs.is_empty() {
         text.push_str("\nLogs:\n");
         for l in &done.collected.logs {
@@ -73,6 +78,7 @@ pub(crate) fn render(done: Finished, max_output_bytes: usize) -> ToolOutput {
             "error_kind": error_kind,
             "error": error,
             "summary": summary,
+            "notes": done.notes,
             "full_output": full_output,
         }
     });

@@ -56,6 +56,8 @@ pub(crate) struct CallRecord {
 /// What a finished run hands to the renderer.
 pub(crate) struct Finished {
     pub outcome: Result<Option<String>, ScriptError>,
+    /// What the model must know beyond the outcome (calls the script did not wait for).
+    pub notes: Vec<String>,
     pub calls: Vec<CallRecord>,
     pub collected: Collected,
     pub wall: Duration,
@@ -315,20 +317,24 @@ pub(crate) async fn run(code: &str, setup: &Setup, cx: &ToolContext) -> Finished
                 .map_err(|e| format!("could not start the script thread: {e}"))
         }
     };
-    let finish = |outcome| {
+    let finish = |outcome, notes| {
         let mut calls = std::mem::take(&mut *records.lock().unwrap_or_else(|p| p.into_inner()));
+        // Cancelled, but not settled within the drain: a write may still land, so it is not
+        // reported as cancelled.
         for c in calls.iter_mut().filter(|c| c.status == "running") {
-            c.status = ToolStatus::Cancelled.as_str().into();
+            c.status = "unfinished".into();
+            c.error = Some("cancelled when the script ended but had not stopped yet; it may still complete".into());
         }
         Finished {
             outcome,
+            notes,
             calls,
             collected: std::mem::take(&mut *collected.lock().unwrap_or_else(|p| p.into_inner())),
             wall: started.elapsed(),
         }
     };
     if let Err(e) = spawned {
-        return finish(Err(ScriptError::new(ErrorKind::ExecutionFailure, e)));
+        return finish(Err(ScriptError::new(ErrorKind::ExecutionFailure, e)), Vec::new());
     }
     // A worker is measured on its own; a thread shares this process's resident size.
     let over_memory = || match (&worker, cfg.memory_limit_bytes()) {
@@ -379,8 +385,39 @@ pub(crate) async fn run(code: &str, setup: &Setup, cx: &ToolContext) -> Finished
         };
     };
 
-    // Calls the script did not wait for, or that an abort cut short, are cancelled (K10) and
-    // report their final status.
+    // A script that returned without awaiting some calls (a forgotten `await`): they are waited
+    // for up to the time limit rather than cut off halfway, and the model is told (K10, K11).
+    let mut notes = Vec::new();
+    if outcome.is_ok() && in_flight.load(Ordering::SeqCst) > 0 {
+        let unawaited = running_calls(&records);
+        let limit = tokio::time::sleep_until(tokio::time::Instant::from_std(deadline));
+        tokio::pin!(limit);
+        while in_flight.load(Ordering::SeqCst) > 0 {
+            tokio::select! {
+                _ = settled.recv() => {}
+                () = &mut limit => break,
+                () = cx.cancel.cancelled() => break,
+            }
+        }
+        let left = running_calls(&records);
+        notes.push(if left.is_empty() {
+            format!(
+                "{} call(s) were still running when the script returned (a missing `await`?); they were waited \
+                 for and finished: {}.",
+                unawaited.len(),
+                name_list(&unawaited)
+            )
+        } else {
+            format!(
+                "{} call(s) were still running when the script returned (a missing `await`?); {} of them had not \
+                 finished at the time limit and were cancelled: {}. Await every call.",
+                unawaited.len(),
+                left.len(),
+                name_list(&left)
+            )
+        });
+    }
+    // Calls that an abort cut short are cancelled (K10) and report their final status.
     script_cancel.cancel();
     let drain_until = tokio::time::Instant::now() + CALL_DRAIN;
     while in_flight.load(Ordering::SeqCst) > 0 {
@@ -388,7 +425,29 @@ pub(crate) async fn run(code: &str, setup: &Setup, cx: &ToolContext) -> Finished
             break;
         }
     }
-    finish(outcome)
+    finish(outcome, notes)
+}
+
+/// The first ten names, and how many more.
+fn name_list(names: &[String]) -> String {
+    let shown = names.iter().take(10).cloned().collect::<Vec<_>>().join(", ");
+    match names.len().saturating_sub(10) {
+        0 => shown,
+        more => format!("{shown} and {more} more"),
+    }
+}
+
+/// `edit_file (a.txt)`-style names of the calls still running.
+fn running_calls(records: &Mutex<Vec<CallRecord>>) -> Vec<String> {
+    let records = records.lock().unwrap_or_else(|p| p.into_inner());
+    records
+        .iter()
+        .filter(|c| c.status == "running")
+        .map(|c| match c.arguments.get("path").and_then(Value::as_str) {
+            Some(p) => format!("{} ({p})", c.name),
+            None => c.name.clone(),
+        })
+        .collect()
 }
 
 /// Records a settled call, emits its end event, and says what the script sees of it.

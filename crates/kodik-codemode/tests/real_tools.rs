@@ -177,3 +177,26 @@ async fn g2_g4_a_read_after_a_script_in_one_turn_sees_what_the_script_wrote() {
     assert_eq!(outs[2].status, ToolStatus::Success, "{}", outs[2].text_content());
     assert_eq!(std::fs::read_to_string(s.dir.path().join("order2.txt")).unwrap(), "edited after");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn k10_k11_calls_a_script_did_not_await_finish_and_are_reported_as_they_ended() {
+    let s = setup();
+    std::fs::create_dir(s.dir.path().join("many")).unwrap();
+    for i in 0..16 {
+        std::fs::write(s.dir.path().join(format!("many/f{i}.txt")), "v=old\n").unwrap();
+    }
+    let code = "for (let i = 0; i < 16; i++) await tools.read_file({path: `many/f${i}.txt`});\n\
+                for (let i = 0; i < 16; i++) tools.edit_file({path: `many/f${i}.txt`, edits: [{old_string: 'v=old', new_string: 'v=new'}]});\n\
+                return 'started'";
+    let out = run(&s, code).await;
+    assert_eq!(out.status, ToolStatus::Success, "{}", out.text_content());
+    let text = out.text_content();
+    assert!(text.contains("still running when the script returned (a missing `await`?)"), "{text}");
+    let calls = out.meta["codemode"]["calls"].as_array().unwrap();
+    for c in &calls[16..] {
+        let path = c["arguments"]["path"].as_str().unwrap();
+        let now = std::fs::read_to_string(s.dir.path().join(path)).unwrap();
+        assert_eq!(now, "v=new\n", "{path}");
+        assert_eq!(c["status"], "success", "the status says what happened to {path}: {c}");
+    }
+}
