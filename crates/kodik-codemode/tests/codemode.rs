@@ -985,3 +985,13 @@ async fn k9_script_cut_off_at_its_end_is_reported_at_the_models_last_line_with_w
         assert!(!text.contains("'}'"), "the wrapper's brace must not show: {text}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn k9_an_unknown_name_is_reported_on_its_own_line() {
+    let (out, _) = run(config(), "// c\n// c\n// c\n// c\nreturn foo + 1;\n").await;
+    assert_eq!(out.meta["codemode"]["error"]["line"], 5, "{}", out.text_content());
+    assert_eq!(out.meta["codemode"]["error"]["column"], 8, "{}", out.text_content());
+    let (out, _) = run(config(), "function f(){\n  return zzz;\n}\nawait tools.noop({});\nf();\n").await;
+    assert_eq!(out.meta["codemode"]["error"]["line"], 2, "{}", out.text_content());
+    assert!(out.text_content().contains("zzz is not defined"), "{}", out.text_content());
+}

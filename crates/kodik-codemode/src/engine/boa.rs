@@ -79,6 +79,7 @@ impl ScriptEngine for BoaEngine {
             catalog,
             limits,
             line_offset,
+            source: code.clone(),
             start_call,
             abort,
             output,
@@ -110,6 +111,8 @@ struct Host {
     catalog: std::sync::Arc<Catalog>,
     limits: Limits,
     line_offset: u32,
+    /// The model's code, to place errors boa reports at the function's start.
+    source: String,
     start_call: StartCall,
     abort: std::sync::Arc<super::AbortFlag>,
     output: std::sync::Arc<dyn super::ScriptOutput>,
@@ -818,8 +821,19 @@ fn classify(v: &JsValue, ctx: &mut Context, host: &Host) -> ScriptError {
         && let Some(stack) = get_string(&obj, "stack", ctx)
         && let Some((l, c)) = stack_position(&stack)
     {
-        line = Some(host.user_line(l));
-        column = Some(c);
+        // boa places a ReferenceError at the start of the function it happened in (line 1,
+        // column 32 for the script's body): the first use of the name from there is the spot.
+        let unknown = message.strip_suffix(" is not defined").filter(|_| name == "ReferenceError");
+        match unknown.and_then(|ident| first_use(&host.source, ident, l.saturating_sub(2) as usize)) {
+            Some((code_line, col)) => {
+                line = Some(code_line + 1 + host.line_offset);
+                column = Some(col);
+            }
+            None => {
+                line = Some(host.user_line(l));
+                column = Some(c);
+            }
+        }
     }
     let message = match kind {
         ErrorKind::ExecutionFailure => format!("uncaught {name}: {message}"),
@@ -827,6 +841,32 @@ fn classify(v: &JsValue, ctx: &mut Context, host: &Host) -> ScriptError {
         _ => message,
     };
     ScriptError::new(kind, message).at(line, column)
+}
+
+/// The first use of the identifier `ident` in `code` from line index `from` on, as a 0-based line
+/// index and a 1-based column: whole words only, not after a `.` (a property), not in a `//`
+/// comment or on a line where it only appears inside quotes.
+fn first_use(code: &str, ident: &str, from: usize) -> Option<(u32, u32)> {
+    if ident.is_empty() || !ident.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '$') {
+        return None;
+    }
+    let is_word = |c: char| c.is_alphanumeric() || c == '_' || c == '$';
+    for (i, text) in code.split('\n').enumerate().skip(from) {
+        let text = text.split("//").next().unwrap_or(text);
+        let mut start = 0;
+        while let Some(at) = text[start..].find(ident) {
+            let at = start + at;
+            let before = text[..at].chars().next_back();
+            let after = text[at + ident.len()..].chars().next();
+            let quotes = text[..at].chars().filter(|c| matches!(c, '"' | '\'' | '`')).count();
+            if !before.is_some_and(|c| is_word(c) || c == '.') && !after.is_some_and(is_word) && quotes % 2 == 0 {
+                let col = text[..at].chars().count() + 1;
+                return Some((u32::try_from(i).ok()?, u32::try_from(col).ok()?));
+            }
+            start = at + ident.len();
+        }
+    }
+    None
 }
 
 /// The first `script.js:L:C` in a stack string.
@@ -964,6 +1004,14 @@ mod tests {
     fn k9_stack_positions_are_found() {
         assert_eq!(stack_position("    at f (script.js:4:11)\n    at <main> (script.js:7:1)"), Some((4, 11)));
         assert_eq!(stack_position("at kodik-prelude.js:1:2"), None);
+    }
+
+    #[test]
+    fn k9_the_first_use_of_an_unknown_name_is_found() {
+        let code = "// foo\nconst s = 'foo';\nobj.foo = 1;\nreturn foo + 1;";
+        assert_eq!(first_use(code, "foo", 0), Some((3, 8)));
+        assert_eq!(first_use("function f(){\n  return zzz;\n}", "zzz", 0), Some((1, 10)));
+        assert_eq!(first_use("return foodstuff", "foo", 0), None);
     }
 
     #[test]
