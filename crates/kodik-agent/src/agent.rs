@@ -84,6 +84,13 @@ pub trait Notes: Send + Sync {
         Vec::new()
     }
 
+    /// Conversation `session_id` was reloaded from its transcript: `results` are its tool
+    /// results' metas as (tool name, meta), in order, for a source that keeps state the tools
+    /// changed (the todo list) to put it back. Default: nothing.
+    fn resumed(&self, session_id: &str, results: &[(String, serde_json::Value)]) {
+        let _ = (session_id, results);
+    }
+
     /// Conversation `session_id`'s run ended cancelled: stop what it left running in the
     /// background, such as its background sub-agents (G6, A3). Default: nothing.
     fn run_cancelled(&self, session_id: &str) {
@@ -381,6 +388,9 @@ impl Agent {
             mode: s.config.mode.as_str().to_string(),
             resumed: true,
         });
+        for source in &s.notes {
+            source.resumed(&id, &loaded.results);
+        }
         let mut conv = Conversation::new(Arc::clone(s), id, path, dir, writer, loaded);
         conv.close_dangling_calls();
         Ok(conv)

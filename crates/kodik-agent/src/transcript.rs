@@ -52,6 +52,9 @@ pub(crate) struct Loaded {
     /// Where tools saved full outputs, by call id.
     pub full_outputs: HashMap<String, PathBuf>,
     pub compacted: HashSet<String>,
+    /// Each tool result's meta that is not null, as (tool name, meta), in order: what a note
+    /// source restores its state from on resume ([`crate::Notes::resumed`]).
+    pub results: Vec<(String, serde_json::Value)>,
 }
 
 /// An open transcript, appended to line by line.
@@ -138,8 +141,13 @@ pub(crate) fn load(path: &Path) -> Result<(Loaded, u64), AgentError> {
         }
         match record {
             Record::Item { item, output } => {
-                if let (Item::ToolResult { call_id, .. }, Some(path)) = (&item, output.and_then(|o| o.full_output)) {
-                    loaded.full_outputs.insert(call_id.clone(), path);
+                if let (Item::ToolResult { call_id, name, .. }, Some(output)) = (&item, output) {
+                    if !output.meta.is_null() {
+                        loaded.results.push((name.clone(), output.meta));
+                    }
+                    if let Some(path) = output.full_output {
+                        loaded.full_outputs.insert(call_id.clone(), path);
+                    }
                 }
                 loaded.items.push(item);
             }

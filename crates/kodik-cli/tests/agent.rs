@@ -540,3 +540,31 @@ async fn a3_s3_background_wait_0_names_the_sub_agent_cut_off() {
     let error = result["error"].as_str().unwrap_or_else(|| panic!("no error naming the sub-agent: {result}"));
     assert!(error.contains("slow child") && error.contains("cut off"), "{error}");
 }
+
+/// A1 with A5: the todo list outlives the process: `--last` restores it from the transcript, so
+/// the model's merge by id works — before, the list came back empty and every update failed
+/// with "no item has id 1".
+#[tokio::test]
+async fn a1_a5_the_todo_list_comes_back_with_last() {
+    let ws = tempfile::tempdir().unwrap();
+    let plan = json!({"todos": [{"title": "step A"}, {"title": "step B"}, {"title": "step C"}]});
+    let progress =
+        json!({"merge": true, "todos": [{"id": "1", "status": "completed"}, {"id": "2", "status": "in_progress"}]});
+    let recording = Recording::new(Provider::OpenAiResponses, "gpt-5")
+        .with(Exchange::sse(call_body("call_1", "todo_write", &plan)))
+        .with(Exchange::sse(text_body("planned")))
+        .with(Exchange::sse(call_body("call_2", "todo_write", &progress)))
+        .with(Exchange::sse(text_body("progressed")));
+    let server = ReplayServer::start(recording).await.unwrap();
+    let out = agent_against(&server, ws.path(), &["--context-window", "64000", "PLAN it"]).await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = agent_against(&server, ws.path(), &["--context-window", "64000", "--last", "PROGRESS it"]).await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let requests = server.requests();
+    assert_eq!(requests.len(), 4);
+    let last = requests[3].body.to_string();
+    assert!(
+        last.contains("[x] 1: step A") && last.contains("[~] 2: step B") && last.contains("[ ] 3: step C"),
+        "the merge found the restored list: {last}"
+    );
+}

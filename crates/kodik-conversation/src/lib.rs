@@ -190,6 +190,18 @@ impl ConversationToolset {
         self.inner.todos.items()
     }
 
+    /// Restores this conversation's state from the tool results of its saved transcript, as
+    /// `(tool name, result meta)` in order, when it is resumed (`--resume`, `--last`, a message to
+    /// a closed conversation): the todo list of the last successful `todo_write` (A1).
+    pub fn restore(&self, results: &[(String, serde_json::Value)]) {
+        let last = results.iter().rev().find(|(name, meta)| name == "todo_write" && meta.get("todos").is_some());
+        if let Some((_, meta)) = last
+            && let Ok(items) = serde_json::from_value::<Vec<Todo>>(meta["todos"].clone())
+        {
+            self.inner.todos.restore(items);
+        }
+    }
+
     /// Sets who runs sub-agents (once; later calls are ignored and return `false`). Set after
     /// building because the runner usually needs the registry these tools are part of.
     pub fn set_runner(&self, runner: Arc<dyn AgentRunner>) -> bool {

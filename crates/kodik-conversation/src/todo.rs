@@ -59,6 +59,15 @@ impl TodoList {
         self.state.lock().unwrap_or_else(|p| p.into_inner()).items.clone()
     }
 
+    /// Puts back a list saved earlier (a resumed conversation's last `todo_write` result), so
+    /// the model's next merge finds the items its history shows. Generated ids go on after the
+    /// highest numeric one.
+    pub fn restore(&self, items: Vec<Todo>) {
+        let mut guard = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        guard.next_id = items.iter().filter_map(|t| t.id.parse::<u64>().ok()).max().unwrap_or(0);
+        guard.items = items;
+    }
+
     /// Applies one `todo_write` call. The change is computed on a copy and stored only when
     /// every item is valid, so an error leaves the stored list as it was (A1).
     pub fn apply(&self, args: &TodoWriteArgs) -> Result<Vec<Todo>, ToolError> {

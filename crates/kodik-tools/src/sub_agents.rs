@@ -81,6 +81,10 @@ impl kodik_agent::Notes for ConversationNotes {
         notes
     }
 
+    fn resumed(&self, _session_id: &str, results: &[(String, serde_json::Value)]) {
+        self.tools.restore(results);
+    }
+
     fn running(&self, _session_id: &str) -> Vec<String> {
         self.tools.running_children()
     }
