@@ -170,7 +170,7 @@ impl Calls {
             records.push(CallRecord {
                 id: id.clone(),
                 name: name.clone(),
-                arguments: args.clone(),
+                arguments: preview_args(&args),
                 status: "running".into(),
                 duration_ms: 0.0,
                 error: None,
@@ -500,6 +500,24 @@ fn script_text(out: &ToolOutput) -> String {
         );
     }
     if out.meta.is_null() { String::new() } else { out.meta.to_string() }
+}
+
+/// Longest string kept whole in a call record's arguments.
+const ARG_PREVIEW_CHARS: usize = 200;
+
+/// A call's arguments for the result metadata (K11): long strings (a whole file's content) are
+/// cut to their first [`ARG_PREVIEW_CHARS`] characters with their length, so a script that
+/// writes ten large files does not return megabytes of metadata.
+fn preview_args(v: &Value) -> Value {
+    match v {
+        Value::String(s) if s.chars().count() > ARG_PREVIEW_CHARS => {
+            let head: String = s.chars().take(ARG_PREVIEW_CHARS).collect();
+            Value::String(format!("{head}… ({} chars)", s.chars().count()))
+        }
+        Value::Array(items) => Value::Array(items.iter().map(preview_args).collect()),
+        Value::Object(map) => Value::Object(map.iter().map(|(k, v)| (k.clone(), preview_args(v))).collect()),
+        other => other.clone(),
+    }
 }
 
 fn short_json(v: &Value, max: usize) -> String {

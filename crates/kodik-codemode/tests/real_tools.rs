@@ -200,3 +200,21 @@ async fn k10_k11_calls_a_script_did_not_await_finish_and_are_reported_as_they_en
         assert_eq!(c["status"], "success", "the status says what happened to {path}: {c}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn k8_k11_call_records_preview_long_arguments_so_the_result_stays_small() {
+    let s = setup();
+    let code = "const body = 'x'.repeat(150000);\n\
+                for (let i = 0; i < 10; i++) await tools.create_file({path: `gen/f${i}.txt`, content: body});\n\
+                return 'wrote 10 files'";
+    let out = run(&s, code).await;
+    assert_eq!(out.status, ToolStatus::Success, "{}", out.text_content());
+    for i in 0..10 {
+        assert_eq!(std::fs::read_to_string(s.dir.path().join(format!("gen/f{i}.txt"))).unwrap().len(), 150_000);
+    }
+    let meta = out.meta.to_string();
+    assert!(meta.len() < 20_000, "metadata of {} bytes", meta.len());
+    let content = out.meta["codemode"]["calls"][0]["arguments"]["content"].as_str().unwrap();
+    assert!(content.ends_with("… (150000 chars)"), "{}", &content[..content.len().min(300)]);
+    assert_eq!(out.meta["codemode"]["calls"][0]["arguments"]["path"], "gen/f0.txt");
+}
