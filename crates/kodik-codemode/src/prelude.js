@@ -34,12 +34,28 @@
     if (typeof v === "function") return "[function]";
     if (typeof v === "bigint") return v.toString();
     if (v instanceof Error) return (v.name || "Error") + ": " + v.message;
+    // Like Node's inspection, a cycle is shown as "[Circular]" instead of failing; BigInts
+    // inside become their digits. A value whose toJSON throws is an error, never "[object Object]".
+    const ancestors = [];
+    let s;
     try {
-      const s = JSON.stringify(v, null, 2);
-      return s === undefined ? String(v) : s;
+      s = JSON.stringify(
+        v,
+        function (key, value) {
+          if (typeof value === "bigint") return value.toString();
+          if (typeof value === "object" && value !== null) {
+            while (ancestors.length && ancestors[ancestors.length - 1] !== this) ancestors.pop();
+            if (ancestors.indexOf(value) !== -1) return "[Circular]";
+            ancestors.push(value);
+          }
+          return value;
+        },
+        2,
+      );
     } catch (e) {
-      return String(v);
+      throw new TypeError("a value could not be converted to JSON (" + (e && e.message) + "); return or log plain data");
     }
+    return s === undefined ? String(v) : s;
   };
   const invoke = (name, args) => {
     const r = N.call(String(name), args);

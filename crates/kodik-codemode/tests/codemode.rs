@@ -995,3 +995,19 @@ async fn k9_an_unknown_name_is_reported_on_its_own_line() {
     assert_eq!(out.meta["codemode"]["error"]["line"], 2, "{}", out.text_content());
     assert!(out.text_content().contains("zzz is not defined"), "{}", out.text_content());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn k2_k9_a_cyclic_value_is_shown_with_circular_marks_and_a_failing_to_json_is_an_error() {
+    let (out, _) =
+        run(config(), "const a = {name: 'root', children: []}; a.children.push({parent: a, n: 10n}); return a").await;
+    assert_eq!(out.status, ToolStatus::Success, "{}", out.text_content());
+    let v: Value = serde_json::from_str(&output_section(&out)).unwrap_or_else(|_| panic!("{}", out.text_content()));
+    assert_eq!(v, json!({"name": "root", "children": [{"parent": "[Circular]", "n": "10"}]}));
+    // The same object twice side by side is not a cycle.
+    let (out, _) = run(config(), "const x = {k: 1}; return {a: x, b: x}").await;
+    let v: Value = serde_json::from_str(&output_section(&out)).unwrap();
+    assert_eq!(v, json!({"a": {"k": 1}, "b": {"k": 1}}));
+    let (out, _) = run(config(), "return {toJSON() { throw new Error('tj') }}").await;
+    assert_eq!(error_kind(&out).as_deref(), Some("ExecutionFailure"), "{}", out.text_content());
+    assert!(out.text_content().contains("could not be converted to JSON (tj)"), "{}", out.text_content());
+}
