@@ -57,8 +57,16 @@
     }
     return s === undefined ? String(v) : s;
   };
+  // Arguments cross as JSON text, every string well-formed: a lone surrogate (an emoji cut in
+  // half by slice()) reaches the tool as U+FFFD, like Node, not as the text "\uD83D".
+  const stringify = JSON.stringify;
+  const JSONobj = JSON;
+  const wellFormed = String.prototype.toWellFormed;
+  const wellFormedStrings = (key, value) => (typeof value === "string" ? apply(wellFormed, value, []) : value);
+  const argsJson = (args) =>
+    args === undefined || args === null ? args : apply(stringify, JSONobj, [args, wellFormedStrings]);
   const invoke = (name, args) => {
-    const r = N.call(String(name), args);
+    const r = N.call(String(name), argsJson(args));
     if (r.error) {
       return Promise.reject(mkError(r.error, r.message, { tool: String(name), line: r.line, column: r.column }));
     }

@@ -218,3 +218,15 @@ async fn k8_k11_call_records_preview_long_arguments_so_the_result_stays_small() 
     assert!(content.ends_with("… (150000 chars)"), "{}", &content[..content.len().min(300)]);
     assert_eq!(out.meta["codemode"]["calls"][0]["arguments"]["path"], "gen/f0.txt");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn k1_a_lone_surrogate_is_written_as_the_replacement_character() {
+    let s = setup();
+    let code = "const s = 'Hi \u{1F600}\u{1F600}';\n\
+                await tools.create_file({path: 'emoji.txt', content: s.slice(0, 4) + '|end'});\n\
+                return s.slice(0, 4) + '|ret'";
+    let out = run(&s, code).await;
+    assert_eq!(out.status, ToolStatus::Success, "{}", out.text_content());
+    assert_eq!(std::fs::read_to_string(s.dir.path().join("emoji.txt")).unwrap(), "Hi \u{FFFD}|end");
+    assert_eq!(output_section(&out), "Hi \u{FFFD}|ret");
+}

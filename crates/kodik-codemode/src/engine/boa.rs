@@ -440,7 +440,7 @@ fn run_script(
                 let function = if function.is_empty() {
                     "an anonymous async function".into()
                 } else {
-                    format!("`{}`", function.to_std_string_escaped())
+                    format!("`{}`", function.to_std_string_lossy())
                 };
                 return Err(ScriptError::new(
                     ErrorKind::ExecutionFailure,
@@ -546,7 +546,7 @@ fn host_of(ctx: &Context) -> JsResult<Rc<Host>> {
 
 fn arg_string(args: &[JsValue], i: usize, ctx: &mut Context) -> JsResult<String> {
     match args.get(i) {
-        Some(v) if !v.is_undefined() => Ok(v.to_string(ctx)?.to_std_string_escaped()),
+        Some(v) if !v.is_undefined() => Ok(v.to_string(ctx)?.to_std_string_lossy()),
         _ => Ok(String::new()),
     }
 }
@@ -597,9 +597,16 @@ fn native_call(_this: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult
     let call_args = match args.get(1) {
         None => json!({}),
         Some(v) if v.is_undefined() || v.is_null() => json!({}),
-        Some(v) => match v.to_json(ctx)? {
-            Some(j @ Value::Object(_)) => j,
-            _ => {
+        // The prelude sends the arguments as JSON text with every string made well-formed (a
+        // lone surrogate becomes U+FFFD, as Node writes it), which boa's own conversion would
+        // turn into the six characters `\uD83D`.
+        Some(v) => match serde_json::from_str::<Value>(&v.to_string(ctx)?.to_std_string_lossy()) {
+            Ok(j @ Value::Object(_)) => j,
+            Err(e) => {
+                let msg = format!("the arguments of {}() are not plain JSON data: {e}", entry.path);
+                return refuse(ErrorKind::InvalidToolInput, msg, ctx);
+            }
+            Ok(_) => {
                 let msg = format!("{}() takes one object argument, e.g. {}({{...}})", entry.path, entry.path);
                 return refuse(ErrorKind::InvalidToolInput, msg, ctx);
             }
@@ -698,7 +705,7 @@ fn native_store(_this: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResul
     let host = host_of(ctx)?;
     let key = arg_string(args, 0, ctx)?;
     let value = match args.get(1) {
-        Some(v) if !v.is_undefined() => Some(v.to_string(ctx)?.to_std_string_escaped()),
+        Some(v) if !v.is_undefined() => Some(v.to_string(ctx)?.to_std_string_lossy()),
         _ => None,
     };
     let set = host.store.lock().unwrap_or_else(|p| p.into_inner()).set(key.clone(), value.clone());
@@ -756,10 +763,10 @@ fn format_value(v: &JsValue, fmt: &JsFunction, ctx: &mut Context, host: &Host) -
         return Ok(None);
     }
     if let Some(s) = v.as_string() {
-        return Ok(Some(s.to_std_string_escaped()));
+        return Ok(Some(s.to_std_string_lossy()));
     }
     let s = fmt.call(&JsValue::undefined(), std::slice::from_ref(v), ctx).map_err(|e| js_error(e, ctx, host))?;
-    Ok(Some(s.to_string(ctx).map_err(|e| js_error(e, ctx, host))?.to_std_string_escaped()))
+    Ok(Some(s.to_string(ctx).map_err(|e| js_error(e, ctx, host))?.to_std_string_lossy()))
 }
 
 /// An error from the engine itself: engine errors (runtime limits) by kind, JavaScript errors
@@ -790,7 +797,7 @@ fn get_prop(obj: &JsObject, key: &str, ctx: &mut Context) -> Option<JsValue> {
 }
 
 fn get_string(obj: &JsObject, key: &str, ctx: &mut Context) -> Option<String> {
-    get_prop(obj, key, ctx).and_then(|v| v.to_string(ctx).ok()).map(|s| s.to_std_string_escaped())
+    get_prop(obj, key, ctx).and_then(|v| v.to_string(ctx).ok()).map(|s| s.to_std_string_lossy())
 }
 
 fn get_u32(obj: &JsObject, key: &str, ctx: &mut Context) -> Option<u32> {
@@ -800,11 +807,11 @@ fn get_u32(obj: &JsObject, key: &str, ctx: &mut Context) -> Option<u32> {
 /// A value the script threw (or its promise rejected with), as a typed error.
 fn classify(v: &JsValue, ctx: &mut Context, host: &Host) -> ScriptError {
     if let Some(s) = v.as_string() {
-        let s = s.to_std_string_escaped();
+        let s = s.to_std_string_lossy();
         return ScriptError::new(ErrorKind::ExecutionFailure, format!("uncaught exception (a thrown string): {s}"));
     }
     let Some(obj) = v.as_object() else {
-        let shown = v.to_string(ctx).map(|s| s.to_std_string_escaped()).unwrap_or_default();
+        let shown = v.to_string(ctx).map(|s| s.to_std_string_lossy()).unwrap_or_default();
         return ScriptError::new(ErrorKind::ExecutionFailure, format!("uncaught exception: {shown}"));
     };
     let name = get_string(&obj, "name", ctx);
