@@ -156,7 +156,10 @@ pub async fn run(args: Args) -> ExitCode {
     let agent = toolbox.agent(model, config);
     // agent_status lists this conversation to other processes too (A4).
     let store = Arc::new(kodik_tools::conversation::FileStore::for_workspace(&workspace));
-    let _published = kodik_tools::publish_sessions(&agent, store, workspace.clone());
+    // Listed by its full path, as `agent_status`'s `workspace` filter is given it, not as typed
+    // here (`.`, `ws7`).
+    let listed = std::fs::canonicalize(&workspace).unwrap_or_else(|_| workspace.clone());
+    let published = kodik_tools::publish_sessions(&agent, store, listed);
     let mut events = agent.subscribe();
     let conversation = match (&args.resume, args.last) {
         (Some(id), _) => agent.resume(id),
@@ -186,6 +189,12 @@ pub async fn run(args: Args) -> ExitCode {
     out.finish(&outcome, conversation.id());
     toolbox.browser().shutdown().await;
     crate::unmount(mcp).await;
+    // The listing's last writes (idle with the title and context fill, then closed) come when
+    // the agent's events end: without waiting for them the process often exited first and left
+    // the conversation listed "running", untitled (A4). Bounded, as a listing never holds a run.
+    drop(conversation);
+    drop(agent);
+    let _ = tokio::time::timeout(Duration::from_secs(5), published).await;
     ExitCode::from(u8::try_from(outcome.status.exit_code()).unwrap_or(1))
 }
 

@@ -328,3 +328,53 @@ async fn a5_a_message_reaches_a_conversation_running_in_another_process() {
     let inbox = store.join(format!("{recipient_id}.inbox"));
     assert_eq!(std::fs::read_dir(&inbox).map(|d| d.count()).unwrap_or(0), 0, "the letter was taken once");
 }
+
+/// A4: after `kodik agent` exits its conversation is listed closed, with its title, and under
+/// the workspace's full path even when started as `kodik agent` in the folder (`--workspace .`)
+/// — before, the record was often left "running" and untitled (the process exited before the
+/// listing's last write) and said `"workspace": "."`, which agent_status's `workspace` filter,
+/// given the path or the folder's name, never found.
+#[tokio::test]
+async fn a4_an_exited_agent_is_listed_closed_titled_and_by_its_full_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("parser-ws");
+    std::fs::create_dir(&ws).unwrap();
+    let runs = 6;
+    let recording = (0..runs).fold(Recording::new(Provider::OpenAiResponses, "gpt-5"), |r, i| {
+        r.with(Exchange::sse(text_body(&format!("Answer {i}"))))
+    });
+    let server = ReplayServer::start(recording).await.unwrap();
+    for i in 0..runs {
+        let mut cmd = tokio::process::Command::new(KODIK);
+        cmd.current_dir(&ws)
+            .args(["agent", "--model", "gpt-5", "--base-url", &server.base_url(), "Refactor the parser"])
+            .env("OPENAI_API_KEY", "sk-test-not-a-real-key")
+            .env("KODIK_CONFIG_DIR", dir.path().join("user-config"))
+            .stdin(Stdio::null());
+        if i % 2 == 1 {
+            cmd.arg("--json");
+        }
+        let out = cmd.output().await.unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let full = std::fs::canonicalize(&ws).unwrap();
+    let mut records = 0;
+    for entry in std::fs::read_dir(ws.join(".kodik/conversations")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "json") {
+            continue;
+        }
+        let info: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        records += 1;
+        assert_eq!(info["status"], "closed", "{info}");
+        assert!(info["title"].as_str().unwrap().starts_with("Answer "), "{info}");
+        assert_eq!(info["workspace"], full.to_str().unwrap(), "{info}");
+    }
+    assert_eq!(records, runs);
+    for filter in [full.to_str().unwrap(), "parser-ws"] {
+        let line = json!({"id": "1", "name": "agent_status", "args": {"scope": "sessions", "workspace": filter}});
+        let results = results(batch(&ws, &format!("{line}\n")));
+        let text = results[0]["content"][0]["text"].as_str().unwrap();
+        assert!(text.contains(&format!("of {runs}")), "filter {filter}: {text}");
+    }
+}

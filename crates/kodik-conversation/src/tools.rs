@@ -393,10 +393,16 @@ fn as_it_is(mut info: SessionInfo) -> SessionInfo {
     info
 }
 
-fn matches_workspace(info: &SessionInfo, want: &str) -> bool {
+/// Whether `info` is of workspace `want`: its path (`..`, links and a relative path resolved
+/// against this workspace's root, compared in full) or its folder name.
+fn matches_workspace(info: &SessionInfo, want: &str, root: &std::path::Path) -> bool {
     let want = want.trim().trim_end_matches('/');
+    let canonical = |p: &std::path::Path| std::fs::canonicalize(root.join(p)).ok();
+    let wanted = canonical(std::path::Path::new(want));
     info.workspace.as_ref().is_some_and(|w| {
-        w.to_string_lossy().trim_end_matches('/') == want || w.file_name().is_some_and(|n| n.to_string_lossy() == want)
+        w.to_string_lossy().trim_end_matches('/') == want
+            || w.file_name().is_some_and(|n| n.to_string_lossy() == want)
+            || (wanted.is_some() && canonical(w) == wanted)
     })
 }
 
@@ -430,6 +436,7 @@ impl AgentStatusTool {
         &self,
         args: &AgentStatusArgs,
         store: &dyn ConversationStore,
+        root: &std::path::Path,
     ) -> Result<(String, serde_json::Value), ToolError> {
         let me = &self.set.session_id();
         let mut all: Vec<SessionInfo> = store
@@ -443,7 +450,7 @@ impl AgentStatusTool {
                 args.active_within_minutes
                     .is_none_or(|m| now_secs().saturating_sub(s.last_activity) <= u64::from(m) * 60)
             })
-            .filter(|s| args.workspace.as_deref().is_none_or(|w| matches_workspace(s, w)))
+            .filter(|s| args.workspace.as_deref().is_none_or(|w| matches_workspace(s, w, root)))
             .filter(|s| args.query.as_deref().is_none_or(|q| matches_query(s, q)))
             .collect();
         all.sort_by(|a, b| b.last_activity.cmp(&a.last_activity).then_with(|| a.id.cmp(&b.id)));
@@ -478,7 +485,21 @@ impl TypedTool for AgentStatusTool {
     }
 
     fn check(&self, args: &AgentStatusArgs) -> Result<(), ToolError> {
-        args.check()
+        args.check()?;
+        // The schema's bounds, which not every client enforces: 0 minutes would silently list
+        // nothing, as `limit: 0` would.
+        let invalid = |field: &str, message: &str| ToolError::InvalidInput {
+            tool: "agent_status".into(),
+            field: Some(field.into()),
+            message: message.into(),
+        };
+        if args.active_within_minutes == Some(0) {
+            return Err(invalid("active_within_minutes", "`active_within_minutes` must be at least 1"));
+        }
+        if args.limit.is_some_and(|l| l > 200) {
+            return Err(invalid("limit", "`limit` can be at most 200; page with `offset` for more"));
+        }
+        Ok(())
     }
 
     async fn run(&self, args: AgentStatusArgs, cx: &ToolContext) -> Result<ToolOutput, ToolError> {
@@ -542,9 +563,9 @@ impl TypedTool for AgentStatusTool {
                 }
                 (text, serde_json::to_value(&me).unwrap_or_default())
             }
-            StatusScope::Sessions => self.sessions(&args, &*store)?,
+            StatusScope::Sessions => self.sessions(&args, &*store, &root(cx))?,
             StatusScope::All => {
-                let (sessions, meta) = self.sessions(&args, &*store)?;
+                let (sessions, meta) = self.sessions(&args, &*store, &root(cx))?;
                 (format!("{agents}\n\n{sessions}"), meta)
             }
         };

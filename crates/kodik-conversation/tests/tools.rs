@@ -566,3 +566,18 @@ async fn a7_check_understanding_grades_the_learners_answers() {
     assert!(text.contains("`yes` — wrong; correct: `no`") && text.contains("why: shared borrows"), "{text}");
     assert!(text.contains("open answer: moves it") && text.contains("1 of 2 choice answers correct"), "{text}");
 }
+
+/// A4: filter values below or above the schema's bounds are clear errors, not an empty or
+/// silently clipped listing (`active_within_minutes: 0` listed nothing before).
+#[tokio::test]
+async fn a4_out_of_range_agent_status_filters_are_clear_errors() {
+    let h = host();
+    for (args, says) in [
+        (json!({"scope": "sessions", "active_within_minutes": 0}), "`active_within_minutes` must be at least 1"),
+        (json!({"scope": "sessions", "limit": 100000}), "at most 200"),
+    ] {
+        let out = h.call("agent_status", args.clone()).await;
+        assert_eq!(out.status, ToolStatus::Error, "{args}: {}", out.text_content());
+        assert!(out.text_content().contains(says), "{args}: {}", out.text_content());
+    }
+}
