@@ -311,9 +311,24 @@ fn object_type(schema: &Value, depth: usize) -> String {
 }
 
 /// The first sentence of `text` (up to `. ` or a newline), cut to `max` bytes at a char boundary.
+/// Where the first sentence of `t` ends (just after its `.`): a `. ` that does not close an
+/// abbreviation such as "e.g." or "etc.", nor a line break inside the sentence.
+fn sentence_end(t: &str) -> Option<usize> {
+    const ABBREVIATIONS: [&str; 6] = ["e.g", "i.e", "etc", "vs", "cf", "approx"];
+    let mut from = 0;
+    while let Some(i) = t[from..].find(". ").map(|i| from + i) {
+        let word = t[..i].rsplit(|c: char| c.is_whitespace() || c == '(').next().unwrap_or("");
+        if !ABBREVIATIONS.iter().any(|a| word.eq_ignore_ascii_case(a)) {
+            return Some(i + 1);
+        }
+        from = i + 2;
+    }
+    None
+}
+
 pub(crate) fn first_sentence(text: &str, max: usize) -> String {
     let t = text.trim();
-    let end = t.find(". ").map(|i| i + 1).or_else(|| t.find('\n')).unwrap_or(t.len());
+    let end = sentence_end(t).or_else(|| t.find('\n')).unwrap_or(t.len());
     let s = &t[..end];
     if s.len() <= max {
         return s.to_string();
@@ -329,6 +344,17 @@ pub(crate) fn first_sentence(text: &str, max: usize) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn k4_first_sentence_is_not_cut_at_an_abbreviation() {
+        let d = "Delegate a self-contained subtask to a sub-agent with its own context, e.g. a search. Then more.";
+        assert_eq!(
+            first_sentence(d, 300),
+            "Delegate a self-contained subtask to a sub-agent with its own context, e.g. a search."
+        );
+        assert_eq!(first_sentence("One (i.e. two). Three.", 300), "One (i.e. two).");
+        assert_eq!(first_sentence("Plain. Next.", 300), "Plain.");
+    }
 
     #[test]
     fn k7_signature_types_from_schema() {

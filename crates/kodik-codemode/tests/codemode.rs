@@ -1011,3 +1011,17 @@ async fn k2_k9_a_cyclic_value_is_shown_with_circular_marks_and_a_failing_to_json
     assert_eq!(error_kind(&out).as_deref(), Some("ExecutionFailure"), "{}", out.text_content());
     assert!(out.text_content().contains("could not be converted to JSON (tj)"), "{}", out.text_content());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn k9_k4_import_require_and_unknown_names_say_what_to_do_instead() {
+    let (out, _) = run(config(), "import fs from \"fs\";\nreturn 1").await;
+    assert_eq!(error_kind(&out).as_deref(), Some("ParseError"), "{}", out.text_content());
+    assert!(out.text_content().contains("modules are not available in code mode"), "{}", out.text_content());
+    assert!(out.text_content().contains("tools.read_file"), "{}", out.text_content());
+    let (out, _) = run(config(), "const x = 1;\nconst fs = require(\"fs\"); return 1").await;
+    assert!(out.text_content().contains("modules are not available in code mode"), "{}", out.text_content());
+    assert_eq!(out.meta["codemode"]["error"]["line"], 2, "{}", out.text_content());
+    let (out, _) = run(config(), "return describeTool('reda')").await;
+    assert_eq!(error_kind(&out).as_deref(), Some("UnknownTool"));
+    assert!(out.text_content().contains("did you mean: read"), "{}", out.text_content());
+}

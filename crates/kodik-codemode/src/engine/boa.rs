@@ -843,6 +843,15 @@ fn classify(v: &JsValue, ctx: &mut Context, host: &Host) -> ScriptError {
         }
     }
     let message = match kind {
+        ErrorKind::ExecutionFailure
+            if name == "ReferenceError"
+                && matches!(
+                    message.as_str(),
+                    "require is not defined" | "module is not defined" | "exports is not defined"
+                ) =>
+        {
+            format!("uncaught {name}: {message}: {NO_MODULES}")
+        }
         ErrorKind::ExecutionFailure => format!("uncaught {name}: {message}"),
         ErrorKind::ToolFailure => format!("{message} (uncaught ToolError; catch it with try/catch to handle it)"),
         _ => message,
@@ -914,6 +923,13 @@ fn parse_error(err: &JsError, code: &str, host: &Host) -> ScriptError {
         };
         return ScriptError::new(ErrorKind::ParseError, message).at(Some(last_line + host.line_offset), Some(last_col));
     }
+    // A script is a function body, so a static `import`/`export` fails with parser words about
+    // `import.meta`; what the model needs is that modules are not there.
+    let line_text = position.and_then(|(l, _)| code.split('\n').nth(l.saturating_sub(2) as usize)).unwrap_or("");
+    let head = match line_text.trim_start().split([' ', '{', '*']).next() {
+        Some("import" | "export") => format!("`{}` is not possible here: {NO_MODULES}", line_text.trim()),
+        _ => head,
+    };
     match position {
         Some((l, c)) => ScriptError::new(ErrorKind::ParseError, head).at(Some(host.user_line(l)), c),
         None => ScriptError::new(ErrorKind::ParseError, head),
