@@ -291,18 +291,9 @@ pub fn hide_clangd_index(root: &Path) {
         return;
     }
     let dir = root.join(".cache/clangd");
-    let ignore = dir.join(".gitignore");
-    if ignore.symlink_metadata().is_ok() {
-        return;
-    }
-    let written = std::fs::create_dir_all(&dir).and_then(|()| {
-        use std::io::Write as _;
-        // `create_new`: a file that appeared meanwhile is the user's, never overwritten.
-        let mut f = std::fs::OpenOptions::new().write(true).create_new(true).open(&ignore)?;
-        f.write_all(b"# clangd's background index (kodik started clangd): not part of the project.\n*\n")
-    });
-    if let Err(e) = written {
-        tracing::debug!(path = %ignore.display(), error = %e, "could not hide clangd's index from git");
+    let what = "clangd's background index (kodik started clangd): not part of the project.";
+    if let Err(e) = kodik_core::workspace::hide_from_git(&dir, what) {
+        tracing::debug!(path = %dir.display(), error = %e, "could not hide clangd's index from git");
     }
 }
 
