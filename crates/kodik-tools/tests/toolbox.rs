@@ -189,3 +189,39 @@ async fn w5_the_web_auto_approve_switch_applies_to_toolbox_calls() {
     assert_eq!(out.status, ToolStatus::Success, "{}", out.text_content());
     assert!(out.text_content().contains("fetched through the toolbox"), "{}", out.text_content());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn g10_g11_k6_scripts_reach_only_the_tools_the_request_offers() {
+    use kodik_tools::codemode::{CodeModeConfig, Exposure};
+    use kodik_tools::harness::{Availability, Mode};
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("x.txt"), "hello\n").unwrap();
+    let config = CodeModeConfig::default().expose("glob", Exposure::Codemode);
+    let tb = Toolbox::builder().workspace(dir.path()).codemode(config).build().unwrap();
+    let plan = tb.plan(Mode::Code, "mcp-client");
+    for off in ["generate_plan", "apply_patch"] {
+        assert_ne!(plan.availability()[off], Availability::Immediate, "{off} is offered in Code mode");
+    }
+    let scheduler = kodik_tools::scheduler::Scheduler::new(tb.registry_for(&plan));
+    let script = |code: &str| call("s", "codemode", json!({ "code": code }));
+    let outs = scheduler
+        .run(
+            [
+                script("return await tools.generate_plan({title: 'T', summary: 'S', steps: [{title: 'a', details: 'b'}]})"),
+                script("return await tools.apply_patch({input: '*** Begin Patch\\n*** Add File: patched.txt\\n+hi\\n*** End Patch'})"),
+                script("return (await tools.grep({pattern: 'hello'})) + (await tools.glob({pattern: '*.txt'}))"),
+                script("return ALL_TOOLS.map(t => t.name).join(',')"),
+            ],
+            tb.context(),
+        )
+        .await;
+    for out in &outs[..2] {
+        assert_eq!(out.meta["codemode"]["error_kind"], "UnknownTool", "{}", out.text_content());
+    }
+    assert!(!dir.path().join("patched.txt").exists());
+    assert!(!dir.path().join(".kodik/plans").exists());
+    assert_eq!(outs[2].status, ToolStatus::Success, "{}", outs[2].text_content());
+    assert!(outs[2].text_content().contains("x.txt"), "a script-only tool stays callable: {}", outs[2].text_content());
+    let listed = outs[3].text_content();
+    assert!(listed.contains("grep") && !listed.contains("generate_plan"), "{listed}");
+}
