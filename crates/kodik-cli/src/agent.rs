@@ -115,7 +115,8 @@ pub async fn run(args: Args) -> ExitCode {
     // ask_questions reaches the person at this terminal; without one, questions get no answer
     // and the model is told to go on stating its assumptions (A6).
     let mut conversation_tools = kodik_tools::conversation::ConversationToolset::builder();
-    if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
+    let person = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+    if person {
         conversation_tools = conversation_tools.asker(Arc::new(kodik_tools::conversation::TerminalAsker));
     }
     // MCP servers of the workspace, the user and --mcp-config join the tools (A8); the demo is
@@ -133,6 +134,8 @@ pub async fn run(args: Args) -> ExitCode {
     let shell = [Provider::OpenAiResponses, Provider::Anthropic]
         .into_iter()
         .fold(kodik_tools::shell::ShellToolset::new(), |shell, p| shell.unset_env(p.key_var()));
+    // With nobody at a terminal ask_questions could only ever fail: not offered (G11).
+    let tools = if person { tools } else { tools.disable("ask_questions") };
     let toolbox =
         match tools.approver(args.approve.approver()).conversation(conversation_tools.build()).shell(shell).build() {
             Ok(t) => t,

@@ -289,6 +289,12 @@ async fn interrupted() {
     }
 }
 
+/// `call`, `batch` and `serve` have no model to run sub-agents on and no person to ask:
+/// `sub_agent` and `ask_questions` could only ever fail there, so they are not offered (G11).
+fn without_model_or_person(b: kodik_tools::ToolboxBuilder) -> kodik_tools::ToolboxBuilder {
+    b.disable("sub_agent").disable("ask_questions")
+}
+
 /// The builder for `workspace` with the configured MCP servers mounted.
 async fn builder_with_mcp(
     workspace: PathBuf,
@@ -304,6 +310,7 @@ async fn builder_with_mcp(
 
 async fn toolbox(workspace: PathBuf, mcp_config: &[PathBuf]) -> Result<(Toolbox, Option<Arc<McpClient>>), ExitCode> {
     let (b, mcp) = builder_with_mcp(workspace, mcp_config).await?;
+    let b = without_model_or_person(b);
     let tb = b.events(Arc::new(StderrEvents)).build().map_err(usage_error)?;
     // SIGINT and SIGTERM end `call` and `batch` after the browser (its profile and temporary
     // folders) and the mounted servers are stopped; dying of the signal would leave both. Once
@@ -472,7 +479,7 @@ fn session_server(
     model: &str,
     defer: bool,
 ) -> Result<(kodik_mcp::McpServer, usize), kodik_tools::BuildError> {
-    let mut b = builder(workspace.to_path_buf());
+    let mut b = without_model_or_person(builder(workspace.to_path_buf()));
     if let Some(client) = mcp {
         b = b.mcp(Arc::clone(client));
     }

@@ -568,3 +568,17 @@ async fn a1_a5_the_todo_list_comes_back_with_last() {
         "the merge found the restored list: {last}"
     );
 }
+
+/// G11: `kodik agent` with no terminal (stdin from /dev/null) does not offer ask_questions,
+/// which could only fail there; the other conversation tools (memory) still are.
+#[tokio::test]
+async fn g11_agent_without_a_terminal_does_not_offer_ask_questions() {
+    let ws = tempfile::tempdir().unwrap();
+    let recording = Recording::new(Provider::OpenAiResponses, "gpt-5").with(Exchange::sse(text_body("done")));
+    let server = ReplayServer::start(recording).await.unwrap();
+    let out = agent_against(&server, ws.path(), &["--context-window", "64000", "go"]).await;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let offered = server.requests()[0].body["tools"].to_string();
+    assert!(!offered.contains("\"ask_questions\""), "{offered}");
+    assert!(offered.contains("\"memory\""), "{offered}");
+}
