@@ -196,6 +196,18 @@ impl TypedTool for MemoryTool {
         let id = args.id.as_deref().unwrap_or_default();
         let (text, meta) = match args.action {
             MemoryAction::Save => {
+                if args.scope == MemoryScope::Session
+                    && let Some(sessions) = dir.parent()
+                {
+                    // Session notes are scratch of one conversation, like the git-ignored
+                    // transcripts they belong to: kept from a model's `git add -A`. Workspace notes
+                    // are project facts a team may well commit, so `.kodik/memory/` itself is not
+                    // hidden. Best effort: a note is still saved when the .gitignore cannot be.
+                    let _ = kodik_core::workspace::hide_from_git(
+                        sessions,
+                        "kodik session memory: notes of one conversation",
+                    );
+                }
                 let n = memory::save(&dir, content, limits, inside)?;
                 (
                     format!("Saved note `{}` in the {scope} memory ({}).", n.id, n.path.display()),

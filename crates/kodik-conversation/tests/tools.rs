@@ -148,6 +148,11 @@ async fn a2_memory_notes_are_plain_markdown_files_per_scope() {
     assert_eq!(std::fs::read_dir(h.global.path()).unwrap().count(), 1);
     let session_dir = h.root().join(".kodik/memory/sessions/me");
     assert_eq!(std::fs::read_dir(&session_dir).unwrap().count(), 1);
+    // Session notes are kept from git like the transcripts they belong to; workspace notes,
+    // project facts a team may commit, are not hidden.
+    let ignore = std::fs::read_to_string(h.root().join(".kodik/memory/sessions/.gitignore")).unwrap();
+    assert!(ignore.lines().any(|l| l == "*"), "{ignore}");
+    assert!(!h.root().join(".kodik/memory/.gitignore").exists());
     let out = h.call("memory", json!({"action": "list", "scope": "workspace"})).await;
     assert!(!out.text_content().contains("British"), "{}", out.text_content());
 }
