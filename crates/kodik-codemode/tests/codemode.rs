@@ -1025,3 +1025,11 @@ async fn k9_k4_import_require_and_unknown_names_say_what_to_do_instead() {
     assert_eq!(error_kind(&out).as_deref(), Some("UnknownTool"));
     assert!(out.text_content().contains("did you mean: read"), "{}", out.text_content());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn k3_atomics_wait_cannot_block_the_script_thread() {
+    let code = "const ia = new Int32Array(new SharedArrayBuffer(16));\n\
+                try { Atomics.wait(ia, 0, 0); return 'blocked and woke' } catch (e) { return 'refused: ' + e.name }";
+    let (out, _) = run(config(), code).await;
+    assert_eq!(output_section(&out), "refused: TypeError", "{}", out.text_content());
+}
