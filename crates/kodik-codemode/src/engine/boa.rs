@@ -590,7 +590,10 @@ fn native_call(_this: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult
         } else {
             let s = host.catalog.suggest(&name);
             let hint = kodik_core::error::suggestions_suffix(&s);
-            format!("no tool `{name}` can be called from a script{hint} Use searchTools(\"keyword\") to find tools.")
+            let end = if hint.is_empty() { "." } else { "" };
+            format!(
+                "no tool `{name}` can be called from a script{hint}{end} Use searchTools(\"keyword\") to find tools."
+            )
         };
         return refuse(ErrorKind::UnknownTool, msg, ctx);
     };
@@ -684,7 +687,9 @@ fn native_describe(_this: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsRe
         None => {
             let s = host.catalog.suggest(&name);
             let hint = kodik_core::error::suggestions_suffix(&s);
-            json!({"error": "UnknownTool", "message": format!("no tool `{name}` can be called from a script{hint}")})
+            let end = if hint.is_empty() { "." } else { "" };
+            let message = format!("no tool `{name}` can be called from a script{hint}{end}");
+            json!({"error": "UnknownTool", "message": message})
         }
     };
     json_value(&v, ctx)
