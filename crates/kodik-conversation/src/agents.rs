@@ -204,12 +204,14 @@ pub(crate) async fn drive(
         let report = conv.run(&message, cancel.clone()).await;
         let mut inbox = child.inbox.lock().unwrap_or_else(|p| p.into_inner());
         if inbox.is_empty() || report.status == ChildStatus::Cancelled {
-            // Settled under the inbox lock, so `queue` never adds to a child that will not read it.
-            child.state.send_replace(ChildState::Settled(report.clone()));
-            drop(inbox);
+            // The report is queued before the child shows settled, so an `agent_status` wait
+            // that returns it can take it back out and the model does not read it twice.
             if let Some(children) = reports.and_then(|w| w.upgrade()) {
                 children.reports.lock().unwrap_or_else(|p| p.into_inner()).push((child.id.clone(), report.clone()));
             }
+            // Settled under the inbox lock, so `queue` never adds to a child that will not read it.
+            child.state.send_replace(ChildState::Settled(report.clone()));
+            drop(inbox);
             return report;
         }
         message = std::mem::take(&mut *inbox).join("\n\n");

@@ -521,6 +521,8 @@ impl TypedTool for AgentStatusTool {
         {
             if args.wait {
                 let Some(report) = child.settled(&cx.cancel).await else { return Err(ToolError::Cancelled) };
+                // Read here, so not again as a note before the next request.
+                self.set.inner.children.reports.lock().unwrap_or_else(|p| p.into_inner()).retain(|(c, _)| c != id);
                 return Ok(ToolOutput::text(agents::report_text(id, &report))
                     .with_meta(json!({ "agent_id": id, "settled": true })));
             }

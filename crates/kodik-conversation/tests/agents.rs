@@ -179,6 +179,8 @@ async fn a3_foreground_child_answers_and_wait_blocks_until_a_background_one_sett
     let out = h.call("agent_status", json!({"agent_id": "child-2", "wait": true})).await;
     assert!(out.text_content().contains("done: second"), "{}", out.text_content());
     assert_eq!(started.elapsed().as_secs(), 5);
+    // The report the wait returned is not handed out again as a note.
+    assert!(h.set.take_report_notes().is_empty(), "the report would reach the model twice");
 }
 
 #[tokio::test(start_paused = true)]
@@ -317,7 +319,8 @@ async fn a5_a_child_messages_its_parent_which_reads_it_before_its_next_request()
             .any(|n| n.starts_with("[message from sub-agent child-1 (scout), still working]\nfound 3 parsers so far")),
         "{notes:#?}"
     );
-    assert!(notes.iter().any(|n| n.starts_with("Sub-agent child-1 completed")), "{notes:#?}");
+    // The wait returned the child's report: it is not handed out again as a note.
+    assert!(!notes.iter().any(|n| n.starts_with("Sub-agent child-1 completed")), "{notes:#?}");
     assert!(h.set.take_report_notes().is_empty(), "each is handed out once");
 }
 
