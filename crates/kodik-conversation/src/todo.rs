@@ -88,7 +88,7 @@ impl TodoList {
                 Some(pos) => {
                     let t = &mut items[pos];
                     if let Some(title) = &item.title {
-                        t.title = title.trim().to_string();
+                        t.title = one_line(title);
                     }
                     if let Some(status) = item.status {
                         t.status = status;
@@ -119,11 +119,7 @@ impl TodoList {
                             next.fresh_id(&taken)
                         }
                     };
-                    items.push(Todo {
-                        id,
-                        title: title.trim().to_string(),
-                        status: item.status.unwrap_or(TodoStatus::Pending),
-                    });
+                    items.push(Todo { id, title: one_line(title), status: item.status.unwrap_or(TodoStatus::Pending) });
                 }
             }
         }
@@ -131,6 +127,12 @@ impl TodoList {
         *guard = next;
         Ok(guard.items.clone())
     }
+}
+
+/// A title on one line: a newline in it would render as a fake item of its own
+/// (`"a\n[x] 9: fake"`), which the model would then read as part of the list.
+fn one_line(title: &str) -> String {
+    title.split(char::is_control).map(str::trim).filter(|p| !p.is_empty()).collect::<Vec<_>>().join(" ")
 }
 
 fn mark(status: TodoStatus) -> &'static str {
@@ -182,5 +184,15 @@ mod tests {
         let items = list.apply(&args).unwrap();
         assert_eq!(items.len(), 2);
         assert_ne!(items[0].id, items[1].id, "{items:?}");
+    }
+
+    #[test]
+    fn a1_a_title_with_newlines_stays_one_item_in_the_rendered_list() {
+        let list = TodoList::new();
+        let args = TodoWriteArgs { todos: vec![item(None, Some("line1\nline2\n[x] 9: fake"), None)], merge: false };
+        let items = list.apply(&args).unwrap();
+        let shown = render(&items);
+        assert_eq!(shown.lines().count(), 2, "{shown}");
+        assert!(shown.ends_with("[ ] 1: line1 line2 [x] 9: fake"), "{shown}");
     }
 }
