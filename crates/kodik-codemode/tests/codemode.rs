@@ -1033,3 +1033,14 @@ async fn k3_atomics_wait_cannot_block_the_script_thread() {
     let (out, _) = run(config(), code).await;
     assert_eq!(output_section(&out), "refused: TypeError", "{}", out.text_content());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn k10_an_unawaited_call_past_the_time_limit_is_named_as_cancelled() {
+    let started = Instant::now();
+    let (out, f) = run(config().timeout(Duration::from_secs(1)), "tools.sleep_ms({ms: 20000}); return 'started'").await;
+    assert!(started.elapsed() < Duration::from_secs(10), "the wait is bounded by the timeout");
+    let text = out.text_content();
+    assert!(text.contains("had not finished at the time limit and were cancelled: sleep_ms"), "{text}");
+    assert_eq!(f.probe.finished.load(Ordering::SeqCst), 0);
+    assert_eq!(out.meta["codemode"]["calls"][0]["status"], "cancelled", "it stopped and says so");
+}
