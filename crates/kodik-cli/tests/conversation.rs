@@ -380,3 +380,42 @@ async fn a4_an_exited_agent_is_listed_closed_titled_and_by_its_full_path() {
         assert!(text.contains(&format!("of {runs}")), "filter {filter}: {text}");
     }
 }
+
+/// A5: a letter that arrives while the recipient is in what would be its last request is read
+/// before its run ends — one more request carries it — instead of staying in the mailbox until
+/// a person resumes the conversation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a5_a_letter_arriving_during_the_last_request_is_read_before_the_run_ends() {
+    use kodik_tools::conversation::{ConversationStore as _, FileStore, Letter};
+    let ws = tempfile::tempdir().unwrap();
+    let recipient = Recording::new(Provider::OpenAiResponses, "gpt-5")
+        .with(Exchange::sse(text_body("The parser is refactored.")))
+        .with(Exchange::sse(text_body("Added the tests you asked for.")));
+    // The first answer takes 2 s to stream: the letter comes in meanwhile.
+    let slow = kodik_tools::model::replay::ReplayOptions { chunk_delay: Duration::from_secs(2), ..Default::default() };
+    let server = ReplayServer::start_with(recipient, slow).await.unwrap();
+    let mut running = agent(&server, ws.path(), "code", "refactor the parser").spawn().unwrap();
+
+    let store = ws.path().join(".kodik/conversations");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let id = loop {
+        let found = std::fs::read_dir(&store)
+            .ok()
+            .and_then(|d| d.flatten().map(|e| e.path()).find(|p| p.extension().is_some_and(|x| x == "json")));
+        if let Some(path) = found
+            && let Ok(v) = serde_json::from_slice::<Value>(&std::fs::read(&path).unwrap_or_default())
+        {
+            break v["id"].as_str().unwrap().to_string();
+        }
+        assert!(Instant::now() < deadline, "the running agent published no conversation");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let letter = Letter { from: "someone".into(), message: "MAIL: please add tests".into(), sent: 0 };
+    FileStore::for_workspace(ws.path()).post(&id, &letter).unwrap();
+
+    let done = tokio::time::timeout(Duration::from_secs(60), running.wait()).await.expect("the recipient never ended");
+    assert!(done.unwrap().success());
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2, "the letter was left unread");
+    assert!(requests[1].body["input"].to_string().contains("MAIL: please add tests"));
+}
