@@ -339,7 +339,14 @@ struct Human {
     /// A turn's complete text not shown yet: shown when another turn follows; the last one is
     /// the answer, which goes to stdout instead.
     pending_text: Option<String>,
+    /// Calls that wait for the person at this terminal (ask_questions, check_understanding):
+    /// while any runs, the spinners are not drawn — each frame clears its line, which would
+    /// erase the question's prompt and what the person types after it.
+    asking: usize,
 }
+
+/// Tools whose calls prompt the person on this terminal and read the answer from it.
+const ASKS_THE_PERSON: [&str; 2] = ["ask_questions", "check_understanding"];
 
 impl Human {
     fn new() -> Self {
@@ -352,11 +359,12 @@ impl Human {
             turn_text: String::new(),
             text_shown: false,
             pending_text: None,
+            asking: 0,
         }
     }
 
     fn println(&self, line: &str) {
-        if self.tty {
+        if self.tty && self.asking == 0 {
             let _ = self.bars.println(line);
         } else {
             let _ = writeln!(std::io::stderr().lock(), "{line}");
@@ -411,6 +419,13 @@ impl Output for Human {
                     self.text_shown = true;
                 }
                 let label = call_label(&name, &args);
+                if self.tty && ASKS_THE_PERSON.contains(&name.as_str()) {
+                    self.asking += 1;
+                    self.bars.set_draw_target(ProgressDrawTarget::hidden());
+                    self.println(&format!("→ {label}"));
+                    self.running.insert(call_id, (label, None));
+                    return;
+                }
                 let bar = if self.tty {
                     let bar = self.bars.add(ProgressBar::new_spinner());
                     if let Ok(style) = ProgressStyle::with_template("{spinner:.cyan} {msg} {elapsed:.dim}") {
@@ -432,6 +447,12 @@ impl Output for Human {
                     _ => ("✗", "31"),
                 };
                 let shell = name == "shell";
+                if self.tty && ASKS_THE_PERSON.contains(&name.as_str()) && self.running.contains_key(&call_id) {
+                    self.asking = self.asking.saturating_sub(1);
+                    if self.asking == 0 {
+                        self.bars.set_draw_target(ProgressDrawTarget::stderr());
+                    }
+                }
                 let label = match self.running.remove(&call_id) {
                     Some((label, bar)) => {
                         if let Some(bar) = bar {

@@ -582,3 +582,75 @@ async fn g11_agent_without_a_terminal_does_not_offer_ask_questions() {
     assert!(!offered.contains("\"ask_questions\""), "{offered}");
     assert!(offered.contains("\"memory\""), "{offered}");
 }
+
+/// A6 on a terminal (script(1) gives `kodik agent` one): while a question waits for the
+/// answer, no spinner redraws the line — each frame cleared it, erasing the prompt and what the
+/// person typed — and the answer typed there reaches the model.
+#[tokio::test]
+async fn a6_on_a_terminal_no_spinner_redraws_over_the_question_and_the_answer_counts() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let has_script = Command::new("script").arg("--version").output().is_ok_and(|o| o.status.success());
+    assert!(has_script, "this test needs script(1) from util-linux to give kodik a terminal");
+    let ws = tempfile::tempdir().unwrap();
+    let question =
+        json!({"questions": [{"question": "Which DB?", "options": [{"label": "Postgres"}, {"label": "SQLite"}]}]});
+    let recording = Recording::new(Provider::OpenAiResponses, "gpt-5")
+        .with(Exchange::sse(call_body("call_1", "ask_questions", &question)))
+        .with(Exchange::sse(text_body("Going with it.")));
+    let server = ReplayServer::start(recording).await.unwrap();
+    let line = format!(
+        "{KODIK} agent --workspace {} --model gpt-5 --base-url {} --context-window 64000 go",
+        ws.path().display(),
+        server.base_url()
+    );
+    let mut child = tokio::process::Command::new("script")
+        .args(["-qfec", &line, "/dev/null"])
+        .env("OPENAI_API_KEY", "sk-test-not-a-real-key")
+        .env("TERM", "xterm")
+        .env_remove("NO_COLOR")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    let prompt = "untouched) > ";
+    let at_prompt = tokio::time::timeout(Duration::from_secs(30), async {
+        while !String::from_utf8_lossy(&seen).contains(prompt) {
+            let n = stdout.read(&mut buf).await.unwrap();
+            assert!(n > 0, "kodik ended before asking: {}", String::from_utf8_lossy(&seen));
+            seen.extend_from_slice(&buf[..n]);
+        }
+    })
+    .await;
+    assert!(at_prompt.is_ok(), "no question on the terminal: {}", String::from_utf8_lossy(&seen));
+    // A spinner ticks every 80 ms: in 1 s it would have redrawn a dozen times.
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        loop {
+            let n = stdout.read(&mut buf).await.unwrap();
+            if n == 0 {
+                break;
+            }
+            seen.extend_from_slice(&buf[..n]);
+        }
+    })
+    .await;
+    let shown = String::from_utf8_lossy(&seen).to_string();
+    let after = &shown[shown.find(prompt).unwrap() + prompt.len()..];
+    assert!(!after.contains("\x1b[2K") && !after.contains('\r'), "the prompt line was redrawn: {after:?}");
+    stdin.write_all(b"2\n").await.unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(30), async {
+        let mut rest = Vec::new();
+        let _ = stdout.read_to_end(&mut rest).await;
+        child.wait().await
+    })
+    .await
+    .expect("kodik did not end after the answer");
+    assert!(status.unwrap().success());
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    assert!(requests[1].body["input"].to_string().contains("SQLite"), "{}", requests[1].body["input"]);
+}
