@@ -54,6 +54,10 @@ impl Tool for Observed {
         self.inner.starts_while_streaming(args)
     }
 
+    fn orders_all_calls(&self, args: &Value) -> bool {
+        self.inner.orders_all_calls(args)
+    }
+
     async fn call(&self, args: Value, cx: &ToolContext) -> ToolOutput {
         let name = &self.inner.spec().name;
         // No subscriber, no copy of the arguments (a whole-file edit may carry megabytes).

@@ -3,13 +3,12 @@
 //! enforces the deadline, cancellation (K10) and the memory watchdog even when the script thread
 //! cannot answer.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use kodik_core::{
-    Content, Event, Resource, ToolCall, ToolContext, ToolError, ToolOutput, ToolRegistry, ToolStatus, dispatch,
+    CallOrder, Content, Event, ToolCall, ToolContext, ToolError, ToolOutput, ToolRegistry, ToolStatus, dispatch,
 };
 use serde::Serialize;
 use serde_json::Value;
@@ -90,57 +89,6 @@ pub(crate) fn strip_fence(code: &str) -> (&str, u32) {
     (body, leading + 1)
 }
 
-/// Same-resource order for nested calls (G2, E5), the scheduler's rule: a call that mutates a
-/// file waits for the calls before it that touch the file, a call that only reads it waits for
-/// the last one that mutated it. Calls register from the script thread as the script makes
-/// them, so `Promise.all` of edits to one file applies them one after another, in the order
-/// the script wrote them, each to what the previous left.
-#[derive(Default)]
-struct Order {
-    last: Mutex<HashMap<Resource, Access>>,
-}
-
-/// The calls a new call on one resource must wait for; each token is cancelled when its call
-/// settled.
-#[derive(Default)]
-struct Access {
-    writer: Option<CancellationToken>,
-    readers: Vec<CancellationToken>,
-}
-
-impl Order {
-    /// Registers a call that mutates `writes` and reads `reads`, settling when `done` is
-    /// cancelled; returns what it must wait for.
-    fn register(
-        &self,
-        writes: Vec<Resource>,
-        reads: Vec<Resource>,
-        done: &CancellationToken,
-    ) -> Vec<CancellationToken> {
-        let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
-        // Settled calls order nothing any more.
-        last.retain(|_, a| {
-            a.readers.retain(|t| !t.is_cancelled());
-            if a.writer.as_ref().is_some_and(CancellationToken::is_cancelled) {
-                a.writer = None;
-            }
-            a.writer.is_some() || !a.readers.is_empty()
-        });
-        let mut before = Vec::new();
-        for r in reads.into_iter().filter(|r| !writes.contains(r)) {
-            let a = last.entry(r).or_default();
-            before.extend(a.writer.clone());
-            a.readers.push(done.clone());
-        }
-        for r in writes {
-            let a = last.entry(r).or_default();
-            before.extend(a.writer.replace(done.clone()));
-            before.append(&mut a.readers);
-        }
-        before
-    }
-}
-
 /// Starts nested calls straight from the script thread onto the host's runtime: the result goes
 /// back to the script thread without passing through the run's own task, which saves two
 /// thread hops per call.
@@ -155,7 +103,10 @@ struct Calls {
     /// Calls started and not yet settled, and a signal for each settled one.
     in_flight: Arc<AtomicUsize>,
     settled: tokio::sync::mpsc::UnboundedSender<()>,
-    order: Order,
+    /// Same-resource order for nested calls (G2, E5), the scheduler's rule: calls register
+    /// from the script thread as the script makes them, so `Promise.all` of edits to one file
+    /// applies them one after another, in the order the script wrote them.
+    order: Mutex<CallOrder>,
 }
 
 impl Calls {
@@ -182,7 +133,8 @@ impl Calls {
         let before = match self.registry.get(&name) {
             Some(tool) => {
                 let ws = &self.cx.workspace;
-                self.order.register(tool.resources(&args, ws), tool.reads(&args, ws), &done)
+                let (writes, reads) = (tool.resources(&args, ws), tool.reads(&args, ws));
+                self.order.lock().unwrap_or_else(|p| p.into_inner()).register(writes, reads, &done)
             }
             None => Vec::new(),
         };
@@ -269,7 +221,7 @@ pub(crate) async fn run(code: &str, setup: &Setup, cx: &ToolContext) -> Finished
         to_script: to_script.clone(),
         in_flight: Arc::clone(&in_flight),
         settled: settled_tx,
-        order: Order::default(),
+        order: Mutex::default(),
     };
 
     let start_call: StartCall = Box::new(move |seq, name, args| calls.start(seq, name, args));

@@ -3,9 +3,10 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use kodik_core::{Resource, ToolContext, ToolError, ToolOutput, ToolRegistry, ToolSpec, TypedTool, Workspace};
+use kodik_core::{ToolContext, ToolError, ToolOutput, ToolRegistry, ToolSpec, TypedTool};
 use kodik_schema::ToolArgs as _;
 use kodik_schema::codemode::CodemodeArgs;
+use serde_json::Value;
 
 use crate::catalog::Catalog;
 use crate::config::CodeModeConfig;
@@ -90,90 +91,14 @@ impl TypedTool for CodeModeTool {
         &self.spec
     }
 
-    /// The files the script names in string literals: a call later in the same turn on one of
-    /// them (a read of a file the script writes) waits for the script, and the script waits for
-    /// earlier calls on them (G2, G4). Paths the script computes at run time are not known here.
-    fn resources(&self, args: &CodemodeArgs, ws: &Workspace) -> Vec<Resource> {
-        let mut out: Vec<Resource> = Vec::new();
-        for lit in path_literals(&args.code) {
-            let r = ws.resource(lit);
-            if !out.contains(&r) {
-                out.push(r);
-            }
-        }
-        out
+    /// A script calls other tools, and which files they touch is known only as it runs: it
+    /// waits for every earlier call of its turn, and every later call waits for it, so a read
+    /// (or a `shell`) after the script sees what it wrote (G2, G4).
+    fn orders_all_calls(&self, _args: &Value) -> bool {
+        true
     }
 
     async fn run(&self, args: CodemodeArgs, cx: &ToolContext) -> Result<ToolOutput, ToolError> {
         Ok(self.run_code(&args.code, cx).await)
-    }
-}
-
-/// At most this many literals are declared: a script naming more files is ordered by the first.
-const MAX_PATH_LITERALS: usize = 256;
-
-/// The string literals of `code` that look like file paths (a `.` or `/`, one line, no glob or
-/// escape characters, not a URL). Comments are skipped; a template literal counts only without
-/// `${…}`. A regular expression holding a quote can mislead the scan, which only adds or misses
-/// a resource.
-fn path_literals(code: &str) -> Vec<&str> {
-    let bytes = code.as_bytes();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < bytes.len() && out.len() < MAX_PATH_LITERALS {
-        match bytes[i] {
-            b'/' if bytes.get(i + 1) == Some(&b'/') => {
-                i = code[i..].find('\n').map_or(bytes.len(), |n| i + n);
-            }
-            b'/' if bytes.get(i + 1) == Some(&b'*') => {
-                i = code[i + 2..].find("*/").map_or(bytes.len(), |n| i + 2 + n + 2);
-            }
-            q @ (b'\'' | b'"' | b'`') => {
-                let start = i + 1;
-                let mut j = start;
-                let mut plain = true;
-                while j < bytes.len() && bytes[j] != q {
-                    if bytes[j] == b'\\' {
-                        plain = false;
-                        j += 1;
-                    } else if bytes[j] == b'\n' && q != b'`' {
-                        break;
-                    } else if q == b'`' && bytes[j] == b'$' && bytes.get(j + 1) == Some(&b'{') {
-                        plain = false;
-                    }
-                    j += 1;
-                }
-                let lit = &code[start..j.min(bytes.len())];
-                if plain && looks_like_path(lit) {
-                    out.push(lit);
-                }
-                i = j + 1;
-            }
-            _ => i += 1,
-        }
-    }
-    out
-}
-
-fn looks_like_path(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 1024
-        && (s.contains('.') || s.contains('/'))
-        && !s.contains(['\n', '*', '?', '[', '{', '<', '>', '|'])
-        && !s.contains("://")
-        && !s.trim().is_empty()
-        && s.trim() == s
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn g2_path_literals_are_found_outside_comments() {
-        let code = "// 'skip.txt'\n/* \"also.txt\" */ await tools.create_file({path: \"out/a.txt\", content: 'hello world'});\n\
-                    await tools.read_file({path: `b.md`}); tools.glob({pattern: '**/*.rs'}); const u = 'https://x.org/a.js';\n\
-                    tools.read_file({path: `gen/${i}.txt`}); const s = 'line';";
-        assert_eq!(path_literals(code), vec!["out/a.txt", "b.md"]);
     }
 }

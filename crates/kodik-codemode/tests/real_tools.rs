@@ -162,9 +162,12 @@ async fn g2_g4_a_read_after_a_script_in_one_turn_sees_what_the_script_wrote() {
         kodik_core::ToolCall::new(
             "b",
             "codemode",
-            json!({"code": "await sleep(300); await tools.create_file({path: \"order2.txt\", content: \"from script\"}); return 1"}),
+            json!({"code": "await sleep(300); await tools.create_file({path: \"order2.txt\", content: \"from script\"}); \
+                            const name = ['order', '3.txt'].join(''); await tools.create_file({path: name, content: 'x'}); return 1"}),
         ),
         kodik_core::ToolCall::new("c", "read_file", json!({"path": "order2.txt"})),
+        // A path the script computes, and a search that names no file: they wait for it too.
+        kodik_core::ToolCall::new("e", "glob", json!({"pattern": "**/order3.txt"})),
         kodik_core::ToolCall::new(
             "d",
             "edit_file",
@@ -174,7 +177,8 @@ async fn g2_g4_a_read_after_a_script_in_one_turn_sees_what_the_script_wrote() {
     let outs = tokio::time::timeout(LIMIT, sched.run(calls, &s.cx)).await.expect("the turn hung");
     assert_eq!(outs[0].status, ToolStatus::Success, "{}", outs[0].text_content());
     assert!(outs[1].text_content().contains("from script"), "{}", outs[1].text_content());
-    assert_eq!(outs[2].status, ToolStatus::Success, "{}", outs[2].text_content());
+    assert!(outs[2].text_content().contains("order3.txt"), "{}", outs[2].text_content());
+    assert_eq!(outs[3].status, ToolStatus::Success, "{}", outs[3].text_content());
     assert_eq!(std::fs::read_to_string(s.dir.path().join("order2.txt")).unwrap(), "edited after");
 }
 

@@ -13,6 +13,7 @@
 //! | [`events`] | [`EventSink`] and [`Event`]: terminal events and progress |
 //! | [`context`] | [`ToolContext`], handed to every call |
 //! | [`registry`] | [`ToolRegistry`] and [`dispatch`]: validation → hooks → approval → call, in one span |
+//! | [`order`] | [`CallOrder`]: which earlier calls a new one waits for (G2, G4) |
 //! | [`text`] | detect, decode and re-encode file bytes (R6, E12) |
 //! | [`preview`] | the bounded head+tail output buffer with a spool file (G17–G20) |
 //! | [`ext`] | traits other crates implement: [`DiagnosticsProvider`], [`CommandInterceptor`] |
@@ -31,6 +32,7 @@ pub mod events;
 pub mod ext;
 pub mod fs;
 pub mod hooks;
+pub mod order;
 pub mod output;
 pub mod preview;
 pub mod registry;
@@ -46,6 +48,7 @@ pub use ext::{
     CommandInterceptor, Diagnostic, DiagnosticSeverity, DiagnosticsProvider, PageRenderer, RenderRequest, RenderedPage,
 };
 pub use hooks::{Approval, ApprovalPolicy, ApprovalRequest, Approver, HookDecision, Hooks, NoHooks};
+pub use order::CallOrder;
 pub use output::{Content, ToolCall, ToolOutput, ToolStatus};
 pub use preview::{OutputPreview, PreviewConfig, PreviewSummary};
 pub use registry::{ToolRegistry, authorize, dispatch, execute};

@@ -98,6 +98,13 @@ pub trait Tool: Send + Sync {
         self.spec().streaming_start
     }
 
+    /// Whether this call may act on anything, so it waits for every earlier call of its turn
+    /// and every later call waits for it (G2, G4): a code-mode script calls other tools, and
+    /// which files they touch is known only as it runs. Default `false`.
+    fn orders_all_calls(&self, _args: &Value) -> bool {
+        false
+    }
+
     /// The MCP server this tool comes from, shown in approval requests (G13); `None` for
     /// built-in tools.
     fn server(&self) -> Option<&str> {
@@ -134,6 +141,11 @@ pub trait TypedTool: Send + Sync {
     /// [`ToolSpec::streaming_start`]. Takes the raw arguments so the default parses nothing.
     fn starts_while_streaming(&self, _args: &Value) -> bool {
         TypedTool::spec(self).streaming_start
+    }
+
+    /// What [`Tool::orders_all_calls`] answers for this tool; default `false`.
+    fn orders_all_calls(&self, _args: &Value) -> bool {
+        false
     }
 
     /// Checks beyond the schema (e.g. S8's "command must be a string"), before approval.
@@ -193,6 +205,10 @@ impl<T: TypedTool> Tool for T {
 
     fn starts_while_streaming(&self, args: &Value) -> bool {
         TypedTool::starts_while_streaming(self, args)
+    }
+
+    fn orders_all_calls(&self, args: &Value) -> bool {
+        TypedTool::orders_all_calls(self, args)
     }
 
     fn resources(&self, args: &Value, ws: &Workspace) -> Vec<Resource> {

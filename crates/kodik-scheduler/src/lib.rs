@@ -7,7 +7,9 @@
 //! - **Concurrency (G1)**: independent calls run at once, up to a configurable limit.
 //! - **Same resource, model order (G2)**: calls that mutate the same file — compared through
 //!   [`kodik_core::Resource`], so `a.txt`, `./a.txt`, `dir/../a.txt`, the absolute path and a
-//!   symlink are one — run in call order; unrelated calls never wait for them.
+//!   symlink are one — run in call order; unrelated calls never wait for them. A call that may
+//!   act on anything ([`Tool::orders_all_calls`]: a code-mode script) waits for every earlier
+//!   call, and every later one waits for it ([`kodik_core::CallOrder`]).
 //! - **Approval (G3)**: each call is authorized (hooks, approver) before it takes a slot, so a
 //!   call waiting for the user blocks nothing else.
 //! - **Streaming start (G4)**: calls whose tool may start while the response streams
@@ -20,19 +22,19 @@
 //!   get `cancelled`. A per-call timeout gives `timed_out`; a panic is an `error` for that call.
 //!
 //! [`Tool::starts_while_streaming`]: kodik_core::Tool::starts_while_streaming
+//! [`Tool::orders_all_calls`]: kodik_core::Tool::orders_all_calls
 
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kodik_core::preview::{OutputPreview, PreviewConfig};
 use kodik_core::registry::{call_span, record_span};
 use kodik_core::{
-    Content, Resource, ToolCall, ToolContext, ToolError, ToolOutput, ToolRegistry, TurnSignals, authorize, execute,
+    CallOrder, Content, ToolCall, ToolContext, ToolError, ToolOutput, ToolRegistry, TurnSignals, authorize, execute,
 };
 use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
@@ -92,7 +94,7 @@ impl Scheduler {
             semaphore: Arc::new(Semaphore::new(self.config.max_concurrency.max(1))),
             complete: CancellationToken::new(),
             gate_rest: false,
-            last_by_resource: HashMap::new(),
+            order: CallOrder::new(),
             calls: Vec::new(),
             aborted: false,
             cx,
@@ -145,44 +147,10 @@ pub struct Turn {
     complete: CancellationToken,
     /// Set once a call that must wait for completion was pushed: all later calls wait too.
     gate_rest: bool,
-    /// Per resource, the completion signals a later call on it must wait for (G2).
-    last_by_resource: HashMap<Resource, Access>,
+    /// Which earlier calls a new call waits for (G2, G4).
+    order: CallOrder,
     calls: Vec<Pending>,
     aborted: bool,
-}
-
-/// Who a later call on one resource must wait for (G2): a mutation waits for every earlier
-/// call on the resource, a read only for the last mutation before it.
-#[derive(Default)]
-struct Access {
-    /// The last call that mutates the resource.
-    writer: Option<CancellationToken>,
-    /// The calls since that writer that only read the resource.
-    readers: Vec<CancellationToken>,
-}
-
-impl Access {
-    /// Drops settled calls; whether anything is left to wait for.
-    fn forget_settled(&mut self) -> bool {
-        self.readers.retain(|r| !r.is_cancelled());
-        if self.writer.as_ref().is_some_and(CancellationToken::is_cancelled) {
-            self.writer = None;
-        }
-        self.writer.is_some() || !self.readers.is_empty()
-    }
-
-    /// Registers a read; returns the call it must wait for.
-    fn add_reader(&mut self, done: &CancellationToken) -> Option<CancellationToken> {
-        self.readers.push(done.clone());
-        self.writer.clone()
-    }
-
-    /// Registers a mutation; returns the calls it must wait for.
-    fn add_writer(&mut self, done: &CancellationToken) -> Vec<CancellationToken> {
-        let mut before = std::mem::take(&mut self.readers);
-        before.extend(self.writer.replace(done.clone()));
-        before
-    }
 }
 
 impl std::fmt::Debug for Turn {
@@ -210,22 +178,15 @@ impl Turn {
         let must_wait = self.gate_rest || tool.as_ref().is_some_and(|t| !t.starts_while_streaming(&call.args));
         self.gate_rest |= must_wait;
 
-        // Calls that settled no longer order anything.
-        self.last_by_resource.retain(|_, access| access.forget_settled());
-        let ws = &self.cx.workspace;
-        let writes = tool.as_ref().map(|t| t.resources(&call.args, ws)).unwrap_or_default();
-        let reads = tool.as_ref().map(|t| t.reads(&call.args, ws)).unwrap_or_default();
         let done = CancellationToken::new();
-        let mut before: Vec<CancellationToken> = Vec::new();
-        for r in reads {
-            // A call that also writes the resource is ordered as a writer below.
-            if !writes.contains(&r) {
-                before.extend(self.last_by_resource.entry(r).or_default().add_reader(&done));
+        let before = match &tool {
+            Some(t) if t.orders_all_calls(&call.args) => self.order.register_barrier(&done),
+            Some(t) => {
+                let ws = &self.cx.workspace;
+                self.order.register(t.resources(&call.args, ws), t.reads(&call.args, ws), &done)
             }
-        }
-        for r in writes {
-            before.extend(self.last_by_resource.entry(r).or_default().add_writer(&done));
-        }
+            None => self.order.register(Vec::new(), Vec::new(), &done),
+        };
 
         let cx = self.cx.for_call(call.id.clone());
         let cancel = cx.cancel.clone();
