@@ -410,6 +410,11 @@ async fn a5_a_letter_arriving_during_the_last_request_is_read_before_the_run_end
         assert!(Instant::now() < deadline, "the running agent published no conversation");
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
+    // Posted once the first request is under way: before it, the letter would simply go into it.
+    while server.requests().is_empty() {
+        assert!(Instant::now() < deadline, "the agent sent no request");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let letter = Letter { from: "someone".into(), message: "MAIL: please add tests".into(), sent: 0 };
     FileStore::for_workspace(ws.path()).post(&id, &letter).unwrap();
 
@@ -417,5 +422,6 @@ async fn a5_a_letter_arriving_during_the_last_request_is_read_before_the_run_end
     assert!(done.unwrap().success());
     let requests = server.requests();
     assert_eq!(requests.len(), 2, "the letter was left unread");
+    assert!(!requests[0].body["input"].to_string().contains("MAIL: please add tests"));
     assert!(requests[1].body["input"].to_string().contains("MAIL: please add tests"));
 }
