@@ -684,11 +684,13 @@ impl Conversation {
         let settled: Settled = Arc::new(Mutex::new(HashSet::new()));
         // A deferred tool called by its own name runs as through call_tool (G12).
         let base = plan.callable(registry_now);
+        // A tool that calls others (code mode) reaches only what this request may use (G10, G11).
+        let withheld: Vec<String> = plan.switched_off.iter().chain(&plan.not_offered).cloned().collect();
         let mut registry = ToolRegistry::new();
         for name in base.names() {
             if let Some(tool) = base.get(name) {
                 registry.register(Observed {
-                    inner: Arc::clone(tool),
+                    inner: tool.narrowed(&withheld).unwrap_or_else(|| Arc::clone(tool)),
                     events: shared.events.clone(),
                     settled: Arc::clone(&settled),
                 });

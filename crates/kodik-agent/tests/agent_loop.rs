@@ -12,7 +12,7 @@ use kodik_core::ToolStatus;
 use kodik_model::Item;
 use kodik_model::Provider;
 use kodik_model::replay::{Exchange, Recording, ReplayOptions};
-use serde_json::json;
+use serde_json::{Value, json};
 
 fn position(events: &[AgentEvent], pred: impl Fn(&AgentEvent) -> bool) -> usize {
     events.iter().position(pred).unwrap_or_else(|| panic!("event not found in {events:#?}"))
@@ -864,4 +864,61 @@ async fn r5_an_image_a_tool_returns_reaches_a_model_that_takes_images() {
     drop(conv);
     let resumed = s.agent.resume_last().unwrap();
     assert!(resumed.items().iter().any(|i| matches!(i, Item::ToolResult { images, .. } if images.len() == 1)));
+}
+
+/// A tool that calls other tools, as code mode does: its output names the tools it was told to
+/// leave out for this request.
+struct Caller {
+    spec: kodik_core::ToolSpec,
+    withheld: Vec<String>,
+}
+
+#[async_trait::async_trait]
+impl kodik_core::Tool for Caller {
+    fn spec(&self) -> &kodik_core::ToolSpec {
+        &self.spec
+    }
+
+    fn narrowed(&self, withheld: &[String]) -> Option<std::sync::Arc<dyn kodik_core::Tool>> {
+        Some(std::sync::Arc::new(Caller { spec: self.spec.clone(), withheld: withheld.to_vec() }))
+    }
+
+    async fn call(&self, _args: Value, _cx: &kodik_core::ToolContext) -> kodik_core::ToolOutput {
+        kodik_core::ToolOutput::text(format!("withheld: {}", self.withheld.join(",")))
+    }
+}
+
+/// G10, G11, K6: a tool that calls other tools (code mode) reaches only what the request
+/// offers: the agent loop hands it the tools switched off in the mode (before: scripts in
+/// `kodik agent` could call them, while `kodik serve` already left them out).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn g11_a_tool_that_calls_others_is_narrowed_to_the_requests_tools() {
+    let steps = vec![Step::Call("call_script", "script", json!({}))];
+    let recording = [body(&steps, 100, 20), answer("done")]
+        .into_iter()
+        .fold(Recording::new(Provider::OpenAiResponses, "gpt-5"), |r, b| r.with(Exchange::sse(b)));
+    let server = kodik_model::replay::ReplayServer::start_with(recording, ReplayOptions::default()).await.unwrap();
+    let model = kodik_model::client(
+        kodik_model::ModelConfig::new(Provider::OpenAiResponses, "gpt-5").base_url(server.base_url()).api_key("k"),
+    )
+    .unwrap();
+    let mut registry = registry();
+    let spec = kodik_core::ToolSpec::new(
+        "script",
+        "Runs a script over the other tools.",
+        json!({"type": "object", "properties": {}}),
+        kodik_core::Effect::Process,
+    );
+    registry.register(Caller { spec, withheld: Vec::new() });
+    let mut harness = kodik_harness::Harness::new(registry.specs().cloned());
+    harness.set_enabled(kodik_harness::Mode::Code, "glob", false);
+    let dir = tempfile::tempdir().unwrap();
+    let cx = kodik_core::ToolContext::new(kodik_core::Workspace::new(dir.path()).unwrap());
+    let agent = kodik_agent::Agent::new(model, std::sync::Arc::new(registry), cx, harness, AgentConfig::default());
+    let mut conv = agent.start().unwrap();
+    let outcome = conv.run("run the script", CancellationToken::new()).await;
+    assert_eq!(outcome.status, RunStatus::Completed, "{outcome:?}");
+    let out = output_of(&server.requests()[1].body, "call_script");
+    // Switched off in the mode, and not for this model (OpenAI models get apply_patch instead).
+    assert!(out.contains("glob") && out.contains("delete_file") && !out.contains("grep"), "{out}");
 }

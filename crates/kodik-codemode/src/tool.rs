@@ -98,6 +98,19 @@ impl TypedTool for CodeModeTool {
         true
     }
 
+    /// Scripts reach only what the request may use: not the tools the mode switched off or the
+    /// model cannot have (G10, G11). A tool exposed to scripts only is "not offered" to the
+    /// model on purpose and stays callable (K6).
+    fn narrowed(&self, withheld: &[String]) -> Option<Arc<dyn kodik_core::Tool>> {
+        let mut callable = self.setup.registry.clone();
+        for name in withheld {
+            if self.setup.config.exposure_of(name).model_sees() {
+                callable.remove(name);
+            }
+        }
+        Some(Arc::new(self.with_tools(callable)))
+    }
+
     async fn run(&self, args: CodemodeArgs, cx: &ToolContext) -> Result<ToolOutput, ToolError> {
         Ok(self.run_code(&args.code, cx).await)
     }

@@ -105,6 +105,13 @@ pub trait Tool: Send + Sync {
         false
     }
 
+    /// For a tool that calls other tools (code mode): the same tool without `withheld`, the
+    /// tools one request may not use (switched off in the mode, or not for this model), so it
+    /// cannot reach them on the model's behalf (G10, G11). `None`: this tool calls no other.
+    fn narrowed(&self, _withheld: &[String]) -> Option<Arc<dyn Tool>> {
+        None
+    }
+
     /// The MCP server this tool comes from, shown in approval requests (G13); `None` for
     /// built-in tools.
     fn server(&self) -> Option<&str> {
@@ -146,6 +153,11 @@ pub trait TypedTool: Send + Sync {
     /// What [`Tool::orders_all_calls`] answers for this tool; default `false`.
     fn orders_all_calls(&self, _args: &Value) -> bool {
         false
+    }
+
+    /// What [`Tool::narrowed`] gives for this tool; default `None`.
+    fn narrowed(&self, _withheld: &[String]) -> Option<Arc<dyn Tool>> {
+        None
     }
 
     /// Checks beyond the schema (e.g. S8's "command must be a string"), before approval.
@@ -209,6 +221,10 @@ impl<T: TypedTool> Tool for T {
 
     fn orders_all_calls(&self, args: &Value) -> bool {
         TypedTool::orders_all_calls(self, args)
+    }
+
+    fn narrowed(&self, withheld: &[String]) -> Option<Arc<dyn Tool>> {
+        TypedTool::narrowed(self, withheld)
     }
 
     fn resources(&self, args: &Value, ws: &Workspace) -> Vec<Resource> {

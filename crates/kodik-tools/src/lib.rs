@@ -339,22 +339,12 @@ impl Toolbox {
     /// The registry of exactly what `plan` offers, `tool_search`/`call_tool` included.
     pub fn registry_for(&self, plan: &RequestPlan) -> ToolRegistry {
         let set = self.tools.current();
-        #[cfg_attr(not(feature = "codemode"), allow(unused_mut))]
         let mut registry = plan.registry(&set.registry);
-        // Scripts reach only what this request may use: not the tools the mode switched off or
-        // the model cannot have (G10, G11). Tools exposed to scripts only are "not offered" to
-        // the model on purpose and stay callable (K6).
-        #[cfg(feature = "codemode")]
-        if let Some(codemode) = &set.codemode
-            && registry.remove("codemode").is_some()
-        {
-            let mut callable = ToolRegistry::clone(&set.registry);
-            for name in plan.switched_off.iter().chain(&plan.not_offered) {
-                if codemode.config().exposure_of(name).model_sees() {
-                    callable.remove(name);
-                }
-            }
-            registry.register(codemode.with_tools(callable));
+        // A tool that calls others (code mode) reaches only what this request may use (G10, G11).
+        let withheld: Vec<String> = plan.switched_off.iter().chain(&plan.not_offered).cloned().collect();
+        let narrowed: Vec<_> = registry.names().filter_map(|n| registry.get(n)?.narrowed(&withheld)).collect();
+        for tool in narrowed {
+            registry.register_arc(tool);
         }
         registry
     }
