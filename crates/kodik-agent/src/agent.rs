@@ -525,6 +525,7 @@ impl Conversation {
         let deadline = config.max_wall.map(|d| Instant::now() + d);
         self.push(Item::User { text: task.to_string() }, None);
         self.last_turn_start = self.items.len();
+        let _ = shared.events.send(AgentEvent::UserMessage { text: task.to_string() });
 
         let mut usage = Usage::default();
         let mut turns = 0u32;
@@ -685,7 +686,7 @@ impl Conversation {
         // A deferred tool called by its own name runs as through call_tool (G12).
         let base = plan.callable(registry_now);
         // A tool that calls others (code mode) reaches only what this request may use (G10, G11).
-        let withheld: Vec<String> = plan.switched_off.iter().chain(&plan.not_offered).cloned().collect();
+        let withheld = plan.withheld();
         let mut registry = ToolRegistry::new();
         for name in base.names() {
             if let Some(tool) = base.get(name) {

@@ -83,6 +83,11 @@ pub enum AgentEvent {
         /// Whether an earlier transcript was reloaded.
         resumed: bool,
     },
+    /// A run began with this message from the user (the task, or a follow-up).
+    UserMessage {
+        /// The message.
+        text: String,
+    },
     /// A model request is about to be sent.
     TurnStarted {
         /// 1-based within the run.

@@ -510,6 +510,7 @@ async fn a_plain_answer_reports_its_events_in_order() {
         kinds,
         [
             "session_started",
+            "user_message",
             "turn_started",
             "text_delta",
             "text_delta",
@@ -919,6 +920,7 @@ async fn g11_a_tool_that_calls_others_is_narrowed_to_the_requests_tools() {
     let outcome = conv.run("run the script", CancellationToken::new()).await;
     assert_eq!(outcome.status, RunStatus::Completed, "{outcome:?}");
     let out = output_of(&server.requests()[1].body, "call_script");
-    // Switched off in the mode, and not for this model (OpenAI models get apply_patch instead).
-    assert!(out.contains("glob") && out.contains("delete_file") && !out.contains("grep"), "{out}");
+    // Switched off in the mode; delete_file is only respelled for this model (OpenAI models
+    // patch, G10), so a script may still call it.
+    assert!(out.contains("glob") && !out.contains("delete_file") && !out.contains("grep"), "{out}");
 }

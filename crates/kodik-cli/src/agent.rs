@@ -281,7 +281,7 @@ impl Output for JsonLines {
         let line = match event {
             AgentEvent::SessionStarted { session_id, .. } => json!({"type": "thread.started", "thread_id": session_id}),
             AgentEvent::TurnStarted { .. } => json!({"type": "turn.started"}),
-            AgentEvent::TextDelta { .. } => return,
+            AgentEvent::TextDelta { .. } | AgentEvent::UserMessage { .. } => return,
             AgentEvent::ToolCallStarted { call_id, name, args } => {
                 let id = self.item_id();
                 let item = json!({"id": id, "type": "tool_call", "call_id": call_id, "name": name,
@@ -402,7 +402,10 @@ impl Output for Human {
                     self.pending_text = Some(text);
                 }
             }
-            AgentEvent::TurnCompleted { .. } | AgentEvent::RunFinished { .. } | AgentEvent::Reasoning { .. } => {}
+            AgentEvent::TurnCompleted { .. }
+            | AgentEvent::RunFinished { .. }
+            | AgentEvent::Reasoning { .. }
+            | AgentEvent::UserMessage { .. } => {}
             AgentEvent::WaitingForBackground { terminals, up_to_secs } => {
                 if let Some(text) = self.pending_text.take() {
                     self.say(&text);

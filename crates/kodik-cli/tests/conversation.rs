@@ -335,7 +335,8 @@ async fn a5_a_message_reaches_a_conversation_running_in_another_process() {
 /// the workspace's full path even when started as `kodik agent` in the folder (`--workspace .`)
 /// — before, the record was often left "running" and untitled (the process exited before the
 /// listing's last write) and said `"workspace": "."`, which agent_status's `workspace` filter,
-/// given the path or the folder's name, never found.
+/// given the path or the folder's name, never found; and the title was the model's first
+/// answer, so `query` with a word of the task found nothing.
 #[tokio::test]
 async fn a4_an_exited_agent_is_listed_closed_titled_and_by_its_full_path() {
     let dir = tempfile::tempdir().unwrap();
@@ -369,7 +370,8 @@ async fn a4_an_exited_agent_is_listed_closed_titled_and_by_its_full_path() {
         let info: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         records += 1;
         assert_eq!(info["status"], "closed", "{info}");
-        assert!(info["title"].as_str().unwrap().starts_with("Answer "), "{info}");
+        // The title is the user's task, not the model's first answer (A4 `query` finds it).
+        assert_eq!(info["title"], "Refactor the parser", "{info}");
         assert_eq!(info["workspace"], full.to_str().unwrap(), "{info}");
     }
     assert_eq!(records, runs);
@@ -379,6 +381,10 @@ async fn a4_an_exited_agent_is_listed_closed_titled_and_by_its_full_path() {
         let text = results[0]["content"][0]["text"].as_str().unwrap();
         assert!(text.contains(&format!("of {runs}")), "filter {filter}: {text}");
     }
+    let line = json!({"id": "1", "name": "agent_status", "args": {"scope": "sessions", "query": "parser"}});
+    let results = results(batch(&ws, &format!("{line}\n")));
+    let text = results[0]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains(&format!("of {runs}")) && text.contains("Refactor the parser"), "{text}");
 }
 
 /// A5: a letter that arrives while the recipient is in what would be its last request is read

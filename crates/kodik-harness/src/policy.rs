@@ -134,11 +134,26 @@ pub struct RequestPlan {
     pub switched_off: Vec<String>,
     /// Tools this mode or model cannot offer.
     pub not_offered: Vec<String>,
+    /// Of `not_offered`, those left out only because this model family gets the same
+    /// capability under another name (G10: `apply_patch` for OpenAI models instead of the three
+    /// file tools, and the reverse).
+    pub respelled: Vec<String>,
     /// System-prompt guidance for the offered and deferred tools only (G11).
     pub guidance: String,
 }
 
 impl RequestPlan {
+    /// The tools that a tool calling others (code mode) must not reach for this request: those
+    /// switched off and those the mode cannot offer, but not those only respelled for the model
+    /// (a script may call `edit_file` where the model itself patches).
+    pub fn withheld(&self) -> Vec<String> {
+        self.switched_off
+            .iter()
+            .chain(self.not_offered.iter().filter(|n| !self.respelled.contains(n)))
+            .cloned()
+            .collect()
+    }
+
     /// Each tool's availability, by name.
     pub fn availability(&self) -> BTreeMap<String, Availability> {
         let mut m = BTreeMap::new();
@@ -304,20 +319,20 @@ impl Harness {
         let mut deferred = Vec::new();
         let mut switched_off = Vec::new();
         let mut not_offered = Vec::new();
+        let mut respelled = Vec::new();
         let mut guidance_entries: Vec<(&ToolEntry, bool)> = Vec::new();
 
         for entry in &self.tools {
             let name = entry.spec.name.as_str();
-            let structurally = match &entry.server {
-                Some(_) => true,
-                None => {
-                    mode.can_offer(name, entry.spec.effect)
-                        && !(openai_patches && FILE_TOOLS.contains(&name))
-                        && !(name == "apply_patch" && family != ModelFamily::OpenAi)
-                }
-            };
+            let respelled_here = entry.server.is_none()
+                && ((openai_patches && FILE_TOOLS.contains(&name))
+                    || (name == "apply_patch" && family != ModelFamily::OpenAi));
+            let structurally = entry.server.is_some() || (mode.can_offer(name, entry.spec.effect) && !respelled_here);
             let unconfigured = self.no_search_provider && name == "web_search";
             if !structurally || self.hidden.contains(name) || unconfigured {
+                if respelled_here && mode.can_offer(name, entry.spec.effect) && !self.hidden.contains(name) {
+                    respelled.push(name.to_string());
+                }
                 not_offered.push(name.to_string());
                 continue;
             }
@@ -362,7 +377,7 @@ impl Harness {
 
         let mut tools = builtin_immediate;
         tools.extend(mcp_immediate);
-        RequestPlan { mode, family, tools, deferred, switched_off, not_offered, guidance }
+        RequestPlan { mode, family, tools, deferred, switched_off, not_offered, respelled, guidance }
     }
 }
 

@@ -341,7 +341,7 @@ impl Toolbox {
         let set = self.tools.current();
         let mut registry = plan.registry(&set.registry);
         // A tool that calls others (code mode) reaches only what this request may use (G10, G11).
-        let withheld: Vec<String> = plan.switched_off.iter().chain(&plan.not_offered).cloned().collect();
+        let withheld = plan.withheld();
         let narrowed: Vec<_> = registry.names().filter_map(|n| registry.get(n)?.narrowed(&withheld)).collect();
         for tool in narrowed {
             registry.register_arc(tool);

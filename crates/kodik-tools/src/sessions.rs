@@ -48,9 +48,15 @@ pub fn publish_sessions(
                     info.status = SessionState::Running;
                     true
                 }
+                // The title is what the user asked for (the first line of the task), so
+                // agent_status's `query` finds a conversation by its task.
+                (AgentEvent::UserMessage { text }, Some(info)) if info.title.is_empty() => {
+                    info.title = title_of(&text);
+                    true
+                }
                 (AgentEvent::AssistantMessage { text }, Some(info)) if !text.trim().is_empty() => {
                     if info.title.is_empty() {
-                        info.title = text.lines().next().unwrap_or_default().chars().take(80).collect();
+                        info.title = title_of(&text);
                     }
                     info.last_messages.push(text);
                     let extra = info.last_messages.len().saturating_sub(LAST_MESSAGES);
@@ -78,4 +84,9 @@ pub fn publish_sessions(
             let _ = store.put(info);
         }
     })
+}
+
+/// A conversation's title from a message: its first non-empty line, at most 80 characters.
+fn title_of(text: &str) -> String {
+    text.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or_default().chars().take(80).collect()
 }

@@ -222,7 +222,8 @@ async fn a4_a5_an_agents_conversation_is_published_listed_and_resumed_once_close
         out = listed().await;
     }
     let text = out.text_content();
-    assert!(text.contains(&format!("- {id} [idle] The build is green.")), "{text}");
+    // Titled by what the user asked.
+    assert!(text.contains(&format!("- {id} [idle] Is the build green?")), "{text}");
     assert!(text.contains("mode code, model gpt-5") && text.contains("context 0% full"), "{text}");
 
     drop(conv);
