@@ -20,9 +20,17 @@ configuration format that is easier to read and to review in pull requests.</p><
 
 const SEARXNG: &str = r#"{"results":[{"url":"https://example.org/notes","title":"Example release notes","content":"What changed in 2.0"}],"answers":[]}"#;
 
-/// Serves PAGE at any path and SEARXNG at /search, one thread per connection, until the test
-/// process ends. Returns the base URL.
+/// Serves PAGE at any path and SEARXNG at /search until the test process ends. Returns the
+/// base URL.
 fn server() -> String {
+    serve_routes(|path| {
+        Some(if path.starts_with("/search") { ("application/json", SEARXNG) } else { ("text/html", PAGE) })
+    })
+}
+
+/// Answers each request, one thread per connection, with `route(path)`'s content type and
+/// body; `None` holds the connection open without an answer. Returns the base URL.
+fn serve_routes(route: fn(&str) -> Option<(&'static str, &'static str)>) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     std::thread::spawn(move || {
@@ -38,9 +46,11 @@ fn server() -> String {
                     }
                 }
                 let head = String::from_utf8_lossy(&buf);
-                let path = head.split(' ').nth(1).unwrap_or("/");
-                let (ct, body) =
-                    if path.starts_with("/search") { ("application/json", SEARXNG) } else { ("text/html", PAGE) };
+                let Some((ct, body)) = route(head.split(' ').nth(1).unwrap_or("/")) else {
+                    // Held open until the client goes away.
+                    let _ = s.read(&mut chunk);
+                    return;
+                };
                 let _ = write!(
                     s,
                     "HTTP/1.1 200 OK\r\nContent-Type: {ct}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
@@ -177,43 +187,18 @@ fetch('/poll?since=0');</script></body></html>";
 
 /// Serves APP, its data after 0.8 s at /api/items, robots.txt, and a /poll that never answers.
 fn app_server() -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut s) = stream else { continue };
-            std::thread::spawn(move || {
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 2048];
-                while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match s.read(&mut chunk) {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
-                    }
-                }
-                let head = String::from_utf8_lossy(&buf);
-                let path = head.split(' ').nth(1).unwrap_or("/").to_owned();
-                let (ct, body) = if path.starts_with("/poll") {
-                    // Held open until the client goes away.
-                    let _ = s.read(&mut chunk);
-                    return;
-                } else if path.starts_with("/api/items") {
-                    std::thread::sleep(Duration::from_millis(800));
-                    ("application/json", r#"["alpha","beta","gamma"]"#)
-                } else if path == "/robots.txt" {
-                    ("text/plain", "User-agent: *\nAllow: /\n")
-                } else {
-                    ("text/html", APP)
-                };
-                let _ = write!(
-                    s,
-                    "HTTP/1.1 200 OK\r\nContent-Type: {ct}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                    body.len()
-                );
-            });
+    serve_routes(|path| {
+        if path.starts_with("/poll") {
+            None
+        } else if path.starts_with("/api/items") {
+            std::thread::sleep(Duration::from_millis(800));
+            Some(("application/json", r#"["alpha","beta","gamma"]"#))
+        } else if path == "/robots.txt" {
+            Some(("text/plain", "User-agent: *\nAllow: /\n"))
+        } else {
+            Some(("text/html", APP))
         }
-    });
-    base
+    })
 }
 
 /// W2 end to end, with the toolbox's real Chromium as web_fetch's renderer: a client-rendered
