@@ -22,10 +22,10 @@ pub struct ServerConfig {
     pub initialization_options: Value,
     /// Settings answered to `workspace/configuration`, looked up by dotted section.
     pub settings: Value,
-    /// A `window/logMessage` text (substring) that says the first scan of the project is done;
-    /// until it arrives the server counts as indexing (pyright: "source file"). `None` for
-    /// servers that report `$/progress` instead.
-    pub ready_log: Option<String>,
+    /// `window/logMessage` texts (substrings), any of which says the scan of the project is
+    /// done; until one arrives the server counts as indexing (pyright: "Found 12 source files",
+    /// or "No source files found."). Empty for servers that report `$/progress` instead.
+    pub ready_log: Vec<String>,
     /// For servers that index in the background after the first file opens (clangd): if a
     /// `$/progress` begins within this long after start, the server counts as indexing until
     /// that work ends.
@@ -65,7 +65,7 @@ impl ServerConfig {
             root_markers: Vec::new(),
             initialization_options: Value::Null,
             settings: Value::Null,
-            ready_log: None,
+            ready_log: Vec::new(),
             first_progress_grace: None,
             grace_markers: Vec::new(),
             diagnostics_quiet: None,
@@ -94,9 +94,9 @@ impl ServerConfig {
         self
     }
 
-    /// Sets [`ServerConfig::ready_log`].
+    /// Adds a text to [`ServerConfig::ready_log`].
     pub fn ready_log(mut self, text: &str) -> Self {
-        self.ready_log = Some(text.to_owned());
+        self.ready_log.push(text.to_owned());
         self
     }
 
@@ -238,14 +238,17 @@ pub fn default_servers() -> Vec<ServerConfig> {
         ServerConfig::new("pyright", "pyright-langserver", &["--stdio"], PY)
             .root_markers(&py_markers)
             .settings(py_settings.clone())
-            // pyright answers references from the files it has found so far; this log line
-            // ("Found 12 source files") says the search is done.
-            .ready_log("source file")
+            // pyright answers references from the files it has found so far; these log lines
+            // say the search is done. Not "source file" alone: "Searching for source files"
+            // comes before the search, and under load a query then missed a new file.
+            .ready_log("Found ")
+            .ready_log("No source files found")
             .sibling_projects(),
         ServerConfig::new("basedpyright", "basedpyright-langserver", &["--stdio"], PY)
             .root_markers(&py_markers)
             .settings(py_settings)
-            .ready_log("source file")
+            .ready_log("Found ")
+            .ready_log("No source files found")
             .sibling_projects(),
         ServerConfig {
             diagnostics_quiet: Some(Duration::from_millis(600)),

@@ -46,8 +46,8 @@ struct Inner {
     seq: u64,
     initialized: bool,
     closed: bool,
-    /// The `ready_log` text still awaited.
-    awaiting_log: Option<String>,
+    /// The `ready_log` texts still awaited (any one of them).
+    awaiting_log: Option<Vec<String>>,
     /// When `awaiting_log` was armed again after files were created or deleted: until when
     /// it is believed (a server may not rescan for every such change).
     rescan_until: Option<Instant>,
@@ -153,7 +153,11 @@ impl Handler for State {
             }
             "window/logMessage" => {
                 let msg = params.get("message").and_then(Value::as_str).unwrap_or("");
-                let seen = self.read(|i| i.awaiting_log.as_deref().is_some_and(|t| msg.contains(t))).unwrap_or(false);
+                let seen = self
+                    .read(|i| {
+                        i.awaiting_log.as_ref().is_some_and(|texts| texts.iter().any(|t| msg.contains(t.as_str())))
+                    })
+                    .unwrap_or(false);
                 if seen {
                     self.with(|i| {
                         i.awaiting_log = None;
@@ -416,7 +420,7 @@ impl Server {
         let folders = json!([{"uri": uri, "name": name}]);
         let (tx, changes) = watch::channel(0);
         let inner = Inner {
-            awaiting_log: config.ready_log.clone(),
+            awaiting_log: (!config.ready_log.is_empty()).then(|| config.ready_log.clone()),
             awaiting_progress: config.first_progress_grace.is_some()
                 && (config.grace_markers.is_empty() || config.grace_markers.iter().any(|m| root.join(m).is_file())),
             ..Inner::default()
@@ -623,7 +627,10 @@ impl Server {
     /// list until then (references miss a new file's uses): queries wait for that log again,
     /// for at most [`RESCAN_WAIT`].
     fn files_created_or_deleted(&self, changes: &[Value]) {
-        let Some(log) = &self.config.ready_log else { return };
+        let log = &self.config.ready_log;
+        if log.is_empty() {
+            return;
+        }
         if changes.iter().any(|c| c.get("type").and_then(Value::as_u64).is_some_and(|t| t != 2)) {
             self.state.with(|i| {
                 i.awaiting_log = Some(log.clone());

@@ -49,6 +49,27 @@ async fn l6_indexing_longer_than_the_wait_is_reported_not_nothing_found() {
     assert!(!out.contains("No results"), "{out}");
 }
 
+/// L2, L6: a server that reports its scan of the project by log lines, as pyright does, is
+/// ready only at the line that ends the scan: pyright's own configuration waits past
+/// "Searching for source files" for "Found 1 source file" (before, "source file" matched the
+/// first line, and a query under load was answered from a file list without the new file).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l2_l6_a_server_that_logs_its_scan_is_ready_when_the_scan_ends_not_when_it_starts() {
+    let Some(py) = python() else { return };
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/servers/indexing_server.py");
+    let pyright = kodik_lsp::config::default_servers().into_iter().find(|s| s.name == "pyright").unwrap();
+    let server = ServerConfig {
+        ready_log: pyright.ready_log,
+        ..ServerConfig::new("indexer", py, &[script, "0.8", "logs"], &[("idx", "idx")])
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let h = Harness::new(dir.path(), server);
+    h.write("a.idx", "def name\n");
+    let out = h.lsp(json!({"operation": "definition", "path": "a.idx", "line": 1, "symbol": "name"})).await;
+    assert!(out.contains("a.idx:1:5: def name"), "{out}");
+    assert!(!out.contains("indexing"), "{out}");
+}
+
 /// A server program that is installed but exits at once (rustup's `rust-analyzer` proxy without
 /// the component does this): one clear error, then the file type counts as unserved, so edits
 /// do not wait for it or spawn it again (E9: no provider, no waiting).

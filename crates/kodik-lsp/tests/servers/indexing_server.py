@@ -1,10 +1,13 @@
 """A language server that indexes for INDEX_SECONDS (argv[1]) after `initialized`: it opens a
 $/progress token (after asking window/workDoneProgress/create), answers definition with []
-until the work ends, then with a location. Used to test L6 readiness with a real process."""
+until the work ends, then with a location. Used to test L6 readiness with a real process.
+With argv[2] == "logs" it reports the work as pyright does instead, by window/logMessage:
+"Searching for source files" when it starts, "Found 1 source file" when it is done."""
 import json, sys, threading, time
 
 out_lock = threading.Lock()
 index_seconds = float(sys.argv[1])
+by_logs = sys.argv[2:] == ["logs"]
 indexed = threading.Event()
 
 
@@ -29,10 +32,17 @@ def read():
     return json.loads(sys.stdin.buffer.read(length))
 
 
+def log(text):
+    send({"jsonrpc": "2.0", "method": "window/logMessage", "params": {"type": 3, "message": text}})
+
+
 def index():
     time.sleep(index_seconds)
     indexed.set()
-    send({"jsonrpc": "2.0", "method": "$/progress", "params": {"token": "idx", "value": {"kind": "end"}}})
+    if by_logs:
+        log("Found 1 source file")
+    else:
+        send({"jsonrpc": "2.0", "method": "$/progress", "params": {"token": "idx", "value": {"kind": "end"}}})
 
 
 while True:
@@ -45,8 +55,11 @@ while True:
     elif method == "initialized":
         # The work is announced before any later request is read, like a server that starts
         # indexing on `initialized`.
-        send({"jsonrpc": "2.0", "id": "p1", "method": "window/workDoneProgress/create", "params": {"token": "idx"}})
-        send({"jsonrpc": "2.0", "method": "$/progress", "params": {"token": "idx", "value": {"kind": "begin", "title": "Indexing"}}})
+        if by_logs:
+            log("Searching for source files")
+        else:
+            send({"jsonrpc": "2.0", "id": "p1", "method": "window/workDoneProgress/create", "params": {"token": "idx"}})
+            send({"jsonrpc": "2.0", "method": "$/progress", "params": {"token": "idx", "value": {"kind": "begin", "title": "Indexing"}}})
         threading.Thread(target=index, daemon=True).start()
     elif method == "textDocument/definition":
         uri = msg["params"]["textDocument"]["uri"]
