@@ -1082,8 +1082,11 @@ fn a8_a_kodik_that_mounts_itself_nests_only_so_deep() {
 fn a8_interrupted_while_a_server_starts_leaves_no_server_running() {
     let ws = tempfile::tempdir().unwrap();
     let pidfile = ws.path().join("server.pid");
-    let script =
-        format!("import os, time; open({:?}, 'w').write(str(os.getpid())); time.sleep(120)", pidfile.to_str().unwrap());
+    // Written whole and renamed into place, so the test never reads a half-written pid.
+    let script = format!(
+        "import os, time; p = {:?}; open(p + '.tmp', 'w').write(str(os.getpid())); os.rename(p + '.tmp', p); time.sleep(120)",
+        pidfile.to_str().unwrap()
+    );
     let config = ws.path().join("slow.json");
     let python = mcp_python();
     let body = serde_json::json!({"mcpServers": {"slow": {"command": python, "args": ["-c", script]}}});
