@@ -287,10 +287,7 @@ impl Agent {
         if s.config.sessions_dir.is_none() {
             // Transcripts in the workspace hold tool outputs a model's `git add -A` would
             // otherwise commit; ignoring them is housekeeping, not a reason to fail.
-            let ignore = dir.join(".gitignore");
-            if !ignore.exists() {
-                let _ = std::fs::write(&ignore, "# kodik conversation transcripts\n*\n");
-            }
+            let _ = kodik_core::workspace::hide_from_git(&dir, "kodik conversation transcripts");
         }
         let mut attempt = 0;
         let (id, path, mut writer) = loop {
