@@ -52,6 +52,13 @@ pub struct ServerConfig {
     /// of the workspace's other projects and merge their answers. Off for servers that load
     /// the whole build from any member (rust-analyzer the cargo workspace, gopls the module).
     pub sibling_projects: bool,
+    /// For servers that load a whole build from one root (rust-analyzer a cargo workspace,
+    /// gopls a `go.work`): called with a folder at or above the project root found by
+    /// [`ServerConfig::root_markers`] (never above the workspace root) and that project root,
+    /// it says whether the folder is the root of the build the project belongs to. The nearest
+    /// such folder becomes the root, so the build's members share one server: one
+    /// rust-analyzer per crate of a 20-crate workspace would each load and index all of it.
+    pub build_root: Option<fn(&Path, &Path) -> bool>,
 }
 
 impl ServerConfig {
@@ -72,6 +79,7 @@ impl ServerConfig {
             republishes_on_save: false,
             before_start: None,
             sibling_projects: false,
+            build_root: None,
         }
     }
 
@@ -79,6 +87,29 @@ impl ServerConfig {
     pub fn root_markers(mut self, markers: &[&str]) -> Self {
         self.root_markers = markers.iter().map(|s| (*s).to_owned()).collect();
         self
+    }
+
+    /// Sets [`ServerConfig::build_root`].
+    pub fn build_root(mut self, is_build_root: fn(&Path, &Path) -> bool) -> Self {
+        self.build_root = Some(is_build_root);
+        self
+    }
+
+    /// The project root of `file` for this server: the nearest folder holding one of
+    /// [`ServerConfig::root_markers`] ([`find_root`]), or the root of the build it belongs to
+    /// when the server loads whole builds ([`ServerConfig::build_root`]).
+    pub fn project_root(&self, file: &Path, roots: &[PathBuf]) -> PathBuf {
+        let project = find_root(file, &self.root_markers, roots);
+        let Some(is_build_root) = self.build_root else { return project };
+        let Some(ws_root) = roots.iter().filter(|r| project.starts_with(r)).max_by_key(|r| r.components().count())
+        else {
+            return project;
+        };
+        project
+            .ancestors()
+            .take_while(|d| d.starts_with(ws_root))
+            .find(|d| is_build_root(d, &project))
+            .map_or(project.clone(), Path::to_path_buf)
     }
 
     /// Sets the settings answered to `workspace/configuration`.
@@ -234,7 +265,9 @@ pub fn default_servers() -> Vec<ServerConfig> {
     // pyright check every file of a large project on start.
     let py_settings = json!({"python": {"analysis": {"diagnosticMode": "openFilesOnly", "autoSearchPaths": true}}});
     vec![
-        ServerConfig::new("rust-analyzer", "rust-analyzer", &[], &[("rs", "rust")]).root_markers(&["Cargo.toml"]),
+        ServerConfig::new("rust-analyzer", "rust-analyzer", &[], &[("rs", "rust")])
+            .root_markers(&["Cargo.toml"])
+            .build_root(is_cargo_workspace_of),
         ServerConfig::new("pyright", "pyright-langserver", &["--stdio"], PY)
             .root_markers(&py_markers)
             .settings(py_settings.clone())
@@ -276,8 +309,99 @@ pub fn default_servers() -> Vec<ServerConfig> {
                 ".clangd",
             ])
         },
-        ServerConfig::new("gopls", "gopls", &[], &[("go", "go")]).root_markers(&["go.work", "go.mod"]),
+        ServerConfig::new("gopls", "gopls", &[], &[("go", "go")])
+            .root_markers(&["go.work", "go.mod"])
+            .build_root(is_go_work_of),
     ]
+}
+
+/// Whether `folder`'s `Cargo.toml` declares the cargo workspace `project` (a package folder at
+/// or below it) belongs to, as cargo decides: the nearest manifest above a package with a
+/// `[workspace]` table whose `exclude` does not name it.
+pub fn is_cargo_workspace_of(folder: &Path, project: &Path) -> bool {
+    let Ok(text) = std::fs::read_to_string(folder.join("Cargo.toml")) else { return false };
+    let declares =
+        text.lines().map(str::trim_start).any(|l| l.starts_with("[workspace]") || l.starts_with("[workspace."));
+    if !declares {
+        return false;
+    }
+    let Some(rel) = relative(folder, project) else { return true };
+    // The `[workspace]` table's `exclude = ["a", "tools/b"]`, possibly over several lines (a
+    // `[package]`'s `exclude` lists files to leave out of the package instead): a package in an
+    // excluded folder belongs to no workspace above it.
+    let mut table = "";
+    let mut list = String::new();
+    let mut in_list = false;
+    for line in text.lines().map(str::trim) {
+        if in_list {
+            list.push_str(line);
+            in_list = !line.contains(']');
+        } else if line.starts_with('[') {
+            table = line;
+        } else if table == "[workspace]" && line.split('=').next().is_some_and(|k| k.trim() == "exclude") {
+            list.push_str(line);
+            in_list = !line.contains(']');
+        }
+    }
+    !quoted(&list).iter().any(|e| path_covers(e, &rel))
+}
+
+/// Whether `folder`'s `go.work` uses the module in `project` (a folder at or below it).
+pub fn is_go_work_of(folder: &Path, project: &Path) -> bool {
+    let Ok(text) = std::fs::read_to_string(folder.join("go.work")) else { return false };
+    let Some(rel) = relative(folder, project) else { return true };
+    let mut uses = Vec::new();
+    let mut in_block = false;
+    for line in text.lines().map(|l| l.split("//").next().unwrap_or("").trim()) {
+        if in_block {
+            if line.starts_with(')') {
+                in_block = false;
+            } else if !line.is_empty() {
+                uses.push(line.trim_matches('"').to_owned());
+            }
+        } else if let Some(rest) = line.strip_prefix("use") {
+            let rest = rest.trim();
+            if rest.starts_with('(') {
+                in_block = true;
+            } else if !rest.is_empty() {
+                uses.push(rest.trim_matches('"').to_owned());
+            }
+        }
+    }
+    uses.iter().any(|u| clean(u) == rel)
+}
+
+/// `project` relative to `folder` with `/` separators; `None` when they are the same folder.
+fn relative(folder: &Path, project: &Path) -> Option<String> {
+    let rel = project.strip_prefix(folder).ok()?;
+    let parts: Vec<String> = rel.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();
+    (!parts.is_empty()).then(|| parts.join("/"))
+}
+
+/// A manifest's relative path without `./` and trailing `/`.
+fn clean(p: &str) -> &str {
+    let p = p.trim_end_matches('/');
+    p.strip_prefix("./").unwrap_or(p)
+}
+
+/// Whether the folder `entry` (relative, as a manifest lists it) is `rel` or holds it.
+fn path_covers(entry: &str, rel: &str) -> bool {
+    let entry = clean(entry);
+    rel == entry || rel.strip_prefix(entry).is_some_and(|r| r.starts_with('/'))
+}
+
+/// The double- or single-quoted strings in `list`.
+fn quoted(list: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = list;
+    while let Some(start) = rest.find(['"', '\'']) {
+        let q = rest[start..].chars().next().unwrap_or('"');
+        let after = &rest[start + 1..];
+        let Some(end) = after.find(q) else { break };
+        out.push(after[..end].to_owned());
+        rest = &after[end + 1..];
+    }
+    out
 }
 
 /// clangd writes its background index to `.cache/clangd/index` beside the compilation
@@ -316,4 +440,73 @@ pub fn find_root(file: &Path, markers: &[String], roots: &[PathBuf]) -> PathBuf 
         dir = d.parent();
     }
     ws_root.cloned().or_else(|| file.parent().map(Path::to_path_buf)).unwrap_or_else(|| PathBuf::from("/"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(root: &Path, rel: &str, text: &str) {
+        let p = root.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap_or(root)).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(p, text).unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    fn server(name: &str) -> ServerConfig {
+        default_servers().into_iter().find(|s| s.name == name).unwrap_or_else(|| panic!("no {name}"))
+    }
+
+    /// L2: the crates of one cargo workspace share one rust-analyzer at the workspace root; an
+    /// excluded crate and a nested crate that declares its own workspace get their own.
+    #[test]
+    fn l2_members_of_a_cargo_workspace_share_one_root() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let ws = dir.path().to_path_buf();
+        write(
+            &ws,
+            "Cargo.toml",
+            "[package]\nname = \"top\"\nexclude = [\"crates/a\"]\n\n[workspace]\nmembers = [\"crates/*\"]\nexclude = [\n  \"tools/gen\",\n]\n",
+        );
+        write(&ws, "src/main.rs", "");
+        for krate in ["crates/a", "crates/b", "tools/gen", "vendor/own"] {
+            write(&ws, &format!("{krate}/Cargo.toml"), "[package]\nname = \"x\"\n");
+            write(&ws, &format!("{krate}/src/lib.rs"), "");
+        }
+        write(&ws, "vendor/own/Cargo.toml", "[package]\nname = \"own\"\n\n[workspace]\n");
+        let ra = server("rust-analyzer");
+        let roots = [ws.clone()];
+        let root_of = |rel: &str| ra.project_root(&ws.join(rel), &roots);
+        // `crates/a` is in the package's `exclude` (files left out of the package), not the
+        // workspace's: still a member.
+        assert_eq!(root_of("crates/a/src/lib.rs"), ws);
+        assert_eq!(root_of("crates/b/src/lib.rs"), ws);
+        assert_eq!(root_of("src/main.rs"), ws);
+        assert_eq!(root_of("tools/gen/src/lib.rs"), ws.join("tools/gen"));
+        assert_eq!(root_of("vendor/own/src/lib.rs"), ws.join("vendor/own"));
+        // A virtual manifest (`[workspace]` only, or `[workspace.package]` first) is a root too.
+        write(&ws, "Cargo.toml", "[workspace.package]\nversion = \"1.0.0\"\n\n[workspace]\nmembers = [\"crates/*\"]\n");
+        assert_eq!(ra.project_root(&ws.join("tools/gen/src/lib.rs"), &roots), ws);
+        // Never above the workspace root the file is in.
+        let inner = [ws.join("crates")];
+        assert_eq!(ra.project_root(&ws.join("crates/b/src/lib.rs"), &inner), ws.join("crates/b"));
+    }
+
+    /// L2: the modules a `go.work` uses share one gopls at the `go.work`; a module it does not
+    /// use keeps its own.
+    #[test]
+    fn l2_modules_of_a_go_work_share_one_root() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let ws = dir.path().to_path_buf();
+        write(&ws, "go.work", "go 1.19\n\nuse (\n\t./svc/a // the API\n\tsvc/b/\n)\nuse ./lib\n");
+        for module in ["svc/a", "svc/b", "lib", "other"] {
+            write(&ws, &format!("{module}/go.mod"), "module example.com/x\n");
+            write(&ws, &format!("{module}/x.go"), "package x\n");
+        }
+        let gopls = server("gopls");
+        let roots = [ws.clone()];
+        for module in ["svc/a", "svc/b", "lib"] {
+            assert_eq!(gopls.project_root(&ws.join(module).join("x.go"), &roots), ws, "{module}");
+        }
+        assert_eq!(gopls.project_root(&ws.join("other/x.go"), &roots), ws.join("other"));
+    }
 }

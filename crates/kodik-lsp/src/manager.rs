@@ -12,7 +12,7 @@ use kodik_core::{Diagnostic, DiagnosticSeverity, DiagnosticsProvider};
 use serde_json::Value;
 
 use crate::LspError;
-use crate::config::{LspConfig, find_root};
+use crate::config::LspConfig;
 use crate::position::{Encoding, from_lsp_column, line_of};
 use crate::server::Server;
 use crate::transport::RpcError;
@@ -176,7 +176,7 @@ impl LanguageServers {
         match cached {
             Some(r) => r,
             None => {
-                let r = find_root(path, &cfg.root_markers, &self.roots);
+                let r = cfg.project_root(path, &self.roots);
                 if let Ok(mut seen) = self.roots_seen.lock() {
                     seen.insert(key, r.clone());
                 }

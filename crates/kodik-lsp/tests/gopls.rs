@@ -52,3 +52,28 @@ async fn l1_l2_e9_against_gopls() {
     assert!(lints.contains("No errors or warnings"), "{lints}");
     assert_eq!(h.servers.starts().await, 1);
 }
+
+/// L2: the modules of a `go.work` share one gopls at the `go.work`, and references cross them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l2_modules_of_a_go_work_share_one_gopls() {
+    let Some(program) = server_program("gopls") else { return };
+    if server_program("go").is_none() {
+        return;
+    }
+    let mut cfg = kodik_lsp::config::default_servers().into_iter().find(|s| s.name == "gopls").unwrap();
+    cfg.command = program;
+    let dir = tempfile::tempdir().unwrap();
+    let h = Harness::new(dir.path(), cfg);
+    h.write("go.work", "go 1.19\n\nuse (\n\t./lib\n\t./app\n)\n");
+    h.write("lib/go.mod", "module example.com/lib\n\ngo 1.19\n");
+    h.write("lib/util.go", "package lib\n\n// Double doubles a value.\nfunc Double(v int) int { return v * 2 }\n");
+    h.write("app/go.mod", "module example.com/app\n\ngo 1.19\n");
+    h.write("app/main.go", "package main\n\nimport \"example.com/lib\"\n\nfunc main() {\n\t_ = lib.Double(2)\n}\n");
+
+    let def = h.lsp(json!({"operation": "definition", "path": "app/main.go", "line": 6, "symbol": "Double"})).await;
+    assert!(def.contains("lib/util.go:4:6: func Double(v int) int"), "{def}");
+    let refs = h.lsp(json!({"operation": "references", "path": "lib/util.go", "line": 4, "symbol": "Double"})).await;
+    assert!(refs.contains("app/main.go:6:10:"), "{refs}");
+    assert!(!refs.contains("searched the project"), "{refs}");
+    assert_eq!(h.servers.starts().await, 1, "one gopls for the go.work");
+}

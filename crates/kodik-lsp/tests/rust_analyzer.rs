@@ -81,3 +81,34 @@ async fn l1_l2_l6_e9_against_rust_analyzer() {
     assert!(lints.contains("No errors or warnings"), "{lints}");
     assert_eq!(h.servers.starts().await, 1);
 }
+
+/// L2: in a cargo workspace, the crates share one rust-analyzer at the workspace root (one per
+/// crate would each load and index the whole workspace), definition and references cross the
+/// crates, and no "searched the project … only" note claims otherwise.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l2_crates_of_a_cargo_workspace_share_one_rust_analyzer() {
+    let Some(program) = rust_analyzer() else { return };
+    let mut cfg = kodik_lsp::config::default_servers().into_iter().find(|s| s.name == "rust-analyzer").unwrap();
+    cfg.command = program;
+    let dir = tempfile::tempdir().unwrap();
+    let h = Harness::new(dir.path(), cfg);
+    h.write("Cargo.toml", "[workspace]\nmembers = [\"crates/*\"]\nresolver = \"2\"\n");
+    h.write("crates/util/Cargo.toml", "[package]\nname = \"util\"\nversion = \"0.1.0\"\nedition = \"2021\"\n");
+    h.write("crates/util/src/lib.rs", "/// Doubles a value.\npub fn double(v: i32) -> i32 {\n    v * 2\n}\n");
+    h.write(
+        "crates/app/Cargo.toml",
+        "[package]\nname = \"app\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\nutil = { path = \"../util\" }\n",
+    );
+    h.write("crates/app/src/main.rs", "fn main() {\n    println!(\"{}\", util::double(2));\n}\n");
+
+    let def = h
+        .lsp(json!({"operation": "definition", "path": "crates/app/src/main.rs", "line": 2, "symbol": "double"}))
+        .await;
+    assert!(def.contains("crates/util/src/lib.rs:2:8: pub fn double(v: i32) -> i32 {"), "{def}");
+    let refs = h
+        .lsp(json!({"operation": "references", "path": "crates/util/src/lib.rs", "line": 2, "symbol": "double"}))
+        .await;
+    assert!(refs.contains("crates/app/src/main.rs:2:26:"), "{refs}");
+    assert!(!refs.contains("searched the project"), "{refs}");
+    assert_eq!(h.servers.starts().await, 1, "one rust-analyzer for the workspace");
+}
