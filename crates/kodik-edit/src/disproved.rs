@@ -119,11 +119,32 @@ impl<'a> Project<'a> {
                     self.roots.iter().filter(|r| self.file.starts_with(r)).max_by_key(|r| r.as_os_str().len())?;
                 let dir = self.file.parent()?;
                 dir.ancestors().take_while(|d| d.starts_with(root)).find_map(|d| {
-                    ["deno.json", "deno.jsonc"].iter().find_map(|name| std::fs::read_to_string(d.join(name)).ok())
+                    let config = ["deno.json", "deno.jsonc"]
+                        .iter()
+                        .find_map(|name| std::fs::read_to_string(d.join(name)).ok())?;
+                    Some(with_import_map(config, d, root))
                 })
             })
             .as_deref()
     }
+}
+
+/// The Deno config with the text of the import map it names (`"importMap": "./import_map.json"`,
+/// relative to the config's folder and inside the workspace) appended: its `imports` map bare
+/// specifiers as the config's own would.
+fn with_import_map(mut config: String, dir: &Path, root: &Path) -> String {
+    let named = config.split_once("\"importMap\"").and_then(|(_, rest)| {
+        let value = rest.trim_start().strip_prefix(':')?.trim_start().strip_prefix('"')?;
+        value.split_once('"').map(|(v, _)| dir.join(v))
+    });
+    if let Some(map) =
+        named.filter(|m| m.starts_with(root) && !m.components().any(|c| c == std::path::Component::ParentDir))
+        && let Ok(text) = std::fs::read_to_string(map)
+    {
+        config.push('\n');
+        config.push_str(&text);
+    }
+    config
 }
 
 /// `'name'` (or `"name"`) right after `prefix` at the start of `msg`, and what follows it.
@@ -241,5 +262,23 @@ mod tests {
             "An import path can only end with a '.ts' extension when 'allowImportingTsExtensions' is enabled."
         )));
         assert!(!p.disproves(&diag("Type 'string' is not assignable to type 'number'.")));
+    }
+
+    /// E9: the entries of an import map kept in its own file (`"importMap"` in the Deno config)
+    /// count as the config's own; a module it does not map stays an error.
+    #[test]
+    fn e9_deno_import_map_in_its_own_file_maps_bare_specifiers() {
+        let d = tempfile::tempdir().unwrap();
+        let ws = d.path().to_path_buf();
+        std::fs::create_dir_all(ws.join("src")).unwrap();
+        std::fs::write(ws.join("deno.json"), "{ \"importMap\" : \"./maps/import_map.json\" }").unwrap();
+        std::fs::create_dir_all(ws.join("maps")).unwrap();
+        std::fs::write(ws.join("maps/import_map.json"), "{\"imports\": {\"oak\": \"https://deno.land/x/oak/mod.ts\"}}")
+            .unwrap();
+        let file = ws.join("src/main.ts");
+        let roots = [ws.clone()];
+        let p = Project::new(&file, &roots);
+        assert!(p.disproves(&diag("Cannot find module 'oak' or its corresponding type declarations.")));
+        assert!(!p.disproves(&diag("Cannot find module 'react' or its corresponding type declarations.")));
     }
 }
