@@ -406,22 +406,42 @@ fn quoted(list: &str) -> Vec<String> {
 
 /// clangd writes its background index to `.cache/clangd/index` beside the compilation
 /// database (`compile_commands.json`, `compile_flags.txt`, or `build/compile_commands.json`, whose
-/// project folder is the one above `build`), and no flag or config key of clangd 14–21 moves it.
-/// A `.gitignore` of `*` in `.cache/clangd` hides the folder from git (itself included) without
-/// touching a tracked file, as the fix proposed to clangd itself does (llvm-project#170003). The
-/// index stays where clangd reads it, so references across files keep working. Nothing is
-/// written for a root without a compilation database: clangd then indexes into the user's cache
-/// folder, not the project.
+/// project folder is the one above `build`; or the folder a `.clangd` names in
+/// `CompilationDatabase:`), and no flag or config key of clangd 14–21 moves it. A `.gitignore` of
+/// `*` in `.cache/clangd` hides the folder from git (itself included) without touching a tracked
+/// file, as the fix proposed to clangd itself does (llvm-project#170003). The index stays where
+/// clangd reads it, so references across files keep working. Nothing is written for a root
+/// without a compilation database: clangd then indexes into the user's cache folder, not the
+/// project.
 pub fn hide_clangd_index(root: &Path) {
-    let databases = ["compile_commands.json", "compile_flags.txt", "build/compile_commands.json"];
-    if !databases.iter().any(|d| root.join(d).is_file()) {
-        return;
+    let databases = ["compile_commands.json", "compile_flags.txt"];
+    let has_database = |dir: &Path| databases.iter().any(|d| dir.join(d).is_file());
+    let mut folders: Vec<PathBuf> = Vec::new();
+    if has_database(root) || root.join("build/compile_commands.json").is_file() {
+        folders.push(root.to_path_buf());
     }
-    let dir = root.join(".cache/clangd");
-    let what = "clangd's background index (kodik started clangd): not part of the project.";
-    if let Err(e) = kodik_core::workspace::hide_from_git(&dir, what) {
-        tracing::debug!(path = %dir.display(), error = %e, "could not hide clangd's index from git");
+    folders.extend(named_database_folder(root).filter(|d| has_database(d)));
+    for folder in folders {
+        let dir = folder.join(".cache/clangd");
+        let what = "clangd's background index (kodik started clangd): not part of the project.";
+        if let Err(e) = kodik_core::workspace::hide_from_git(&dir, what) {
+            tracing::debug!(path = %dir.display(), error = %e, "could not hide clangd's index from git");
+        }
     }
+}
+
+/// The folder `root/.clangd` names in `CompileFlags: CompilationDatabase: DIR`, when it is a
+/// folder inside `root` (not `Ancestors` or `None`, which name no folder).
+fn named_database_folder(root: &Path) -> Option<PathBuf> {
+    let text = std::fs::read_to_string(root.join(".clangd")).ok()?;
+    let value = text.lines().find_map(|l| l.trim().strip_prefix("CompilationDatabase:"))?;
+    let value = value.split(" #").next().unwrap_or("").trim().trim_matches(['"', '\'']);
+    if value.is_empty() || value == "Ancestors" || value == "None" {
+        return None;
+    }
+    let dir = root.join(value);
+    let inside = dir.starts_with(root) && !dir.components().any(|c| c == std::path::Component::ParentDir);
+    inside.then_some(dir)
 }
 
 /// The project root of `file`: the nearest folder at or above it holding one of `markers`,
