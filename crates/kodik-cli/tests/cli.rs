@@ -114,6 +114,55 @@ fn batch_runs_lines_in_one_session_and_answers_in_call_order() {
     assert!(lines[6]["content"][0]["text"].as_str().unwrap().contains("2→zwei"), "{}", lines[6]);
 }
 
+/// G2, G4, P2: in one turn, a shell command, grep and glob placed after an edit see the edit, a
+/// heredoc patch through the shell and a later edit of the same file both land, and searches
+/// placed before a delete still see the file. Before, none of them declared what they touch,
+/// so they raced the edit (an edit lost, "No matches" for text the turn had just written).
+#[test]
+fn g2_g4_shell_and_searches_keep_their_place_among_a_turns_file_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().to_str().unwrap();
+    // Big enough that an edit takes longer than starting `tail` (2.3 MB).
+    let body: String = (0..150_000).map(|i| format!("x{i} = {i}\n")).collect();
+    std::fs::write(dir.path().join("big.py"), format!("TOP = 1\n{body}MARK = \"old\"\n")).unwrap();
+    std::fs::write(dir.path().join("keep.txt"), "NEEDLE\n").unwrap();
+    std::fs::write(dir.path().join("b.txt"), "NEEDLE\n").unwrap();
+    let read = r#"{"id":"r","name":"read_file","args":{"path":"big.py","ranges":[{"start_line":1,"end_line":1}]}}"#;
+    let edit_then_look = serde_json::json!([
+        {"id": "e", "name": "edit_file", "args": {"path": "big.py", "edits": [{"old_string": "MARK = \"old\"", "new_string": "MARK = \"new\""}]}},
+        {"id": "s", "name": "shell", "args": {"command": "tail -1 big.py"}},
+        {"id": "g", "name": "grep", "args": {"pattern": "MARK = .new"}},
+    ]);
+    let patch = "*** Begin Patch\n*** Update File: big.py\n@@\n-TOP = 1\n+TOP = 2\n*** End Patch";
+    let shell_patch_then_edit = serde_json::json!([
+        {"id": "p", "name": "shell", "args": {"command": format!("apply_patch <<'EOF'\n{patch}\nEOF")}},
+        {"id": "e2", "name": "edit_file", "args": {"path": "big.py", "edits": [{"old_string": "MARK = \"new\"", "new_string": "MARK = \"newer\""}]}},
+    ]);
+    let look_then_delete = serde_json::json!([
+        {"id": "gl", "name": "glob", "args": {"pattern": "*.txt"}},
+        {"id": "g2", "name": "grep", "args": {"pattern": "NEEDLE", "output_mode": "files_with_matches"}},
+        {"id": "d", "name": "delete_file", "args": {"path": "keep.txt"}},
+    ]);
+    let input =
+        [read.to_string(), edit_then_look.to_string(), shell_patch_then_edit.to_string(), look_then_delete.to_string()]
+            .join("\n");
+    let lines = common::run_batch(kodik(), ws, &input);
+    let text = |id: &str| {
+        let line = lines.iter().find(|l| l["id"] == id).unwrap_or_else(|| panic!("no result {id}: {lines:#?}"));
+        assert_eq!(line["status"], "success", "{line}");
+        line["content"][0]["text"].as_str().unwrap().to_owned()
+    };
+    assert!(text("s").contains("MARK = \"new\""), "the shell ran before the edit: {}", text("s"));
+    assert!(text("g").contains("big.py:150002:"), "grep ran before the edit: {}", text("g"));
+    text("p");
+    text("e2");
+    let after = std::fs::read_to_string(dir.path().join("big.py")).unwrap();
+    assert!(after.starts_with("TOP = 2\n") && after.ends_with("MARK = \"newer\"\n"), "a change was lost");
+    assert!(text("gl").contains("keep.txt"), "glob ran after the delete: {}", text("gl"));
+    assert!(text("g2").contains("keep.txt"), "grep ran after the delete: {}", text("g2"));
+    assert!(!dir.path().join("keep.txt").exists());
+}
+
 #[test]
 fn k1_codemode_runs_through_call_and_the_worker_subcommand_refuses_to_run_by_hand() {
     let dir = tempfile::tempdir().unwrap();

@@ -803,6 +803,12 @@ impl TypedTool for SubAgentTool {
         args.check()
     }
 
+    /// A sub-agent reads and changes files with its own tools: it starts after the turn's
+    /// earlier calls on files, and later ones wait for it (G2, G4).
+    fn resources(&self, _args: &SubAgentArgs, _ws: &Workspace) -> Vec<Resource> {
+        vec![Resource::any_file()]
+    }
+
     async fn run(&self, args: SubAgentArgs, cx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let inner = &self.set.inner;
         let runner = inner.runner.get().ok_or_else(no_runner)?;

@@ -12,11 +12,18 @@ use crate::Resource;
 /// that is cancelled when it settles, and gets the tokens it must wait for:
 /// - a mutation of a resource waits for every earlier call on it;
 /// - a read of a resource waits only for the last mutation before it, so reads run together;
+/// - a call on a folder ([`Resource::Tree`]) is ordered with the calls on the files below it:
+///   a search waits for earlier changes of them and later changes wait for it; a call that may
+///   change them in ways it cannot name (a shell command) is ordered like a change with every
+///   call on them, but not with other such calls, which the model asked for together (G1);
 /// - a call that may act on anything ([`register_barrier`](Self::register_barrier)) waits for
 ///   every earlier call, and every later call waits for it.
 #[derive(Debug, Default)]
 pub struct CallOrder {
     by_resource: HashMap<Resource, Access>,
+    /// The calls on folders not known to have settled. Few per turn, so each new call is
+    /// checked against all of them.
+    trees: Vec<TreeCall>,
     /// Every call not known to have settled, for a barrier to wait for.
     all: Vec<CancellationToken>,
     /// The last barrier call, which every later call waits for.
@@ -43,6 +50,15 @@ impl Access {
     }
 }
 
+/// A call on the files below a folder.
+#[derive(Debug)]
+struct TreeCall {
+    folder: Resource,
+    /// It may change them (a shell command), not only read them (a search).
+    changes: bool,
+    done: CancellationToken,
+}
+
 impl CallOrder {
     /// No call made yet.
     pub fn new() -> Self {
@@ -59,19 +75,42 @@ impl CallOrder {
     ) -> Vec<CancellationToken> {
         self.forget_settled();
         let mut before: Vec<CancellationToken> = self.barrier.iter().cloned().collect();
+        let mut trees = Vec::new();
         for r in reads {
             // A call that also writes the resource is ordered as a writer below.
-            if !writes.contains(&r) {
+            if writes.contains(&r) {
+                continue;
+            }
+            // Earlier changes of the files it reads, by name or within a folder.
+            before.extend(self.trees.iter().filter(|t| t.changes && t.folder.overlaps(&r)).map(|t| t.done.clone()));
+            if matches!(r, Resource::Tree(_)) {
+                let changed = self.by_resource.iter().filter(|(file, _)| r.overlaps(file));
+                before.extend(changed.filter_map(|(_, access)| access.writer.clone()));
+                trees.push(TreeCall { folder: r, changes: false, done: done.clone() });
+            } else {
                 let access = self.by_resource.entry(r).or_default();
                 access.readers.push(done.clone());
                 before.extend(access.writer.clone());
             }
         }
         for r in writes {
-            let access = self.by_resource.entry(r).or_default();
-            before.append(&mut access.readers);
-            before.extend(access.writer.replace(done.clone()));
+            if matches!(r, Resource::Tree(_)) {
+                // Ordered with every earlier call on its files except other calls like it.
+                let touched = self.by_resource.iter().filter(|(file, _)| r.overlaps(file));
+                for (_, access) in touched {
+                    before.extend(access.readers.iter().cloned().chain(access.writer.clone()));
+                }
+                before
+                    .extend(self.trees.iter().filter(|t| !t.changes && t.folder.overlaps(&r)).map(|t| t.done.clone()));
+                trees.push(TreeCall { folder: r, changes: true, done: done.clone() });
+            } else {
+                before.extend(self.trees.iter().filter(|t| t.folder.overlaps(&r)).map(|t| t.done.clone()));
+                let access = self.by_resource.entry(r).or_default();
+                before.append(&mut access.readers);
+                before.extend(access.writer.replace(done.clone()));
+            }
         }
+        self.trees.append(&mut trees);
         self.all.push(done.clone());
         before
     }
@@ -82,6 +121,7 @@ impl CallOrder {
         self.forget_settled();
         let before = std::mem::take(&mut self.all);
         self.by_resource.clear();
+        self.trees.clear();
         self.barrier = Some(done.clone());
         self.all.push(done.clone());
         before
@@ -90,6 +130,7 @@ impl CallOrder {
     /// Calls that settled no longer order anything.
     fn forget_settled(&mut self) {
         self.by_resource.retain(|_, access| access.forget_settled());
+        self.trees.retain(|t| !t.done.is_cancelled());
         self.all.retain(|t| !t.is_cancelled());
         if self.barrier.as_ref().is_some_and(CancellationToken::is_cancelled) {
             self.barrier = None;
@@ -124,6 +165,43 @@ mod tests {
         // Settled calls are forgotten.
         w2.cancel();
         assert!(order.register(vec![file("a")], vec![], &CancellationToken::new()).is_empty());
+    }
+
+    fn tree(name: &str) -> Resource {
+        Resource::Tree(PathBuf::from(name))
+    }
+
+    /// G2, G4: a search of a folder waits for earlier changes of files below it and a later
+    /// change waits for the search; a shell command (may change any file) is ordered with every
+    /// call on files, but shell commands run together (G1). Files outside the folder and other
+    /// sessions are not held up.
+    #[test]
+    fn g2_g4_folder_calls_are_ordered_with_the_files_below_them() {
+        let mut order = CallOrder::new();
+        let edit = CancellationToken::new();
+        assert!(order.register(vec![file("src/a")], vec![], &edit).is_empty());
+        let grep = CancellationToken::new();
+        let waits = order.register(vec![], vec![tree("/ws/src")], &grep);
+        assert!(waits.len() == 1 && !waits[0].is_cancelled(), "the search waits for the edit below it");
+        assert!(order.register(vec![], vec![tree("/ws/docs")], &CancellationToken::new()).is_empty());
+        let later_edit = CancellationToken::new();
+        assert_eq!(order.register(vec![file("src/b")], vec![], &later_edit).len(), 1, "waits for the search");
+        assert!(order.register(vec![file("lib/c")], vec![], &CancellationToken::new()).is_empty());
+
+        let shell = CancellationToken::new();
+        let waits = order.register(vec![Resource::any_file()], vec![], &shell);
+        assert!(waits.len() >= 3, "the shell waits for the edits and the search: {waits:?}");
+        let shell2 = CancellationToken::new();
+        let waits2 = order.register(vec![Resource::any_file()], vec![], &shell2);
+        assert!(!waits2.contains(&shell), "shell commands run together");
+        let read = order.register(vec![], vec![file("x")], &CancellationToken::new());
+        assert!(read.contains(&shell) && read.contains(&shell2), "a read after shell commands waits for them");
+        let browser = order.register(vec![Resource::Session("browser".into())], vec![], &CancellationToken::new());
+        assert!(!browser.contains(&shell), "sessions are not files");
+        for t in [&edit, &grep, &later_edit, &shell, &shell2] {
+            t.cancel();
+        }
+        assert!(order.register(vec![file("src/a")], vec![tree("/ws/src")], &CancellationToken::new()).is_empty());
     }
 
     /// G4: a barrier waits for every unsettled call, and every later call waits for it until it

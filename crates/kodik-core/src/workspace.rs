@@ -91,6 +91,30 @@ pub enum Resource {
     /// session whose tabs every `browser` action reads and changes: its calls run in the
     /// model's order, as edits of one file do.
     Session(String),
+    /// Every file at or below a folder, by its canonical absolute path (`/` for any file).
+    /// Among a call's [`reads`](crate::Tool::reads): it reads files below the folder (a search),
+    /// so it waits for earlier changes of them and later changes wait for it. Among its
+    /// [`resources`](crate::Tool::resources) (what it changes): it may read and change files
+    /// below the folder in ways it cannot name (a shell command, a sub-agent), so it is ordered
+    /// with every call on those files, but not with other calls of this kind, which the model
+    /// asked for together and which run concurrently (G1).
+    Tree(PathBuf),
+}
+
+impl Resource {
+    /// Every file there is: what a shell command may touch.
+    pub fn any_file() -> Self {
+        Self::Tree(PathBuf::from("/"))
+    }
+
+    /// Whether a call on `self` and one on `other` may touch the same file.
+    pub fn overlaps(&self, other: &Resource) -> bool {
+        match (self, other) {
+            (Self::Tree(a), Self::Tree(b)) => a.starts_with(b) || b.starts_with(a),
+            (Self::Tree(t), Self::File(f)) | (Self::File(f), Self::Tree(t)) => f.starts_with(t),
+            (a, b) => a == b,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -264,6 +288,14 @@ impl Workspace {
         let raw = path.as_ref();
         let joined = if raw.is_absolute() { raw.to_path_buf() } else { self.primary_root().join(raw) };
         Resource::File(self.canonical(&normalize_lexically(&joined)))
+    }
+
+    /// The canonical [`Resource::Tree`] of the folder `path` (G2, G4).
+    pub fn tree(&self, path: impl AsRef<Path>) -> Resource {
+        match self.resource(path) {
+            Resource::File(p) => Resource::Tree(p),
+            other => other,
+        }
     }
 
     /// [`canonicalize_existing_prefix`] of a lexically normal absolute path, checking only the

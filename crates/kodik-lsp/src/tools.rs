@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use kodik_core::{IgnoreChecks, ToolContext, ToolError, ToolOutput, ToolSpec, TypedTool, Workspace};
+use kodik_core::{IgnoreChecks, Resource, ToolContext, ToolError, ToolOutput, ToolSpec, TypedTool, Workspace};
 use kodik_schema::lsp::{LspArgs, LspOperation, ReadLintsArgs};
 use serde_json::{Value, json};
 
@@ -1017,6 +1017,11 @@ fn served_files_per_server(servers: &LanguageServers, ws: &Workspace) -> Vec<Pat
     out
 }
 
+/// What a server's answer depends on: every file of the workspace (roots are canonical).
+fn project_files(ws: &Workspace) -> Vec<Resource> {
+    ws.roots().iter().map(|r| Resource::Tree(r.clone())).collect()
+}
+
 #[async_trait]
 impl TypedTool for LspTool {
     type Args = LspArgs;
@@ -1027,6 +1032,12 @@ impl TypedTool for LspTool {
 
     fn check(&self, args: &LspArgs) -> Result<(), ToolError> {
         args.check()
+    }
+
+    /// The server answers from every file of the project: the turn's earlier edits must have
+    /// landed, and its later ones wait (G2, G4).
+    fn reads(&self, _args: &LspArgs, ws: &Workspace) -> Vec<Resource> {
+        project_files(ws)
     }
 
     async fn run(&self, args: LspArgs, cx: &ToolContext) -> Result<ToolOutput, ToolError> {
@@ -1350,6 +1361,11 @@ impl TypedTool for ReadLintsTool {
 
     fn spec(&self) -> &ToolSpec {
         &self.spec
+    }
+
+    /// Diagnostics of files the turn edits earlier are of the edited text (G2, G4, E9).
+    fn reads(&self, _args: &ReadLintsArgs, ws: &Workspace) -> Vec<Resource> {
+        project_files(ws)
     }
 
     async fn run(&self, args: ReadLintsArgs, cx: &ToolContext) -> Result<ToolOutput, ToolError> {

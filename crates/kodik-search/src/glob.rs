@@ -18,7 +18,7 @@ use async_trait::async_trait;
 use globset::GlobBuilder;
 use ignore::WalkState;
 use kodik_core::{
-    CancellationToken, PathError, Session, ToolContext, ToolError, ToolOutput, ToolSpec, TypedTool, Workspace,
+    CancellationToken, PathError, Resource, Session, ToolContext, ToolError, ToolOutput, ToolSpec, TypedTool, Workspace,
 };
 use kodik_schema::search::GlobArgs;
 use serde_json::json;
@@ -56,6 +56,10 @@ impl TypedTool for GlobTool {
         &self.spec
     }
 
+    fn reads(&self, args: &GlobArgs, ws: &Workspace) -> Vec<Resource> {
+        searched(ws, args.path.as_deref())
+    }
+
     async fn run(&self, args: GlobArgs, cx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let ws = cx.workspace.clone();
         let session = cx.session.clone();
@@ -67,6 +71,16 @@ impl TypedTool for GlobTool {
 
 /// Where a search starts: the given path (checked), or every workspace root (a root inside
 /// another one is left out, its files being found through the outer one).
+/// What a search of `path` (every root without one) reads, so it sees the turn's earlier
+/// changes of files there and later changes wait for it (G2, G4).
+pub(crate) fn searched(ws: &Workspace, path: Option<&str>) -> Vec<Resource> {
+    match path.map(str::trim).filter(|p| !p.is_empty()) {
+        Some(p) => vec![ws.tree(p)],
+        // Roots are canonical already.
+        None => ws.roots().iter().map(|r| Resource::Tree(r.clone())).collect(),
+    }
+}
+
 pub(crate) fn search_bases(
     ws: &Workspace,
     path: Option<&str>,

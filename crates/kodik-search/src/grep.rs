@@ -43,8 +43,8 @@ use ignore::WalkState;
 use ignore::overrides::{Override, OverrideBuilder};
 use ignore::types::TypesBuilder;
 use kodik_core::{
-    CancellationToken, OutputPreview, PreviewConfig, PreviewSummary, Session, ToolContext, ToolError, ToolOutput,
-    ToolSpec, TypedTool, Workspace,
+    CancellationToken, OutputPreview, PreviewConfig, PreviewSummary, Resource, Session, ToolContext, ToolError,
+    ToolOutput, ToolSpec, TypedTool, Workspace,
 };
 use kodik_schema::search::{GrepArgs, OutputMode};
 use serde_json::json;
@@ -94,6 +94,10 @@ impl TypedTool for GrepTool {
 
     fn spec(&self) -> &ToolSpec {
         &self.spec
+    }
+
+    fn reads(&self, args: &GrepArgs, ws: &Workspace) -> Vec<Resource> {
+        crate::glob::searched(ws, args.path.as_deref())
     }
 
     async fn run(&self, args: GrepArgs, cx: &ToolContext) -> Result<ToolOutput, ToolError> {

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use kodik_core::{
-    Content, Event, ToolContext, ToolError, ToolOutput, ToolSpec, ToolStatus, TurnSignals, TypedTool, Workspace,
+    Content, Event, Resource, ToolContext, ToolError, ToolOutput, ToolSpec, ToolStatus, TurnSignals, TypedTool,
+    Workspace,
 };
 use kodik_schema::shell::{GetTerminalOutputArgs, KillTerminalArgs, ShellArgs};
 use serde_json::json;
@@ -144,6 +145,13 @@ impl TypedTool for ShellTool {
 
     fn spec(&self) -> &ToolSpec {
         &self.spec
+    }
+
+    /// A command may read and change any file (a test run, `sed -i`, a heredoc patch): it runs
+    /// after the turn's earlier calls on files and before its later ones, while commands of one
+    /// turn still run together (G1, G2, G4).
+    fn resources(&self, _args: &ShellArgs, _ws: &Workspace) -> Vec<Resource> {
+        vec![Resource::any_file()]
     }
 
     fn check(&self, args: &ShellArgs) -> Result<(), ToolError> {
