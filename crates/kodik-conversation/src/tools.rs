@@ -804,7 +804,7 @@ impl TypedTool for SubAgentTool {
     }
 
     /// A sub-agent reads and changes files with its own tools: it starts after the turn's
-    /// earlier calls on files, and later ones wait for it (G2, G4).
+    /// earlier calls on files, and later changes of files wait for it (G2, G4).
     fn resources(&self, _args: &SubAgentArgs, _ws: &Workspace) -> Vec<Resource> {
         vec![Resource::any_file()]
     }

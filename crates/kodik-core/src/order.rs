@@ -14,8 +14,11 @@ use crate::Resource;
 /// - a read of a resource waits only for the last mutation before it, so reads run together;
 /// - a call on a folder ([`Resource::Tree`]) is ordered with the calls on the files below it:
 ///   a search waits for earlier changes of them and later changes wait for it; a call that may
-///   change them in ways it cannot name (a shell command) is ordered like a change with every
-///   call on them, but not with other such calls, which the model asked for together (G1);
+///   change them in ways it cannot name (a shell command) waits for every earlier call on them,
+///   and later changes of them wait for it. Later reads and searches, and other such calls, do
+///   not: the model asked for them together, and they run while the command does (G1, G4 —
+///   reads and shell commands start while the response streams — and S4, which sends a
+///   command to the background once another call of its turn has finished);
 /// - a call that may act on anything ([`register_barrier`](Self::register_barrier)) waits for
 ///   every earlier call, and every later call waits for it.
 #[derive(Debug, Default)]
@@ -81,8 +84,6 @@ impl CallOrder {
             if writes.contains(&r) {
                 continue;
             }
-            // Earlier changes of the files it reads, by name or within a folder.
-            before.extend(self.trees.iter().filter(|t| t.changes && t.folder.overlaps(&r)).map(|t| t.done.clone()));
             if matches!(r, Resource::Tree(_)) {
                 let changed = self.by_resource.iter().filter(|(file, _)| r.overlaps(file));
                 before.extend(changed.filter_map(|(_, access)| access.writer.clone()));
@@ -172,9 +173,10 @@ mod tests {
     }
 
     /// G2, G4: a search of a folder waits for earlier changes of files below it and a later
-    /// change waits for the search; a shell command (may change any file) is ordered with every
-    /// call on files, but shell commands run together (G1). Files outside the folder and other
-    /// sessions are not held up.
+    /// change waits for the search; a shell command (may change any file) waits for every
+    /// earlier call on files and later changes wait for it, but later reads and other shell
+    /// commands run with it (G1, S4). Files outside the folder and other sessions are not held
+    /// up.
     #[test]
     fn g2_g4_folder_calls_are_ordered_with_the_files_below_them() {
         let mut order = CallOrder::new();
@@ -195,7 +197,9 @@ mod tests {
         let waits2 = order.register(vec![Resource::any_file()], vec![], &shell2);
         assert!(!waits2.contains(&shell), "shell commands run together");
         let read = order.register(vec![], vec![file("x")], &CancellationToken::new());
-        assert!(read.contains(&shell) && read.contains(&shell2), "a read after shell commands waits for them");
+        assert!(read.is_empty(), "a read runs while the shell commands do (S4)");
+        let edit_after = order.register(vec![file("x")], vec![], &CancellationToken::new());
+        assert!(edit_after.contains(&shell) && edit_after.contains(&shell2), "a change after them waits for them");
         let browser = order.register(vec![Resource::Session("browser".into())], vec![], &CancellationToken::new());
         assert!(!browser.contains(&shell), "sessions are not files");
         for t in [&edit, &grep, &later_edit, &shell, &shell2] {

@@ -101,9 +101,10 @@ pub enum TextError {
     Binary,
 }
 
-/// Decodes `bytes`: BOM first, then UTF-16 without BOM (NUL pattern), then UTF-8, then
-/// `fallback` (the project's `files.encoding`), then statistical detection of legacy code
-/// pages such as Windows-1251.
+/// Decodes `bytes`: BOM first, then UTF-16 without BOM (NUL pattern), then UTF-8 — also when
+/// a few sequences are invalid but valid multi-byte characters outnumber them (the invalid
+/// bytes become U+FFFD and `lossy` is set) — then `fallback` (the project's `files.encoding`),
+/// then statistical detection of legacy code pages such as Windows-1251.
 pub fn decode(bytes: &[u8], fallback: Option<&'static Encoding>) -> Result<Decoded, TextError> {
     if let Some((enc, bom_len)) = Encoding::for_bom(bytes) {
         return Ok(decode_with(enc, &bytes[bom_len..], true));
@@ -121,6 +122,9 @@ pub fn decode(bytes: &[u8], fallback: Option<&'static Encoding>) -> Result<Decod
             lossy: false,
         });
     }
+    if mostly_utf8(bytes) {
+        return Ok(decode_with(UTF_8, bytes, false));
+    }
     let enc = fallback.unwrap_or_else(|| {
         let mut det = chardetng::EncodingDetector::new(chardetng::Iso2022JpDetection::Deny);
         det.feed(bytes, true);
@@ -136,8 +140,24 @@ fn decode_with(enc: &'static Encoding, bytes: &[u8], bom: bool) -> Decoded {
     Decoded { text, format: TextFormat { encoding: enc, bom, line_ending }, lossy }
 }
 
+/// Whether bytes that are not valid UTF-8 are still UTF-8 text with a few damaged spots (a
+/// truncated line, one stray Latin-1 byte): its valid multi-byte characters outnumber its
+/// invalid sequences. Re-reading the whole file in a legacy code page for one bad byte turned
+/// every correct character into mojibake; a file really written in such a code page has almost
+/// no byte pairs that happen to form a UTF-8 character.
+fn mostly_utf8(bytes: &[u8]) -> bool {
+    let (mut multibyte, mut invalid) = (0usize, 0usize);
+    for chunk in bytes.utf8_chunks() {
+        multibyte += chunk.valid().bytes().filter(|b| *b >= 0xC0).count();
+        invalid += usize::from(!chunk.invalid().is_empty());
+    }
+    multibyte > invalid
+}
+
 /// UTF-16 without a BOM: an even length, NULs only at one parity (the high bytes of ASCII
-/// characters), and a clean decode.
+/// characters) and at least one in [`UTF16_MIN_NUL_SHARE`] of that parity's bytes, and a clean
+/// decode. A stray NUL in an ASCII file is at one parity too, and almost any byte pairs decode
+/// as UTF-16; only the share of NULs tells text in UTF-16 from such a file.
 fn utf16_without_bom(bytes: &[u8]) -> Option<&'static Encoding> {
     if !bytes.len().is_multiple_of(2) {
         return None;
@@ -148,14 +168,50 @@ fn utf16_without_bom(bytes: &[u8]) -> Option<&'static Encoding> {
             if i % 2 == 0 { even += 1 } else { odd += 1 }
         }
     }
-    let enc = match (even, odd) {
-        (0, o) if o > 0 => UTF_16LE,
-        (e, 0) if e > 0 => UTF_16BE,
+    let (enc, nuls) = match (even, odd) {
+        (0, o) if o > 0 => (UTF_16LE, o),
+        (e, 0) if e > 0 => (UTF_16BE, e),
         _ => return None,
     };
+    if nuls * UTF16_MIN_NUL_SHARE < bytes.len() / 2 {
+        return None;
+    }
     let (_, had_errors) = enc.decode_without_bom_handling(bytes);
     (!had_errors).then_some(enc)
 }
+
+/// Encodes `text` — a [`lossy`](Decoded::lossy) UTF-8 decode of `original`, edited — as UTF-8
+/// with each invalid byte sequence of `original` put back where its U+FFFD still stands, so an
+/// edit elsewhere in a file with a few damaged bytes keeps them as they were. `None` when the
+/// text's U+FFFD count differs from the decode's (an edit removed or added one): which bytes
+/// belong where is then unknown, and writing would corrupt the file.
+pub fn encode_utf8_keeping_invalid(text: &str, original: &[u8]) -> Option<Vec<u8>> {
+    // What each U+FFFD of the decoded text stood for: invalid bytes, or a real U+FFFD.
+    let mut stood_for: Vec<Option<&[u8]>> = Vec::new();
+    for chunk in original.utf8_chunks() {
+        stood_for.extend(chunk.valid().matches('\u{FFFD}').map(|_| None));
+        if !chunk.invalid().is_empty() {
+            stood_for.push(Some(chunk.invalid()));
+        }
+    }
+    let mut pieces = text.split('\u{FFFD}');
+    let mut out = Vec::with_capacity(text.len());
+    out.extend_from_slice(pieces.next().unwrap_or_default().as_bytes());
+    let mut stood_for = stood_for.into_iter();
+    for piece in pieces {
+        match stood_for.next()? {
+            Some(bytes) => out.extend_from_slice(bytes),
+            None => out.extend_from_slice("\u{FFFD}".as_bytes()),
+        }
+        out.extend_from_slice(piece.as_bytes());
+    }
+    stood_for.next().is_none().then_some(out)
+}
+
+/// UTF-16 without a BOM needs a NUL in at least one of this many characters: the high byte of
+/// an ASCII character (space, newline, digit, punctuation), which even text in Cyrillic or
+/// Greek has in one character of five or so.
+const UTF16_MIN_NUL_SHARE: usize = 10;
 
 /// Encodes `text` in `format`'s encoding, with its BOM when it had one. Line endings are
 /// written as they are in `text`; use [`LineEnding::apply`] on new content first.
@@ -238,6 +294,62 @@ mod tests {
         assert_eq!(d.format.line_ending, LineEnding::Mixed { crlf_dominant: true });
         assert_eq!(d.format.line_ending.apply("x\ny"), "x\r\ny");
         assert_eq!(LineEnding::Lf.apply("x\r\ny"), "x\ny");
+    }
+
+    #[test]
+    fn r6_gr3_one_stray_nul_in_ascii_text_is_not_utf16() {
+        let mut log = b"needle early\n".to_vec();
+        for _ in 0..10 {
+            log.extend_from_slice(b"some log line\n");
+        }
+        // One NUL at an even offset, then at an odd one: each looked like UTF-16 BE / LE.
+        let mut even = log.clone();
+        even.extend_from_slice(b"a\x00 end\n");
+        assert_eq!(even.len() % 2, 0);
+        assert_eq!(decode(&even, None), Err(TextError::Binary));
+        let mut odd = log;
+        odd.extend_from_slice(b"\x00 end!\n");
+        assert_eq!(odd.len() % 2, 0);
+        assert_eq!(decode(&odd, None), Err(TextError::Binary));
+        // Cyrillic in UTF-16 without a BOM has NULs only in its spaces and ASCII, and still is.
+        let text = "Привет мир, как дела?\nвсё хорошо\n";
+        let fmt = TextFormat { encoding: UTF_16LE, bom: false, line_ending: LineEnding::Lf };
+        assert_eq!(round_trip(&encode(text, &fmt)).text, text);
+    }
+
+    #[test]
+    fn r6_gr3_utf8_with_a_few_invalid_bytes_stays_utf8() {
+        let mut bytes = "// 日本語 comment ✓\n".repeat(50).into_bytes();
+        bytes.extend_from_slice(b"bad byte: \xff\xfe here\n");
+        bytes.extend_from_slice("// more ✓\nПривет utf8\n".as_bytes());
+        let d = decode(&bytes, None).unwrap();
+        assert_eq!(d.format.encoding, UTF_8);
+        assert!(d.lossy);
+        assert!(d.text.starts_with("// 日本語 comment ✓\n"));
+        assert!(d.text.ends_with("bad byte: \u{FFFD}\u{FFFD} here\n// more ✓\nПривет utf8\n"), "{}", d.text);
+        // Even the project's fallback does not turn clear UTF-8 into another code page.
+        assert_eq!(decode(&bytes, Some(encoding_rs::WINDOWS_1251)).unwrap().format.encoding, UTF_8);
+        // A short mixed line: six Cyrillic letters against two bad bytes.
+        let mixed = [b"ok needle \xff\xfe bad\n".as_slice(), "Привет utf8\n".as_bytes()].concat();
+        let d = decode(&mixed, None).unwrap();
+        assert_eq!((d.format.encoding, d.text.lines().nth(1)), (UTF_8, Some("Привет utf8")));
+    }
+
+    #[test]
+    fn e12_an_edit_of_utf8_with_invalid_bytes_keeps_them() {
+        // Two bad bytes, a truncated character (one U+FFFD for two bytes) and a real U+FFFD.
+        let original = [b"a \xff\xfe b\n".as_slice(), "日本 \u{FFFD}\n".as_bytes(), b"cut \xe6\x97\n"].concat();
+        let d = decode(&original, None).unwrap();
+        assert!(d.lossy);
+        assert_eq!(d.text, "a \u{FFFD}\u{FFFD} b\n日本 \u{FFFD}\ncut \u{FFFD}\n");
+        assert_eq!(encode_utf8_keeping_invalid(&d.text, &original).as_deref(), Some(original.as_slice()));
+        let edited = d.text.replace(" b\n", " B ✓\n");
+        let expected =
+            [b"a \xff\xfe B \xe2\x9c\x93\n".as_slice(), "日本 \u{FFFD}\n".as_bytes(), b"cut \xe6\x97\n"].concat();
+        assert_eq!(encode_utf8_keeping_invalid(&edited, &original), Some(expected));
+        // An edit that drops a replacement character leaves no way to place the bytes.
+        assert_eq!(encode_utf8_keeping_invalid(&d.text.replacen('\u{FFFD}', "", 1), &original), None);
+        assert_eq!(encode_utf8_keeping_invalid(&format!("{}\u{FFFD}", d.text), &original), None);
     }
 
     #[test]

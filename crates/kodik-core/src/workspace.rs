@@ -95,9 +95,9 @@ pub enum Resource {
     /// Among a call's [`reads`](crate::Tool::reads): it reads files below the folder (a search),
     /// so it waits for earlier changes of them and later changes wait for it. Among its
     /// [`resources`](crate::Tool::resources) (what it changes): it may read and change files
-    /// below the folder in ways it cannot name (a shell command, a sub-agent), so it is ordered
-    /// with every call on those files, but not with other calls of this kind, which the model
-    /// asked for together and which run concurrently (G1).
+    /// below the folder in ways it cannot name (a shell command, a sub-agent), so it waits for
+    /// every earlier call on those files and later changes of them wait for it; later reads,
+    /// searches and other calls of this kind run with it (G1, S4).
     Tree(PathBuf),
 }
 

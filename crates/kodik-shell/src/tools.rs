@@ -148,8 +148,8 @@ impl TypedTool for ShellTool {
     }
 
     /// A command may read and change any file (a test run, `sed -i`, a heredoc patch): it runs
-    /// after the turn's earlier calls on files and before its later ones, while commands of one
-    /// turn still run together (G1, G2, G4).
+    /// after the turn's earlier calls on files and before its later changes of files, while
+    /// later reads and the turn's other commands run with it (G1, G2, G4, S4).
     fn resources(&self, _args: &ShellArgs, _ws: &Workspace) -> Vec<Resource> {
         vec![Resource::any_file()]
     }
