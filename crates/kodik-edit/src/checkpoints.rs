@@ -11,14 +11,24 @@ use serde::Serialize;
 /// What a file was before a mutation.
 #[derive(Debug, Clone)]
 pub(crate) struct Prior {
-    /// The bytes and permissions, or `None` when the path did not exist.
+    /// The bytes and permissions, or `None` when the path did not exist (or was a symlink).
     pub(crate) content: Option<(Vec<u8>, std::fs::Permissions)>,
+    /// Where the path pointed when it was a symlink (D1: a deleted link is brought back as a
+    /// link, not as a copy of its target).
+    pub(crate) link: Option<PathBuf>,
     /// Folders the mutation created for the file (outermost first).
     pub(crate) created_dirs: Vec<PathBuf>,
 }
 
 impl Prior {
+    /// An existing regular file's `bytes` and `perms`.
+    pub(crate) fn file(bytes: Vec<u8>, perms: std::fs::Permissions) -> Self {
+        Self { content: Some((bytes, perms)), link: None, created_dirs: Vec::new() }
+    }
+
     /// The state of `path` now; `created_dirs` lists the folders a write will have to create.
+    /// A symlink is captured as the link, when the mutation is about the link itself
+    /// ([`Self::capture_link`]); otherwise through it, as the file it points to.
     pub(crate) fn capture(path: &Path) -> std::io::Result<Self> {
         let content = match std::fs::metadata(path) {
             Ok(m) if m.is_file() => Some((std::fs::read(path)?, m.permissions())),
@@ -26,11 +36,29 @@ impl Prior {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(e) => return Err(e),
         };
-        Ok(Self { content, created_dirs: missing_dirs(path) })
+        Ok(Self { content, link: None, created_dirs: missing_dirs(path) })
+    }
+
+    /// The symlink at `path` itself (its target unread), for a mutation that removes the link.
+    pub(crate) fn capture_link(path: &Path) -> std::io::Result<Self> {
+        Ok(Self { content: None, link: Some(std::fs::read_link(path)?), created_dirs: Vec::new() })
+    }
+
+    /// Whether the path existed (a file or a link).
+    pub(crate) fn existed(&self) -> bool {
+        self.content.is_some() || self.link.is_some()
     }
 
     /// Puts `path` back the way it was.
     pub(crate) fn restore(&self, path: &Path) -> std::io::Result<()> {
+        if let Some(target) = &self.link {
+            match std::fs::symlink_metadata(path) {
+                Ok(m) if m.is_symlink() && std::fs::read_link(path).is_ok_and(|t| &t == target) => return Ok(()),
+                Ok(_) => std::fs::remove_file(path)?,
+                Err(_) => {}
+            }
+            return std::os::unix::fs::symlink(target, path);
+        }
         match &self.content {
             Some((bytes, perms)) => {
                 kodik_core::fs::write_atomic(path, bytes, true)?;
@@ -180,7 +208,7 @@ impl Checkpoints {
         let mut report = UndoReport::default();
         for (path, prior) in &first {
             match prior.restore(path) {
-                Ok(()) if prior.content.is_some() => report.restored.push(path.clone()),
+                Ok(()) if prior.existed() => report.restored.push(path.clone()),
                 Ok(()) => report.removed.push(path.clone()),
                 Err(e) => report.failed.push((path.clone(), e.to_string())),
             }

@@ -133,6 +133,17 @@ fn delete_blocking(
     shared: &Shared,
 ) -> Result<ToolOutput, ToolError> {
     shared.ops.require(&[FileOp::Delete], "delete_file")?;
+    if let Some((link, target)) = files::named_symlink(ws, std::path::Path::new(&args.path))? {
+        let shown = ws.display(&link);
+        let prior = Prior::capture_link(&link).map_err(|e| ToolError::io("reading", &shown, e))?;
+        std::fs::remove_file(&link).map_err(|e| ToolError::io("deleting", &shown, e))?;
+        shared.checkpoints.record(session.message(), &link, prior);
+        let target = target.display().to_string();
+        return Ok(ToolOutput::text(format!(
+            "Deleted the symlink `{shown}`; the file it pointed to (`{target}`) is unchanged."
+        ))
+        .with_meta(json!({"path": shown, "operation": "delete", "symlink_to": target})));
+    }
     let path = ws.check_file(&args.path).map_err(|e| crate::path_error(e, "delete_file"))?;
     let shown = ws.display(&path);
     let prior = Prior::capture(&path).map_err(|e| ToolError::io("reading", &shown, e))?;

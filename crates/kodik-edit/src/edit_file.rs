@@ -320,7 +320,7 @@ fn run_blocking(
     );
     written.map_err(|e| ToolError::io("writing", &shown, e))?;
     let (version, diffed) = side.unwrap_or_else(|panic| (FileVersion::of_bytes(bytes), Err(panic)));
-    let prior = Prior { content: Some((loaded.into_bytes(), perms)), created_dirs: Vec::new() };
+    let prior = Prior::file(loaded.into_bytes(), perms);
     shared.checkpoints.record(cx_session.message(), &path, prior);
     cx_session.record_write(&path, version);
     let d = diffed.map_err(|_| {
@@ -423,7 +423,7 @@ fn run_whole_file(
         Outcome::Written(perms, version, diffed) => (perms, version, diffed),
     };
     let Edit { old_string, new_string, .. } = e;
-    let prior = Prior { content: Some((old_string.into_bytes(), perms)), created_dirs: Vec::new() };
+    let prior = Prior::file(old_string.into_bytes(), perms);
     shared.checkpoints.record(session.message(), &path, prior);
     session.record_write(&path, version);
     let applied = vec![AppliedEdit { stage: Stage::Exact, line: 1, similarity: None }];

@@ -2,7 +2,7 @@
 //! encoding, written back atomically in the same encoding, BOM and line endings (E12), with a
 //! checkpoint of what was there before (E13).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use kodik_core::text::{TextFormat, decode, encode};
@@ -168,6 +168,29 @@ pub(crate) fn encode_checked(text: &str, format: &TextFormat, shown: &str) -> Re
         }
     }
     Ok(encode(text, format))
+}
+
+/// The symlink that `raw` itself names, with what it points to, when its last part is one: its
+/// folder is resolved like any path, its last part is not followed. Deleting a name (or moving
+/// it away) removes that link, never the file behind it (D1), as `rm` and `git rm` do. `None`
+/// when the last part is not a symlink or its folder is not a valid workspace path (the normal
+/// path check then reports that).
+pub(crate) fn named_symlink(ws: &Workspace, raw: &Path) -> Result<Option<(PathBuf, PathBuf)>, ToolError> {
+    let Some(std::path::Component::Normal(name)) = raw.components().next_back() else { return Ok(None) };
+    let parent = match raw.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let Ok(dir) = ws.check(parent) else { return Ok(None) };
+    let link = dir.join(name);
+    if !std::fs::symlink_metadata(&link).is_ok_and(|m| m.is_symlink()) {
+        return Ok(None);
+    }
+    if ws.is_ignored(&link) {
+        return Err(ToolError::Path(kodik_core::PathError::Ignored(ws.display(&link))));
+    }
+    let target = std::fs::read_link(&link).map_err(|e| ToolError::io("reading", &ws.display(&link), e))?;
+    Ok(Some((link, target)))
 }
 
 /// Writes `bytes` to `path` atomically and records `prior` as a checkpoint of `turn`.

@@ -287,7 +287,7 @@ fn run_blocking(
     let text = render_like(&nb, &loaded.text).map_err(|e| fail(format!("could not write the notebook: {e}")))?;
     let bytes = files::encode_checked(&text, &loaded.format, &shown)?;
     let perms = std::fs::metadata(&path).map_err(|e| ToolError::io("reading", &shown, e))?.permissions();
-    let prior = Prior { content: Some((loaded.into_bytes(), perms)), created_dirs: Vec::new() };
+    let prior = Prior::file(loaded.into_bytes(), perms);
     files::write_recorded(&path, &shown, &bytes, prior, session.message(), &shared.checkpoints)?;
     session.record_write(&path, FileVersion::of_bytes(&bytes));
     let d = crate::diff::unified_with(&before, &after, "a/cell", "b/cell", shared.preview.clone());

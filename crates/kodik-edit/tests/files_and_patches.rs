@@ -274,3 +274,44 @@ async fn e1_d1_n1_missing_path_names_the_closest_existing_files_of_its_folder() 
     let out = env.call("delete_file", serde_json::json!({"path": "zzzzzz.md"})).await;
     assert!(!out.text_content().contains("did you mean"), "{}", out.text_content());
 }
+
+/// Deleting a name that is a symlink removes the link, as `rm` does; the file it points to and
+/// its data stay (D1, P1). Undo brings the link back as a link (E13, P3).
+#[tokio::test]
+async fn d1_p1_e13_deleting_a_symlink_removes_the_link_and_keeps_its_target() {
+    let env = Env::new();
+    env.write("real.txt", "important data\n");
+    env.write("r2.txt", "keep me\n");
+    env.write("r3.txt", "moved link\n");
+    for (link, target) in [("alias.txt", "real.txt"), ("a2.txt", "r2.txt"), ("a3.txt", "r3.txt")] {
+        std::os::unix::fs::symlink(target, env.path(link)).unwrap();
+    }
+    env.read("a3.txt");
+    let is_link = |rel: &str| std::fs::symlink_metadata(env.path(rel)).is_ok_and(|m| m.is_symlink());
+
+    let out = env.call("delete_file", serde_json::json!({"path": "alias.txt"})).await;
+    assert!(out.is_success(), "{}", out.text_content());
+    assert!(out.text_content().contains("symlink `alias.txt`"), "{}", out.text_content());
+    assert!(!is_link("alias.txt") && !env.path("alias.txt").exists(), "the link is gone");
+    assert_eq!(env.text("real.txt"), "important data\n", "its target is untouched");
+
+    let out = env
+        .patch(
+            "*** Begin Patch\n*** Delete File: a2.txt\n*** Update File: a3.txt\n*** Move to: m3.txt\n@@\n-moved link\n\
+             +moved\n*** End Patch",
+        )
+        .await;
+    assert!(out.is_success(), "{}", out.text_content());
+    assert!(out.text_content().contains("D a2.txt"), "{}", out.text_content());
+    assert!(!is_link("a2.txt") && !is_link("a3.txt"));
+    assert_eq!(env.text("r2.txt"), "keep me\n");
+    assert_eq!(env.text("r3.txt"), "moved link\n", "a moved link leaves its target as it was");
+    assert_eq!(env.text("m3.txt"), "moved\n");
+
+    let report = env.tools.checkpoints().undo_all();
+    assert!(report.is_complete(), "{report:?}");
+    for (link, target) in [("alias.txt", "real.txt"), ("a2.txt", "r2.txt"), ("a3.txt", "r3.txt")] {
+        assert_eq!(std::fs::read_link(env.path(link)).unwrap(), std::path::Path::new(target), "{link}");
+    }
+    assert!(!env.path("m3.txt").exists());
+}

@@ -340,10 +340,19 @@ pub(crate) struct Plan {
     pub(crate) changes: Vec<FileChange>,
 }
 
-fn resolve(base: &Path, p: &str, ws: &Workspace) -> Result<PathBuf, ToolError> {
+fn joined(base: &Path, p: &str) -> PathBuf {
     let raw = Path::new(p);
-    let joined = if raw.is_absolute() { raw.to_path_buf() } else { base.join(raw) };
-    Ok(ws.check(joined)?)
+    if raw.is_absolute() { raw.to_path_buf() } else { base.join(raw) }
+}
+
+fn resolve(base: &Path, p: &str, ws: &Workspace) -> Result<PathBuf, ToolError> {
+    Ok(ws.check(joined(base, p))?)
+}
+
+/// The symlink a Delete or a move's source names (D1), unless the plan already changed that
+/// name.
+fn named_link(plan: &Plan, base: &Path, p: &str, ws: &Workspace) -> Result<Option<(PathBuf, PathBuf)>, ToolError> {
+    Ok(files::named_symlink(ws, &joined(base, p))?.filter(|(link, _)| !plan.states.contains_key(link)))
 }
 
 /// `t` with CRLF turned into LF, borrowed when it has no CR.
@@ -392,6 +401,25 @@ impl Plan {
         for op in patch.ops {
             let ctx = op_context(&op);
             let wrap = |e: ToolError| ToolError::failed(format!("{ctx}: {e}"));
+            if let PatchOp::Delete { path: name, .. } = &op
+                && let Some((link, target)) = named_link(&plan, base, name, ws).map_err(wrap)?
+            {
+                shared.ops.require(&[FileOp::Delete], "apply_patch").map_err(wrap)?;
+                let shown = ws.display(&link);
+                let target = target.display().to_string();
+                let note =
+                    format!("`{shown}` was a symlink to `{target}`: the link is removed, `{target}` is unchanged");
+                plan.touch(&link, &shown);
+                plan.states.insert(link, Planned { bytes: None });
+                plan.changes.push(FileChange {
+                    kind: ChangeKind::Deleted,
+                    path: shown,
+                    to: None,
+                    diff: DiffText { text: note, added: 0, removed: 0, full_output: None },
+                    stages: vec![],
+                });
+                continue;
+            }
             let path = resolve(base, op.path(), ws).map_err(wrap)?;
             let shown = ws.display(&path);
             let current = plan.current(&path, &shown).map_err(wrap)?;
@@ -441,7 +469,12 @@ impl Plan {
                         stages: vec![],
                     });
                 }
-                PatchOp::Update { move_to, hunks, .. } => {
+                PatchOp::Update { move_to, hunks, path: name, .. } => {
+                    // A moved symlink leaves its target alone: the link's name is what goes.
+                    let source = match &move_to {
+                        Some(_) => named_link(&plan, base, &name, ws).map_err(wrap)?.map(|(link, _)| link),
+                        None => None,
+                    };
                     let mut needed = vec![FileOp::Change];
                     if move_to.is_some() {
                         needed.extend([FileOp::Create, FileOp::Delete]);
@@ -485,9 +518,10 @@ impl Plan {
                     };
                     match to {
                         Some((to, to_shown)) => {
-                            plan.touch(&path, &shown);
+                            let source = source.unwrap_or_else(|| path.clone());
+                            plan.touch(&source, &ws.display(&source));
                             plan.touch(&to, &to_shown);
-                            plan.states.insert(path.clone(), Planned { bytes: None });
+                            plan.states.insert(source, Planned { bytes: None });
                             plan.states.insert(to.clone(), Planned { bytes: Some(new_bytes) });
                             plan.changes.push(FileChange {
                                 kind: ChangeKind::Renamed,
@@ -522,7 +556,11 @@ impl Plan {
         for path in &self.order {
             let Some(planned) = self.states.get(path) else { continue };
             let shown = self.shown.get(path).cloned().unwrap_or_else(|| path.display().to_string());
-            let result = Prior::capture(path).and_then(|prior| {
+            // Plan keys are canonical paths, which contain no symlink, except the links a
+            // Delete or a move removes (D1): those are captured as links.
+            let is_link = planned.bytes.is_none() && std::fs::symlink_metadata(path).is_ok_and(|m| m.is_symlink());
+            let captured = if is_link { Prior::capture_link(path) } else { Prior::capture(path) };
+            let result = captured.and_then(|prior| {
                 let r = match &planned.bytes {
                     Some(b) => kodik_core::fs::write_atomic(path, b, true),
                     None => match std::fs::remove_file(path) {
