@@ -338,14 +338,14 @@ mod tests {
     #[test]
     fn e12_an_edit_of_utf8_with_invalid_bytes_keeps_them() {
         // Two bad bytes, a truncated character (one U+FFFD for two bytes) and a real U+FFFD.
-        let original = [b"a \xff\xfe b\n".as_slice(), "日本 \u{FFFD}\n".as_bytes(), b"cut \xe6\x97\n"].concat();
+        let original = [b"a \xff\xfe b\n".as_slice(), "日本語 ✓ \u{FFFD}\n".as_bytes(), b"cut \xe6\x97\n"].concat();
         let d = decode(&original, None).unwrap();
         assert!(d.lossy);
-        assert_eq!(d.text, "a \u{FFFD}\u{FFFD} b\n日本 \u{FFFD}\ncut \u{FFFD}\n");
+        assert_eq!(d.text, "a \u{FFFD}\u{FFFD} b\n日本語 ✓ \u{FFFD}\ncut \u{FFFD}\n");
         assert_eq!(encode_utf8_keeping_invalid(&d.text, &original).as_deref(), Some(original.as_slice()));
         let edited = d.text.replace(" b\n", " B ✓\n");
         let expected =
-            [b"a \xff\xfe B \xe2\x9c\x93\n".as_slice(), "日本 \u{FFFD}\n".as_bytes(), b"cut \xe6\x97\n"].concat();
+            [b"a \xff\xfe B \xe2\x9c\x93\n".as_slice(), "日本語 ✓ \u{FFFD}\n".as_bytes(), b"cut \xe6\x97\n"].concat();
         assert_eq!(encode_utf8_keeping_invalid(&edited, &original), Some(expected));
         // An edit that drops a replacement character leaves no way to place the bytes.
         assert_eq!(encode_utf8_keeping_invalid(&d.text.replacen('\u{FFFD}', "", 1), &original), None);
