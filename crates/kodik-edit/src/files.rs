@@ -189,7 +189,7 @@ pub(crate) fn named_symlink(ws: &Workspace, raw: &Path) -> Result<Option<(PathBu
     if ws.is_ignored(&link) {
         return Err(ToolError::Path(kodik_core::PathError::Ignored(ws.display(&link))));
     }
-    let target = std::fs::read_link(&link).map_err(|e| ToolError::io("reading", &ws.display(&link), e))?;
+    let target = std::fs::read_link(&link).map_err(|e| ToolError::io("reading", ws.display(&link), e))?;
     Ok(Some((link, target)))
 }
 
