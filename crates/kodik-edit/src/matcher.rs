@@ -685,17 +685,89 @@ pub(crate) enum Reindent {
     Add(String),
     /// Remove this from the start of every line that has it.
     Remove(String),
+    /// The model indents with another unit than the file (spaces for the file's tabs, two
+    /// spaces for its four): each line's depth in the model's unit, shifted by `shift` levels,
+    /// is written in the file's unit (E8).
+    Convert {
+        /// The model's unit.
+        from: IndentUnit,
+        /// The file's unit.
+        to: IndentUnit,
+        /// Levels the file's lines are deeper (or, negative, shallower) than the model's.
+        shift: isize,
+    },
+}
+
+/// One level of indentation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum IndentUnit {
+    /// A tab.
+    Tab,
+    /// This many spaces.
+    Spaces(usize),
+}
+
+impl IndentUnit {
+    /// `indent` as whole levels and the spaces left over (alignment), or `None` when it is not
+    /// written in this unit (a tab among space levels, a space before a tab).
+    fn levels(self, indent: &str) -> Option<(usize, usize)> {
+        match self {
+            IndentUnit::Tab => {
+                let tabs = indent.len() - indent.trim_start_matches('\t').len();
+                let rest = &indent[tabs..];
+                rest.bytes().all(|b| b == b' ').then_some((tabs, rest.len()))
+            }
+            IndentUnit::Spaces(w) => indent.bytes().all(|b| b == b' ').then_some((indent.len() / w, indent.len() % w)),
+        }
+    }
+
+    fn write(self, levels: usize, align: usize) -> String {
+        match self {
+            IndentUnit::Tab => format!("{}{}", "\t".repeat(levels), " ".repeat(align)),
+            IndentUnit::Spaces(w) => " ".repeat(levels * w + align),
+        }
+    }
+
+    /// The units `indents` may be written in, likeliest first: tabs when any starts with one,
+    /// else the widths of space indentation programmers use.
+    fn candidates<'a>(indents: impl Iterator<Item = &'a str>) -> Vec<IndentUnit> {
+        let mut gcd = 0usize;
+        for i in indents {
+            if i.starts_with('\t') {
+                return vec![IndentUnit::Tab];
+            }
+            gcd = num_gcd(gcd, i.len());
+        }
+        let mut out = Vec::new();
+        for w in [gcd, 4, 2, 8, 3] {
+            if (1..=8).contains(&w) && !out.contains(&IndentUnit::Spaces(w)) {
+                out.push(IndentUnit::Spaces(w));
+            }
+        }
+        out
+    }
+}
+
+fn num_gcd(a: usize, b: usize) -> usize {
+    if b == 0 { a } else { num_gcd(b, a % b) }
 }
 
 impl Reindent {
     /// The one rule that turns every `old` indentation into its paired `file` one, if any.
-    pub(crate) fn learn<'a>(pairs: impl Iterator<Item = (&'a str, &'a str)>) -> Self {
+    pub(crate) fn learn<'a>(pairs: impl Iterator<Item = (&'a str, &'a str)> + Clone) -> Self {
+        let indents = pairs
+            .filter(|(old, file)| !old.trim().is_empty() && !file.trim().is_empty())
+            .map(|(old, file)| (leading_ws(old), leading_ws(file)));
+        if let Some(rule) = Self::by_prefix(indents.clone()) {
+            return rule;
+        }
+        Self::by_unit(indents).unwrap_or(Reindent::Keep)
+    }
+
+    /// One prefix added to (or removed from) every line, when that explains every pair.
+    fn by_prefix<'a>(indents: impl Iterator<Item = (&'a str, &'a str)>) -> Option<Self> {
         let mut rule: Option<Reindent> = None;
-        for (old, file) in pairs {
-            if old.trim().is_empty() || file.trim().is_empty() {
-                continue;
-            }
-            let (oi, fi) = (leading_ws(old), leading_ws(file));
+        for (oi, fi) in indents {
             let this = if oi == fi {
                 Reindent::Keep
             } else if let Some(p) = fi.strip_suffix(oi) {
@@ -703,15 +775,43 @@ impl Reindent {
             } else if let Some(q) = oi.strip_suffix(fi) {
                 Reindent::Remove(q.to_string())
             } else {
-                return Reindent::Keep;
+                return None;
             };
             match &rule {
                 None => rule = Some(this),
                 Some(r) if *r == this => {}
-                Some(_) => return Reindent::Keep,
+                Some(_) => return None,
             }
         }
-        rule.unwrap_or(Reindent::Keep)
+        Some(rule.unwrap_or(Reindent::Keep))
+    }
+
+    /// A change of unit that explains every pair: same depth (or the same shift of depth) and
+    /// the same alignment spaces. The same depth is preferred, as the model nests the code as
+    /// the file does and only spells the levels differently.
+    fn by_unit<'a>(indents: impl Iterator<Item = (&'a str, &'a str)> + Clone) -> Option<Self> {
+        let from_units = IndentUnit::candidates(indents.clone().map(|(o, _)| o));
+        let to_units = IndentUnit::candidates(indents.clone().map(|(_, f)| f));
+        let mut found: Option<Self> = None;
+        for &from in &from_units {
+            for &to in &to_units {
+                let mut shift: Option<isize> = None;
+                let fits = indents.clone().all(|(oi, fi)| match (from.levels(oi), to.levels(fi)) {
+                    (Some((lo, ao)), Some((lf, af))) if ao == af => {
+                        let d = lf as isize - lo as isize;
+                        *shift.get_or_insert(d) == d
+                    }
+                    _ => false,
+                });
+                let Some(shift) = shift.filter(|_| fits) else { continue };
+                let rule = Reindent::Convert { from, to, shift };
+                if shift == 0 {
+                    return Some(rule);
+                }
+                found.get_or_insert(rule);
+            }
+        }
+        found
     }
 
     pub(crate) fn apply(&self, line: &str) -> String {
@@ -720,6 +820,20 @@ impl Reindent {
             Reindent::Add(p) if !line.trim().is_empty() => format!("{p}{line}"),
             Reindent::Add(_) => line.to_string(),
             Reindent::Remove(q) => line.strip_prefix(q.as_str()).unwrap_or(line).to_string(),
+            Reindent::Convert { from, to, shift } => {
+                let indent = leading_ws(line);
+                if line.trim().is_empty() {
+                    return line.to_string();
+                }
+                match from.levels(indent) {
+                    Some((levels, align)) => {
+                        let levels = (levels as isize + shift).max(0) as usize;
+                        format!("{}{}", to.write(levels, align), &line[indent.len()..])
+                    }
+                    // Not written in the model's unit: as typed.
+                    None => line.to_string(),
+                }
+            }
         }
     }
 }

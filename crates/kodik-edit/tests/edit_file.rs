@@ -168,6 +168,46 @@ async fn e8_indentation_drift_is_recovered_and_stage_reported() {
     assert!(out.text_content().contains("ignoring indentation"));
 }
 
+/// The model indents with spaces, the file with tabs (or the other way round, or with another
+/// width): the lines it writes get the file's unit at the same depth, so a Makefile still runs
+/// and Python does not mix tabs and spaces (E8, P1).
+#[tokio::test]
+async fn e8_p1_indentation_in_another_unit_is_written_in_the_files_unit() {
+    let env = Env::new();
+    env.write("Makefile", "all:\n\techo one\n\techo two\n");
+    env.read("Makefile");
+    let out = env
+        .edit("Makefile", &[("all:\n    echo one\n    echo two", "all:\n    echo one\n    echo TWO\n    echo 3")])
+        .await;
+    assert!(out.is_success(), "{}", out.text_content());
+    assert_eq!(env.text("Makefile"), "all:\n\techo one\n\techo TWO\n\techo 3\n");
+
+    // Two-space text into a four-space file, nesting kept.
+    env.write("a.py", "def f(x):\n    if x:\n        return 1\n    return 2\n");
+    env.read("a.py");
+    let out = env
+        .edit(
+            "a.py",
+            &[(
+                "def f(x):\n  if x:\n    return 1",
+                "def f(x):\n  if x:\n    y = 1\n    while y:\n      y -= 1\n    return y",
+            )],
+        )
+        .await;
+    assert!(out.is_success(), "{}", out.text_content());
+    assert_eq!(
+        env.text("a.py"),
+        "def f(x):\n    if x:\n        y = 1\n        while y:\n            y -= 1\n        return y\n    return 2\n"
+    );
+
+    // apply_patch: a tab-indented hunk against a four-space file.
+    env.write("b.py", "def g():\n    x = 1\n    return 2\n");
+    env.read("b.py");
+    let out = env.patch("*** Begin Patch\n*** Update File: b.py\n@@\n \tx = 1\n-\treturn 2\n+\tif x:\n+\t\treturn 20\n*** End Patch").await;
+    assert!(out.is_success(), "{}", out.text_content());
+    assert_eq!(env.text("b.py"), "def g():\n    x = 1\n    if x:\n        return 20\n");
+}
+
 #[tokio::test]
 async fn e8_ambiguous_lenient_match_leaves_file_untouched_and_asks_for_more_context() {
     let env = Env::new();
