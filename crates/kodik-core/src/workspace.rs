@@ -369,22 +369,55 @@ impl Workspace {
 
     /// A directory walker over `dir` that honours `.gitignore`, `.ignore` and `.kodikignore`
     /// (the same rules as [`is_ignored`](Self::is_ignored)). Hidden files are skipped.
+    ///
+    /// Ignore files in folders above `dir` apply as git applies them: `.gitignore` and `.ignore`
+    /// up to the top of the git repository `dir` is in — none when `dir` is a repository's top
+    /// itself, and none above the workspace root when there is no repository — and
+    /// `.kodikignore` up to the workspace root. (The `ignore` crate's own lookup, without
+    /// requiring git, read every `.gitignore` up to `/`: a home folder's dotfiles repository
+    /// ignoring `*` hid a whole project cloned below it.) Inside a repository a nested
+    /// repository is a boundary, as for git and ripgrep.
     pub fn walker(&self, dir: &Path) -> ignore::WalkBuilder {
         let mut b = ignore::WalkBuilder::new(dir);
-        b.add_custom_ignore_filename(IGNORE_FILE).require_git(false);
-        // Rules in `.kodikignore` files above `dir` (up to the root) must still apply.
-        if let Some(root) = self.roots.iter().find(|r| dir.starts_with(r)) {
-            let mut above = dir.parent();
-            while let Some(d) = above {
-                if !d.starts_with(root) {
+        let root = self.roots.iter().find(|r| dir.starts_with(r));
+        // Outermost first: later rules win (`add_ignore`'s order), so deeper files override.
+        let mut git_rules = Vec::new();
+        let mut in_repo = dir.join(".git").exists();
+        if !in_repo {
+            for d in dir.ancestors().skip(1) {
+                git_rules.extend([(d, d.join(".gitignore")), (d, d.join(".ignore"))]);
+                if d.join(".git").exists() {
+                    git_rules.push((d, d.join(".git/info/exclude")));
+                    in_repo = true;
                     break;
                 }
-                let f = d.join(IGNORE_FILE);
-                if f.is_file() {
-                    b.add_ignore(f);
-                }
-                above = d.parent();
             }
+            if !in_repo {
+                git_rules.retain(|(d, _)| root.is_some_and(|r| d.starts_with(r)));
+            }
+        }
+        let kodik_rules: Vec<(&Path, PathBuf)> = match root {
+            Some(root) => {
+                dir.ancestors().skip(1).take_while(|d| d.starts_with(root)).map(|d| (d, d.join(IGNORE_FILE))).collect()
+            }
+            None => Vec::new(),
+        };
+        // In a repository ignore rules stop at nested repositories (`require_git` is what makes
+        // the crate notice them); without one, kodik still honours `.gitignore` files.
+        b.add_custom_ignore_filename(IGNORE_FILE).require_git(in_repo).parents(false);
+        // `.kodikignore` rules come last so they win over every git rule above `dir`, as they
+        // do below it (the crate checks custom ignore files first).
+        for (folder, file) in git_rules.iter().rev().chain(kodik_rules.iter().rev()) {
+            if file.is_file() {
+                // `add_ignore` roots the file's patterns at the walker's current folder: root
+                // them at the folder the file is for, so `/build` or `src/gen/` mean what they say.
+                b.current_dir(folder);
+                b.add_ignore(file);
+            }
+        }
+        if let Ok(cwd) = std::env::current_dir() {
+            // Global git excludes (`core.excludesFile`) match relative to it, as before.
+            b.current_dir(cwd);
         }
         b
     }

@@ -499,3 +499,46 @@ async fn g18_an_unwritable_spool_folder_still_gives_the_page_and_says_so() {
     assert!(t.contains("The full result could not be saved: the full output could not be saved to"), "{t}");
     assert!(out.meta["full_output"].is_null());
 }
+
+#[tokio::test]
+async fn gr1_g16_ignore_files_above_the_project_apply_only_within_its_repository() {
+    // A dotfiles repository in the home folder that ignores everything, and a project with its
+    // own repository below it: git sees the project's files, and so must grep and glob.
+    let env = Env::below("home/project");
+    env.write_outside("home/.git/HEAD", "ref: refs/heads/main\n");
+    env.write_outside("home/.gitignore", "*\n!.gitignore\n");
+    env.write(".git/HEAD", "ref: refs/heads/main\n");
+    env.write("src/main.rs", "fn main() { needle(); }\n");
+    let t = env.ok("grep", json!({"pattern": "needle"})).await;
+    assert_eq!(t, "Found 1 matching line in 1 file\nsrc/main.rs:1:fn main() { needle(); }");
+    let t = env.ok("grep", json!({"pattern": "needle", "path": "src"})).await;
+    assert!(t.contains("src/main.rs:1:"), "{t}");
+    assert_eq!(env.ok("glob", json!({"pattern": "**/*.rs"})).await, "src/main.rs");
+
+    // No repository anywhere: a stray .gitignore above the workspace does not apply either.
+    let env = Env::below("p");
+    env.write_outside(".gitignore", "*.rs\n");
+    env.write("src/a.rs", "needle\n");
+    assert!(env.ok("grep", json!({"pattern": "needle"})).await.contains("src/a.rs:1:needle"));
+    assert_eq!(env.ok("glob", json!({"pattern": "**/*.rs", "path": "src"})).await, "src/a.rs");
+}
+
+#[tokio::test]
+async fn gr1_g16_rules_above_the_searched_folder_apply_where_they_point() {
+    // The workspace is a folder of a repository: the repository's rules above it hold, anchored
+    // at the folder they are in, as git reads them.
+    let env = Env::below("repo/sub");
+    env.write_outside("repo/.git/HEAD", "ref: refs/heads/main\n");
+    env.write_outside("repo/.gitignore", "/sub/gen/\n");
+    env.write("gen/out.rs", "needle\n");
+    env.write("src/gen/kept.rs", "needle\n");
+    env.write("src/private/key.rs", "needle\n");
+    env.write("src/lib.rs", "needle\n");
+    // An anchored .kodikignore rule at the root holds for a search of a folder below it.
+    env.write(".kodikignore", "src/private/\n");
+    let t = env.ok("grep", json!({"pattern": "needle", "output_mode": "files_with_matches"})).await;
+    assert_eq!(t, "Found 2 files\nsrc/gen/kept.rs\nsrc/lib.rs");
+    let t = env.ok("grep", json!({"pattern": "needle", "path": "src", "output_mode": "files_with_matches"})).await;
+    assert_eq!(t, "Found 2 files\nsrc/gen/kept.rs\nsrc/lib.rs");
+    assert_eq!(env.ok("glob", json!({"pattern": "**/*.rs", "path": "src"})).await.lines().count(), 2);
+}

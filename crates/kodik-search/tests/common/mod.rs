@@ -26,6 +26,25 @@ impl Env {
         Self { dir, cx, reg }
     }
 
+    /// A workspace rooted at `sub`, a folder inside the temporary folder `dir`, which the
+    /// test can fill with what lies above the project (ignore files, a repository).
+    pub fn below(sub: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join(sub)).unwrap();
+        let ws = Workspace::new(dir.path().join(sub)).unwrap();
+        let cx = ToolContext::new(ws);
+        let mut reg = ToolRegistry::new();
+        SearchToolset::new().register(&mut reg);
+        Self { dir, cx, reg }
+    }
+
+    /// Writes `rel`, relative to the temporary folder (above the root of [`Env::below`]).
+    pub fn write_outside(&self, rel: &str, content: impl AsRef<[u8]>) {
+        let p = self.dir.path().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, content).unwrap();
+    }
+
     pub fn root(&self) -> &Path {
         self.cx.workspace.primary_root()
     }
