@@ -35,6 +35,12 @@ fn create_blocking(
         Ok(m) if m.is_dir() => {
             return Err(ToolError::failed(format!("`{shown}` is a folder; give the path of the new file inside it")));
         }
+        Ok(m) if m.len() == 0 => {
+            return Err(ToolError::failed(format!(
+                "`{shown}` already exists (empty) and create_file never overwrites; give it its content with \
+                 edit_file: old_string \"\" and the content as new_string (read it first)"
+            )));
+        }
         Ok(_) => {
             return Err(ToolError::failed(format!(
                 "`{shown}` already exists and create_file never overwrites; change it with edit_file instead \

@@ -109,8 +109,9 @@ impl Default for Budget {
 pub enum MatchError {
     /// `old_string` was empty.
     #[error(
-        "old_string is empty; copy the text to replace from the file (to add text, include a neighbouring \
-         line in old_string and repeat it in new_string; to create a file use create_file)"
+        "old_string is empty, which only a file with no content takes (the edit then gives it its content); \
+         copy the text to replace from the file (to add text, include a neighbouring line in old_string and \
+         repeat it in new_string; to create a new file use create_file)"
     )]
     EmptyOld,
     /// `new_string` equals `old_string`.
@@ -177,7 +178,19 @@ pub struct Replacement {
 /// Finds the one place `old` points at in `text` and returns how to replace it with `new`.
 pub fn replace_unique(text: &str, old: &str, new: &str, budget: &mut Budget) -> Result<Replacement, MatchError> {
     if old.is_empty() {
-        return Err(MatchError::EmptyOld);
+        // A file with nothing (or only blank lines) in it has no text to quote: an empty
+        // old_string gives it its content, as Claude Code's Edit does. Otherwise an empty
+        // __init__.py could be filled by no tool (create_file never overwrites).
+        if text.trim().is_empty() && new != text {
+            return Ok(Replacement {
+                start: 0,
+                end: text.len(),
+                text: new.to_string(),
+                stage: Stage::Exact,
+                similarity: None,
+            });
+        }
+        return Err(if text.is_empty() { MatchError::Unchanged } else { MatchError::EmptyOld });
     }
     if old == new {
         return Err(MatchError::Unchanged);

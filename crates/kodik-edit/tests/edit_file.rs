@@ -23,6 +23,37 @@ async fn e1_unique_match_is_replaced_and_empty_new_string_deletes() {
     assert_eq!(env.text("a.txt"), "alpha\ngamma\n");
 }
 
+/// An empty file (`__init__.py`) has no text to quote: an empty old_string gives it its content,
+/// also after the model emptied it itself; create_file's refusal names that way, so the two
+/// errors never send the model back and forth (E1, C1, E11).
+#[tokio::test]
+async fn e1_c1_e11_an_empty_file_is_filled_by_an_empty_old_string() {
+    let env = Env::new();
+    env.write("pkg/__init__.py", "");
+    env.read("pkg/__init__.py");
+    let out = env.call("create_file", serde_json::json!({"path": "pkg/__init__.py", "content": "x\n"})).await;
+    assert_eq!(out.status, ToolStatus::Error);
+    assert!(out.text_content().contains("old_string \"\""), "{}", out.text_content());
+    let out = env.edit("pkg/__init__.py", &[("", "from .core import main\n"), ("main", "main, run")]).await;
+    assert!(out.is_success(), "{}", out.text_content());
+    assert_eq!(env.text("pkg/__init__.py"), "from .core import main, run\n");
+
+    // Emptied by an edit, then filled again; a file with only blank lines counts as empty.
+    assert!(env.edit("pkg/__init__.py", &[("from .core import main, run\n", "")]).await.is_success());
+    assert!(env.edit("pkg/__init__.py", &[("", "A = 1\n")]).await.is_success());
+    assert_eq!(env.text("pkg/__init__.py"), "A = 1\n");
+    env.write("blank.txt", "\n\n");
+    env.read("blank.txt");
+    assert!(env.edit("blank.txt", &[("", "text\n")]).await.is_success());
+    assert_eq!(env.text("blank.txt"), "text\n");
+
+    // A file with content still needs the text to replace.
+    let out = env.edit("blank.txt", &[("", "more\n")]).await;
+    assert_eq!(out.status, ToolStatus::Error);
+    assert!(out.text_content().contains("old_string is empty"), "{}", out.text_content());
+    assert_eq!(env.text("blank.txt"), "text\n");
+}
+
 #[tokio::test]
 async fn e1_identical_new_string_and_ambiguous_old_string_are_refused() {
     let env = Env::new();
