@@ -2,19 +2,38 @@
 
 use std::collections::HashMap;
 use std::hash::{Hash as _, Hasher};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 
 use async_trait::async_trait;
-use kodik_core::{HookDecision, Hooks, NoHooks, ToolCall, ToolOutput, ToolStatus};
+use kodik_core::{Effect, HookDecision, Hooks, NoHooks, ToolCall, ToolOutput, ToolStatus, Workspace};
 use serde_json::Value;
 
-/// Blocks the third identical call (same tool, same arguments) when the earlier identical
-/// attempts failed, were denied, were cancelled or changed nothing. A call with corrected
-/// arguments goes through; a success resets the count. Wraps the host's own hooks.
+/// Blocks the third identical call (same tool, same arguments, same world) when the earlier
+/// identical attempts failed, were denied, were cancelled or changed nothing. A call with
+/// corrected arguments goes through; a success resets the count. Wraps the host's own hooks.
+///
+/// The guard stops loops in a world that does not change, not a call whose outcome may have
+/// changed: the count starts over once a call that may change the workspace succeeded (an
+/// edit, a command, a browser action, a sub-agent: any tool that is not read-only or network
+/// only, [`learn_effects`](Self::learn_effects)), and a call naming a file (`path`) is a
+/// different call once that file changed on disk, whoever changed it
+/// ([`watching`](Self::watching)). So a test command runs again after the fix, and an edit
+/// that failed goes through once the text it looks for is in the file.
 pub struct RepeatGuard {
     inner: Arc<dyn Hooks>,
-    /// Fruitless attempts per call fingerprint ([`fingerprint`]).
-    fruitless: Mutex<HashMap<u64, u32>>,
+    /// Fruitless attempts per call fingerprint ([`fingerprint`]), with the [`epoch`] they were
+    /// counted in.
+    ///
+    /// [`epoch`]: Self::epoch
+    fruitless: Mutex<HashMap<u64, (u32, u64)>>,
+    /// How many calls that may have changed the workspace succeeded so far.
+    epoch: AtomicU64,
+    /// What each tool may affect, by name; a tool not listed counts as one that may change
+    /// the workspace.
+    effects: RwLock<HashMap<String, Effect>>,
+    /// Where `path` arguments are resolved, to fingerprint the file's state.
+    workspace: Option<Workspace>,
     /// Fingerprints taken in `before_call` of calls not yet settled, by call id and tool: the
     /// after-hook of a call that ran sees no arguments (they moved into the tool, #18.2).
     pending: Mutex<HashMap<(String, String), Vec<u64>>>,
@@ -36,11 +55,61 @@ impl Default for RepeatGuard {
 impl RepeatGuard {
     /// A guard in front of `inner`; the third fruitless identical call is blocked.
     pub fn new(inner: Arc<dyn Hooks>) -> Self {
-        Self { inner, fruitless: Mutex::new(HashMap::new()), pending: Mutex::new(HashMap::new()), limit: 2 }
+        Self {
+            inner,
+            fruitless: Mutex::new(HashMap::new()),
+            epoch: AtomicU64::new(0),
+            effects: RwLock::new(HashMap::new()),
+            workspace: None,
+            pending: Mutex::new(HashMap::new()),
+            limit: 2,
+        }
     }
 
-    fn key(call: &ToolCall) -> u64 {
-        fingerprint(call)
+    /// Resolves a call's `path` argument in `workspace` and counts the file's state (size,
+    /// modification time, inode) as part of the call: after the file changed on disk — by a
+    /// command, another program, the user — the same arguments are a new call.
+    #[must_use]
+    pub fn watching(mut self, workspace: Workspace) -> Self {
+        self.workspace = Some(workspace);
+        self
+    }
+
+    /// Tells the guard what each tool may affect (its [`Effect`]). A success of a tool that is
+    /// not [`Effect::ReadOnly`] or [`Effect::Network`] — or of one never named here — may have
+    /// changed the workspace, so every count starts over. May be called again as tools join.
+    pub fn learn_effects(&self, effects: impl IntoIterator<Item = (String, Effect)>) {
+        self.effects.write().unwrap_or_else(|p| p.into_inner()).extend(effects);
+    }
+
+    fn key(&self, call: &ToolCall) -> u64 {
+        let mut h = fingerprint(call);
+        if let Some(state) = self.path_state(call) {
+            h ^= state.rotate_left(17);
+        }
+        h
+    }
+
+    /// The state of the file a call's `path` argument names, when there is one.
+    fn path_state(&self, call: &ToolCall) -> Option<u64> {
+        use std::os::unix::fs::MetadataExt as _;
+        let ws = self.workspace.as_ref()?;
+        let path = call.args.get("path")?.as_str()?;
+        let resolved = ws.resolve(path).ok()?;
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        match std::fs::metadata(&resolved) {
+            Ok(m) if m.is_file() => (m.len(), m.mtime(), m.mtime_nsec(), m.ino()).hash(&mut h),
+            // A folder's own time changes as entries come and go; a missing file is one state.
+            Ok(m) => (m.mtime(), m.mtime_nsec(), m.ino()).hash(&mut h),
+            Err(_) => h.write_u8(0),
+        }
+        Some(h.finish())
+    }
+
+    /// Whether a success of `tool` may have changed what other calls meet.
+    fn may_change_world(&self, tool: &str) -> bool {
+        let effects = self.effects.read().unwrap_or_else(|p| p.into_inner());
+        !matches!(effects.get(tool), Some(Effect::ReadOnly | Effect::Network))
     }
 
     /// The fingerprint `before_call` took for this call, or, for a call that never passed it
@@ -52,7 +121,7 @@ impl RepeatGuard {
         if pending.get(&slot).is_some_and(Vec::is_empty) {
             pending.remove(&slot);
         }
-        taken.unwrap_or_else(|| Self::key(call))
+        taken.unwrap_or_else(|| self.key(call))
     }
 }
 
@@ -115,7 +184,7 @@ fn fingerprint(call: &ToolCall) -> u64 {
 #[async_trait]
 impl Hooks for RepeatGuard {
     async fn before_call(&self, call: &ToolCall) -> HookDecision {
-        let key = Self::key(call);
+        let key = self.key(call);
         {
             let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
             // Calls dropped before they settle never reach `after_call`; do not let their
@@ -125,13 +194,18 @@ impl Hooks for RepeatGuard {
             }
             pending.entry((call.id.clone(), call.name.clone())).or_default().push(key);
         }
-        let count = self.fruitless.lock().unwrap_or_else(|p| p.into_inner()).get(&key).copied();
-        if count.is_some_and(|c| c >= self.limit) {
+        let epoch = self.epoch.load(Ordering::SeqCst);
+        let count = match self.fruitless.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+            Some(&(count, at)) if at == epoch => count,
+            _ => 0,
+        };
+        if count >= self.limit {
             return HookDecision::Block(format!(
-                "this exact `{}` call already failed or changed nothing {} times; change the arguments (re-read the \
-                 file or fix the input) instead of repeating it",
+                "this exact `{}` call already failed or changed nothing {count} times and nothing it depends on has \
+                 changed since, so it would end the same way; change the arguments (for an edit: copy the text from the \
+                 file as it is now), or first change what it depends on (edit the code, start the server) — after a \
+                 successful edit or command it may run again",
                 call.name,
-                count.unwrap_or_default()
             ));
         }
         self.inner.before_call(call).await
@@ -141,11 +215,21 @@ impl Hooks for RepeatGuard {
         let key = self.settled_key(call);
         let blocked_here = out.status == ToolStatus::Denied && out.text_content().contains("this exact");
         if !blocked_here {
-            let mut map = self.fruitless.lock().unwrap_or_else(|p| p.into_inner());
-            if fruitless(out) {
-                *map.entry(key).or_insert(0) += 1;
-            } else {
-                map.remove(&key);
+            let useless = fruitless(out);
+            // Counted in the epoch the call settled in: a change made while it ran (another
+            // call of its turn) is one it may not have seen, so the next try runs.
+            let epoch = self.epoch.load(Ordering::SeqCst);
+            {
+                let mut map = self.fruitless.lock().unwrap_or_else(|p| p.into_inner());
+                if useless {
+                    let entry = map.entry(key).or_insert((0, epoch));
+                    *entry = if entry.1 == epoch { (entry.0 + 1, epoch) } else { (1, epoch) };
+                } else {
+                    map.remove(&key);
+                }
+            }
+            if !useless && self.may_change_world(&call.name) {
+                self.epoch.fetch_add(1, Ordering::SeqCst);
             }
         }
         self.inner.after_call(call, out).await;

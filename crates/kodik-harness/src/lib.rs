@@ -15,7 +15,8 @@
 //! - **Ordering (G13)**: built-ins first, then MCP tools, each group sorted by name; only
 //!   active tools count.
 //! - **Loop guard (G15)**: [`RepeatGuard`] blocks the third identical call whose earlier
-//!   attempts failed, were denied, were cancelled or changed nothing.
+//!   attempts failed, were denied, were cancelled or changed nothing, as long as nothing it
+//!   depends on changed (a successful edit or command, the file it names changing on disk).
 
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]

@@ -630,7 +630,9 @@ impl ToolboxBuilder {
         // The loop guard (G15) sits in front of the host's hooks: a call that keeps failing
         // with the same arguments is blocked the third time.
         let inner: Arc<dyn Hooks> = self.hooks.unwrap_or_else(|| Arc::new(kodik_core::NoHooks));
-        context.hooks = Arc::new(kodik_harness::RepeatGuard::new(inner));
+        // It sees the state of the files calls name, and learns below what each tool may change.
+        let guard = Arc::new(kodik_harness::RepeatGuard::new(inner).watching(context.workspace.clone()));
+        context.hooks = Arc::clone(&guard) as Arc<dyn Hooks>;
         if let Some(e) = self.events {
             context.events = e;
         }
@@ -767,6 +769,7 @@ impl ToolboxBuilder {
         for name in script_only {
             harness.hide_from_model(name);
         }
+        guard.learn_effects(registry.specs().map(|s| (s.name.clone(), s.effect)));
         let registry = Arc::new(registry);
         let scheduler = Scheduler::new(Arc::clone(&registry)).with_config(self.scheduler.clone());
         let set = ToolSet {
