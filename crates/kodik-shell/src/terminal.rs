@@ -4,7 +4,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use kodik_core::{Event, EventSink, OutputPreview, PreviewConfig, PreviewSummary, TerminalEvent, ToolStatus};
@@ -81,10 +81,19 @@ struct Lifecycle {
     reader_done: bool,
     /// Listed with the reaper, and not yet taken off.
     watched: bool,
+    /// Processes of the command's group were still alive when its leader ended, and have not
+    /// been seen gone since (`nohup server > log 2>&1 &` holds no pipe, only the group).
+    group_left: bool,
+    /// Something the command started outlived it (the group or the output pipe).
+    had_leftovers: bool,
+    /// The end of those leftovers was delivered, or needs no telling (kill_terminal).
+    leftovers_reported: bool,
 }
 
 /// One started command.
 pub(crate) struct Terminal {
+    /// Itself, for the thread that watches processes left behind (see `watch_leftovers`).
+    me: Weak<Terminal>,
     pub id: String,
     pub command: String,
     pub started: Instant,
@@ -111,9 +120,9 @@ impl Terminal {
         self.pgid.get().copied()
     }
 
-    /// Lists the started group with the reaper, or takes it off once the leader exited and
-    /// nothing holds its output any more (the group is gone). Runs under the lifecycle lock, so
-    /// a `+` never follows its `-`.
+    /// Lists the started group with the reaper, or takes it off once the leader exited, nothing
+    /// holds its output any more and no process is left in the group (the group is gone). Runs
+    /// under the lifecycle lock, so a `+` never follows its `-`.
     fn sync_reaper(&self, started: bool) {
         let (Some(reaper), Some(pgid)) = (&self.reaper, self.pgid()) else {
             return;
@@ -123,7 +132,7 @@ impl Terminal {
             reaper.watch(pgid);
             l.watched = true;
         }
-        if l.watched && l.exit.is_some() && l.reader_done {
+        if l.watched && l.exit.is_some() && l.reader_done && !l.group_left {
             reaper.unwatch(pgid);
             l.watched = false;
         }
@@ -163,8 +172,59 @@ impl Terminal {
         lock(&self.life).stop
     }
 
-    pub fn reader_done(&self) -> bool {
-        lock(&self.life).reader_done
+    /// Whether the command ended but processes it started (with `&`, `nohup`) still run: they
+    /// hold its output pipe or are still members of its process group.
+    pub fn leftovers_running(&self) -> bool {
+        let l = lock(&self.life);
+        l.exit.is_some() && (!l.reader_done || l.group_left)
+    }
+
+    /// Whether something the command started outlived it and has ended since, and nobody was
+    /// told yet; the caller tells now, so no terminal event repeats it (G15).
+    pub fn take_leftovers_end(&self) -> bool {
+        let mut l = lock(&self.life);
+        let untold = l.had_leftovers && l.reader_done && !l.group_left && !l.leftovers_reported;
+        l.leftovers_reported |= untold;
+        untold
+    }
+
+    /// The model stopped the leftovers itself: no terminal event announces their end.
+    pub fn mark_leftovers_reported(&self) {
+        lock(&self.life).leftovers_reported = true;
+    }
+
+    /// Looks again whether the command's group still has live members; when it has none any
+    /// more, the group is taken off the reaper's list and the end of the leftovers delivered.
+    /// Returns whether members are left.
+    pub fn refresh_group(&self) -> bool {
+        let Some(pgid) = self.pgid() else {
+            return false;
+        };
+        if !lock(&self.life).group_left {
+            return false;
+        }
+        if process::group_alive(pgid) {
+            return true;
+        }
+        lock(&self.life).group_left = false;
+        self.sync_reaper(false);
+        self.leftovers_settled();
+        false
+    }
+
+    /// Once everything the command left behind is gone (group and pipe), tells whoever has not
+    /// been told: a server started with `&` that crashed is then no longer silent (S5, S7).
+    fn leftovers_settled(&self) {
+        {
+            let mut l = lock(&self.life);
+            if !(l.had_leftovers && l.reader_done && !l.group_left) || l.leftovers_reported || !l.reported {
+                return;
+            }
+            l.leftovers_reported = true;
+        }
+        let mut ev = self.event();
+        ev.unread_output = format!("{LEFTOVERS_ENDED}\n{}", ev.unread_output);
+        self.events.emit(Event::Terminal(ev));
     }
 
     pub fn finished_at(&self) -> Option<Instant> {
@@ -248,6 +308,7 @@ impl Terminal {
             "terminal_id": self.id,
             "command": self.command,
             "running": exit.is_none(),
+            "background_running": self.leftovers_running(),
             "status": self.status().map_or("running", ToolStatus::as_str),
             "exit_code": match exit { Some(Exit::Code(c)) => Some(c), _ => None },
             "signal": match exit { Some(Exit::Signal(s)) => Some(s), _ => None },
@@ -331,10 +392,18 @@ impl process::Sink for Terminal {
     }
 
     fn exited(&self, exit: Exit, reader_done: bool) {
-        {
+        // The leader is reaped by now, so a live member is something it started.
+        let group_left = self.pgid().is_some_and(process::group_alive);
+        let leftovers = {
             let mut l = lock(&self.life);
             l.exit = Some((exit, Instant::now()));
             l.reader_done |= reader_done;
+            l.group_left = group_left;
+            l.had_leftovers = group_left || !l.reader_done;
+            group_left
+        };
+        if leftovers {
+            self.watch_leftovers();
         }
         self.done.send_replace(true);
         self.sync_reaper(false);
@@ -344,6 +413,33 @@ impl process::Sink for Terminal {
     fn reader_finished(&self) {
         lock(&self.life).reader_done = true;
         self.sync_reaper(false);
+        self.leftovers_settled();
+    }
+}
+
+/// How often a group whose leader ended is looked at for live members.
+const LEFTOVER_POLL: Duration = Duration::from_millis(250);
+
+/// First line of the terminal event sent when what a finished command left running has ended.
+pub(crate) const LEFTOVERS_ENDED: &str = "[the processes it had started in the background have ended]";
+
+impl Terminal {
+    /// Watches a group whose leader ended with members left, until it has none (no process
+    /// event exists for a group, so it is polled) or the terminal is gone.
+    fn watch_leftovers(&self) {
+        let me = self.me.clone();
+        let spawned = std::thread::Builder::new().name("kodik-shell-group".into()).spawn(move || {
+            loop {
+                std::thread::sleep(LEFTOVER_POLL);
+                let Some(t) = me.upgrade() else { return };
+                if !t.refresh_group() {
+                    return;
+                }
+            }
+        });
+        // Without the thread the group stays listed (and watched by the reaper) until
+        // kill_terminal or the toolset's end, which still stop it.
+        drop(spawned);
     }
 }
 
@@ -439,7 +535,8 @@ impl Table {
         self.sweep();
         let id = format!("term-{}", self.next.fetch_add(1, Ordering::Relaxed));
         let unread_cfg = self.cfg.preview.clone().without_spool();
-        let term = Arc::new(Terminal {
+        let term = Arc::new_cyclic(|me| Terminal {
+            me: me.clone(),
             id: id.clone(),
             command: command.to_string(),
             started: Instant::now(),
@@ -532,10 +629,10 @@ impl Table {
         let mut finished: Vec<(Instant, String)> = lock(&self.inner)
             .live
             .values()
-            // A finished command whose leftovers still hold its output stays until kill_terminal.
+            // A finished command whose leftovers still run stays until kill_terminal.
             .filter(|t| {
                 let l = lock(&t.life);
-                !l.attached && l.reader_done
+                !l.attached && l.reader_done && !l.group_left
             })
             .filter_map(|t| t.finished_at().map(|at| (at, t.id.clone())))
             .collect();
@@ -584,10 +681,10 @@ impl Table {
     }
 }
 
-/// Kills processes of a finished command's group that still hold its output pipe open.
+/// Kills what is left of a command's process group (the command, or what it started).
 fn reap_leftovers(t: &Terminal) {
     if let Some(pgid) = t.pgid()
-        && (t.is_running() || !t.reader_done())
+        && (t.is_running() || t.leftovers_running())
     {
         let _ = process::kill_group(pgid, rustix::process::Signal::KILL);
     }

@@ -15,7 +15,7 @@ use tokio::time::Instant;
 
 use crate::error::ShellError;
 use crate::process;
-use crate::terminal::{Shown, StopKind, Table, Terminal};
+use crate::terminal::{LEFTOVERS_ENDED, Shown, StopKind, Table, Terminal};
 use crate::words;
 
 /// `shell`: runs one command line (S1–S6, S8, S9, S13).
@@ -93,7 +93,8 @@ fn shell_error(e: ShellError) -> ToolOutput {
     ToolOutput::error(e.to_string()).with_meta(json!({ "error_kind": kind }))
 }
 
-/// A result showing `shown` with the state line and the lifecycle fields (S7).
+/// A result showing `shown` with the state line and the lifecycle fields (S7). Without a note
+/// of its own, a finished command says whether what it started in the background still runs.
 fn lifecycle_output(
     term: &Terminal,
     status: ToolStatus,
@@ -101,6 +102,19 @@ fn lifecycle_output(
     empty: &str,
     note: Option<String>,
 ) -> ToolOutput {
+    let note = note.or_else(|| {
+        if term.leftovers_running() {
+            Some(format!(
+                "[processes it started in the background are still running; kill_terminal {{\"terminal_id\": \"{}\"}} \
+                 stops them]",
+                term.id
+            ))
+        } else if term.take_leftovers_end() {
+            Some(LEFTOVERS_ENDED.to_string())
+        } else {
+            None
+        }
+    });
     let mut text = if shown.text.is_empty() { empty.to_string() } else { shown.text };
     if !text.ends_with('\n') {
         text.push('\n');
@@ -211,14 +225,14 @@ impl ShellTool {
             Waited::Finished => {
                 term.mark_reported();
                 let status = term.status().unwrap_or(ToolStatus::Error);
-                if term.reader_done() {
+                if !term.leftovers_running() {
                     // Everything was just shown; nothing is left to read later.
                     let out = lifecycle_output(&term, status, term.show_all(), "(no output)", None);
                     self.table.free(&term.id, "it finished in the foreground and its output was in the shell result");
                     out
                 } else {
-                    // Something it started with `&` still holds its output: leave it running, but
-                    // keep the terminal so kill_terminal can stop it.
+                    // Something it started with `&` is still in its group or holds its output:
+                    // leave it running, but keep the terminal so kill_terminal can stop it.
                     let note = format!(
                         "[processes it started in the background are still running in terminal `{id}`; \
                          get_terminal_output {{\"terminal_id\": \"{id}\"}} shows their output, kill_terminal stops them]",
@@ -403,7 +417,7 @@ impl TypedTool for KillTerminalTool {
             Ok(term) => {
                 let grace = self.table.cfg.kill_grace;
                 let stopped_now = term.set_stop(StopKind::Model);
-                let leftovers = !stopped_now && !term.reader_done();
+                let leftovers = !stopped_now && term.leftovers_running();
                 if (stopped_now || leftovers)
                     && let Some(pgid) = term.pgid()
                 {
@@ -412,6 +426,8 @@ impl TypedTool for KillTerminalTool {
                     let _ = tokio::time::timeout(Duration::from_secs(2), done.wait_for(|d| *d)).await;
                 }
                 term.mark_reported();
+                term.mark_leftovers_reported();
+                term.refresh_group();
                 let shown = term.take_unread();
                 let (status, note) = if stopped_now {
                     (ToolStatus::Stopped, None)

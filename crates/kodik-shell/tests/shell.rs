@@ -661,11 +661,45 @@ fn s10_g21_the_host_process_dying_ends_its_commands() {
         });
         return;
     }
+    host_dies_and_its_processes_go_with_it("s10_g21_the_host_process_dying_ends_its_commands", HOST_ENV, true);
+}
+
+/// Set in the re-executed test binary that plays the host of `s10_…_redirected_leftover…`.
+const LEFTOVER_HOST_ENV: &str = "KODIK_SHELL_TEST_LEFTOVER_HOST_PIDFILE";
+
+#[test]
+fn s10_g21_a_finished_commands_redirected_background_process_dies_with_the_host() {
+    if let Ok(pidfile) = std::env::var(LEFTOVER_HOST_ENV) {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        rt.block_on(async {
+            let e = env_in(tempfile::tempdir_in(Path::new(&pidfile).parent().unwrap()).unwrap(), |t| t);
+            // The command ends at once; what it started holds no pipe, only the process group.
+            let command = format!(
+                "nohup bash -c 'trap \"\" TERM; sleep 300' > /dev/null 2>&1 & \
+                 echo \"$$ $!\" > {pidfile}.tmp && mv {pidfile}.tmp {pidfile}"
+            );
+            let out = e.shell(&command).await;
+            assert_eq!(out.meta["running"], false);
+            tokio::time::sleep(Duration::from_secs(60)).await;
+        });
+        return;
+    }
+    host_dies_and_its_processes_go_with_it(
+        "s10_g21_a_finished_commands_redirected_background_process_dies_with_the_host",
+        LEFTOVER_HOST_ENV,
+        false,
+    );
+}
+
+/// Runs this test binary as a host (the test `name`, with `env` naming its pid file), waits for
+/// its command to report `SHELL_PID GRANDCHILD_PID`, kills the host and checks both are gone
+/// (`shell_waits`: the command's shell is still running when the host dies).
+fn host_dies_and_its_processes_go_with_it(name: &str, env: &str, shell_waits: bool) {
     let dir = tempfile::tempdir().unwrap();
     let pidfile = dir.path().join("pid");
     let mut host = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "s10_g21_the_host_process_dying_ends_its_commands", "--test-threads=1"])
-        .env(HOST_ENV, &pidfile)
+        .args(["--exact", name, "--test-threads=1"])
+        .env(env, &pidfile)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -680,7 +714,17 @@ fn s10_g21_the_host_process_dying_ends_its_commands() {
         .map(|p| p.parse().unwrap())
         .collect();
     let (shell, grandchild) = (pids[0], pids[1]);
-    assert!(!process_gone(shell) && !process_gone(grandchild));
+    if shell_waits {
+        assert!(!process_gone(shell));
+    } else {
+        // Ended by itself: only what it left in its group is there for the reaper.
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while !process_gone(shell) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert!(process_gone(shell), "the command {shell} ended by itself");
+    }
+    assert!(!process_gone(grandchild));
     host.kill().unwrap();
     host.wait().unwrap();
     let deadline = Instant::now() + Duration::from_secs(3);
@@ -817,8 +861,79 @@ async fn s9_s10_output_of_a_leftover_after_the_commands_end_is_still_collected()
         let more = e.call("get_terminal_output", json!({"terminal_id": id})).await;
         bytes = more.meta["output_bytes"].as_u64().unwrap();
         seen.push_str(&more.text_content());
+        // The leftover's end comes as a terminal event with what was not read yet (S5).
+        for ev in e.events(0, Duration::ZERO).await {
+            seen.push_str(&ev.unread_output);
+        }
     }
     assert!(seen.contains("late-end"), "{}", &seen[seen.len().saturating_sub(300)..]);
     let first = out.text_content().split_once('\n').map(|(l, _)| l.len() + 1).unwrap();
     assert_eq!(bytes, (first + 3_000_000 + 1 + "late-end\n".len()) as u64, "every late byte was collected");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s10_s7_a_background_process_with_redirected_output_stays_listed_until_kill_terminal() {
+    let e = env();
+    for command in ["sleep 30 > /dev/null 2>&1 & echo \"gc=$!\"", "nohup sleep 30 > out.log 2>&1 & echo \"gc=$!\""] {
+        let out = e.shell(command).await;
+        let text = out.text_content();
+        assert_eq!(out.status, ToolStatus::Success, "{text}");
+        assert_eq!(out.meta["running"], false);
+        assert_eq!(out.meta["background_running"], true, "{command}: {}", out.meta);
+        assert!(text.contains("still running"), "{text}");
+        let gc = grandchild_pid(&text);
+        let id = out.meta["terminal_id"].as_str().unwrap().to_string();
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        let later = e.call("get_terminal_output", json!({"terminal_id": id})).await;
+        assert_eq!(later.meta["background_running"], true, "{}", later.text_content());
+        assert!(later.text_content().contains("still running"), "{}", later.text_content());
+        let killed = e.call("kill_terminal", json!({"terminal_id": id})).await;
+        assert_eq!(killed.status, ToolStatus::Stopped, "{}", killed.text_content());
+        assert!(wait_gone(gc, Duration::from_secs(3)).await, "kill_terminal stopped {gc} ({command})");
+        assert_eq!(killed.meta["background_running"], false, "{}", killed.meta);
+    }
+    assert!(e.events(1, Duration::from_millis(500)).await.is_empty(), "a kill the model asked for is not announced");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn g21_a_redirected_background_process_of_a_finished_command_dies_with_the_toolset() {
+    let e = env();
+    let out = e.shell("bash -c 'trap \"\" TERM; sleep 300' > /dev/null 2>&1 & echo \"gc=$!\"").await;
+    let gc = grandchild_pid(&out.text_content());
+    assert!(!process_gone(gc));
+    let Env { toolset, registry, dir, .. } = e;
+    drop(registry);
+    drop(toolset);
+    assert!(wait_gone(gc, Duration::from_secs(3)).await, "{gc} outlived the toolset");
+    drop(dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s5_s7_a_crashed_background_server_is_told_apart_from_a_live_one() {
+    let e = env();
+    let live = e.shell("sleep 30 > /dev/null 2>&1 & echo started").await;
+    let live_id = live.meta["terminal_id"].as_str().unwrap().to_string();
+    // One crash keeps the output pipe, one writes to a file: both end after their command did.
+    let crashed = [
+        e.shell("(sleep 0.5; echo 'Error: listen EADDRINUSE :::3000'; exit 1) & echo started").await,
+        e.shell("(sleep 0.5; echo 'Error: listen EADDRINUSE'; exit 1) > crash.log 2>&1 & echo started").await,
+    ];
+    let ids: Vec<String> = crashed.iter().map(|o| o.meta["terminal_id"].as_str().unwrap().to_string()).collect();
+    for o in &crashed {
+        assert_eq!(o.meta["background_running"], true, "{}", o.text_content());
+    }
+    let events = e.events(2, Duration::from_secs(5)).await;
+    let mut ended: Vec<&str> = events.iter().map(|ev| ev.terminal_id.as_str()).collect();
+    ended.sort();
+    assert_eq!(ended, ids.iter().map(String::as_str).collect::<Vec<_>>(), "{events:?}");
+    for ev in &events {
+        assert!(ev.unread_output.contains("have ended"), "{ev:?}");
+    }
+    let piped = events.iter().find(|ev| ev.terminal_id == ids[0]).unwrap();
+    assert!(piped.unread_output.contains("EADDRINUSE"), "the leftover's output comes with its end: {piped:?}");
+    let gone = e.call("get_terminal_output", json!({"terminal_id": ids[1]})).await;
+    assert_eq!(gone.meta["background_running"], false, "{}", gone.text_content());
+    let alive = e.call("get_terminal_output", json!({"terminal_id": live_id})).await;
+    assert_eq!(alive.meta["background_running"], true, "{}", alive.text_content());
+    e.call("kill_terminal", json!({"terminal_id": live_id})).await;
 }
