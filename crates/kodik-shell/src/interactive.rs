@@ -489,15 +489,34 @@ pub const DEFAULT_PROMPT_MARKERS: &[&str] = &[
     "are you sure you want to continue connecting",
 ];
 
-/// Whether the unfinished last line of output looks like a prompt for a secret: it holds one
-/// of `markers` (case-insensitive) and ends like a question (`:` or `?`, maybe a space).
+/// Whether the unfinished last line of output looks like a prompt for a secret: it ends like a
+/// question (`:` or `?`, maybe a space) right after one of `markers` (case-insensitive, a word
+/// of its own), or after the marker and what it is for: `[sudo] password for root: `,
+/// `Enter passphrase for key '…': `, `Password (again):`. A progress line that only mentions one
+/// (`Migrating table user_passwords: `, `Checking password policy: `) is not a prompt: a command
+/// that prints it before slow work must not be stopped (S6).
 pub fn looks_like_prompt(last_line: &str, markers: &[String]) -> bool {
     let t = last_line.trim_end();
-    if t.is_empty() || t.len() > 300 || !(t.ends_with(':') || t.ends_with('?') || t.ends_with(": ")) {
+    if t.is_empty() || t.len() > 300 || !(t.ends_with(':') || t.ends_with('?')) {
         return false;
     }
-    let lower = t.to_lowercase();
-    markers.iter().any(|m| lower.contains(m.as_str()))
+    let lower = t[..t.len() - 1].to_lowercase();
+    let word_char = |c: char| c.is_alphanumeric() || c == '_' || c == '-';
+    markers.iter().filter(|m| !m.is_empty()).any(|m| {
+        lower.match_indices(m.as_str()).any(|(at, _)| {
+            if lower[..at].chars().next_back().is_some_and(word_char) {
+                return false;
+            }
+            let rest = &lower[at + m.len()..];
+            if rest.chars().next().is_some_and(word_char) {
+                return false;
+            }
+            let rest = rest.trim();
+            rest.is_empty()
+                || rest.starts_with(['(', '[', '\'', '"'])
+                || ["for ", "of ", "to "].iter().any(|w| rest.starts_with(w))
+        })
+    })
 }
 
 #[cfg(test)]
@@ -573,7 +592,18 @@ mod tests {
         assert!(looks_like_prompt("[sudo] password for root: ", &m));
         assert!(looks_like_prompt("Enter passphrase for key '/root/.ssh/id_ed25519': ", &m));
         assert!(looks_like_prompt("Password:", &m));
+        assert!(looks_like_prompt("alice@example.org's password: ", &m));
+        assert!(looks_like_prompt("Password for 'https://alice@github.com': ", &m));
+        assert!(looks_like_prompt("Password (again):", &m));
+        assert!(looks_like_prompt("Enter PIN for 'YubiKey': ", &m));
+        assert!(looks_like_prompt("Verification code: ", &m));
+        assert!(looks_like_prompt("Are you sure you want to continue connecting (yes/no/[fingerprint])? ", &m));
         assert!(!looks_like_prompt("password updated successfully", &m));
         assert!(!looks_like_prompt("Compiling…", &m));
+        // Progress lines printed before slow work, which only mention a secret.
+        assert!(!looks_like_prompt("Migrating table user_passwords: ", &m));
+        assert!(!looks_like_prompt("Checking password policy: ", &m));
+        assert!(!looks_like_prompt("Rotating passphrase-protected keys: ", &m));
+        assert!(!looks_like_prompt("Resetting passwords of 3 users:", &m));
     }
 }

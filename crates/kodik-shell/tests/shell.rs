@@ -937,3 +937,13 @@ async fn s5_s7_a_crashed_background_server_is_told_apart_from_a_live_one() {
     assert_eq!(alive.meta["background_running"], true, "{}", alive.text_content());
     e.call("kill_terminal", json!({"terminal_id": live_id})).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s6_a_progress_line_that_mentions_a_password_does_not_stop_the_command() {
+    let e = env();
+    let out = e.shell("printf 'Migrating table user_passwords: '; sleep 1.5; touch migrated.flag; echo done").await;
+    let text = out.text_content();
+    assert_eq!(out.status, ToolStatus::Success, "{text}");
+    assert!(text.starts_with("Migrating table user_passwords: done"), "{text}");
+    assert!(e.dir.path().join("migrated.flag").exists());
+}
