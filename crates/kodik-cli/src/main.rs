@@ -403,7 +403,11 @@ async fn batch(workspace: PathBuf, mcp_config: Vec<PathBuf>) -> ExitCode {
     code
 }
 
+/// Each input line is one message of the driving model (R4), and the driver has no way to say
+/// that it compacted its context: the repeat after an "unchanged" hint runs afresh (G15).
 async fn batch_lines(tb: &Toolbox) -> ExitCode {
+    let session = &tb.context().session;
+    session.set_compaction_unseen();
     let stdin = std::io::stdin();
     let mut stdout = std::io::stdout();
     let mut counter = 0u64;
@@ -417,9 +421,11 @@ async fn batch_lines(tb: &Toolbox) -> ExitCode {
         }
         let written = match parse_line(&line, &mut counter) {
             Ok(calls) => {
-                let outs = tb.run_turn(&calls).await;
+                session.next_message();
+                let mut outs = tb.run_turn(&calls).await;
                 let mut buf = String::new();
-                for (c, o) in calls.iter().zip(&outs) {
+                for (c, o) in calls.iter().zip(&mut outs) {
+                    session.explain_repeat(o);
                     let rl = ResultLine { id: &c.id, name: &c.name, output: o };
                     buf.push_str(&serde_json::to_string(&rl).unwrap_or_default());
                     buf.push('\n');

@@ -114,6 +114,24 @@ fn batch_runs_lines_in_one_session_and_answers_in_call_order() {
     assert!(lines[6]["content"][0]["text"].as_str().unwrap().contains("2→zwei"), "{}", lines[6]);
 }
 
+/// R4, G15: each batch line is one message of the model driving it: a read on a later line is
+/// never "already read in this message", and since the driver cannot say it compacted, the
+/// repeat right after the "unchanged" hint shows the file again. Before, every read after the
+/// first answered "unchanged since you read them earlier in this message" until the file
+/// changed.
+#[test]
+fn r4_g15_batch_lines_are_messages_and_the_repeat_after_the_hint_shows_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.txt"), "hello\n").unwrap();
+    let read = r#"{"id":"r","name":"read_file","args":{"path":"a.txt"}}"#;
+    let lines = common::run_batch(kodik(), dir.path().to_str().unwrap(), &[read, read, read].join("\n"));
+    let texts: Vec<&str> = lines.iter().map(|l| l["content"][0]["text"].as_str().unwrap()).collect();
+    assert_eq!(texts[0], "1\u{2192}hello\n");
+    assert!(!texts[1].contains("in this message"), "another line is another message: {texts:?}");
+    assert!(texts[1].contains("send this exact call once more"), "{texts:?}");
+    assert_eq!(texts[2], texts[0], "the repeat after the hint shows the file: {texts:?}");
+}
+
 /// G2, G4, P2: in one turn, a shell command, grep and glob placed after an edit see the edit, a
 /// heredoc patch through the shell and a later edit of the same file both land, and searches
 /// placed before a delete still see the file. Before, none of them declared what they touch,

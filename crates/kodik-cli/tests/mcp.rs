@@ -145,14 +145,56 @@ fn mcp_python() -> PathBuf {
 /// Runs the client script against `kodik serve EXTRA…` in `workspace`, killed after `limit`;
 /// `what` is `list` (list the tools only) or `full` (the code-mode session).
 fn run_client(workspace: &Path, mode: &str, what: &str, extra: &[&str], limit: Duration) -> Value {
+    let mut args = vec![KODIK, workspace.to_str().unwrap(), mode, what];
+    args.extend_from_slice(extra);
+    run_python(CLIENT, &args, limit)
+}
+
+/// A client session against `kodik serve --workspace WORKSPACE SERVE_ARGS…`: `body` is Python
+/// run inside `async with ClientSession(...) as session:` after `initialize`, with `text(result)`
+/// (the result's text blocks) at hand; it fills the dict `out`, printed as the summary.
+const SCENARIO: &str = r#"
+import asyncio, json, os, sys, time
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+kodik, workspace = sys.argv[1:3]
+extra = sys.argv[3:]
+
+def text(result):
+    return "\n".join(c.text for c in result.content if c.type == "text")
+
+async def main():
+    out = {}
+    server = StdioServerParameters(command=kodik, args=["serve", "--workspace", workspace, *extra])
+    async with stdio_client(server) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+BODY
+    print(json.dumps(out))
+
+asyncio.run(main())
+"#;
+
+/// Runs `body` in [`SCENARIO`] against `kodik serve` in `workspace`; the summary `out`.
+fn run_scenario(workspace: &Path, serve_args: &[&str], body: &str, limit: Duration) -> Value {
+    let indented: String = body.lines().map(|l| format!("            {l}\n")).collect();
+    let script = SCENARIO.replace("BODY\n", &indented);
+    let mut args = vec![KODIK, workspace.to_str().unwrap()];
+    args.extend_from_slice(serve_args);
+    run_python(&script, &args, limit)
+}
+
+/// Runs a Python `script` with the SDK's python and `args`, killed after `limit`; its last
+/// stdout line parsed as JSON.
+fn run_python(script: &str, args: &[&str], limit: Duration) -> Value {
     let python = mcp_python();
     let script_dir = tempfile::tempdir().unwrap();
-    let script = script_dir.path().join("client.py");
-    std::fs::write(&script, CLIENT).unwrap();
+    let path = script_dir.path().join("client.py");
+    std::fs::write(&path, script).unwrap();
     let mut child = Command::new(python)
-        .arg(&script)
-        .args([KODIK, workspace.to_str().unwrap(), mode, what])
-        .args(extra)
+        .arg(&path)
+        .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -307,6 +349,38 @@ fn g12_serve_help_names_its_flags() {
 }
 
 /// Waits for `child` up to `limit`; kills it and fails the test when it does not exit.
+/// R4, G15: over MCP each request that overlaps no other is a new message: a file read in an
+/// earlier request is never "already read in this message", and an MCP client (which cannot
+/// say it compacted) gets the content back by repeating the read that was answered
+/// "unchanged". Before, every later read of an unchanged file answered "unchanged since you
+/// read them earlier in this message" for the rest of the session; grep alike.
+#[test]
+fn r4_g15_a_later_request_is_a_new_message_and_the_repeat_after_the_hint_shows_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.txt"), "hello\n").unwrap();
+    let body = r#"
+reads = []
+for _ in range(3):
+    reads.append(text(await session.call_tool("read_file", {"path": "a.txt"})))
+out["reads"] = reads
+out["greps"] = [text(await session.call_tool("grep", {"pattern": "hello"})) for _ in range(3)]
+"#;
+    let s = run_scenario(dir.path(), &[], body, Duration::from_secs(60));
+    let reads: Vec<&str> = s["reads"].as_array().unwrap().iter().map(|r| r.as_str().unwrap()).collect();
+    assert!(reads[0].contains("1\u{2192}hello"), "{reads:?}");
+    assert!(!reads[1].contains("in this message"), "an earlier request is not this message: {reads:?}");
+    assert!(
+        reads[1].contains("Unchanged since your last identical call")
+            && reads[1].contains("send this exact call once more"),
+        "{reads:?}"
+    );
+    assert!(reads[2].contains("1\u{2192}hello"), "the repeat after the hint shows the file: {reads:?}");
+    let greps: Vec<&str> = s["greps"].as_array().unwrap().iter().map(|r| r.as_str().unwrap()).collect();
+    assert!(greps[0].contains("a.txt") && greps[0].contains("hello"), "{greps:?}");
+    assert!(greps[1].contains("send this exact call once more"), "{greps:?}");
+    assert_eq!(greps[2], greps[0], "the repeat after the hint shows the matches again");
+}
+
 fn wait_exit(child: &mut std::process::Child, limit: Duration) -> std::process::ExitStatus {
     let start = Instant::now();
     loop {

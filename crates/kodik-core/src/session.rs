@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
@@ -71,10 +71,17 @@ pub struct Session {
     guard: Mutex<HashMap<String, GuardEntry>>,
     /// Results go to a program, not to the model ([`Session::for_program`]).
     unseen: bool,
+    /// The host cannot tell when its client compacts ([`Session::set_compaction_unseen`]).
+    compaction_unseen: AtomicBool,
 }
 
 /// The message number reads seen by no model are recorded under: never the current one.
 const UNSEEN: u64 = u64::MAX;
+
+/// Added to a loop-guard hint by a host that cannot see compaction
+/// ([`Session::set_compaction_unseen`]): the way back to a result the model no longer has.
+pub const REPEAT_TO_SEE_AGAIN: &str = "If that earlier result is no longer in your context (it was compacted or \
+     cleared), send this exact call once more: the repeat returns the result in full.";
 
 impl Session {
     /// A fresh session.
@@ -94,6 +101,42 @@ impl Session {
             reads: Arc::clone(&self.reads),
             guard: Mutex::default(),
             unseen: true,
+            compaction_unseen: AtomicBool::new(false),
+        }
+    }
+
+    /// The host cannot tell when its client compacts its context: an MCP server (the protocol
+    /// has no such message) or `kodik batch`. From now on the loop guard (G15) answers an
+    /// identical unchanged repeat with its "unchanged" hint once, and runs the repeat after
+    /// that hint afresh: a client that sends the very call that was just answered "unchanged"
+    /// no longer has the earlier result (its context was compacted or cleared), and there is
+    /// no other way for it to get the result back. [`REPEAT_TO_SEE_AGAIN`] is the sentence
+    /// such a host adds to the hint ([`Session::explain_repeat`]).
+    pub fn set_compaction_unseen(&self) {
+        self.compaction_unseen.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether [`set_compaction_unseen`](Self::set_compaction_unseen) was called.
+    pub fn compaction_unseen(&self) -> bool {
+        self.compaction_unseen.load(Ordering::Relaxed)
+    }
+
+    /// Adds [`REPEAT_TO_SEE_AGAIN`] to `out` when it is a loop-guard "unchanged" hint (its
+    /// `meta.unchanged` is true) and this session's compaction is unseen, so the model learns
+    /// how to get the earlier result back. Every other result is left alone.
+    pub fn explain_repeat(&self, out: &mut crate::ToolOutput) {
+        if !self.compaction_unseen() || out.meta.get("unchanged").and_then(serde_json::Value::as_bool) != Some(true) {
+            return;
+        }
+        match out.content.iter_mut().rev().find_map(|c| match c {
+            crate::Content::Text { text } => Some(text),
+            _ => None,
+        }) {
+            Some(text) => {
+                text.push(if text.ends_with('\n') { '\n' } else { ' ' });
+                text.push_str(REPEAT_TO_SEE_AGAIN);
+            }
+            None => out.content.push(crate::Content::text(REPEAT_TO_SEE_AGAIN)),
         }
     }
 
@@ -174,6 +217,12 @@ impl Session {
         }
         let mut guard = self.guard.lock().unwrap_or_else(|p| p.into_inner());
         match guard.get_mut(key) {
+            // The repeat right after the hint: this client lost the result (see
+            // `set_compaction_unseen`); run it, and hint again on the next repeat.
+            Some(e) if e.fingerprint == fingerprint && e.repeats > 0 && self.compaction_unseen() => {
+                e.repeats = 0;
+                LoopGuardVerdict::Fresh
+            }
             Some(e) if e.fingerprint == fingerprint => {
                 e.repeats += 1;
                 LoopGuardVerdict::Unchanged { repeats: e.repeats }
@@ -220,6 +269,27 @@ mod tests {
         assert_eq!(s.loop_guard("grep:x", 2), LoopGuardVerdict::Fresh, "workspace changed");
         s.compacted();
         assert_eq!(s.loop_guard("grep:x", 2), LoopGuardVerdict::Fresh, "after compaction");
+    }
+
+    #[test]
+    fn g15_a_host_that_cannot_see_compaction_gets_the_result_again_right_after_the_hint() {
+        let s = Session::new();
+        s.set_compaction_unseen();
+        assert_eq!(s.loop_guard("read:a", 1), LoopGuardVerdict::Fresh);
+        assert_eq!(s.loop_guard("read:a", 1), LoopGuardVerdict::Unchanged { repeats: 1 });
+        assert_eq!(s.loop_guard("read:a", 1), LoopGuardVerdict::Fresh, "the repeat right after the hint");
+        assert_eq!(s.loop_guard("read:a", 1), LoopGuardVerdict::Unchanged { repeats: 1 }, "hinted again");
+        let mut hint = crate::ToolOutput::text("Unchanged since your last identical call.")
+            .with_meta(serde_json::json!({"unchanged": true}));
+        s.explain_repeat(&mut hint);
+        assert_eq!(hint.text_content(), format!("Unchanged since your last identical call. {REPEAT_TO_SEE_AGAIN}"));
+        let mut other = crate::ToolOutput::text("1\u{2192}hello");
+        s.explain_repeat(&mut other);
+        assert_eq!(other.text_content(), "1\u{2192}hello", "only hints are explained");
+        let seen = Session::new();
+        let mut hint = crate::ToolOutput::text("Unchanged.").with_meta(serde_json::json!({"unchanged": true}));
+        seen.explain_repeat(&mut hint);
+        assert_eq!(hint.text_content(), "Unchanged.", "a host that sees compaction resets the guard itself");
     }
 
     #[test]

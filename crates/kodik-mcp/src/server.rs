@@ -61,6 +61,9 @@ pub struct McpServer {
     /// While a call runs, ping the client this often: an HTTP session counts as idle when no
     /// message passes, and a long call must not make it expire.
     heartbeat: Option<std::time::Duration>,
+    /// Requests of this client being answered now: one that arrives while none is starts a
+    /// new message (R4).
+    burst: AtomicUsize,
 }
 
 impl std::fmt::Debug for McpServer {
@@ -75,7 +78,15 @@ impl McpServer {
     /// Calls to a name not in `tools` are refused even if the scheduler's registry has it, so a
     /// mode's policy cannot be bypassed. Events the calls emit go to `cx.events` and also to
     /// the MCP client as logging notifications.
+    ///
+    /// The client's overlapping requests are one message of its model (R4: "already read in
+    /// this message"); a request that arrives while none runs starts the next. An MCP client
+    /// cannot say that it compacted its context, so the session's loop guard runs the repeat
+    /// that follows an "unchanged" hint afresh ([`Session::set_compaction_unseen`], G15).
+    ///
+    /// [`Session::set_compaction_unseen`]: kodik_core::Session::set_compaction_unseen
     pub fn new(scheduler: Scheduler, mut cx: ToolContext, tools: Vec<ToolSpec>) -> Self {
+        cx.session.set_compaction_unseen();
         let events = Arc::new(McpEvents::new(Arc::clone(&cx.events)));
         cx.events = events.clone();
         let offer = Offer::new(&scheduler, &cx, &tools, HashSet::new());
@@ -90,6 +101,7 @@ impl McpServer {
             instructions: None,
             in_flight: None,
             heartbeat: None,
+            burst: AtomicUsize::new(0),
         }
     }
 
@@ -250,6 +262,7 @@ impl ServerHandler for McpServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        let _burst = Burst::enter(&self.burst, &self.cx.session);
         // Requests over a transport [`InOrder`] wraps carry their place in line: wait for the
         // request read before this one to register its call first (G2).
         let place = context.extensions.get::<Place>().cloned();
@@ -292,10 +305,11 @@ impl ServerHandler for McpServer {
         if let Some(place) = &place {
             place.0.done.cancel();
         }
-        let out = tokio::select! {
+        let mut out = tokio::select! {
             out = started.output() => out,
             () = context.ct.cancelled() => ToolError::Cancelled.into_output(),
         };
+        self.cx.session.explain_repeat(&mut out);
         let mut result = call_result(out);
         // Background commands that ended meanwhile: the model sees them here even when its
         // client ignores logging notifications. A cancelled request's reply is never
@@ -351,6 +365,25 @@ impl<'a> Running<'a> {
 }
 
 impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// One request's share of its client's current message: the first of a burst of overlapping
+/// requests starts a new message (R4), the others join it.
+struct Burst<'a>(&'a AtomicUsize);
+
+impl<'a> Burst<'a> {
+    fn enter(running: &'a AtomicUsize, session: &kodik_core::Session) -> Self {
+        if running.fetch_add(1, Ordering::SeqCst) == 0 {
+            session.next_message();
+        }
+        Self(running)
+    }
+}
+
+impl Drop for Burst<'_> {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::SeqCst);
     }
