@@ -95,10 +95,13 @@ impl InteractiveRule {
         self.programs.iter().any(|p| p == base || (!unversioned.is_empty() && p == unversioned))
     }
 
-    fn triggers(&self, args: &[String], is_root: bool) -> bool {
+    /// `stdin_fed`: the command's stdin is a pipe, a file or a heredoc, never a terminal, so a
+    /// REPL or `ssh host` reads it as a script and ends at its end.
+    fn triggers(&self, args: &[String], is_root: bool, stdin_fed: bool) -> bool {
         let rest = args.get(1..).unwrap_or(&[]);
         match &self.trigger {
             Trigger::Always { unless } => !has_flag(rest, unless),
+            Trigger::Repl { .. } | Trigger::SshWithoutCommand if stdin_fed => false,
             Trigger::Repl { script_flags, interactive_flags, operands_for_script } => {
                 if has_flag(rest, interactive_flags) {
                     return true;
@@ -110,7 +113,8 @@ impl InteractiveRule {
                 operands_for_script.is_none_or(|n| operands < n)
             }
             Trigger::WithFlags(flags) => has_flag(rest, flags),
-            Trigger::SshWithoutCommand => ssh_operands(rest) < 2,
+            // `-V` prints the version, `-G` the configuration, `-Q` what is supported.
+            Trigger::SshWithoutCommand => !has_flag(rest, &v(&["-V", "-G", "-Q"])) && ssh_operands(rest) < 2,
             Trigger::PasswordUnless(flags) => !is_root && !has_flag(rest, flags),
             Trigger::Custom(f) => f(args),
         }
@@ -131,6 +135,45 @@ fn has_flag(args: &[String], flags: &[String]) -> bool {
                     && !a.starts_with("--"))
         })
     })
+}
+
+/// Whether a `tmux` command line (program first) attaches to the terminal: bare `tmux`,
+/// `attach`, or `new-session` without `-d`. Every other subcommand talks to the tmux server and
+/// returns (`ls`, `kill-server`, `send-keys`, `capture-pane -p`).
+fn tmux_attaches(args: &[String]) -> bool {
+    let rest = args.get(1..).unwrap_or(&[]);
+    let mut i = 0;
+    while let Some(a) = rest.get(i).filter(|a| a.starts_with('-')) {
+        match a.as_str() {
+            // `-c` runs a shell command, `-V` prints the version: neither attaches.
+            "-c" | "-V" => return false,
+            "-L" | "-S" | "-f" | "-T" => i += 2,
+            _ => i += 1,
+        }
+    }
+    let Some(sub) = rest.get(i) else {
+        return true;
+    };
+    let flags = &rest[i + 1..];
+    let detached = flags.iter().any(|a| a.starts_with('-') && !a.starts_with("--") && a[1..].contains('d'));
+    match sub.as_str() {
+        "attach" | "attach-session" | "a" | "at" | "attac" => true,
+        "new" | "new-session" => !detached,
+        _ => false,
+    }
+}
+
+/// Whether a `screen` command line attaches to the terminal: everything but detached starts
+/// (`-dm`, `-d -m`), listings and commands sent to a running session (`-ls`, `-X`, `-Q`).
+fn screen_attaches(args: &[String]) -> bool {
+    let rest = args.get(1..).unwrap_or(&[]);
+    let flag = |f: &str| rest.iter().any(|a| a == f);
+    let combined_dm = rest.iter().any(|a| {
+        let a = a.strip_prefix('-').unwrap_or("");
+        (a.starts_with('d') || a.starts_with('D')) && a.contains('m')
+    });
+    let query = ["-ls", "-list", "-X", "-Q", "-v", "-wipe", "--version", "--help", "-h"].iter().any(|f| flag(f));
+    !(combined_dm || (flag("-d") || flag("-D")) && flag("-m") || query)
 }
 
 /// ssh's operands: the host, then the remote command's words.
@@ -308,11 +351,24 @@ impl InteractiveRules {
             InteractiveRule::new(
                 &[
                     "htop", "btop", "atop", "glances", "nmon", "watch", "tig", "lazygit", "ranger", "mc", "nnn",
-                    "vifm", "tmux", "screen", "whiptail", "dialog",
+                    "vifm", "whiptail", "dialog",
                 ],
                 Always { unless: help_and(&[]) },
                 "a full-screen terminal program",
                 "Run a one-shot, non-interactive command instead.",
+            ),
+            InteractiveRule::new(
+                &["tmux"],
+                Custom(Arc::new(tmux_attaches)),
+                "a terminal multiplexer attaching to this terminal",
+                "Start a detached session (`tmux new-session -d -s NAME 'command'`) and read it with \
+                 `tmux capture-pane -p -t NAME`.",
+            ),
+            InteractiveRule::new(
+                &["screen"],
+                Custom(Arc::new(screen_attaches)),
+                "a terminal multiplexer attaching to this terminal",
+                "Start it detached (`screen -dmS NAME command`).",
             ),
             InteractiveRule::new(
                 &["ssh"],
@@ -419,7 +475,7 @@ impl InteractiveRules {
             }
             if let Some(rule) = self.rules.iter().find(|r| r.matches_program(&program))
                 && !(rule.ok_when_piped && cmd.piped_out)
-                && rule.triggers(&args, is_root)
+                && rule.triggers(&args, is_root, cmd.stdin_fed)
             {
                 return Some(Refusal { program, what: rule.what.clone(), advice: rule.advice.clone() });
             }
@@ -432,7 +488,8 @@ impl InteractiveRules {
             {
                 return self.check_as(inner, is_root, depth + 1);
             }
-            if !WRAPPERS.contains(&base) {
+            // `command -v X` only says where X is.
+            if !WRAPPERS.contains(&base) || base == "command" && args.get(1).is_some_and(|a| a == "-v" || a == "-V") {
                 return None;
             }
             args = unwrap_wrapper(base, &args[1..]);
@@ -569,6 +626,51 @@ mod tests {
         assert_eq!(refused("docker run -it ubuntu bash").as_deref(), Some("docker"));
         assert_eq!(refused("docker run --rm ubuntu echo hi"), None);
         assert_eq!(refused("echo vim python less"), None);
+        assert_eq!(refused("ssh -V"), None);
+        assert_eq!(refused("ssh -G host"), None);
+        assert_eq!(refused("ssh host < deploy.sh"), None);
+        assert_eq!(refused("command -v python3 >/dev/null && echo have"), None);
+        assert_eq!(refused("command -V node"), None);
+        assert_eq!(refused("command python3").as_deref(), Some("python3"));
+    }
+
+    #[test]
+    fn s6_a_repl_given_its_script_on_stdin_runs_it() {
+        for line in [
+            "python3 <<'EOF'\nprint(6*7)\nEOF",
+            "echo 'print(6*7)' | python3",
+            "sqlite3 t.db < q.sql",
+            "cat q.sql | psql -d x",
+            "mysql db < dump.sql",
+            "node <<EOF\nconsole.log(1)\nEOF",
+            "python3 < /dev/null",
+            "python3 <<< 'print(1)'",
+        ] {
+            assert_eq!(refused(line), None, "{line}");
+        }
+        // A REPL after the one that was fed still waits for a human.
+        assert_eq!(refused("echo x | cat; python3").as_deref(), Some("python3"));
+    }
+
+    #[test]
+    fn s6_tmux_and_screen_only_when_they_attach() {
+        for line in [
+            "tmux new-session -d -s srv 'sleep 5'",
+            "tmux new -ds srv",
+            "tmux ls",
+            "tmux kill-server",
+            "tmux capture-pane -p -t srv",
+            "tmux -L sock send-keys -t srv 'make' Enter",
+            "screen -dmS srv make",
+            "screen -d -m make",
+            "screen -ls",
+            "screen -S srv -X quit",
+        ] {
+            assert_eq!(refused(line), None, "{line}");
+        }
+        for line in ["tmux", "tmux attach -t srv", "tmux new -s srv", "screen", "screen -r srv", "screen make"] {
+            assert!(refused(line).is_some(), "{line}");
+        }
     }
 
     #[test]

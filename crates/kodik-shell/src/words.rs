@@ -22,6 +22,9 @@ pub(crate) struct SimpleCommand {
     pub redirects: Vec<Word>,
     /// Its output goes into a pipe (`cmd | …`).
     pub piped_out: bool,
+    /// Its stdin is given: a pipe into it, a `<` redirect, a heredoc or a here-string. A REPL
+    /// given its input that way runs it as a script.
+    pub stdin_fed: bool,
 }
 
 impl SimpleCommand {
@@ -80,6 +83,7 @@ impl Reader {
         if !cmd.words.is_empty() || !cmd.redirects.is_empty() {
             self.commands.push(cmd);
         }
+        self.current.stdin_fed = piped;
     }
 }
 
@@ -205,6 +209,9 @@ pub(crate) fn parse(line: &str) -> Vec<SimpleCommand> {
                         break;
                     }
                 }
+                if matches!(op.as_str(), "<" | "<<" | "<<-" | "<<<") {
+                    r.current.stdin_fed = true;
+                }
                 match op.as_str() {
                     "<<" => r.heredoc_next = Some(false),
                     "<<-" => r.heredoc_next = Some(true),
@@ -314,6 +321,16 @@ mod tests {
         let line = "cat <<'EOF' > out.txt\nvim inside\nEOF\n# vim comment\nls";
         assert_eq!(programs(line), ["cat", "ls"]);
         assert_eq!(programs("cat <<-END\n\tless x\n\tEND\necho ok"), ["cat", "echo"]);
+    }
+
+    #[test]
+    fn stdin_from_a_pipe_a_redirect_or_a_heredoc_is_seen() {
+        let fed = |line: &str| parse(line).iter().map(|c| c.stdin_fed).collect::<Vec<_>>();
+        assert_eq!(fed("echo x | python3"), [false, true]);
+        assert_eq!(fed("sqlite3 t.db < q.sql; python3"), [true, false]);
+        assert_eq!(fed("python3 <<'EOF'\nprint(1)\nEOF\nnode"), [true, false]);
+        assert_eq!(fed("bc <<< 1+1 || python3 2>&1"), [true, false]);
+        assert_eq!(fed("a > out.txt && b"), [false, false]);
     }
 
     #[test]

@@ -947,3 +947,22 @@ async fn s6_a_progress_line_that_mentions_a_password_does_not_stop_the_command()
     assert!(text.starts_with("Migrating table user_passwords: done"), "{text}");
     assert!(e.dir.path().join("migrated.flag").exists());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s6_a_script_fed_on_stdin_runs_instead_of_being_refused_as_a_repl() {
+    let e = env();
+    for (command, expected) in [
+        ("python3 <<'EOF'\nprint(6*7)\nEOF", "42\n"),
+        ("echo 'print(6*7)' | python3", "42\n"),
+        ("printf 'print(6*7)\\n' > s.py && python3 < s.py", "42\n"),
+        ("command -v sh >/dev/null && echo have-sh", "have-sh\n"),
+    ] {
+        let out = e.shell(command).await;
+        let text = out.text_content();
+        assert_eq!(out.status, ToolStatus::Success, "{command}: {text}");
+        assert!(text.starts_with(expected), "{command}: {text}");
+    }
+    // Without a script it is still refused before it starts.
+    let out = e.shell("python3").await;
+    assert!(out.text_content().contains("Refused"), "{}", out.text_content());
+}
