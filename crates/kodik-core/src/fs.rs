@@ -28,10 +28,25 @@ const SWEEP_EVERY: Duration = Duration::from_secs(60);
 
 /// Writes `bytes` to `path` atomically: the content is written to a file in the same folder,
 /// flushed to disk and then renamed (or linked) into place, so readers see the old file or the
-/// new one, never a mix. An existing file keeps its permission bits; a new one gets 0666 minus
-/// the process umask, like any file an editor creates. Missing parent folders are created when
-/// `create_parents` is set.
+/// new one, never a mix. An existing file keeps its permission bits and, where the process may
+/// set them, its owner and group; a new one gets 0666 minus the process umask, like any file an
+/// editor creates. Missing parent folders are created when `create_parents` is set.
+///
+/// The rename gives `path` a new inode: other hard links to the old file keep the old content
+/// ([`other_links`] tells a caller beforehand, to say so).
 pub fn write_atomic(path: &Path, bytes: &[u8], create_parents: bool) -> std::io::Result<()> {
+    write_atomic_like(path, bytes, create_parents, None)
+}
+
+/// [`write_atomic`] for content that takes the place of another file, as a move's destination
+/// does: when `path` does not exist yet it gets `like`'s permission bits and owner (as `mv`
+/// keeps them) instead of a new file's. An existing `path` keeps its own.
+pub fn write_atomic_like(
+    path: &Path,
+    bytes: &[u8],
+    create_parents: bool,
+    like: Option<&std::fs::Metadata>,
+) -> std::io::Result<()> {
     let parent = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
@@ -45,18 +60,58 @@ pub fn write_atomic(path: &Path, bytes: &[u8], create_parents: bool) -> std::io:
     if create_parents {
         std::fs::create_dir_all(parent)?;
     }
-    let existing_mode = std::fs::metadata(path).ok().map(|m| m.permissions().mode() & 0o7777);
+    let current = std::fs::metadata(path).ok();
+    let replacing = current.is_some();
+    let keep = current.as_ref().or(like).map(Keep::of);
     sweep_if_due(parent);
     let dir = File::open(parent)?;
     #[cfg(target_os = "linux")]
-    if let Some(done) = unnamed::write(&dir, Path::new(name), bytes, existing_mode) {
+    if let Some(done) = unnamed::write(&dir, Path::new(name), bytes, keep, replacing) {
         done?;
         sync_dir(&dir);
         return Ok(());
     }
-    write_named(parent, Path::new(name), bytes, existing_mode)?;
+    write_named(parent, Path::new(name), bytes, keep)?;
     sync_dir(&dir);
     Ok(())
+}
+
+/// How many other names (hard links) the file at `path` has: a write through [`write_atomic`]
+/// leaves them with the old content. 0 when it has none or does not exist.
+pub fn other_links(path: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt as _;
+    std::fs::metadata(path).map_or(0, |m| m.nlink().saturating_sub(1))
+}
+
+/// What a replacing write carries over from the file it replaces (E12).
+#[derive(Debug, Clone, Copy)]
+struct Keep {
+    mode: u32,
+    uid: u32,
+    gid: u32,
+}
+
+impl Keep {
+    fn of(m: &std::fs::Metadata) -> Self {
+        use std::os::unix::fs::MetadataExt as _;
+        Self { mode: m.permissions().mode() & 0o7777, uid: m.uid(), gid: m.gid() }
+    }
+
+    /// Gives `file`, which this process just created, the kept owner as far as it may (root
+    /// any owner, another user only a group it is in: chown(2)), best effort like an editor's
+    /// save — a file the process may not give away becomes its own, as any new file would.
+    /// Then the mode: the umask trimmed it at open, and a chown clears the set-id bits.
+    fn apply(&self, file: &File) -> std::io::Result<()> {
+        use std::os::unix::fs::MetadataExt as _;
+        let m = file.metadata()?;
+        if (m.uid(), m.gid()) != (self.uid, self.gid)
+            && std::os::unix::fs::fchown(file, Some(self.uid), Some(self.gid)).is_err()
+            && m.gid() != self.gid
+        {
+            let _ = std::os::unix::fs::fchown(file, None, Some(self.gid));
+        }
+        file.set_permissions(std::fs::Permissions::from_mode(self.mode))
+    }
 }
 
 /// Makes the rename itself durable; a failure here cannot lose data, so it is not reported.
@@ -73,14 +128,14 @@ fn temp_name() -> String {
 }
 
 /// The portable path: a named temporary file, renamed over the target.
-fn write_named(parent: &Path, name: &Path, bytes: &[u8], existing_mode: Option<u32>) -> std::io::Result<()> {
+fn write_named(parent: &Path, name: &Path, bytes: &[u8], keep: Option<Keep>) -> std::io::Result<()> {
     let mut attempts = 0;
     let (tmp_path, mut file) = loop {
         let tmp_path = parent.join(temp_name());
         match std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
-            .mode(existing_mode.unwrap_or(NEW_FILE_MODE))
+            .mode(keep.map_or(NEW_FILE_MODE, |k| k.mode))
             .open(&tmp_path)
         {
             Ok(f) => break (tmp_path, f),
@@ -90,9 +145,8 @@ fn write_named(parent: &Path, name: &Path, bytes: &[u8], existing_mode: Option<u
     };
     let result = (|| {
         file.write_all(bytes)?;
-        if let Some(mode) = existing_mode {
-            // The umask may have cleared bits of the old mode at open; put them all back.
-            file.set_permissions(std::fs::Permissions::from_mode(mode))?;
+        if let Some(keep) = keep {
+            keep.apply(&file)?;
         }
         file.sync_all()?;
         std::fs::rename(&tmp_path, parent.join(name))
@@ -126,12 +180,13 @@ mod unnamed {
         dir: &File,
         name: &Path,
         bytes: &[u8],
-        existing_mode: Option<u32>,
+        keep: Option<super::Keep>,
+        replacing: bool,
     ) -> Option<std::io::Result<()>> {
         if !LINKING_WORKS.load(Ordering::Relaxed) {
             return None;
         }
-        let mode = Mode::from_raw_mode(existing_mode.unwrap_or(super::NEW_FILE_MODE));
+        let mode = Mode::from_raw_mode(keep.map_or(super::NEW_FILE_MODE, |k| k.mode));
         let fd = match rustix::fs::openat(dir, ".", OFlags::WRONLY | OFlags::TMPFILE | OFlags::CLOEXEC, mode) {
             Ok(fd) => fd,
             // The file system or kernel has no O_TMPFILE.
@@ -141,8 +196,8 @@ mod unnamed {
         let mut file = File::from(fd);
         let written = (|| {
             file.write_all(bytes)?;
-            if let Some(mode) = existing_mode {
-                rustix::fs::fchmod(&file, Mode::from_raw_mode(mode))?;
+            if let Some(keep) = keep {
+                keep.apply(&file)?;
             }
             file.sync_all()
         })();
@@ -150,7 +205,7 @@ mod unnamed {
             // Dropping the file frees it: nothing was ever visible.
             return Some(Err(e));
         }
-        if existing_mode.is_none() {
+        if !replacing {
             match link(dir, &file, name) {
                 Ok(()) => return Some(Ok(())),
                 // Someone created the target meanwhile: replace it like any existing file.
@@ -268,6 +323,65 @@ fn process_alive(pid: u32) -> bool {
 mod tests {
     use super::*;
 
+    /// Root (an agent in a container on a bind-mounted checkout) keeps the owner of the file it
+    /// replaces instead of turning it into a root-owned file the host user cannot write.
+    #[test]
+    fn e12_replacing_write_keeps_owner_and_group_where_permitted() {
+        use std::os::unix::fs::MetadataExt as _;
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("f.txt");
+        std::fs::write(&p, "a\n").unwrap();
+        if std::os::unix::fs::chown(&p, Some(65534), Some(65534)).is_err() {
+            // Only root can give a file away; elsewhere there is no foreign owner to keep.
+            assert!(std::env::var_os("CI").is_none(), "CI must run this test as root (chown to nobody failed)");
+            eprintln!("skipped: not root");
+            return;
+        }
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o640)).unwrap();
+        write_atomic(&p, b"b\n", false).unwrap();
+        let m = std::fs::metadata(&p).unwrap();
+        assert_eq!((m.uid(), m.gid(), m.mode() & 0o7777), (65534, 65534, 0o640));
+        assert_eq!(std::fs::read(&p).unwrap(), b"b\n");
+        // A new file stays the writer's.
+        let fresh = d.path().join("new.txt");
+        write_atomic(&fresh, b"n", false).unwrap();
+        assert_eq!(std::fs::metadata(&fresh).unwrap().uid(), rustix::process::geteuid().as_raw());
+    }
+
+    /// A move's destination is a new path that takes the place of the source: it gets the
+    /// source's mode, as `mv` keeps it, not a new file's 0666 minus umask.
+    #[test]
+    fn e12_write_like_gives_a_new_path_the_mode_of_the_file_it_replaces() {
+        let d = tempfile::tempdir().unwrap();
+        for mode in [0o755, 0o600] {
+            let src = d.path().join(format!("src{mode:o}"));
+            std::fs::write(&src, "x").unwrap();
+            std::fs::set_permissions(&src, std::fs::Permissions::from_mode(mode)).unwrap();
+            let like = std::fs::metadata(&src).unwrap();
+            let dest = d.path().join(format!("moved/dest{mode:o}"));
+            write_atomic_like(&dest, b"y", true, Some(&like)).unwrap();
+            assert_eq!(std::fs::metadata(&dest).unwrap().permissions().mode() & 0o7777, mode);
+            // An existing destination keeps its own mode.
+            std::fs::set_permissions(&dest, std::fs::Permissions::from_mode(0o644)).unwrap();
+            write_atomic_like(&dest, b"z", true, Some(&like)).unwrap();
+            assert_eq!(std::fs::metadata(&dest).unwrap().permissions().mode() & 0o7777, 0o644);
+        }
+    }
+
+    #[test]
+    fn e12_other_links_counts_the_names_a_replacing_write_leaves_behind() {
+        let d = tempfile::tempdir().unwrap();
+        let (a, b) = (d.path().join("a"), d.path().join("b"));
+        std::fs::write(&a, "old").unwrap();
+        assert_eq!(other_links(&a), 0);
+        std::fs::hard_link(&a, &b).unwrap();
+        assert_eq!(other_links(&a), 1);
+        write_atomic(&a, b"new", false).unwrap();
+        assert_eq!(std::fs::read(&b).unwrap(), b"old");
+        assert_eq!(other_links(&a), 0);
+        assert_eq!(other_links(&d.path().join("missing")), 0);
+    }
+
     #[test]
     fn e12_atomic_write_keeps_permissions_and_leaves_no_temp_files() {
         let d = tempfile::tempdir().unwrap();
@@ -286,7 +400,7 @@ mod tests {
         let p = d.path().join("run.sh");
         std::fs::write(&p, "old").unwrap();
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o741)).unwrap();
-        write_named(d.path(), Path::new("run.sh"), b"new", Some(0o741)).unwrap();
+        write_named(d.path(), Path::new("run.sh"), b"new", Some(Keep::of(&std::fs::metadata(&p).unwrap()))).unwrap();
         write_named(d.path(), Path::new("fresh.txt"), b"fresh", None).unwrap();
         assert_eq!(std::fs::read(&p).unwrap(), b"new");
         assert_eq!(std::fs::read(d.path().join("fresh.txt")).unwrap(), b"fresh");

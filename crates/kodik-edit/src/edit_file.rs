@@ -235,6 +235,8 @@ struct Done {
     applied: Vec<AppliedEdit>,
     diff: diff::DiffText,
     unchanged: bool,
+    /// Other hard links of the replaced file, which keep its old content (E12).
+    other_links: u64,
 }
 
 fn run_blocking(
@@ -288,7 +290,15 @@ fn run_blocking(
         ToolError::failed(format!("`{shown}`: {e} No edit of this call was applied; the file is unchanged."))
     })?;
     if new_text == loaded.text {
-        return Ok(Done { path, shown, new_text, applied, diff: diff::unified("", "", "", ""), unchanged: true });
+        return Ok(Done {
+            path,
+            shown,
+            new_text,
+            applied,
+            diff: diff::unified("", "", "", ""),
+            unchanged: true,
+            other_links: 0,
+        });
     }
     let encoded;
     let bytes: &[u8] = if loaded.format == kodik_core::text::TextFormat::default() {
@@ -298,7 +308,8 @@ fn run_blocking(
         encoded = files::encode_checked(&new_text, &loaded.format, &shown)?;
         &encoded
     };
-    let perms = std::fs::metadata(&path).map_err(|e| ToolError::io("reading", &shown, e))?.permissions();
+    let meta = std::fs::metadata(&path).map_err(|e| ToolError::io("reading", &shown, e))?;
+    let (perms, other_links) = (meta.permissions(), kodik_core::fs::other_links(&path));
     // The diff and the new version's hash need only the texts, so they are made while the write
     // waits for the disk.
     let (written, side) = files::alongside(
@@ -329,7 +340,7 @@ fn run_blocking(
              read the file to see the result"
         ))
     })?;
-    Ok(Done { path, shown, new_text, applied, diff: d, unchanged: false })
+    Ok(Done { path, shown, new_text, applied, diff: d, unchanged: false, other_links })
 }
 
 /// The common whole-file replacement (one edit whose `old_string` is the whole plain UTF-8 file
@@ -361,7 +372,7 @@ fn run_whole_file(
     enum Outcome {
         NotThisCase,
         Failed(ToolError),
-        Written(std::fs::Permissions, FileVersion, std::thread::Result<diff::DiffText>),
+        Written(std::fs::Permissions, u64, FileVersion, std::thread::Result<diff::DiffText>),
     }
     let outcome = std::thread::scope(|scope| {
         let side = std::thread::Builder::new().name("kodik-edit-side".into()).spawn_scoped(scope, build_diff).ok();
@@ -398,8 +409,8 @@ fn run_whole_file(
             || hashing_old.and_then(|h| h.join().ok()).unwrap_or_else(|| FileVersion::of_bytes(old.as_bytes()));
         let prepared = files::check_read_version(session, &path, &shown, old_version)
             .and_then(|()| std::fs::metadata(&path).map_err(|e| ToolError::io("reading", &shown, e)));
-        let perms = match prepared {
-            Ok(m) => m.permissions(),
+        let (perms, other_links) = match prepared {
+            Ok(m) => (m.permissions(), kodik_core::fs::other_links(&path)),
             Err(e) => {
                 discard(side);
                 return Outcome::Failed(e);
@@ -409,7 +420,7 @@ fn run_whole_file(
             Ok(()) => {
                 let version =
                     hashing.and_then(|h| h.join().ok()).unwrap_or_else(|| FileVersion::of_bytes(new.as_bytes()));
-                Outcome::Written(perms, version, finish(side))
+                Outcome::Written(perms, other_links, version, finish(side))
             }
             Err(err) => {
                 discard(side);
@@ -417,10 +428,10 @@ fn run_whole_file(
             }
         }
     });
-    let (perms, version, diffed) = match outcome {
+    let (perms, other_links, version, diffed) = match outcome {
         Outcome::NotThisCase => return Err(vec![e]),
         Outcome::Failed(err) => return Ok(Err(err)),
-        Outcome::Written(perms, version, diffed) => (perms, version, diffed),
+        Outcome::Written(perms, links, version, diffed) => (perms, links, version, diffed),
     };
     let Edit { old_string, new_string, .. } = e;
     let prior = Prior::file(old_string.into_bytes(), perms);
@@ -428,7 +439,7 @@ fn run_whole_file(
     session.record_write(&path, version);
     let applied = vec![AppliedEdit { stage: Stage::Exact, line: 1, similarity: None }];
     Ok(match diffed {
-        Ok(diff) => Ok(Done { path, shown, new_text: new_string, applied, diff, unchanged: false }),
+        Ok(diff) => Ok(Done { path, shown, new_text: new_string, applied, diff, unchanged: false, other_links }),
         Err(_) => Err(ToolError::failed(format!(
             "`{shown}`: the edits were applied and saved, but building the diff failed (a bug in kodik-edit); \
              read the file to see the result"
@@ -527,6 +538,7 @@ impl TypedTool for EditFileTool {
                 text.push_str(&format!("\nEdit {} matched {how} at line {}; check the diff.", i + 1, a.line));
             }
         }
+        text.push_str(&files::split_links_note(done.other_links, &done.shown));
         text.push_str(&files::diagnostics_text(&diags));
         text.push('\n');
         text.push_str(&done.diff.text);

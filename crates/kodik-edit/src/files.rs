@@ -193,6 +193,25 @@ pub(crate) fn named_symlink(ws: &Workspace, raw: &Path) -> Result<Option<(PathBu
     Ok(Some((link, target)))
 }
 
+/// What a result says when the file written had `others` other hard links: the atomic write
+/// (E12: a new file renamed into place, so no reader ever sees half of it) gave this name a new
+/// file, and the other names still show the old content. Writing in place instead would keep
+/// the links but could leave a half-written file behind a crash; the model is told instead, so
+/// it can edit the other names too if they matter. Empty when there are none.
+pub(crate) fn split_links_note(others: u64, shown: &str) -> String {
+    match others {
+        0 => String::new(),
+        1 => format!(
+            "\nNote: `{shown}` had another name (a hard link); the write gave `{shown}` a new file, so the other \
+             name still has the old content."
+        ),
+        n => format!(
+            "\nNote: `{shown}` had {n} other names (hard links); the write gave `{shown}` a new file, so the other \
+             names still have the old content."
+        ),
+    }
+}
+
 /// Writes `bytes` to `path` atomically and records `prior` as a checkpoint of `turn`.
 pub(crate) fn write_recorded(
     path: &Path,

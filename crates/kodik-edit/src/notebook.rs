@@ -286,12 +286,13 @@ fn run_blocking(
     let (summary, before, after) = apply_operation(&mut nb, args)?;
     let text = render_like(&nb, &loaded.text).map_err(|e| fail(format!("could not write the notebook: {e}")))?;
     let bytes = files::encode_checked(&text, &loaded.format, &shown)?;
-    let perms = std::fs::metadata(&path).map_err(|e| ToolError::io("reading", &shown, e))?.permissions();
-    let prior = Prior::file(loaded.into_bytes(), perms);
+    let meta = std::fs::metadata(&path).map_err(|e| ToolError::io("reading", &shown, e))?;
+    let other_links = kodik_core::fs::other_links(&path);
+    let prior = Prior::file(loaded.into_bytes(), meta.permissions());
     files::write_recorded(&path, &shown, &bytes, prior, session.message(), &shared.checkpoints)?;
     session.record_write(&path, FileVersion::of_bytes(&bytes));
     let d = crate::diff::unified_with(&before, &after, "a/cell", "b/cell", shared.preview.clone());
-    let mut out = format!("`{shown}`: {summary}");
+    let mut out = format!("`{shown}`: {summary}{}", files::split_links_note(other_links, &shown));
     if !d.text.is_empty() {
         out.push('\n');
         out.push_str(&d.text);

@@ -315,3 +315,62 @@ async fn d1_p1_e13_deleting_a_symlink_removes_the_link_and_keeps_its_target() {
     }
     assert!(!env.path("m3.txt").exists());
 }
+
+/// `*** Move to:` gives the destination the source's mode, as `mv` does: a script stays
+/// executable, a private file stays private (E12, P1).
+#[tokio::test]
+async fn p1_e12_a_moved_file_keeps_its_mode() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let env = Env::new();
+    for (name, mode) in [("t.sh", 0o755), ("u.sh", 0o600)] {
+        env.write(name, "#!/bin/sh\necho x\n");
+        std::fs::set_permissions(env.path(name), std::fs::Permissions::from_mode(mode)).unwrap();
+        env.read(name);
+    }
+    let out = env
+        .patch(
+            "*** Begin Patch\n*** Update File: t.sh\n*** Move to: bin/t2.sh\n@@\n-echo x\n+echo y\n\
+             *** Update File: u.sh\n*** Move to: u2.sh\n@@\n-echo x\n+echo z\n*** End Patch",
+        )
+        .await;
+    assert!(out.is_success(), "{}", out.text_content());
+    let mode = |rel: &str| std::fs::metadata(env.path(rel)).unwrap().permissions().mode() & 0o7777;
+    assert_eq!((mode("bin/t2.sh"), mode("u2.sh")), (0o755, 0o600));
+    assert_eq!(env.text("u2.sh"), "#!/bin/sh\necho z\n");
+}
+
+/// Every tool's write keeps the replaced file's owner (root editing a user's checkout), and a
+/// result says when other hard links of the file keep the old content (E12).
+#[tokio::test]
+async fn e12_writes_keep_the_owner_and_say_when_hard_links_keep_the_old_content() {
+    use std::os::unix::fs::MetadataExt as _;
+    let env = Env::new();
+    env.write("h.txt", "h\n");
+    std::fs::hard_link(env.path("h.txt"), env.path("h2.txt")).unwrap();
+    env.read("h.txt");
+    let out = env.edit("h.txt", &[("h", "H")]).await;
+    assert!(out.is_success(), "{}", out.text_content());
+    assert!(out.text_content().contains("`h.txt` had another name (a hard link)"), "{}", out.text_content());
+    assert_eq!((env.text("h.txt"), env.text("h2.txt")), ("H\n".to_string(), "h\n".to_string()));
+    // The split name has no links left: the next write says nothing.
+    let out = env.edit("h.txt", &[("H", "I")]).await;
+    assert!(!out.text_content().contains("hard link"), "{}", out.text_content());
+    std::fs::hard_link(env.path("h2.txt"), env.path("h3.txt")).unwrap();
+    env.read("h2.txt");
+    let out = env.patch("*** Begin Patch\n*** Update File: h2.txt\n@@\n-h\n+j\n*** End Patch").await;
+    assert!(out.text_content().contains("`h2.txt` had another name"), "{}", out.text_content());
+
+    env.write("f.txt", "a\n");
+    if std::os::unix::fs::chown(env.path("f.txt"), Some(65534), Some(65534)).is_err() {
+        // Only root can give a file away; elsewhere there is no foreign owner to keep.
+        assert!(std::env::var_os("CI").is_none(), "CI must run this test as root (chown to nobody failed)");
+        return;
+    }
+    env.read("f.txt");
+    assert!(env.edit("f.txt", &[("a", "b")]).await.is_success());
+    env.read("f.txt");
+    let out = env.patch("*** Begin Patch\n*** Update File: f.txt\n@@\n-b\n+c\n*** End Patch").await;
+    assert!(out.is_success(), "{}", out.text_content());
+    let m = std::fs::metadata(env.path("f.txt")).unwrap();
+    assert_eq!((m.uid(), m.gid(), env.text("f.txt")), (65534, 65534, "c\n".to_string()));
+}

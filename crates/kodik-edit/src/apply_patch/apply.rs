@@ -73,6 +73,9 @@ pub struct FileChange {
     pub diff: DiffText,
     /// The matching stage of every hunk (updates only).
     pub stages: Vec<Stage>,
+    /// Other hard links of a replaced file: they keep its old content (E12).
+    #[serde(skip)]
+    pub other_links: u64,
 }
 
 /// Applies `hunks` to `text` in order; every hunk's old lines must match exactly one place
@@ -329,6 +332,14 @@ fn not_found_text(
 struct Planned {
     /// `None` for deleted.
     bytes: Option<Vec<u8>>,
+    /// For a move's destination: the source's metadata, whose mode and owner it takes (E12).
+    like: Option<std::fs::Metadata>,
+}
+
+/// The other hard links of `path` on disk, unless the plan already changed it (then its first
+/// change reported them).
+fn on_disk_links(plan: &Plan, path: &Path) -> u64 {
+    if plan.states.contains_key(path) { 0 } else { kodik_core::fs::other_links(path) }
 }
 
 /// A patch checked against the files and ready to write.
@@ -410,13 +421,14 @@ impl Plan {
                 let note =
                     format!("`{shown}` was a symlink to `{target}`: the link is removed, `{target}` is unchanged");
                 plan.touch(&link, &shown);
-                plan.states.insert(link, Planned { bytes: None });
+                plan.states.insert(link, Planned { bytes: None, like: None });
                 plan.changes.push(FileChange {
                     kind: ChangeKind::Deleted,
                     path: shown,
                     to: None,
                     diff: DiffText { text: note, added: 0, removed: 0, full_output: None },
                     stages: vec![],
+                    other_links: 0,
                 });
                 continue;
             }
@@ -440,13 +452,14 @@ impl Plan {
                     drop(old_text);
                     plan.touch(&path, &shown);
                     // The patch's content becomes the bytes to write, without a copy.
-                    plan.states.insert(path.clone(), Planned { bytes: Some(content.into_bytes()) });
+                    plan.states.insert(path.clone(), Planned { bytes: Some(content.into_bytes()), like: None });
                     plan.changes.push(FileChange {
                         kind: ChangeKind::Added,
                         path: shown,
                         to: None,
                         diff: d,
                         stages: vec![],
+                        other_links: on_disk_links(&plan, &path),
                     });
                 }
                 PatchOp::Delete { .. } => {
@@ -460,17 +473,20 @@ impl Plan {
                     let d =
                         diff::unified_with(&old_text, "", &format!("a/{shown}"), "/dev/null", shared.preview.clone());
                     plan.touch(&path, &shown);
-                    plan.states.insert(path.clone(), Planned { bytes: None });
+                    plan.states.insert(path.clone(), Planned { bytes: None, like: None });
                     plan.changes.push(FileChange {
                         kind: ChangeKind::Deleted,
                         path: shown,
                         to: None,
                         diff: d,
                         stages: vec![],
+                        other_links: 0,
                     });
                 }
                 PatchOp::Update { move_to, hunks, path: name, .. } => {
                     // A moved symlink leaves its target alone: the link's name is what goes.
+                    // The destination takes the source's mode and owner, as `mv` keeps them (E12).
+                    let like = move_to.as_ref().and_then(|_| std::fs::metadata(&path).ok());
                     let source = match &move_to {
                         Some(_) => named_link(&plan, base, &name, ws).map_err(wrap)?.map(|(link, _)| link),
                         None => None,
@@ -521,25 +537,28 @@ impl Plan {
                             let source = source.unwrap_or_else(|| path.clone());
                             plan.touch(&source, &ws.display(&source));
                             plan.touch(&to, &to_shown);
-                            plan.states.insert(source, Planned { bytes: None });
-                            plan.states.insert(to.clone(), Planned { bytes: Some(new_bytes) });
+                            plan.states.insert(source, Planned { bytes: None, like: None });
+                            plan.states.insert(to.clone(), Planned { bytes: Some(new_bytes), like });
                             plan.changes.push(FileChange {
                                 kind: ChangeKind::Renamed,
                                 path: shown,
                                 to: Some(to_shown),
                                 diff: d,
                                 stages,
+                                other_links: 0,
                             });
                         }
                         None => {
+                            let other_links = on_disk_links(&plan, &path);
                             plan.touch(&path, &shown);
-                            plan.states.insert(path.clone(), Planned { bytes: Some(new_bytes) });
+                            plan.states.insert(path.clone(), Planned { bytes: Some(new_bytes), like: None });
                             plan.changes.push(FileChange {
                                 kind: ChangeKind::Modified,
                                 path: shown,
                                 to: None,
                                 diff: d,
                                 stages,
+                                other_links,
                             });
                         }
                     }
@@ -562,7 +581,7 @@ impl Plan {
             let captured = if is_link { Prior::capture_link(path) } else { Prior::capture(path) };
             let result = captured.and_then(|prior| {
                 let r = match &planned.bytes {
-                    Some(b) => kodik_core::fs::write_atomic(path, b, true),
+                    Some(b) => kodik_core::fs::write_atomic_like(path, b, true, planned.like.as_ref()),
                     None => match std::fs::remove_file(path) {
                         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
                         other => other,

@@ -72,6 +72,9 @@ fn report(changes: &[FileChange], diagnostics: &[(String, Vec<kodik_core::Diagno
             None => text.push_str(&format!("\n{} {}", c.kind.letter(), c.path)),
         }
     }
+    for c in changes {
+        text.push_str(&crate::files::split_links_note(c.other_links, &c.path));
+    }
     // E9: before the diffs, so a long diff cut to a preview never hides them.
     text.push_str(&crate::files::written_diagnostics_text(diagnostics));
     let mut full = None;
