@@ -66,6 +66,11 @@ pub struct ToolContext {
     pub session: Arc<Session>,
     /// Cancelled when the call must stop (new user message, aborted response, K10).
     pub cancel: CancellationToken,
+    /// Cancelled when the call is given up for good (an MCP client cancelled the request, G6):
+    /// unlike a bare [`cancel`](Self::cancel), which may only end a wait (S4: a new user message
+    /// sends a running command to the background), what the call started must stop too. Use
+    /// [`abandon`](Self::abandon), which cancels this before `cancel`.
+    pub abandoned: CancellationToken,
     /// Where terminal events and progress go.
     pub events: Arc<dyn EventSink>,
     /// Decides whether calls may run (used by dispatch, and by tools that run nested calls).
@@ -97,6 +102,7 @@ impl ToolContext {
             workspace,
             session: Arc::new(Session::new()),
             cancel: CancellationToken::new(),
+            abandoned: CancellationToken::new(),
             events: Arc::new(NullSink),
             approver: Arc::new(ApprovalPolicy::auto_approve_all()),
             hooks: Arc::new(NoHooks),
@@ -111,6 +117,20 @@ impl ToolContext {
         let mut cx = self.clone();
         cx.call_id = call_id.into();
         cx.cancel = self.cancel.child_token();
+        cx.abandoned = self.abandoned.child_token();
         cx
+    }
+
+    /// Gives the call up for good (G6): marks it [`abandoned`](Self::abandoned), then cancels
+    /// it, so a call that sees the cancellation knows to stop what it started.
+    pub fn abandon(&self) {
+        self.abandoned.cancel();
+        self.cancel.cancel();
+    }
+
+    /// Whether the call was given up for good: [`abandon`](Self::abandon)ed, or its turn
+    /// [aborted](TurnSignals::abort).
+    pub fn is_abandoned(&self) -> bool {
+        self.abandoned.is_cancelled() || self.turn.is_aborted()
     }
 }

@@ -6,8 +6,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use kodik_core::{
-    Content, Event, Resource, ToolContext, ToolError, ToolOutput, ToolSpec, ToolStatus, TurnSignals, TypedTool,
-    Workspace,
+    Content, Event, Resource, ToolContext, ToolError, ToolOutput, ToolSpec, ToolStatus, TypedTool, Workspace,
 };
 use kodik_schema::shell::{GetTerminalOutputArgs, KillTerminalArgs, ShellArgs};
 use serde_json::json;
@@ -129,18 +128,19 @@ fn lifecycle_output(
 }
 
 /// Sets and clears the terminal's "a shell call waits for it" mark; a dropped (cancelled)
-/// call leaves it detached, so its end goes out as a terminal event (S3, S9) — unless the
-/// model's response broke off: then the command is stopped with the call (G6), and nobody is
-/// told about it later (the call's result was dropped with the response).
+/// call leaves it detached, so its end goes out as a terminal event (S3, S9) — unless the call
+/// was given up for good (the model's response broke off, the client cancelled the request):
+/// then the command is stopped with the call (G6), and nobody is told about it later (the
+/// call's result was dropped).
 struct Attachment<'a> {
     term: &'a Terminal,
     table: &'a Table,
-    turn: &'a TurnSignals,
+    cx: &'a ToolContext,
 }
 
 impl Drop for Attachment<'_> {
     fn drop(&mut self) {
-        if self.turn.is_aborted() && self.table.stop_in_background(self.term, StopKind::Model) {
+        if self.cx.is_abandoned() && self.table.stop_in_background(self.term, StopKind::Model) {
             self.term.mark_reported();
         }
         self.term.set_attached(false);
@@ -151,6 +151,8 @@ enum Waited {
     Finished,
     Background(&'static str),
     Prompt(String),
+    /// The call was given up for good (G6).
+    Abandoned,
 }
 
 #[async_trait]
@@ -219,7 +221,7 @@ impl ShellTool {
             Ok(t) => t,
             Err(e) => return Ok(shell_error(e)),
         };
-        let attachment = Attachment { term: &term, table: &self.table, turn: &cx.turn };
+        let attachment = Attachment { term: &term, table: &self.table, cx };
         let waited = self.wait(&term, &args, cx).await;
         let out = match waited {
             Waited::Finished => {
@@ -266,6 +268,22 @@ impl ShellTool {
                 self.table.free(&term.id, "it was stopped at a password prompt");
                 out
             }
+            Waited::Abandoned => {
+                // Whoever gave the call up reads no result: the command stops with it.
+                if let Some(pgid) = term.pgid()
+                    && term.set_stop(StopKind::Model)
+                {
+                    process::terminate_group(pgid, cfg.kill_grace).await;
+                    let mut done = term.subscribe_done();
+                    let _ = tokio::time::timeout(Duration::from_secs(2), done.wait_for(|d| *d)).await;
+                }
+                term.mark_reported();
+                term.mark_leftovers_reported();
+                let note = "[the call was cancelled, so the command was stopped]".to_string();
+                let out = lifecycle_output(&term, ToolStatus::Cancelled, term.show_all(), "(no output)", Some(note));
+                self.table.free(&term.id, "its call was cancelled and the command stopped");
+                out
+            }
         };
         drop(attachment);
         let mut out = out;
@@ -300,7 +318,14 @@ impl ShellTool {
                         return Waited::Finished;
                     }
                 }
-                () = cx.cancel.cancelled() => return Waited::Background("the wait was interrupted by a new user message"),
+                () = cx.abandoned.cancelled() => return Waited::Abandoned,
+                () = cx.cancel.cancelled() => {
+                    return if cx.is_abandoned() {
+                        Waited::Abandoned
+                    } else {
+                        Waited::Background("the wait was interrupted by a new user message")
+                    };
+                }
                 () = tokio::time::sleep_until(deadline) => {
                     return Waited::Background(if batch_rule { "still running after the default 5 s wait" } else { "still running after the timeout" });
                 }

@@ -966,3 +966,34 @@ async fn s6_a_script_fed_on_stdin_runs_instead_of_being_refused_as_a_repl() {
     let out = e.shell("python3").await;
     assert!(out.text_content().contains("Refused"), "{}", out.text_content());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn g6_s4_a_call_given_up_for_good_stops_its_command_while_a_new_message_does_not() {
+    let e = env();
+    let (shell, _, _) = e.toolset.tools();
+    let marker = e.dir.path().join("survived");
+    let pidfile = e.dir.path().join("pid");
+    let cx = e.cx.for_call("c-cancelled");
+    let stopper = cx.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        // What an MCP server does on notifications/cancelled.
+        stopper.abandon();
+    });
+    let command = format!("echo $$ > {}; sleep 1.5; echo done > {}", pidfile.display(), marker.display());
+    let t = Instant::now();
+    let out = tokio::time::timeout(
+        Duration::from_secs(10),
+        Tool::call(&shell, json!({"command": command, "timeout": 30000}), &cx),
+    )
+    .await
+    .unwrap();
+    assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+    assert_eq!(out.status, ToolStatus::Cancelled, "{}", out.text_content());
+    assert_eq!(out.meta["running"], false, "{}", out.meta);
+    let pid: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+    assert!(wait_gone(pid, Duration::from_secs(2)).await, "the cancelled command {pid} was stopped");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(!marker.exists(), "the cancelled command went on");
+    assert!(e.events(1, Duration::from_millis(300)).await.is_empty(), "nobody is told later about a cancelled call");
+}
