@@ -4,7 +4,12 @@
 //! the response is complete ([`Turn::finish`]) or broke off ([`Turn::abort`]), and hands back
 //! every result in call order once all have settled ([`Turn::results`]).
 //!
-//! - **Concurrency (G1)**: independent calls run at once, up to a configurable limit.
+//! - **Concurrency (G1)**: independent calls run at once, up to a configurable limit on the
+//!   work kodik does itself (reads, searches, edits, fetches, browser actions). A call that
+//!   mostly waits on something outside — a command's process or one it controls
+//!   ([`Effect::Process`]: `shell`, `kill_terminal`, code mode), a person or another agent
+//!   ([`Effect::Conversation`]) — takes no slot: sixteen commands waiting for their processes
+//!   do not keep `kill_terminal`, `get_terminal_output` or a read from running (S10).
 //! - **Same resource, model order (G2)**: calls that mutate the same file — compared through
 //!   [`kodik_core::Resource`], so `a.txt`, `./a.txt`, `dir/../a.txt`, the absolute path and a
 //!   symlink are one — run in call order; unrelated calls never wait for them. A call that may
@@ -22,6 +27,8 @@
 //!   get `cancelled`. A per-call timeout gives `timed_out`; a panic is an `error` for that call.
 //!
 //! [`Tool::starts_while_streaming`]: kodik_core::Tool::starts_while_streaming
+//! [`Effect::Process`]: kodik_core::Effect::Process
+//! [`Effect::Conversation`]: kodik_core::Effect::Conversation
 //! [`Tool::orders_all_calls`]: kodik_core::Tool::orders_all_calls
 
 #[cfg(doctest)]
@@ -34,7 +41,8 @@ use std::time::{Duration, Instant};
 use kodik_core::preview::{OutputPreview, PreviewConfig};
 use kodik_core::registry::{call_span, record_span};
 use kodik_core::{
-    CallOrder, Content, ToolCall, ToolContext, ToolError, ToolOutput, ToolRegistry, TurnSignals, authorize, execute,
+    CallOrder, Content, Effect, ToolCall, ToolContext, ToolError, ToolOutput, ToolRegistry, TurnSignals, authorize,
+    execute,
 };
 use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
@@ -44,7 +52,9 @@ use tracing::Instrument as _;
 /// How a scheduler runs calls.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SchedulerConfig {
-    /// Calls running at the same time, at most.
+    /// Calls running at the same time, at most, not counting calls that wait on a process, a
+    /// person or another agent ([`Effect::Process`](kodik_core::Effect::Process),
+    /// [`Effect::Conversation`](kodik_core::Effect::Conversation)): those hold no slot.
     pub max_concurrency: usize,
     /// A call running longer gets `timed_out` (`None`: no limit; tools keep their own limits).
     pub call_timeout: Option<Duration>,
@@ -393,12 +403,20 @@ impl CallJob {
                 () = cancel.cancelled() => return cancelled_output("the call had not started"),
             }
         }
-        let _permit = tokio::select! {
-            p = Arc::clone(&self.semaphore).acquire_owned() => match p {
-                Ok(p) => p,
-                Err(_) => return cancelled_output("the turn was closed"),
-            },
-            () = cancel.cancelled() => return cancelled_output("the call had not started"),
+        // A slot bounds work kodik does itself; a call that waits on a process, a person or an
+        // agent would hold it for nothing and starve the calls that inspect or stop that
+        // process (S10).
+        let takes_slot = !matches!(tool.spec().effect, Effect::Process | Effect::Conversation);
+        let _permit = if takes_slot {
+            Some(tokio::select! {
+                p = Arc::clone(&self.semaphore).acquire_owned() => match p {
+                    Ok(p) => p,
+                    Err(_) => return cancelled_output("the turn was closed"),
+                },
+                () = cancel.cancelled() => return cancelled_output("the call had not started"),
+            })
+        } else {
+            None
         };
         // The arguments move into the tool: a copy would cost a whole-file edit its size (#18.2).
         let call = std::mem::replace(&mut self.call, ToolCall::new("", "", serde_json::Value::Null));
