@@ -191,7 +191,7 @@ const SPOOL_WRITE_MAX: usize = 64 * 1024;
 
 /// Writes `data` through the spool's buffer in pieces of at most [`SPOOL_WRITE_MAX`]: a piece
 /// that fills the buffer goes straight to the file, smaller ones are gathered first.
-fn write_spool(w: &mut std::io::BufWriter<std::fs::File>, data: &[u8]) -> std::io::Result<()> {
+fn write_spool<W: std::io::Write>(w: &mut std::io::BufWriter<W>, data: &[u8]) -> std::io::Result<()> {
     data.chunks(SPOOL_WRITE_MAX).try_for_each(|piece| w.write_all(piece))
 }
 
@@ -327,7 +327,17 @@ impl OutputPreview {
         } else if let Spool::Active { file, .. } = &mut self.spool
             && let Err(e) = write_spool(file, data)
         {
-            self.spool = Spool::Failed(format!("writing the full output failed: {e}"));
+            self.spool_failed(format!("writing the full output failed: {e}"));
+        }
+    }
+
+    /// Spooling failed: the partial file is deleted, since it is never named to the model and
+    /// would only keep a full disk full, so later outputs could never be saved again (G18, G21).
+    fn spool_failed(&mut self, why: String) {
+        if let Spool::Active { file, path } = std::mem::replace(&mut self.spool, Spool::Failed(why)) {
+            // Whatever is still buffered is lost either way; the file goes.
+            drop(file.into_parts());
+            let _ = std::fs::remove_file(path);
         }
     }
 
@@ -339,16 +349,13 @@ impl OutputPreview {
         let result = (|| -> std::io::Result<(std::io::BufWriter<std::fs::File>, PathBuf)> {
             prepare_spool_dir(&dir)?;
             prune_spool_dir_now_and_then(&dir);
-            let (file, path) = tempfile::Builder::new()
-                .prefix("output-")
-                .suffix(".log")
-                .tempfile_in(&dir)?
-                .keep()
-                .map_err(|e| e.error)?;
+            // Kept (named for good) only once the start is written: a failed start deletes it.
+            let file = tempfile::Builder::new().prefix("output-").suffix(".log").tempfile_in(&dir)?;
             let mut w = std::io::BufWriter::with_capacity(SPOOL_WRITE_MAX, file);
             write_spool(&mut w, &self.head)?;
             write_spool(&mut w, rest)?;
-            Ok((w, path))
+            let (file, path) = w.into_inner().map_err(|e| e.into_error())?.keep().map_err(|e| e.error)?;
+            Ok((std::io::BufWriter::with_capacity(SPOOL_WRITE_MAX, file), path))
         })();
         self.spool = match result {
             Ok((file, path)) => Spool::Active { file, path },
@@ -372,7 +379,7 @@ impl OutputPreview {
         if let Spool::Active { file, .. } = &mut self.spool
             && let Err(e) = file.flush()
         {
-            self.spool = Spool::Failed(format!("writing the full output failed: {e}"));
+            self.spool_failed(format!("writing the full output failed: {e}"));
         }
     }
 

@@ -997,3 +997,60 @@ async fn g6_s4_a_call_given_up_for_good_stops_its_command_while_a_new_message_do
     assert!(!marker.exists(), "the cancelled command went on");
     assert!(e.events(1, Duration::from_millis(300)).await.is_empty(), "nobody is told later about a cancelled call");
 }
+
+/// Set in the re-executed test binary that plays the host of `g18_g21_a_failed_spool…`.
+const FULL_DISK_HOST_ENV: &str = "KODIK_SHELL_TEST_FULL_DISK_HOST";
+
+/// Spool files in the test folder's spool.
+fn spool_files(e: &Env) -> Vec<String> {
+    match std::fs::read_dir(e.dir.path().join(".spool")) {
+        Err(_) => Vec::new(),
+        Ok(d) => d.flatten().map(|f| f.file_name().to_string_lossy().into_owned()).collect(),
+    }
+}
+
+#[test]
+#[allow(unsafe_code)]
+fn g18_g21_a_failed_spool_leaves_no_file_behind_and_saving_works_again_once_there_is_room() {
+    if std::env::var_os(FULL_DISK_HOST_ENV).is_some() {
+        // A file size limit makes every write past it fail, as a full disk does (EFBIG instead
+        // of ENOSPC); the signal that comes with it is ignored, as a host would not die of it.
+        let limit = |bytes: u64| {
+            // SAFETY: plain libc calls with valid arguments.
+            unsafe {
+                let mut cur = std::mem::zeroed::<libc::rlimit>();
+                assert_eq!(libc::getrlimit(libc::RLIMIT_FSIZE, &mut cur), 0);
+                cur.rlim_cur = if bytes == u64::MAX { cur.rlim_max } else { bytes as libc::rlim_t };
+                assert_eq!(libc::setrlimit(libc::RLIMIT_FSIZE, &cur), 0);
+            }
+        };
+        // SAFETY: setting a signal to be ignored.
+        unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        rt.block_on(async {
+            let e = env();
+            // Fails while the file starts (the head does not fit), then half-way through.
+            for room in [1_000, 300_000] {
+                limit(room);
+                let out = e.shell("seq 1 400000").await;
+                assert_eq!(out.meta["full_output"], Value::Null, "{}", out.meta);
+                assert!(out.text_content().contains("omitted from the middle"), "{}", out.text_content());
+                assert_eq!(spool_files(&e), Vec::<String>::new(), "room {room}: the partial file was deleted");
+            }
+            limit(u64::MAX);
+            let out = e.shell("seq 1 20000").await;
+            let full = out.meta["full_output"].as_str().expect("saved once there is room again");
+            assert_eq!(std::fs::read(full).unwrap().len(), 108_894);
+            println!("full-disk-host-ok");
+        });
+        return;
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "g18_g21_a_failed_spool_leaves_no_file_behind_and_saving_works_again_once_there_is_room"])
+        .args(["--nocapture", "--test-threads=1"])
+        .env(FULL_DISK_HOST_ENV, "1")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && text.contains("full-disk-host-ok"), "{text}");
+}
