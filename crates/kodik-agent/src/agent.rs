@@ -710,7 +710,14 @@ impl Conversation {
             }
         }
         let fixed_bytes = system.len() + tools.iter().map(tool_bytes).sum::<usize>();
-        self.compact_if_needed(fixed_bytes);
+        if self.compact_if_needed(fixed_bytes) {
+            // The model no longer sees those results: a file read then is read whole again,
+            // a repeated search gets its matches, not "unchanged since" (G15).
+            shared.context.session.compacted();
+        }
+        // Each request is a new model message: "unchanged since you read them earlier in this
+        // message" (R4) holds only for reads of the response being answered.
+        shared.context.session.next_message();
         let request_bytes = fixed_bytes + self.items.iter().map(item_bytes).sum::<usize>();
         self.last_request_tokens = (request_bytes / 4) as u64 + self.token_correction;
         let request = Request {
@@ -1040,14 +1047,16 @@ impl Conversation {
 
     /// G20: when the next request would pass ~80 % of the context window, replaces the oldest
     /// tool results (never the latest turn's) by their first line and the path of their full
-    /// output, saving the text under the sessions folder when no file holds it yet.
-    fn compact_if_needed(&mut self, fixed_bytes: usize) {
+    /// output, saving the text under the sessions folder when no file holds it yet. Returns
+    /// whether any result was replaced.
+    fn compact_if_needed(&mut self, fixed_bytes: usize) -> bool {
         let limit = (self.window as f64 * COMPACT_AT) as u64;
         let mut bytes = fixed_bytes + self.items.iter().map(item_bytes).sum::<usize>();
         let estimate = |bytes: usize, correction: u64| (bytes / 4) as u64 + correction;
         if estimate(bytes, self.token_correction) <= limit {
-            return;
+            return false;
         }
+        let mut replaced = false;
         for i in 0..self.last_turn_start.min(self.items.len()) {
             if estimate(bytes, self.token_correction) <= limit {
                 break;
@@ -1074,7 +1083,9 @@ impl Conversation {
             *output = new_text.clone();
             self.compacted.insert(call_id.clone());
             self.record(&Record::Compacted { call_id, output: new_text });
+            replaced = true;
         }
+        replaced
     }
 
     /// Where the full output of a result is on disk: the tool's own saved file when it still

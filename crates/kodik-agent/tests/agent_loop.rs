@@ -468,6 +468,46 @@ async fn g20_old_outputs_are_compacted_to_a_line_and_a_path_that_holds_them() {
 }
 
 #[tokio::test]
+async fn r4_a_file_read_in_an_earlier_response_is_shown_again_in_the_next() {
+    let first = body(&[Step::Call("call_1", "read_file", json!({"path": "a.txt"}))], 100, 20);
+    // The same lines, asked for differently: not the identical call G15 answers "unchanged".
+    let lines = json!({"path": "a.txt", "ranges": [{"start_line": 1, "end_line": 1}]});
+    let second = body(&[Step::Call("call_2", "read_file", lines)], 100, 20);
+    let s = setup(vec![first, second, answer("done")], ReplayOptions::default(), AgentConfig::default()).await;
+    std::fs::write(s.dir.path().join("a.txt"), "hello\n").unwrap();
+    let mut conv = s.agent.start().unwrap();
+    let outcome = conv.run("read it twice", CancellationToken::new()).await;
+    assert_eq!(outcome.status, RunStatus::Completed, "{outcome:?}");
+    let requests = s.server.requests();
+    // "Unchanged … earlier in this message" is for a re-read within one response (R4).
+    let again = output_of(&requests[2].body, "call_2");
+    assert!(again.contains("1→hello"), "{again}");
+}
+
+#[tokio::test]
+async fn g15_g20_after_compaction_a_repeated_search_shows_its_matches_again() {
+    let lines: String = (0..40).map(|i| format!("needle {i:02} {}\n", "x".repeat(40))).collect();
+    let grep = || json!({"pattern": "needle", "path": "hay.txt"});
+    let first = body(&[Step::Call("call_1", "grep", grep())], 100, 20);
+    // The provider counts 25 000 input tokens for the second request: the third passes 80 %
+    // of a 30 000-token window and the first search's output is compacted.
+    let second = body(&[Step::Call("call_2", "read_file", json!({"path": "small.txt"}))], 25_000, 20);
+    let third = body(&[Step::Call("call_3", "grep", grep())], 100, 20);
+    let config = AgentConfig::default().context_window(30_000);
+    let s = setup(vec![first, second, third, answer("done")], ReplayOptions::default(), config).await;
+    std::fs::write(s.dir.path().join("hay.txt"), &lines).unwrap();
+    std::fs::write(s.dir.path().join("small.txt"), "small file\n").unwrap();
+    let mut conv = s.agent.start().unwrap();
+    let outcome = conv.run("search twice", CancellationToken::new()).await;
+    assert_eq!(outcome.status, RunStatus::Completed, "{outcome:?}");
+    let requests = s.server.requests();
+    assert!(output_of(&requests[3].body, "call_1").contains("[output compacted"), "the first search was not compacted");
+    // The model no longer sees the first result: the repeat must not point to it.
+    let again = output_of(&requests[3].body, "call_3");
+    assert!(again.contains("needle 39"), "{again}");
+}
+
+#[tokio::test]
 async fn max_wall_aborts_a_stalled_response() {
     let options = ReplayOptions { stall: Some((0, 200)), ..Default::default() };
     let config = AgentConfig::default().max_wall(Duration::from_millis(500));
