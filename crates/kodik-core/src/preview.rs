@@ -132,6 +132,10 @@ pub const SPOOL_MAX_AGE: Duration = Duration::from_secs(3 * 24 * 3600);
 pub const SPOOL_BUDGET_BYTES: u64 = 4 << 30;
 /// Spool files this young are never pruned: the model may be about to read them.
 pub const SPOOL_MIN_AGE: Duration = Duration::from_secs(3600);
+/// The most one spool file saves by default (see [`OutputPreview::with_spool_limit`]): pruning
+/// only runs as a file starts, so without a cap one runaway command (a `yes` flood, a retry
+/// loop left in the background) would write until the disk is full.
+pub const SPOOL_FILE_MAX_BYTES: u64 = SPOOL_BUDGET_BYTES;
 
 /// Prunes `dir` at most once a minute per process: listing a large folder for every long
 /// output would cost more than it saves.
@@ -188,6 +192,30 @@ fn prune_spool_dir(dir: &Path, now: SystemTime, max_age: Duration, budget: u64, 
 /// benchmarks run on (Linux 6.18, ext4), `dd` writing 1 GiB from a pipe spent 4–9× the CPU with
 /// 1 MiB writes as with 64 KiB ones, which cost what `cat` (64 KiB pipe reads) does.
 const SPOOL_WRITE_MAX: usize = 64 * 1024;
+
+/// Writes what of `data` fits under `limit`, given that `before` bytes came before it; the first
+/// time the limit cuts, a line saying so ends the file, so whoever reads it knows it is not all.
+fn write_spool_capped<W: std::io::Write>(
+    w: &mut std::io::BufWriter<W>,
+    data: &[u8],
+    before: u64,
+    limit: u64,
+) -> std::io::Result<()> {
+    let room = usize::try_from(limit.saturating_sub(before)).unwrap_or(usize::MAX);
+    if data.len() <= room {
+        return write_spool(w, data);
+    }
+    write_spool(w, &data[..room])?;
+    if before <= limit {
+        write_spool(w, spool_cut_marker(limit).as_bytes())?;
+    }
+    Ok(())
+}
+
+/// The line that ends a spool file cut at `limit` bytes.
+fn spool_cut_marker(limit: u64) -> String {
+    format!("\n[… saving stopped here: only the first {limit} bytes of the output were saved …]\n")
+}
 
 /// Writes `data` through the spool's buffer in pieces of at most [`SPOOL_WRITE_MAX`]: a piece
 /// that fills the buffer goes straight to the file, smaller ones are gathered first.
@@ -266,6 +294,8 @@ pub struct OutputPreview {
     lines: u64,
     ends_with_newline: bool,
     spool: Spool,
+    /// The most bytes of the stream the spool file saves.
+    spool_limit: u64,
 }
 
 /// What a finished (or paused) preview shows.
@@ -298,7 +328,16 @@ impl OutputPreview {
             lines: 0,
             ends_with_newline: true,
             spool,
+            spool_limit: SPOOL_FILE_MAX_BYTES,
         }
+    }
+
+    /// Saves at most `bytes` of the stream in the spool file (default [`SPOOL_FILE_MAX_BYTES`]);
+    /// past it the file ends with a line saying so, the preview's head, tail and counts still
+    /// cover everything, and its marker says the file holds only the start (G9, G18).
+    pub fn with_spool_limit(mut self, bytes: u64) -> Self {
+        self.spool_limit = bytes;
+        self
     }
 
     /// Appends bytes. Never fails: a spool error turns spooling off and is reported later.
@@ -313,6 +352,7 @@ impl OutputPreview {
         if data.is_empty() {
             return;
         }
+        let before = self.total;
         self.total += data.len() as u64;
         self.lines += newlines;
         self.ends_with_newline = data.last() == Some(&b'\n');
@@ -325,7 +365,8 @@ impl OutputPreview {
         if matches!(self.spool, Spool::Pending) && self.total > self.cfg.head_bytes as u64 {
             self.start_spool(rest);
         } else if let Spool::Active { file, .. } = &mut self.spool
-            && let Err(e) = write_spool(file, data)
+            && before <= self.spool_limit
+            && let Err(e) = write_spool_capped(file, data, before, self.spool_limit)
         {
             self.spool_failed(format!("writing the full output failed: {e}"));
         }
@@ -352,8 +393,8 @@ impl OutputPreview {
             // Kept (named for good) only once the start is written: a failed start deletes it.
             let file = tempfile::Builder::new().prefix("output-").suffix(".log").tempfile_in(&dir)?;
             let mut w = std::io::BufWriter::with_capacity(SPOOL_WRITE_MAX, file);
-            write_spool(&mut w, &self.head)?;
-            write_spool(&mut w, rest)?;
+            write_spool_capped(&mut w, &self.head, 0, self.spool_limit)?;
+            write_spool_capped(&mut w, rest, self.head.len() as u64, self.spool_limit)?;
             let (file, path) = w.into_inner().map_err(|e| e.into_error())?.keep().map_err(|e| e.error)?;
             Ok((std::io::BufWriter::with_capacity(SPOOL_WRITE_MAX, file), path))
         })();
@@ -413,6 +454,11 @@ impl OutputPreview {
             let (head, tail) = (shown(head), shown(tail));
             let mut marker = format!("\n[… {omitted} bytes omitted from the middle …");
             match (&full_output, &spool_error) {
+                (Some(p), _) if self.total > self.spool_limit => marker.push_str(&format!(
+                    " only the first {} bytes were saved (the cap for one output): {}",
+                    self.spool_limit,
+                    p.display()
+                )),
                 (Some(p), _) => marker.push_str(&format!(" full output: {}", p.display())),
                 (None, Some(e)) => marker.push_str(&format!(" {e}")),
                 _ => {}
@@ -636,6 +682,31 @@ mod tests {
         let mut p = OutputPreview::new(cfg);
         p.push(b"a#b");
         assert_eq!(p.summary_shown_through(drop_hash).text, "ab");
+    }
+
+    #[test]
+    fn g9_g18_the_spool_file_stops_at_its_cap_and_both_file_and_preview_say_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = PreviewConfig { head_bytes: 10, tail_bytes: 10, spool_dir: Some(dir.path().into()) };
+        let data: Vec<u8> = (0..100_000u32).flat_map(|i| format!("line {i}\n").into_bytes()).collect();
+        let mut p = OutputPreview::new(cfg.clone()).with_spool_limit(1000);
+        for chunk in data.chunks(333) {
+            p.push(chunk);
+        }
+        let s = p.summary();
+        assert_eq!(s.total_bytes, data.len() as u64, "counts cover everything");
+        assert!(s.text.ends_with(" 99999\n"), "the tail is the real end");
+        assert!(s.text.contains("only the first 1000 bytes were saved"), "{}", s.text);
+        let saved = std::fs::read(s.full_output.unwrap()).unwrap();
+        let mut expected = data[..1000].to_vec();
+        expected.extend_from_slice(spool_cut_marker(1000).as_bytes());
+        assert_eq!(saved, expected);
+        // Exactly at the cap: everything is saved, no mark.
+        let mut p = OutputPreview::new(cfg).with_spool_limit(1000);
+        p.push(&data[..1000]);
+        let s = p.summary();
+        assert_eq!(std::fs::read(s.full_output.unwrap()).unwrap(), &data[..1000]);
+        assert!(s.text.contains("full output:"));
     }
 
     #[test]

@@ -62,6 +62,11 @@ pub struct ShellConfig {
     pub prompt_silence: Duration,
     /// Head and tail limits and the spool folder of the output preview (G17–G20).
     pub preview: PreviewConfig,
+    /// The most bytes of one command's output saved to its full-output file; past it the file
+    /// ends with a line saying so, and the result says the file holds only the start. Keeps a
+    /// runaway command (a `yes` flood, a chatty server left in the background) from filling the
+    /// disk (G9, G18).
+    pub max_saved_output: u64,
     /// The interactive-command table (S6).
     pub rules: InteractiveRules,
     /// Words that make an unfinished last output line a prompt for a secret (S6).
@@ -82,6 +87,7 @@ impl Default for ShellConfig {
             batch_grace: Duration::from_secs(1),
             prompt_silence: Duration::from_millis(800),
             preview: PreviewConfig::default(),
+            max_saved_output: 1 << 30,
             rules: InteractiveRules::standard(),
             prompt_markers: DEFAULT_PROMPT_MARKERS.iter().map(|s| s.to_string()).collect(),
             check_ignored_paths: true,

@@ -136,6 +136,11 @@ impl ShellToolset {
         self.configure(|c| c.preview = p)
     }
 
+    /// Save at most `bytes` of one command's output to its full-output file (default 1 GiB).
+    pub fn max_saved_output(self, bytes: u64) -> Self {
+        self.configure(|c| c.max_saved_output = bytes)
+    }
+
     /// One more interactive-command rule (S6).
     pub fn rule(self, r: InteractiveRule) -> Self {
         self.configure(|c| {

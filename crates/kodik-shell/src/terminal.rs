@@ -542,7 +542,7 @@ impl Table {
             started: Instant::now(),
             pgid: OnceLock::new(),
             out: Mutex::new(Output {
-                total: OutputPreview::new(self.cfg.preview.clone()),
+                total: OutputPreview::new(self.cfg.preview.clone()).with_spool_limit(self.cfg.max_saved_output),
                 unread: OutputPreview::new(unread_cfg.clone()),
                 last_output: Instant::now(),
                 prompt: None,

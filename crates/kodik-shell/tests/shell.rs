@@ -1054,3 +1054,19 @@ fn g18_g21_a_failed_spool_leaves_no_file_behind_and_saving_works_again_once_ther
     let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success() && text.contains("full-disk-host-ok"), "{text}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn g9_g18_a_flood_of_output_is_saved_only_up_to_the_cap_and_the_result_says_so() {
+    let e = env_with(|t| t.max_saved_output(200_000));
+    let out =
+        e.shell("yes 'debug: retry waiting for the lock on /var/run/app.pid' | head -c 3000000; echo; echo END").await;
+    let text = out.text_content();
+    assert_eq!(out.status, ToolStatus::Success, "{text}");
+    assert_eq!(out.meta["output_bytes"], 3_000_000 + 5, "every byte is counted");
+    assert!(text.contains("only the first 200000 bytes were saved"), "{text}");
+    assert!(text.contains("\nEND\n"), "the tail is the real end: {text}");
+    let saved = std::fs::read(out.meta["full_output"].as_str().unwrap()).unwrap();
+    assert!(saved.len() < 200_200, "the file stopped at the cap: {} bytes", saved.len());
+    let end = String::from_utf8_lossy(&saved[saved.len() - 120..]).into_owned();
+    assert!(end.contains("saving stopped here"), "the file says where it was cut: {end}");
+}
