@@ -206,11 +206,17 @@ impl ShellTool {
         if !workdir.is_dir() {
             return Ok(shell_error(ShellError::BadWorkdir(cx.workspace.display(&workdir))));
         }
-        // P2: a command that is really another tool (an apply_patch heredoc) runs no process.
-        if let Some(interceptor) = &cx.interceptor
-            && let Some(out) = interceptor.intercept(&args.command, &workdir, cx).await
-        {
-            return Ok(out);
+        // P2: a command that is really another tool (an apply_patch heredoc) runs no process;
+        // the other spellings of a patch Codex-trained models send are tried in heredoc form.
+        if let Some(interceptor) = &cx.interceptor {
+            if let Some(out) = interceptor.intercept(&args.command, &workdir, cx).await {
+                return Ok(out);
+            }
+            if let Some(heredoc) = patch_as_heredoc(&args.command, 0)
+                && let Some(out) = interceptor.intercept(&heredoc, &workdir, cx).await
+            {
+                return Ok(out);
+            }
         }
         if cfg.check_ignored_paths
             && let Some(p) = ignored_path(&args.command, &workdir, &cx.workspace)
@@ -345,6 +351,50 @@ impl ShellTool {
             }
         }
     }
+}
+
+/// `command` in the `[cd DIR &&] apply_patch <<'EOF' … EOF` form the interceptor knows, when it
+/// is another spelling of the same thing: wrapped in `bash -lc "…"` (or `sh -c`), or with the
+/// patch as the argument (`apply_patch '*** Begin Patch …'`). `None` otherwise (P2).
+fn patch_as_heredoc(command: &str, depth: u8) -> Option<String> {
+    let cmds = words::parse(command);
+    let (cd, cmd) = match cmds.as_slice() {
+        [cmd] => (None, cmd),
+        [cd, cmd] => match cd.words.as_slice() {
+            [word, dir] if word.text == "cd" && !dir.dynamic && cd.redirects.is_empty() => (Some(&dir.text), cmd),
+            _ => return None,
+        },
+        _ => return None,
+    };
+    if cmd.words.iter().any(|w| w.dynamic) || !cmd.redirects.is_empty() || cmd.stdin_fed || cmd.piped_out {
+        return None;
+    }
+    let args = cmd.args();
+    let inner = match args.as_slice() {
+        [sh, flag, script]
+            if matches!(sh.rsplit('/').next(), Some("bash" | "sh" | "zsh" | "dash"))
+                && matches!(flag.as_str(), "-c" | "-lc")
+                && depth < 2 =>
+        {
+            patch_as_heredoc(script, depth + 1).unwrap_or_else(|| script.clone())
+        }
+        [tool, patch] if matches!(tool.as_str(), "apply_patch" | "applypatch") => {
+            if !patch.trim_start().starts_with("*** Begin Patch") {
+                return None;
+            }
+            let patch = patch.strip_suffix('\n').unwrap_or(patch);
+            let mut delim = "KODIK_PATCH_EOF".to_string();
+            while patch.lines().any(|l| l.trim() == delim) {
+                delim.push('_');
+            }
+            format!("{tool} <<'{delim}'\n{patch}\n{delim}\n")
+        }
+        _ => return None,
+    };
+    Some(match cd {
+        Some(dir) => format!("cd '{}' && {inner}", dir.replace('\'', "'\\''")),
+        None => inner,
+    })
 }
 
 /// The first word of `command` that resolves to a `.kodikignore`d path (G16; best effort:

@@ -1070,3 +1070,42 @@ async fn g9_g18_a_flood_of_output_is_saved_only_up_to_the_cap_and_the_result_say
     let end = String::from_utf8_lossy(&saved[saved.len() - 120..]).into_owned();
     assert!(end.contains("saving stopped here"), "the file says where it was cut: {end}");
 }
+
+/// Knows only the heredoc form, as kodik-edit's interceptor does, and answers with the patch
+/// it was given.
+struct HeredocOnlyInterceptor;
+
+#[async_trait]
+impl CommandInterceptor for HeredocOnlyInterceptor {
+    async fn intercept(&self, command: &str, _workdir: &Path, _cx: &ToolContext) -> Option<ToolOutput> {
+        let (first, rest) = command.split_once('\n')?;
+        let (cd, head) = match first.split_once(" && ") {
+            Some((cd, head)) => (cd.strip_prefix("cd ")?.trim_matches('\''), head),
+            None => ("", first),
+        };
+        let delim = head.strip_prefix("apply_patch <<")?.trim_matches(['\'', '"']);
+        let (body, after) = rest.split_once(&format!("\n{delim}\n"))?;
+        after.trim().is_empty().then(|| ToolOutput::text(format!("patched in [{cd}]:\n{body}")))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn p2_an_apply_patch_wrapped_in_bash_lc_or_given_as_an_argument_goes_to_the_interceptor() {
+    let mut e = env();
+    e.cx.interceptor = Some(Arc::new(HeredocOnlyInterceptor));
+    let body = "*** Begin Patch\n*** Add File: added.txt\n+hi\n*** End Patch";
+    for (command, cd) in [
+        (format!("apply_patch <<'EOF'\n{body}\nEOF\n"), ""),
+        (format!("bash -lc \"apply_patch <<'EOF'\n{body}\nEOF\n\""), ""),
+        (format!("apply_patch '{body}'"), ""),
+        (format!("apply_patch '{body}\n'"), ""),
+        (format!("cd sub && apply_patch '{body}'"), "sub"),
+        (format!("bash -lc 'apply_patch \"{body}\"'"), ""),
+    ] {
+        let out = e.shell(&command).await;
+        assert_eq!(out.text_content(), format!("patched in [{cd}]:\n{body}"), "{command}");
+    }
+    // Anything else still runs as a command.
+    let out = e.shell("bash -lc 'echo apply_patch'").await;
+    assert!(out.text_content().starts_with("apply_patch\n"), "{}", out.text_content());
+}
