@@ -381,6 +381,40 @@ out["greps"] = [text(await session.call_tool("grep", {"pattern": "hello"})) for 
     assert_eq!(greps[2], greps[0], "the repeat after the hint shows the matches again");
 }
 
+/// MCP annotations: clients auto-approve tools by these hints, so everything that can delete
+/// or overwrite (a command, a script, a file edit, the browser) says `destructiveHint`, and
+/// status checks say `readOnlyHint`. Before, `shell` and `codemode` were non-destructive and
+/// `agent_status` was not read-only, while `create_file` (which refuses to overwrite) was
+/// destructive.
+#[test]
+fn g11_mcp_annotations_mark_commands_destructive_and_status_checks_read_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let body = r#"
+tools = (await session.list_tools()).tools
+out["hints"] = {t.name: [t.annotations.read_only_hint, t.annotations.destructive_hint, t.annotations.open_world_hint] for t in tools}
+"#;
+    let s = run_scenario(dir.path(), &[], body, Duration::from_secs(60));
+    let hints = |name: &str| -> (bool, bool, bool) {
+        let h = &s["hints"][name];
+        assert!(h.is_array(), "{name} not listed: {s}");
+        (h[0] == true, h[1] == true, h[2] == true)
+    };
+    // (readOnly, destructive, openWorld)
+    assert_eq!(hints("shell"), (false, true, true));
+    assert_eq!(hints("codemode"), (false, true, true));
+    assert_eq!(hints("kill_terminal"), (false, true, false));
+    assert_eq!(hints("edit_file"), (false, true, false));
+    assert_eq!(hints("delete_file"), (false, true, false));
+    assert_eq!(hints("create_file"), (false, false, false));
+    assert_eq!(hints("browser"), (false, true, true));
+    assert_eq!(hints("memory"), (false, true, false));
+    assert_eq!(hints("todo_write"), (false, false, false));
+    for read_only in ["read_file", "grep", "glob", "lsp", "read_lints", "get_terminal_output", "agent_status"] {
+        assert_eq!(hints(read_only), (true, false, false), "{read_only}");
+    }
+    assert_eq!(hints("web_fetch"), (true, false, true));
+}
+
 fn wait_exit(child: &mut std::process::Child, limit: Duration) -> std::process::ExitStatus {
     let start = Instant::now();
     loop {

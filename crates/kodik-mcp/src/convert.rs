@@ -7,18 +7,48 @@ use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool, ToolAnnotation
 use serde_json::{Value, json};
 
 /// The MCP `Tool` for a Kodik spec: name, description, input schema and annotations
-/// (`readOnlyHint` for read-only tools, `destructiveHint` for tools that change files).
+/// ([`annotations`]).
 pub fn mcp_tool(spec: &ToolSpec) -> Tool {
     let schema: JsonObject = match &spec.input_schema {
         Value::Object(map) => map.clone(),
         // MCP requires an object schema; a tool without one takes an empty object.
         _ => json!({"type": "object"}).as_object().cloned().unwrap_or_default(),
     };
-    let annotations = ToolAnnotations::new()
-        .read_only(spec.effect == Effect::ReadOnly)
-        .destructive(spec.effect == Effect::MutatesFiles)
-        .open_world(matches!(spec.effect, Effect::Network | Effect::Browser));
-    Tool::new(spec.name.clone(), spec.description.clone(), Arc::new(schema)).with_annotations(annotations)
+    Tool::new(spec.name.clone(), spec.description.clone(), Arc::new(schema)).with_annotations(annotations(spec))
+}
+
+/// The MCP hints for a Kodik tool, which clients use to decide what runs without asking:
+/// `readOnlyHint` (changes nothing), `destructiveHint` (may delete or overwrite; `false` means
+/// it only adds), `openWorldHint` (reaches beyond the workspace: network, a browser, any
+/// program). Derived from the spec's [`Effect`]:
+///
+/// - `ReadOnly`: read-only, closed world; `Network` (fetch, search): read-only, open world.
+/// - `MutatesFiles`: destructive, except `create_file`, which refuses to overwrite.
+/// - `Process` (`shell`, `codemode`, `kill_terminal`, a mounted server's tool without
+///   `readOnlyHint`): destructive — a command can delete anything — and open world, except
+///   `kill_terminal`, which only stops the session's own commands.
+/// - `Browser`: destructive (clicks submit forms), open world.
+/// - `Conversation` (todo list, plans, questions, messages to agents): neither read-only nor
+///   destructive, except `agent_status` and the questions to the user, which change nothing,
+///   `memory`, which deletes notes, and `sub_agent` and `call_tool`, which run other tools
+///   (destructive, open world).
+fn annotations(spec: &ToolSpec) -> ToolAnnotations {
+    let (mut read_only, mut destructive, mut open_world) = match spec.effect {
+        Effect::ReadOnly => (true, false, false),
+        Effect::Network => (true, false, true),
+        Effect::MutatesFiles => (false, true, false),
+        Effect::Process | Effect::Browser => (false, true, true),
+        Effect::Conversation => (false, false, false),
+    };
+    match spec.name.as_str() {
+        "create_file" => destructive = false,
+        "kill_terminal" => open_world = false,
+        "agent_status" | "ask_questions" | "check_understanding" => read_only = true,
+        "memory" => destructive = true,
+        "sub_agent" | "call_tool" => (destructive, open_world) = (true, true),
+        _ => {}
+    }
+    ToolAnnotations::new().read_only(read_only).destructive(destructive).open_world(open_world)
 }
 
 /// The MCP result for a Kodik output: text and image blocks in order, `isError` unless the

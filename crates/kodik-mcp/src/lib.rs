@@ -10,8 +10,10 @@
 //! The server:
 //!
 //! - `tools/list` returns the given [`ToolSpec`](kodik_core::ToolSpec)s in the order given
-//!   (the harness's G13 order), with `readOnlyHint`/`destructiveHint` annotations from their
-//!   [`Effect`](kodik_core::Effect).
+//!   (the harness's G13 order), with `readOnlyHint`/`destructiveHint`/`openWorldHint`
+//!   annotations from their [`Effect`](kodik_core::Effect), corrected per tool where the
+//!   effect says too little (`shell` and `codemode` are destructive, `create_file` only adds,
+//!   `agent_status` reads).
 //! - `tools/call` runs through a [`kodik_scheduler::CallStream`]: the client's overlapping
 //!   requests are one turn's calls, so they run concurrently and mutations of one file keep
 //!   their order (G1, G2); requests that do not overlap are separate batches for the shell's
