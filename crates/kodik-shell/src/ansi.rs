@@ -3,7 +3,9 @@
 //! Output arrives in arbitrary chunks, so a sequence may be split anywhere; the stripper keeps
 //! its state between calls. Text without escapes passes through without a copy, which keeps a
 //! gigabyte of plain output cheap. Sequences that never end (garbage after an ESC) are given up
-//! after a bounded length, so a stray ESC cannot swallow the rest of the output.
+//! after a bounded length, so a stray ESC cannot swallow the rest of the output; a string
+//! sequence (a title, a hyperlink) never spans lines, so one cut off before its terminator ends
+//! at the next newline, which is kept, instead of eating the lines after it.
 
 use std::borrow::Cow;
 
@@ -126,6 +128,13 @@ impl AnsiStripper {
                 State::Osc | State::Str => match b {
                     BEL if self.state == State::Osc => State::Ground,
                     ESC => State::StrEscape,
+                    // Unterminated (output cut short, a stray `ESC ]`): the lines after it are
+                    // text, such as the error message that follows.
+                    b'\n' => {
+                        buf[w] = b;
+                        w += 1;
+                        State::Ground
+                    }
                     _ if self.seq_len > MAX_STRING => State::Ground,
                     _ => self.state,
                 },
@@ -174,6 +183,16 @@ mod tests {
         let mut s = AnsiStripper::new();
         assert!(matches!(s.strip("привет\n".as_bytes()), Cow::Borrowed(_)));
         assert_eq!(strip_all(&["\x1b[32mпривет\x1b[0m".as_bytes()]), "привет");
+    }
+
+    #[test]
+    fn s1_an_unterminated_title_or_string_sequence_ends_at_the_line_end() {
+        for opener in ["\x1b]0;title without terminator", "\x1bP unterminated dcs", "\x1b_ apc"] {
+            let input = format!("start\n{opener}\n1\n2\nERROR: build failed\n");
+            assert_eq!(strip_all(&[input.as_bytes()]), "start\n\n1\n2\nERROR: build failed\n", "{opener:?}");
+            let (a, b) = input.as_bytes().split_at(10);
+            assert_eq!(strip_all(&[a, b]), "start\n\n1\n2\nERROR: build failed\n", "{opener:?} split");
+        }
     }
 
     #[test]

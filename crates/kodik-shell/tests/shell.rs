@@ -1109,3 +1109,14 @@ async fn p2_an_apply_patch_wrapped_in_bash_lc_or_given_as_an_argument_goes_to_th
     let out = e.shell("bash -lc 'echo apply_patch'").await;
     assert!(out.text_content().starts_with("apply_patch\n"), "{}", out.text_content());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s1_g8_an_unterminated_title_sequence_does_not_swallow_the_error_after_it() {
+    let e = env();
+    let out = e
+        .shell("printf 'start\\n\\033]0;title without terminator\\n'; seq 1 3; echo 'ERROR: build failed'; exit 2")
+        .await;
+    let text = out.text_content();
+    assert!(text.starts_with("start\n\n1\n2\n3\nERROR: build failed\n"), "{text}");
+    assert_eq!(out.meta["exit_code"], 2);
+}
