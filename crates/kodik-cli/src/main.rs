@@ -456,13 +456,17 @@ struct ServeOptions {
 }
 
 /// What `kodik serve` offers from `tb` now: the mode's tools, directly or deferred (G12),
-/// and a scheduler over exactly those.
+/// and a scheduler over exactly the tools a call may name. A deferred tool called by its own
+/// name runs as through `call_tool` (as in kodik's own agent, [`RequestPlan::callable`]); a
+/// tool the mode or model cannot offer is answered with why (G10, G11).
+///
+/// [`RequestPlan::callable`]: kodik_tools::harness::RequestPlan::callable
 fn serve_offer(
     tb: &Toolbox,
     mode: Mode,
     model: &str,
     defer: bool,
-) -> (kodik_tools::scheduler::Scheduler, kodik_tools::harness::RequestPlan) {
+) -> (kodik_mcp::Offering, kodik_tools::harness::RequestPlan) {
     let mut harness = tb.harness();
     if !defer {
         // G12 shapes kodik's own requests; an MCP client has its own tool search.
@@ -472,7 +476,59 @@ fn serve_offer(
         }
     }
     let plan = harness.plan(mode, model);
-    (kodik_tools::scheduler::Scheduler::new(tb.registry_for(&plan)), plan)
+    let mut registry = tb.registry_for(&plan);
+    let base = tb.registry();
+    let withheld = plan.withheld();
+    let mut unlisted = Vec::new();
+    for spec in &plan.deferred {
+        if registry.get(&spec.name).is_none()
+            && let Some(tool) = base.get(&spec.name)
+        {
+            registry.register_arc(tool.narrowed(&withheld).unwrap_or_else(|| Arc::clone(tool)));
+            unlisted.push(spec.name.clone());
+        }
+    }
+    let mode_name = {
+        let name = mode.as_str();
+        let mut chars = name.chars();
+        chars.next().map(|c| c.to_uppercase().chain(chars).collect::<String>()).unwrap_or_default()
+    };
+    let file_tools: Vec<&str> = plan
+        .tools
+        .iter()
+        .map(|t| t.name.as_str())
+        .filter(|n| ["apply_patch", "create_file", "edit_file", "delete_file"].contains(n))
+        .collect();
+    let mut not_offered: Vec<(String, String)> = plan
+        .not_offered
+        .iter()
+        .map(|name| {
+            let why = if plan.respelled.contains(name) && !file_tools.is_empty() {
+                format!(
+                    "`{name}` is not offered to this model (`kodik serve --model {model}`): it changes files with {} \
+                     instead.",
+                    file_tools.join(", ")
+                )
+            } else {
+                format!(
+                    "`{name}` is not offered in {mode_name} mode (`kodik serve --mode {}`): use one of the listed \
+                     tools, or ask the user to serve a mode that has it.",
+                    mode.as_str()
+                )
+            };
+            (name.clone(), why)
+        })
+        .collect();
+    not_offered.extend(plan.switched_off.iter().map(|name| {
+        (name.clone(), format!("`{name}` is switched off in {mode_name} mode: use one of the listed tools."))
+    }));
+    let offering = kodik_mcp::Offering {
+        scheduler: kodik_tools::scheduler::Scheduler::new(registry),
+        tools: plan.tools.clone(),
+        unlisted,
+        not_offered,
+    };
+    (offering, plan)
 }
 
 /// One MCP server over a fresh toolbox (see [`serve_offer`]), and the number of tools it
@@ -490,17 +546,14 @@ fn session_server(
         b = b.mcp(Arc::clone(client));
     }
     let tb = Arc::new(b.build()?);
-    let (scheduler, plan) = serve_offer(&tb, mode, model, defer);
+    let (offering, plan) = serve_offer(&tb, mode, model, defer);
     // Events reach the client as MCP logging notifications: the server forwards the context's
     // event sink to its peer, so the toolbox keeps no other sink (stdout is the protocol).
-    let mut server = kodik_mcp::McpServer::new(scheduler, tb.context().clone(), plan.tools.clone())
-        .with_instructions(plan.guidance.clone());
+    let mut server =
+        kodik_mcp::McpServer::offering(offering, tb.context().clone()).with_instructions(plan.guidance.clone());
     if let Some(client) = mcp {
         let model = model.to_owned();
-        server = server.follow(client.subscribe(), move || {
-            let (scheduler, plan) = serve_offer(&tb, mode, &model, defer);
-            (scheduler, plan.tools)
-        });
+        server = server.follow(client.subscribe(), move || serve_offer(&tb, mode, &model, defer).0);
     }
     Ok((server, plan.tools.len()))
 }

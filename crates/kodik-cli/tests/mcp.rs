@@ -415,6 +415,41 @@ out["hints"] = {t.name: [t.annotations.read_only_hint, t.annotations.destructive
     assert_eq!(hints("web_fetch"), (true, false, true));
 }
 
+/// G12: with `--defer`, a deferred tool called by its own name runs as through `call_tool`
+/// (models trained on other agents call `read_file` and `grep` directly), and stays unlisted.
+/// G10, G11: a tool the mode or the model cannot have is answered "not offered" with why.
+/// Before, both were "unknown tool" with suggestions of tools that do something else
+/// (`read_file` → "did you mean: read_lints", `edit_file` in Ask mode → "did you mean: read_file").
+#[test]
+fn g10_g11_g12_serve_runs_deferred_tools_by_name_and_says_what_is_not_offered() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.txt"), "hello\n").unwrap();
+    let body = r#"
+out["tools"] = [t.name for t in (await session.list_tools()).tools]
+for name, args in [("read_file", {"path": "a.txt"}), ("grep", {"pattern": "hello"}), ("edit_file", {"path": "a.txt", "edits": [{"old_string": "hello", "new_string": "bye"}]}), ("apply_patch", {"input": "*** Begin Patch\n*** End Patch"})]:
+    r = await session.call_tool(name, args)
+    out[name] = {"is_error": r.is_error, "text": text(r)}
+"#;
+    let deferred = run_scenario(dir.path(), &["--defer"], body, Duration::from_secs(60));
+    let tools = names(&deferred);
+    assert!(tools.contains(&"call_tool") && !tools.contains(&"read_file") && !tools.contains(&"grep"), "{tools:?}");
+    assert_eq!(deferred["read_file"]["is_error"], false, "{deferred}");
+    assert_eq!(deferred["read_file"]["text"], "1\u{2192}hello\n");
+    assert_eq!(deferred["grep"]["is_error"], false, "{deferred}");
+    assert!(deferred["grep"]["text"].as_str().unwrap().contains("a.txt:1:hello"), "{deferred}");
+    // The default model edits with the three file tools: apply_patch is theirs under another name.
+    let patch = deferred["apply_patch"]["text"].as_str().unwrap();
+    assert!(patch.contains("`apply_patch` is not offered to this model") && patch.contains("edit_file"), "{patch}");
+
+    std::fs::write(dir.path().join("a.txt"), "hello\n").unwrap();
+    let ask = run_scenario(dir.path(), &["--mode", "ask"], body, Duration::from_secs(60));
+    assert_eq!(ask["edit_file"]["is_error"], true, "{ask}");
+    let edit = ask["edit_file"]["text"].as_str().unwrap();
+    assert!(edit.starts_with("`edit_file` is not offered in Ask mode"), "{edit}");
+    assert!(!edit.contains("did you mean"), "{edit}");
+    assert_eq!(std::fs::read_to_string(dir.path().join("a.txt")).unwrap(), "hello\n");
+}
+
 fn wait_exit(child: &mut std::process::Child, limit: Duration) -> std::process::ExitStatus {
     let start = Instant::now();
     loop {

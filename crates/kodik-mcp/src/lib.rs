@@ -52,7 +52,7 @@ pub use config::{ConfigError, McpConfig, ServerConfig};
 pub use convert::{call_result, mcp_tool, terminal_note};
 pub use events::McpEvents;
 pub use http::{HttpError, HttpOptions, serve_http};
-pub use server::McpServer;
+pub use server::{McpServer, Offering};
 
 /// The rmcp version this crate speaks, re-exported for embedders that pass their own transport.
 pub use rmcp;

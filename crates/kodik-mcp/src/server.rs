@@ -24,13 +24,41 @@ use crate::McpError;
 use crate::convert::{call_result, mcp_tool, terminal_note};
 use crate::events::McpEvents;
 
+/// A tool list as a server offers it ([`McpServer::offering`], [`McpServer::follow`]).
+pub struct Offering {
+    /// Runs the calls; its registry must hold the listed and the unlisted tools.
+    pub scheduler: Scheduler,
+    /// What `tools/list` lists, in this order.
+    pub tools: Vec<ToolSpec>,
+    /// Tools not listed that still run when called by their own name: those deferred behind
+    /// `tool_search`/`call_tool` (G12), which models trained on other agents call directly.
+    /// Such a call runs as it would through `call_tool`.
+    pub unlisted: Vec<String>,
+    /// Tools this server cannot offer, each with the sentence that says why (G11): a call to
+    /// one is answered with it, instead of "unknown tool" and suggestions that do something
+    /// else.
+    pub not_offered: Vec<(String, String)>,
+}
+
+impl Offering {
+    /// `tools` listed and run on `scheduler`, nothing unlisted or explained.
+    pub fn new(scheduler: Scheduler, tools: Vec<ToolSpec>) -> Self {
+        Self { scheduler, tools, unlisted: Vec::new(), not_offered: Vec::new() }
+    }
+}
+
 /// What the server offers now: replaced as a whole when the tool list changes
 /// ([`McpServer::follow`]), so a request works on one consistent list.
 struct Offer {
     /// One stream per list: overlapping requests form one turn's calls (G1, G2, S4).
     calls: Arc<CallStream>,
     tools: Vec<Tool>,
+    /// Names a call may use: the listed and the unlisted tools.
     offered: HashSet<String>,
+    /// The listed names.
+    listed: Vec<String>,
+    /// Names the server cannot offer, with why.
+    not_offered: std::collections::HashMap<String, String>,
     /// Names offered earlier and removed since: calls to them get "no longer offered".
     removed: HashSet<String>,
 }
@@ -38,7 +66,7 @@ struct Offer {
 /// How the server learns of a changed tool list.
 struct Follow {
     changes: tokio::sync::watch::Receiver<u64>,
-    refresh: Box<dyn Fn() -> (Scheduler, Vec<ToolSpec>) + Send + Sync>,
+    refresh: Box<dyn Fn() -> Offering + Send + Sync>,
 }
 
 /// An MCP server over a tool list, running calls through the scheduler.
@@ -85,11 +113,17 @@ impl McpServer {
     /// that follows an "unchanged" hint afresh ([`Session::set_compaction_unseen`], G15).
     ///
     /// [`Session::set_compaction_unseen`]: kodik_core::Session::set_compaction_unseen
-    pub fn new(scheduler: Scheduler, mut cx: ToolContext, tools: Vec<ToolSpec>) -> Self {
+    pub fn new(scheduler: Scheduler, cx: ToolContext, tools: Vec<ToolSpec>) -> Self {
+        Self::offering(Offering::new(scheduler, tools), cx)
+    }
+
+    /// A server offering `offering` ([`new`](Self::new) with tools called by name though not
+    /// listed, and reasons for those not offered).
+    pub fn offering(offering: Offering, mut cx: ToolContext) -> Self {
         cx.session.set_compaction_unseen();
         let events = Arc::new(McpEvents::new(Arc::clone(&cx.events)));
         cx.events = events.clone();
-        let offer = Offer::new(&scheduler, &cx, &tools, HashSet::new());
+        let offer = Offer::new(offering, &cx, HashSet::new());
         Self {
             offer: Arc::new(RwLock::new(Arc::new(offer))),
             cx,
@@ -114,12 +148,12 @@ impl McpServer {
 
     /// Follows a tool list that changes while serving (a mounted MCP server's
     /// `tools/list_changed`): whenever `changes` sees a new value, `refresh` gives the
-    /// scheduler and tool list in force now; the server offers them from its next request on,
+    /// offering in force now; the server offers them from its next request on,
     /// tells its client with `notifications/tools/list_changed`, and answers calls to removed
     /// tools with a "no longer offered" error. Calls already running finish on the old list.
     pub fn follow<F>(mut self, changes: tokio::sync::watch::Receiver<u64>, refresh: F) -> Self
     where
-        F: Fn() -> (Scheduler, Vec<ToolSpec>) + Send + Sync + 'static,
+        F: Fn() -> Offering + Send + Sync + 'static,
     {
         if let Ok(mut follow) = self.follow.lock() {
             *follow = Some(Follow { changes, refresh: Box::new(refresh) });
@@ -147,19 +181,22 @@ impl McpServer {
                     () = ended.cancelled() => break,
                     changed = changes.changed() => if changed.is_err() { break },
                 }
-                let (scheduler, tools) = refresh();
+                let offering = refresh();
                 let changed = {
                     let mut current = offer.write().unwrap_or_else(|p| p.into_inner());
-                    let next: Vec<Tool> = tools.iter().map(mcp_tool).collect();
-                    if next == current.tools {
+                    let next: Vec<Tool> = offering.tools.iter().map(mcp_tool).collect();
+                    let unlisted: HashSet<&String> = offering.unlisted.iter().collect();
+                    let same_unlisted = current.offered.len() == current.listed.len() + unlisted.len()
+                        && unlisted.iter().all(|n| current.offered.contains(*n));
+                    if next == current.tools && same_unlisted {
                         false
                     } else {
                         let mut removed: HashSet<String> = current.removed.union(&current.offered).cloned().collect();
-                        for t in &tools {
-                            removed.remove(&t.name);
+                        for name in offering.tools.iter().map(|t| &t.name).chain(&offering.unlisted) {
+                            removed.remove(name);
                         }
                         // Calls running on the old stream keep it alive until they finish.
-                        *current = Arc::new(Offer::new(&scheduler, &cx, &tools, removed));
+                        *current = Arc::new(Offer::new(offering, &cx, removed));
                         true
                     }
                 };
@@ -213,16 +250,24 @@ impl McpServer {
 }
 
 impl Offer {
-    fn new(scheduler: &Scheduler, cx: &ToolContext, tools: &[ToolSpec], removed: HashSet<String>) -> Self {
+    fn new(offering: Offering, cx: &ToolContext, removed: HashSet<String>) -> Self {
+        let Offering { scheduler, tools, unlisted, not_offered } = offering;
+        let listed: Vec<String> = tools.iter().map(|t| t.name.clone()).collect();
         Self {
             calls: Arc::new(scheduler.stream(cx)),
             tools: tools.iter().map(mcp_tool).collect(),
-            offered: tools.iter().map(|t| t.name.clone()).collect(),
+            offered: listed.iter().chain(&unlisted).cloned().collect(),
+            listed,
+            not_offered: not_offered.into_iter().collect(),
             removed,
         }
     }
 
     fn refuse(&self, name: &str) -> kodik_core::ToolOutput {
+        if let Some(why) = self.not_offered.get(name) {
+            return kodik_core::ToolOutput::error(why.clone())
+                .with_meta(serde_json::json!({"error_kind": "not_offered", "tool": name}));
+        }
         if self.removed.contains(name) {
             return kodik_core::ToolOutput::error(format!(
                 "`{name}` is no longer offered: the server's tool list changed (notifications/tools/list_changed). \
