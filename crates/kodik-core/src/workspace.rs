@@ -29,6 +29,20 @@ pub enum PathError {
     /// The path is hidden by `.kodikignore`.
     #[error("`{0}` is excluded by .kodikignore and cannot be accessed")]
     Ignored(String),
+    /// A `.kodikignore` on the way to the path exists but cannot be read, so everything below
+    /// its folder is treated as hidden (G16 fails closed).
+    #[error(
+        "`{path}` cannot be accessed: `{ignore_file}`, which says what is excluded there, cannot be read \
+         ({reason}), so everything in its folder is treated as excluded; the user must make it readable"
+    )]
+    IgnoreFileUnreadable {
+        /// The path as shown.
+        path: String,
+        /// The unreadable `.kodikignore`, as shown.
+        ignore_file: String,
+        /// Why it cannot be read.
+        reason: String,
+    },
     /// A Windows-style path that holds a control character, typically `\t` from `C:\tmp` (E10).
     #[error(
         "`{0}` looks like a Windows path that contains a control character (a `\\t` or `\\n` escape \
@@ -120,8 +134,12 @@ impl Resource {
 #[derive(Debug)]
 struct CachedIgnore {
     modified: Option<SystemTime>,
+    /// The inode change time, which a `chmod` moves (and nobody can set back).
+    changed: (i64, i64),
     len: u64,
     matcher: Option<Arc<Gitignore>>,
+    /// Why the file could not be read, when it could not: then `matcher` hides everything.
+    unreadable: Option<String>,
 }
 
 /// One or more root folders, the rules for paths inside them, and project settings.
@@ -217,7 +235,7 @@ impl Workspace {
     pub fn check(&self, path: impl AsRef<Path>) -> Result<PathBuf, PathError> {
         let resolved = self.resolve(path.as_ref())?;
         if self.is_ignored(&resolved) {
-            return Err(PathError::Ignored(self.display(&resolved)));
+            return Err(self.ignored_error(&resolved));
         }
         Ok(resolved)
     }
@@ -438,29 +456,57 @@ impl Workspace {
     }
 
     fn ignore_matcher(&self, dir: &Path) -> Option<Arc<Gitignore>> {
+        use std::os::unix::fs::MetadataExt as _;
         let file = dir.join(IGNORE_FILE);
         let meta = std::fs::metadata(&file).ok();
-        let (modified, len) = match &meta {
-            Some(m) if m.is_file() => (m.modified().ok(), m.len()),
-            _ => (None, 0),
+        let (modified, changed, len) = match &meta {
+            Some(m) if m.is_file() => (m.modified().ok(), (m.ctime(), m.ctime_nsec()), m.len()),
+            _ => (None, (0, 0), 0),
         };
         let mut cache = self.ignores.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(c) = cache.get(dir)
             && c.modified == modified
+            && c.changed == changed
             && c.len == len
         {
             return c.matcher.clone();
         }
+        let mut unreadable = None;
         let matcher = if meta.as_ref().is_some_and(|m| m.is_file()) {
             let mut b = GitignoreBuilder::new(dir);
-            // A malformed line is skipped, as git does; the rest of the file still applies.
-            let _ = b.add(&file);
+            if let Err(e) = std::fs::File::open(&file) {
+                // Fail closed (G16): rules that cannot be read might hide anything in the folder.
+                unreadable = Some(e.kind().to_string());
+                let _ = b.add_line(None, "*");
+            } else {
+                // A malformed line is skipped, as git does; the rest of the file still applies.
+                let _ = b.add(&file);
+            }
             b.build().ok().map(Arc::new)
         } else {
             None
         };
-        cache.insert(dir.to_path_buf(), CachedIgnore { modified, len, matcher: matcher.clone() });
+        let entry = CachedIgnore { modified, changed, len, matcher: matcher.clone(), unreadable };
+        cache.insert(dir.to_path_buf(), entry);
         matcher
+    }
+
+    /// The error for a path [`is_ignored`](Self::is_ignored) hides: [`PathError::Ignored`], or
+    /// [`PathError::IgnoreFileUnreadable`] when an unreadable `.kodikignore` on its way hides it.
+    fn ignored_error(&self, resolved: &Path) -> PathError {
+        let cache = self.ignores.lock().unwrap_or_else(|p| p.into_inner());
+        let unreadable = resolved.ancestors().skip(1).find_map(|d| {
+            let reason = cache.get(d)?.unreadable.as_ref()?;
+            Some((d, reason.clone()))
+        });
+        match unreadable {
+            Some((dir, reason)) => PathError::IgnoreFileUnreadable {
+                path: self.display(resolved),
+                ignore_file: self.display(&dir.join(IGNORE_FILE)),
+                reason,
+            },
+            None => PathError::Ignored(self.display(resolved)),
+        }
     }
 }
 

@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use globset::GlobBuilder;
 use ignore::WalkState;
+use kodik_core::workspace::IGNORE_FILE;
 use kodik_core::{
     CancellationToken, PathError, Resource, Session, ToolContext, ToolError, ToolOutput, ToolSpec, TypedTool, Workspace,
 };
@@ -26,7 +27,7 @@ use serde_json::json;
 use crate::config::SearchConfig;
 use crate::error::SearchError;
 use crate::guard;
-use crate::util::{CancelCheck, names_hidden, run_blocking, stamp};
+use crate::util::{CancelCheck, Unreadable, names_hidden, run_blocking, stamp};
 
 /// The `glob` tool.
 #[derive(Debug, Clone)]
@@ -102,6 +103,20 @@ pub(crate) fn search_bases(
     bases
         .into_iter()
         .map(|base| match std::fs::metadata(&base) {
+            // A folder that cannot be listed is an error, not an empty folder with no hits.
+            Ok(m) if m.is_dir() => match std::fs::read_dir(&base) {
+                Ok(_) => match std::fs::File::open(base.join(IGNORE_FILE)) {
+                    // Its rules cannot be read, so nothing in it may be shown (G16 fails closed).
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(PathError::IgnoreFileUnreadable {
+                        path: ws.display(&base),
+                        ignore_file: ws.display(&base.join(IGNORE_FILE)),
+                        reason: e.kind().to_string(),
+                    }
+                    .into()),
+                    _ => Ok((base, m)),
+                },
+                Err(source) => Err(SearchError::Io { action: "reading the folder", path: ws.display(&base), source }),
+            },
             Ok(m) => Ok((base, m)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(PathError::NotFound(ws.display(&base)).into()),
             Err(source) => Err(SearchError::Io { action: "reading", path: ws.display(&base), source }),
@@ -309,6 +324,7 @@ fn glob(
         }
     }
     let shared: Arc<Mutex<Collected>> = Arc::default();
+    let unreadable = Unreadable::new();
     let mut pattern = String::new();
     let mut hidden = false;
     for (base, _) in &bases {
@@ -326,13 +342,22 @@ fn glob(
             let compiled = compiled.clone();
             let base = base.clone();
             let mut cancelled = CancelCheck::new(cancel.clone());
+            let unreadable = &unreadable;
             Box::new(move |entry| {
                 if cancelled.is_cancelled() {
                     return WalkState::Quit;
                 }
-                let Ok(entry) = entry else { return WalkState::Continue };
+                let entry = match entry {
+                    Ok(entry) => entry,
+                    Err(e) => {
+                        unreadable.walk_error(&e);
+                        return WalkState::Continue;
+                    }
+                };
                 if !entry.file_type().is_some_and(|t| t.is_file()) {
-                    return WalkState::Continue;
+                    let closed =
+                        entry.file_type().is_some_and(|t| t.is_dir()) && unreadable.closed_folder(entry.path());
+                    return if closed { WalkState::Skip } else { WalkState::Continue };
                 }
                 if compiled.matches(entry.path(), &base) {
                     let stamp = stamp(entry.metadata().ok().as_ref());
@@ -355,14 +380,30 @@ fn glob(
     if let Some(out) = guard::check(session, &key, fingerprint, &what) {
         return Ok(out);
     }
+    let out = listing(ws, config, &found, &pattern, &base_shown, hidden);
+    Ok(match unreadable.note(ws) {
+        // Files in a folder that cannot be listed are missing from the list; say which.
+        Some(note) => crate::grep::with_note(out, &note.replace("Not searched", "Not listed"), unreadable.count()),
+        None => out,
+    })
+}
 
+/// The answer for the files found, newest first.
+fn listing(
+    ws: &Workspace,
+    config: &SearchConfig,
+    found: &[Found],
+    pattern: &str,
+    base_shown: &str,
+    hidden: bool,
+) -> ToolOutput {
     let total = found.len();
     if total == 0 {
-        return Ok(ToolOutput::text(format!(
+        return ToolOutput::text(format!(
             "No files match `{pattern}` in `{base_shown}` (ignored files{} are skipped).",
             if hidden { "" } else { " and hidden files" }
         ))
-        .with_meta(json!({ "total": 0, "shown": 0, "truncated": false })));
+        .with_meta(json!({ "total": 0, "shown": 0, "truncated": false }));
     }
     let limit = config.glob_limit.max(1);
     // Bytes first and one UTF-8 check at the end: a lossy conversion per path cost more than
@@ -383,7 +424,7 @@ fn glob(
     } else {
         text.pop();
     }
-    Ok(ToolOutput::text(text).with_meta(json!({ "total": total, "shown": shown, "truncated": total > limit })))
+    ToolOutput::text(text).with_meta(json!({ "total": total, "shown": shown, "truncated": total > limit }))
 }
 
 #[cfg(test)]

@@ -53,7 +53,7 @@ use crate::config::SearchConfig;
 use crate::error::SearchError;
 use crate::glob::{search_bases, show_path};
 use crate::guard;
-use crate::util::{CancelCheck, names_hidden, run_blocking, stamp};
+use crate::util::{CancelCheck, Unreadable, names_hidden, run_blocking, stamp};
 
 /// A file whose lines wait for the files ahead of it holds at most this much before its search
 /// pauses until it is next in line (then it streams).
@@ -950,6 +950,7 @@ fn prepass(
     opts: Opts,
     cancel: &CancellationToken,
     max_files: usize,
+    unreadable: &Unreadable,
 ) -> Prepass {
     let held = AtomicUsize::new(0);
     let (files, listed) = (AtomicU64::new(0), AtomicUsize::new(0));
@@ -967,15 +968,23 @@ fn prepass(
                 if cancelled.is_cancelled() {
                     return WalkState::Quit;
                 }
-                let Ok(entry) = entry else { return WalkState::Continue };
+                let entry = match entry {
+                    Ok(entry) => entry,
+                    Err(e) => {
+                        unreadable.walk_error(&e);
+                        return WalkState::Continue;
+                    }
+                };
                 if !entry.file_type().is_some_and(|t| t.is_file()) {
-                    return WalkState::Continue;
+                    let closed =
+                        entry.file_type().is_some_and(|t| t.is_dir()) && unreadable.closed_folder(entry.path());
+                    return if closed { WalkState::Skip } else { WalkState::Continue };
                 }
                 files.fetch_add(1, Ordering::Relaxed);
                 let pre = if held.load(Ordering::Relaxed) >= PREPASS_BUDGET_BYTES {
                     Pre::Later
                 } else {
-                    match search_held(ws, entry.path(), &matcher, &mut searcher, opts, cancel, held) {
+                    match search_held(ws, entry.path(), &matcher, &mut searcher, opts, cancel, held, unreadable) {
                         Some(pre) => pre,
                         None => return WalkState::Continue,
                     }
@@ -1020,7 +1029,8 @@ pub(crate) fn path_order(a: &Path, b: &Path) -> std::cmp::Ordering {
 }
 
 /// Searches one file in the pre-pass, keeping its output if it fits the budget; `None` when
-/// it has no hits (or cannot be read, which ripgrep skips too).
+/// it has no hits (or cannot be read: then it is noted in `unreadable`).
+#[allow(clippy::too_many_arguments)] // One call site; a struct would only rename the list.
 fn search_held(
     ws: &Workspace,
     path: &Path,
@@ -1029,12 +1039,19 @@ fn search_held(
     opts: Opts,
     cancel: &CancellationToken,
     held: &AtomicUsize,
+    unreadable: &Unreadable,
 ) -> Option<Pre> {
     // The path is shown only for a file with hits: most files have none.
     let mut sink = FileSink::new(opts, matcher, cancel, String::new());
     sink.held_only = true;
     let file = std::fs::File::open(path);
-    let ok = file.as_ref().is_ok_and(|f| searcher.search_file(matcher, f, &mut sink).is_ok());
+    let ok = match &file {
+        Ok(f) => searcher.search_file(matcher, f, &mut sink).map_err(|e| unreadable.file(path, &e)).is_ok(),
+        Err(e) => {
+            unreadable.file(path, e);
+            false
+        }
+    };
     if sink.cut {
         return Some(Pre::Later);
     }
@@ -1088,6 +1105,7 @@ fn grep_listing(
     };
     let report = Report::new(opts, offset, limit, config.grep_max_output_bytes.max(1), config.spool_dir.clone());
     let searched = AtomicU64::new(0);
+    let unreadable = Unreadable::new();
 
     let mut report = match bases.as_slice() {
         [(base, meta)] if meta.is_file() => {
@@ -1101,7 +1119,19 @@ fn grep_listing(
             if let Some((base, _)) = bases.iter().find(|(_, m)| !m.is_dir()) {
                 return Err(SearchError::NotSearchable(ws.display(base)));
             }
-            search_folders(ws, config, args, &bases, &matcher, opts, report, cancel, &searched, max_listed)?
+            search_folders(
+                ws,
+                config,
+                args,
+                &bases,
+                &matcher,
+                opts,
+                report,
+                cancel,
+                &searched,
+                max_listed,
+                &unreadable,
+            )?
         }
     };
     if cancel.is_cancelled() {
@@ -1117,7 +1147,12 @@ fn grep_listing(
         return Ok(out);
     }
     let shown_bases: Vec<String> = bases.iter().map(|(b, _)| show_path(ws, b)).collect();
-    Ok(format_result(args, &shown_bases, report, searched.load(Ordering::Relaxed)))
+    let searched = searched.load(Ordering::Relaxed).saturating_sub(unreadable.files());
+    let mut out = format_result(args, &shown_bases, report, searched);
+    if let Some(note) = unreadable.note(ws) {
+        out = with_note(out, &note, unreadable.count());
+    }
+    Ok(out)
 }
 
 /// Searches the folders: the parallel pre-pass first; then, in path order on a pool of workers,
@@ -1135,10 +1170,11 @@ fn search_folders(
     cancel: &CancellationToken,
     searched: &AtomicU64,
     max_listed: usize,
+    unreadable: &Unreadable,
 ) -> Result<Report, SearchError> {
     let searcher = build_searcher(args, opts.mode, ws, true)?;
     let builders = walk_builders(ws, args, bases)?;
-    let lists = match prepass(ws, &builders, config.threads, matcher, &searcher, opts, cancel, max_listed) {
+    let lists = match prepass(ws, &builders, config.threads, matcher, &searcher, opts, cancel, max_listed, unreadable) {
         Prepass::Cancelled => return Ok(report),
         Prepass::Listed(lists, files) => {
             searched.store(files, Ordering::Relaxed);
@@ -1154,15 +1190,30 @@ fn search_folders(
                     wb.build()
                 })
                 .collect();
-            return Ok(run_pool(ws, config, matcher, &searcher, opts, report, cancel, |feed, _| {
+            return Ok(run_pool(ws, config, matcher, &searcher, opts, report, cancel, unreadable, |feed, _| {
                 let mut idx = 0;
+                // A folder not to search (its .kodikignore is unreadable): the sorted walk
+                // yields everything below it next, and that is passed over.
+                let mut closed: Option<PathBuf> = None;
                 for walk in walkers {
                     for entry in walk {
                         if cancel.is_cancelled() {
                             return;
                         }
-                        let Ok(entry) = entry else { continue };
+                        let entry = match entry {
+                            Ok(entry) => entry,
+                            Err(e) => {
+                                unreadable.walk_error(&e);
+                                continue;
+                            }
+                        };
+                        if closed.as_ref().is_some_and(|c| entry.path().starts_with(c)) {
+                            continue;
+                        }
                         if !entry.file_type().is_some_and(|t| t.is_file()) {
+                            if entry.file_type().is_some_and(|t| t.is_dir()) && unreadable.closed_folder(entry.path()) {
+                                closed = Some(entry.into_path());
+                            }
                             continue;
                         }
                         searched.fetch_add(1, Ordering::Relaxed);
@@ -1183,7 +1234,7 @@ fn search_folders(
         }
         return Ok(report);
     }
-    Ok(run_pool(ws, config, matcher, &searcher, opts, report, cancel, |feed, shared| {
+    Ok(run_pool(ws, config, matcher, &searcher, opts, report, cancel, unreadable, |feed, shared| {
         // Held hits go straight to the report (or wait there for the files ahead of them), the
         // rest to the workers.
         for (idx, (path, pre)) in lists.into_iter().flatten().enumerate() {
@@ -1213,6 +1264,7 @@ fn run_pool(
     opts: Opts,
     report: Report,
     cancel: &CancellationToken,
+    unreadable: &Unreadable,
     produce: impl FnOnce(&mut Feed, &Shared),
 ) -> Report {
     let shared = Shared {
@@ -1243,9 +1295,18 @@ fn run_pool(
                         let path = job.path.as_path();
                         let mut sink = FileSink::new(opts, &matcher, cancel, show_path(ws, path));
                         sink.pipe = Some((shared, job.idx));
-                        // An unreadable file is skipped, as ripgrep does (after saying so on stderr).
+                        // An unreadable file is skipped and named in the answer, as ripgrep names it on stderr.
                         let file = std::fs::File::open(path);
-                        let ok = file.as_ref().is_ok_and(|f| searcher.search_file(&matcher, f, &mut sink).is_ok());
+                        let ok = match &file {
+                            Ok(f) => searcher
+                                .search_file(&matcher, f, &mut sink)
+                                .map_err(|e| unreadable.file(path, &e))
+                                .is_ok(),
+                            Err(e) => {
+                                unreadable.file(path, e);
+                                false
+                            }
+                        };
                         if cancel.is_cancelled() {
                             continue;
                         }
@@ -1298,6 +1359,19 @@ fn search_one_file(
         .search_slice(matcher, decoded.text.as_bytes(), &mut sink)
         .map_err(|e| SearchError::Internal(e.to_string()))?;
     Ok(sink.into_done(Some((path.to_path_buf(), stamp(Some(&meta))))))
+}
+
+/// `out` with `note` (what could not be read) on a line of its own at the end, and the count
+/// in its meta as `unreadable`.
+pub(crate) fn with_note(mut out: ToolOutput, note: &str, count: u64) -> ToolOutput {
+    if let Some(kodik_core::Content::Text { text }) = out.content.first_mut() {
+        text.push('\n');
+        text.push_str(note);
+    }
+    if let Some(meta) = out.meta.as_object_mut() {
+        meta.insert("unreadable".into(), json!(count));
+    }
+    out
 }
 
 fn format_result(args: &GrepArgs, bases: &[String], mut report: Report, searched: u64) -> ToolOutput {

@@ -45,6 +45,136 @@ impl CancelCheck {
     }
 }
 
+/// What a folder search could not read — a folder it could not list, a file it could not open
+/// — so the answer can say so: ripgrep names each on stderr, and a search that kept quiet
+/// presented a partial or empty result as the whole answer.
+#[derive(Debug)]
+pub(crate) struct Unreadable {
+    inner: std::sync::Mutex<UnreadableInner>,
+    /// Whether file modes can refuse this process a read (see [`Unreadable::closed_folder`]).
+    modes_bind: bool,
+}
+
+#[derive(Debug, Default)]
+struct UnreadableInner {
+    /// The first few, as `(path, why)`.
+    shown: Vec<(std::path::PathBuf, String)>,
+    /// How many in all.
+    count: u64,
+    /// How many of them are files the search counted as searched.
+    files: u64,
+}
+
+impl Unreadable {
+    /// How many paths the note names; the rest are counted.
+    const SHOWN: usize = 5;
+
+    /// For one search, run from the thread that starts its walker threads (they inherit its
+    /// capabilities).
+    pub(crate) fn new() -> Self {
+        Self { inner: Default::default(), modes_bind: modes_bind() }
+    }
+
+    /// A file that could not be opened or read.
+    pub(crate) fn file(&self, path: &std::path::Path, err: &std::io::Error) {
+        self.add(path, err.kind(), true);
+    }
+
+    /// An error the walker met: only those with an I/O error count (an unlistable folder, an
+    /// unreadable ignore file); a symlink loop or a malformed ignore line is no unread path.
+    pub(crate) fn walk_error(&self, err: &ignore::Error) {
+        let mut ios = Vec::new();
+        io_errors(err, &mut ios);
+        for (path, kind) in ios {
+            self.add(path, kind, false);
+        }
+    }
+
+    /// Whether the folder must not be searched because its `.kodikignore` exists but cannot be
+    /// read: what it hides is unknown, and G16 fails closed (noted for the answer). The `ignore`
+    /// crate drops such read errors, so every folder of a walk is asked here — one `open` of an
+    /// absent file, about a tenth of a walk's cost per folder — unless file modes cannot refuse
+    /// this process anything (root), when the question cannot have another answer.
+    pub(crate) fn closed_folder(&self, dir: &std::path::Path) -> bool {
+        if !self.modes_bind {
+            return false;
+        }
+        match std::fs::File::open(dir.join(kodik_core::workspace::IGNORE_FILE)) {
+            // A folder that cannot be listed fails the same way; the walker names it itself.
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound && std::fs::read_dir(dir).is_ok() => {
+                let why = format!("its {} cannot be read: {}", kodik_core::workspace::IGNORE_FILE, e.kind());
+                self.add_why(dir, why, false);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn add(&self, path: &std::path::Path, kind: std::io::ErrorKind, file: bool) {
+        self.add_why(path, kind.to_string(), file);
+    }
+
+    fn add_why(&self, path: &std::path::Path, why: String, file: bool) {
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        inner.count += 1;
+        inner.files += u64::from(file);
+        if inner.shown.len() < Self::SHOWN {
+            inner.shown.push((path.to_path_buf(), why));
+        }
+    }
+
+    /// How many files were counted as searched but could not be read.
+    pub(crate) fn files(&self) -> u64 {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner()).files
+    }
+
+    /// How many paths could not be read.
+    pub(crate) fn count(&self) -> u64 {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner()).count
+    }
+
+    /// The sentence for the answer, `None` when everything could be read.
+    pub(crate) fn note(&self, ws: &kodik_core::Workspace) -> Option<String> {
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        if inner.count == 0 {
+            return None;
+        }
+        inner.shown.sort();
+        let listed: Vec<String> =
+            inner.shown.iter().map(|(p, why)| format!("`{}` ({why})", crate::glob::show_path(ws, p))).collect();
+        let more = inner.count - inner.shown.len() as u64;
+        Some(format!(
+            "[Not searched, could not be read: {}{}.]",
+            listed.join(", "),
+            if more > 0 { format!(" and {more} more") } else { String::new() }
+        ))
+    }
+}
+
+/// Whether file modes bind the calling thread: it lacks both CAP_DAC_OVERRIDE and
+/// CAP_DAC_READ_SEARCH, either of which lets it read any file. `true` when that cannot be told.
+fn modes_bind() -> bool {
+    const DAC_BITS: u64 = (1 << 1) | (1 << 2);
+    let Ok(status) = std::fs::read_to_string("/proc/thread-self/status") else { return true };
+    let effective = status.lines().find_map(|l| l.strip_prefix("CapEff:")).map(str::trim);
+    effective.and_then(|hex| u64::from_str_radix(hex, 16).ok()).is_none_or(|caps| caps & DAC_BITS == 0)
+}
+
+/// The I/O errors in `err`, with the path each is about.
+fn io_errors<'a>(err: &'a ignore::Error, out: &mut Vec<(&'a std::path::Path, std::io::ErrorKind)>) {
+    use ignore::Error as E;
+    match err {
+        E::Partial(errs) => errs.iter().for_each(|e| io_errors(e, out)),
+        E::WithLineNumber { err, .. } | E::WithDepth { err, .. } => io_errors(err, out),
+        E::WithPath { path, err } => {
+            if let Some(io) = err.io_error() {
+                out.push((path, io.kind()));
+            }
+        }
+        _ => {}
+    }
+}
+
 /// A stable 64-bit hash of anything hashable (within one process, which is all the loop guard needs).
 pub(crate) fn hash_of<T: Hash + ?Sized>(value: &T) -> u64 {
     let mut h = DefaultHasher::new();
