@@ -26,10 +26,17 @@ pub(crate) enum Exit {
     Signal(i32),
 }
 
+/// The longest command passed as one argument (`-c COMMAND`): Linux refuses a single argument
+/// of 128 KiB or more (MAX_ARG_STRLEN, with its NUL byte) with E2BIG. A longer one (a heredoc
+/// writing a generated file) runs from a file instead.
+pub(crate) const MAX_ARG: usize = 128 * 1024 - 1;
+
 /// What to start.
 pub(crate) struct Spec<'a> {
     pub shell: &'a Path,
     pub command: &'a str,
+    /// A file holding `command`, run instead of `-c command` (see [`MAX_ARG`]).
+    pub script: Option<&'a Path>,
     pub workdir: &'a Path,
     pub env: &'a EnvChanges,
 }
@@ -428,7 +435,10 @@ fn spawn_in_own_group(
 
     let output = above_stdio(output)?;
     let program = cstring(spec.shell.as_os_str().as_bytes(), "shell path")?;
-    let args = [program.clone(), cstring(b"-c", "")?, cstring(spec.command.as_bytes(), "command")?];
+    let args = match spec.script {
+        Some(file) => vec![program.clone(), cstring(file.as_os_str().as_bytes(), "script path")?],
+        None => vec![program.clone(), cstring(b"-c", "")?, cstring(spec.command.as_bytes(), "command")?],
+    };
     let workdir = cstring(spec.workdir.as_os_str().as_bytes(), "working folder")?;
     let Some(set) = &spec.env.set else {
         return Err(std::io::Error::new(
@@ -519,7 +529,11 @@ fn spawn_in_own_group(
     use std::os::unix::process::CommandExt as _;
     let stdin = stdin.try_clone_to_owned()?;
     let mut cmd = Command::new(spec.shell);
-    cmd.arg("-c").arg(spec.command).current_dir(spec.workdir);
+    match spec.script {
+        Some(file) => cmd.arg(file),
+        None => cmd.arg("-c").arg(spec.command),
+    };
+    cmd.current_dir(spec.workdir);
     for (k, v) in &spec.env.list {
         match v {
             Some(v) => cmd.env(k, v),

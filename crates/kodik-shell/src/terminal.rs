@@ -107,6 +107,8 @@ pub(crate) struct Terminal {
     announcements: Arc<Mutex<Vec<TerminalEvent>>>,
     prompt_markers: Arc<Vec<String>>,
     reaper: Option<Arc<process::Reaper>>,
+    /// The file a command too long for one argument runs from; deleted when the command ends.
+    script: Mutex<Option<tempfile::TempPath>>,
 }
 
 /// What the model is shown of the output, plus the facts about all of it.
@@ -306,7 +308,7 @@ impl Terminal {
         let exit = self.exit();
         json!({
             "terminal_id": self.id,
-            "command": self.command,
+            "command": shown_command(&self.command),
             "running": exit.is_none(),
             "background_running": self.leftovers_running(),
             "status": self.status().map_or("running", ToolStatus::as_str),
@@ -329,7 +331,7 @@ impl Terminal {
         };
         TerminalEvent {
             terminal_id: self.id.clone(),
-            command: self.command.clone(),
+            command: shown_command(&self.command),
             exit_code,
             status: self.status().unwrap_or(ToolStatus::Success),
             duration_ms: self.duration().as_millis() as u64,
@@ -392,6 +394,7 @@ impl process::Sink for Terminal {
     }
 
     fn exited(&self, exit: Exit, reader_done: bool) {
+        drop(lock(&self.script).take());
         // The leader is reaped by now, so a live member is something it started.
         let group_left = self.pgid().is_some_and(process::group_alive);
         let leftovers = {
@@ -415,6 +418,21 @@ impl process::Sink for Terminal {
         self.sync_reaper(false);
         self.leftovers_settled();
     }
+}
+
+/// Commands longer than this are shortened where they are repeated back (lifecycle fields,
+/// terminal events): a generated heredoc of 200 KB need not come back in every result.
+const SHOWN_COMMAND_MAX: usize = 2048;
+
+fn shown_command(command: &str) -> String {
+    if command.len() <= SHOWN_COMMAND_MAX {
+        return command.to_string();
+    }
+    let mut end = SHOWN_COMMAND_MAX;
+    while !command.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… [{} bytes in all]", &command[..end], command.len())
 }
 
 /// How often a group whose leader ended is looked at for live members.
@@ -556,6 +574,7 @@ impl Table {
             announcements: Arc::clone(&self.announcements),
             prompt_markers: Arc::clone(&self.prompt_markers),
             reaper: self.reaper.get_or_init(|| process::Reaper::start().map(Arc::new)).clone(),
+            script: Mutex::new(None),
         });
         {
             let mut inner = lock(&self.inner);
@@ -570,12 +589,28 @@ impl Table {
             }
             inner.live.insert(id.clone(), Arc::clone(&term));
         }
-        let spec = process::Spec { shell: &self.shell, command, workdir, env: &self.env };
+        // A NUL byte is refused when the command is passed as an argument, with a clear error.
+        let script = if command.len() > process::MAX_ARG && !command.contains('\0') {
+            match script_file(command) {
+                Ok(path) => Some(path),
+                Err(e) => {
+                    lock(&self.inner).live.remove(&id);
+                    return Err(ShellError::Spawn { shell: self.shell.display().to_string(), source: e });
+                }
+            }
+        } else {
+            None
+        };
+        let script_path = script.as_ref().map(|p| p.to_path_buf());
+        let spec =
+            process::Spec { shell: &self.shell, command, script: script_path.as_deref(), workdir, env: &self.env };
         // The group goes to the reaper before anything else can happen (S10, G21).
         let started = |pid: i32| {
             let _ = term.pgid.set(pid);
             term.sync_reaper(true);
         };
+        // Kept until the command ends (the shell reads its script as it goes).
+        *lock(&term.script) = script;
         match process::spawn(spec, Arc::clone(&term) as Arc<dyn process::Sink>, started) {
             Ok(_) => Ok(term),
             Err(e) => {
@@ -679,6 +714,15 @@ impl Table {
     pub fn take_announcements(&self) -> Vec<TerminalEvent> {
         std::mem::take(&mut *lock(&self.announcements))
     }
+}
+
+/// Writes a command too long for one argument to a private temporary file for the shell to run.
+fn script_file(command: &str) -> std::io::Result<tempfile::TempPath> {
+    use std::io::Write as _;
+    let mut file = tempfile::Builder::new().prefix("kodik-command-").suffix(".sh").tempfile()?;
+    file.write_all(command.as_bytes())?;
+    file.flush()?;
+    Ok(file.into_temp_path())
 }
 
 /// Kills what is left of a command's process group (the command, or what it started).

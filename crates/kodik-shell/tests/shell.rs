@@ -1120,3 +1120,27 @@ async fn s1_g8_an_unterminated_title_sequence_does_not_swallow_the_error_after_i
     assert!(text.starts_with("start\n\n1\n2\n3\nERROR: build failed\n"), "{text}");
     assert_eq!(out.meta["exit_code"], 2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s1_s8_a_command_line_over_128_kib_runs_and_is_not_echoed_back_whole() {
+    let e = env();
+    let command = format!("cat > big.txt <<'EOF'\n{}\nEOF\nwc -c < big.txt; echo \"args=$#\"", "y".repeat(300_000));
+    let out = e.shell(&command).await;
+    let text = out.text_content();
+    assert_eq!(out.status, ToolStatus::Success, "{text}");
+    assert!(text.starts_with("300001\nargs=0\n"), "{text}");
+    let echoed = out.meta["command"].as_str().unwrap();
+    assert!(
+        echoed.len() < 4096 && echoed.ends_with(&format!("[{} bytes in all]", command.len())),
+        "{}",
+        &echoed[echoed.len() - 40..]
+    );
+    // The script file it ran from is gone with the command.
+    let leftover = std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .flatten()
+        .filter(|f| f.file_name().to_string_lossy().starts_with("kodik-command-"))
+        .filter(|f| std::fs::read(f.path()).is_ok_and(|b| b.len() == command.len()))
+        .count();
+    assert_eq!(leftover, 0);
+}
