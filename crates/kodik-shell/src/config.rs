@@ -73,6 +73,11 @@ pub struct ShellConfig {
     pub prompt_markers: Vec<String>,
     /// Refuse commands that name a `.kodikignore`d path (G16, best effort).
     pub check_ignored_paths: bool,
+    /// The host hands terminal events to the model by themselves (an agent loop that puts them
+    /// in the next request). `false` for a host that cannot (an MCP server, whose notifications
+    /// reach the user at most): a backgrounded command's result then tells the model to collect
+    /// the outcome with get_terminal_output instead of "do not poll" (S3, S5).
+    pub events_reach_model: bool,
 }
 
 impl Default for ShellConfig {
@@ -91,6 +96,7 @@ impl Default for ShellConfig {
             rules: InteractiveRules::standard(),
             prompt_markers: DEFAULT_PROMPT_MARKERS.iter().map(|s| s.to_string()).collect(),
             check_ignored_paths: true,
+            events_reach_model: true,
         }
     }
 }

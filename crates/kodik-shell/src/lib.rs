@@ -141,6 +141,13 @@ impl ShellToolset {
         self.configure(|c| c.max_saved_output = bytes)
     }
 
+    /// For a host that cannot hand terminal events to the model by themselves (an MCP server):
+    /// a backgrounded command's result says to collect its outcome with get_terminal_output
+    /// instead of waiting for an event (S3, S5).
+    pub fn events_not_delivered_to_model(self) -> Self {
+        self.configure(|c| c.events_reach_model = false)
+    }
+
     /// One more interactive-command rule (S6).
     pub fn rule(self, r: InteractiveRule) -> Self {
         self.configure(|c| {

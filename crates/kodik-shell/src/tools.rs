@@ -250,13 +250,25 @@ impl ShellTool {
                 }
             }
             Waited::Background(why) => {
-                let note = format!(
-                    "[{why}: the command was NOT stopped and keeps running in the background as terminal `{id}`. \
-                     Its exit code and any further output will arrive by themselves as a terminal event — do not \
-                     poll for it. get_terminal_output {{\"terminal_id\": \"{id}\"}} shows progress; kill_terminal \
-                     stops it.]",
-                    id = term.id
-                );
+                let note = if cfg.events_reach_model {
+                    format!(
+                        "[{why}: the command was NOT stopped and keeps running in the background as terminal `{id}`. \
+                         Its exit code and any further output will arrive by themselves as a terminal event — do \
+                         not poll for it. get_terminal_output {{\"terminal_id\": \"{id}\"}} shows progress; \
+                         kill_terminal stops it.]",
+                        id = term.id
+                    )
+                } else {
+                    // The host cannot deliver an event on its own (an MCP client shows notifications
+                    // to the user at most): say how the result does reach the model.
+                    format!(
+                        "[{why}: the command was NOT stopped and keeps running in the background as terminal `{id}`. \
+                         Once it ends, its exit code and further output are added to your next tool result; when \
+                         you need them before going on, call get_terminal_output {{\"terminal_id\": \"{id}\"}} \
+                         (it shows progress and, once it ended, the exit code); kill_terminal stops it.]",
+                        id = term.id
+                    )
+                };
                 lifecycle_output(&term, ToolStatus::Success, term.show_all(), "(no output yet)", Some(note))
             }
             Waited::Prompt(prompt) => {

@@ -1144,3 +1144,18 @@ async fn s1_s8_a_command_line_over_128_kib_runs_and_is_not_echoed_back_whole() {
         .count();
     assert_eq!(leftover, 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_s5_without_events_reaching_the_model_a_backgrounded_command_says_to_collect_its_result() {
+    let e = env_with(|t| t.events_not_delivered_to_model());
+    let (id, out) = e.background("sleep 20").await;
+    let text = out.text_content();
+    assert!(!text.contains("do not poll") && text.contains("get_terminal_output") && text.contains(&id), "{text}");
+    assert!(text.contains("next tool result"), "{text}");
+    e.call("kill_terminal", json!({"terminal_id": id})).await;
+    // With an agent loop that delivers events, the model is told to wait for the event.
+    let e = env();
+    let (id, out) = e.background("sleep 20").await;
+    assert!(out.text_content().contains("do not poll"), "{}", out.text_content());
+    e.call("kill_terminal", json!({"terminal_id": id})).await;
+}
