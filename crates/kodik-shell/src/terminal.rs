@@ -356,7 +356,20 @@ impl Terminal {
                 let ev = self.event();
                 lock(&self.announcements).push(ev);
             }
-            None => self.events.emit(Event::Terminal(self.event())),
+            None => {
+                let mut ev = self.event();
+                if self.leftovers_running() {
+                    if !ev.unread_output.is_empty() && !ev.unread_output.ends_with('\n') {
+                        ev.unread_output.push('\n');
+                    }
+                    ev.unread_output.push_str(&format!(
+                        "[processes it started in the background are still running; kill_terminal \
+                         {{\"terminal_id\": \"{}\"}} stops them]\n",
+                        self.id
+                    ));
+                }
+                self.events.emit(Event::Terminal(ev));
+            }
         }
     }
 }
@@ -738,6 +751,8 @@ impl Drop for Table {
     fn drop(&mut self) {
         let inner = lock(&self.inner);
         for t in inner.live.values() {
+            // Nobody is left to tell that they ended.
+            t.mark_leftovers_reported();
             reap_leftovers(t);
         }
     }

@@ -1159,3 +1159,17 @@ async fn s3_s5_without_events_reaching_the_model_a_backgrounded_command_says_to_
     assert!(out.text_content().contains("do not poll"), "{}", out.text_content());
     e.call("kill_terminal", json!({"terminal_id": id})).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s5_s10_the_end_event_of_a_background_command_says_what_it_left_running() {
+    let e = env();
+    let (id, out) = e.background("sleep 30 > /dev/null 2>&1 & echo \"gc=$!\"; sleep 2").await;
+    let gc = grandchild_pid(&out.text_content());
+    let events = e.events(1, Duration::from_secs(5)).await;
+    assert_eq!(events.len(), 1, "{events:?}");
+    let text = &events[0].unread_output;
+    assert!(text.contains("still running") && text.contains(&id), "{text}");
+    let killed = e.call("kill_terminal", json!({"terminal_id": id})).await;
+    assert_eq!(killed.status, ToolStatus::Stopped, "{}", killed.text_content());
+    assert!(wait_gone(gc, Duration::from_secs(3)).await, "kill_terminal stopped {gc}");
+}
