@@ -406,19 +406,7 @@ fn regex_error(args: &GrepArgs, engine_message: String) -> SearchError {
 }
 
 fn build_searcher(args: &GrepArgs, mode: OutputMode, ws: &Workspace, walk: bool) -> Result<Searcher, SearchError> {
-    let (before, after) = match mode {
-        OutputMode::Content => {
-            (args.context_before.or(args.context).unwrap_or(0), args.context_after.or(args.context).unwrap_or(0))
-        }
-        _ => (0, 0),
-    };
-    let mut b = SearcherBuilder::new();
-    b.line_number(true)
-        .line_terminator(LineTerminator::crlf())
-        .multi_line(args.multiline.unwrap_or(false))
-        .before_context(before)
-        .after_context(after)
-        .max_matches(args.max_count);
+    let mut b = searcher_builder(args, mode);
     if walk {
         // As ripgrep: a NUL byte marks a binary file, which a folder search skips.
         b.binary_detection(BinaryDetection::quit(b'\x00')).bom_sniffing(true);
@@ -1336,6 +1324,15 @@ fn run_pool(
     shared.state.into_inner().unwrap_or_else(|p| p.into_inner()).report
 }
 
+/// Files up to this size are read whole and decoded as `read_file` decodes them (GR3); larger
+/// ones are searched as a stream, as ripgrep does, in the encoding their first
+/// [`SNIFF_BYTES`] show: reading a multi-GB log whole took memory twice its size.
+const WHOLE_FILE_MAX: u64 = 8 << 20;
+/// How much of a large file decides its encoding.
+const SNIFF_BYTES: usize = 1 << 20;
+/// The longest line a streamed search holds; past it the search fails instead of growing.
+const STREAM_LINE_MAX: usize = 64 << 20;
+
 fn search_one_file(
     ws: &Workspace,
     args: &GrepArgs,
@@ -1345,20 +1342,90 @@ fn search_one_file(
     cancel: &CancellationToken,
 ) -> Result<Done, SearchError> {
     let shown = show_path(ws, path);
-    let meta =
-        std::fs::metadata(path).map_err(|source| SearchError::Io { action: "reading", path: shown.clone(), source })?;
-    let bytes =
-        std::fs::read(path).map_err(|source| SearchError::Io { action: "reading", path: shown.clone(), source })?;
-    // GR3: the file's own encoding (BOM, UTF-16 without BOM, UTF-8, `files.encoding`, detection).
-    let decoded =
-        kodik_core::text::decode(&bytes, ws.settings().encoding()).map_err(|_| SearchError::Binary(shown.clone()))?;
-    drop(bytes);
+    let io = |source| SearchError::Io { action: "reading", path: shown.clone(), source };
+    let meta = std::fs::metadata(path).map_err(io)?;
     let mut searcher = build_searcher(args, opts.mode, ws, false)?;
-    let mut sink = FileSink::new(opts, matcher, cancel, shown);
-    searcher
-        .search_slice(matcher, decoded.text.as_bytes(), &mut sink)
-        .map_err(|e| SearchError::Internal(e.to_string()))?;
+    let mut sink = FileSink::new(opts, matcher, cancel, shown.clone());
+    if meta.len() <= WHOLE_FILE_MAX {
+        let bytes = std::fs::read(path).map_err(io)?;
+        // GR3: the file's own encoding (BOM, UTF-16 without BOM, UTF-8, `files.encoding`, detection).
+        let decoded = kodik_core::text::decode(&bytes, ws.settings().encoding())
+            .map_err(|_| SearchError::Binary(shown.clone()))?;
+        drop(bytes);
+        searcher
+            .search_slice(matcher, decoded.text.as_bytes(), &mut sink)
+            .map_err(|e| SearchError::Internal(e.to_string()))?;
+    } else {
+        let mut file = std::fs::File::open(path).map_err(io)?;
+        let mut head = Vec::with_capacity(SNIFF_BYTES);
+        std::io::Read::read_to_end(&mut std::io::Read::take(&mut file, SNIFF_BYTES as u64), &mut head).map_err(io)?;
+        let head = without_cut_character(&head);
+        let format = kodik_core::text::decode(head, ws.settings().encoding())
+            .map_err(|_| SearchError::Binary(shown.clone()))?
+            .format;
+        // NUL bytes past the start are searched as any byte (the start showed text), as `grep -a`.
+        let mut b = searcher_builder(args, opts.mode);
+        b.bom_sniffing(true).heap_limit(Some(STREAM_LINE_MAX));
+        if format.encoding != encoding_rs::UTF_8 {
+            let enc = grep::searcher::Encoding::new(format.encoding.name())
+                .map_err(|e| SearchError::Internal(format!("encoding `{}`: {e}", format.encoding.name())))?;
+            b.encoding(Some(enc));
+        }
+        searcher = b.build();
+        std::io::Seek::rewind(&mut file).map_err(io)?;
+        searcher.search_file(matcher, &file, &mut sink).map_err(|e| match e.kind() {
+            // grep-searcher's word for a line past `heap_limit`.
+            std::io::ErrorKind::Other if e.to_string().contains("allocation limit") => SearchError::Internal(format!(
+                "`{shown}` has a line longer than {} MB, which grep does not hold; search it with the shell",
+                STREAM_LINE_MAX >> 20
+            )),
+            _ => io(e),
+        })?;
+    }
     Ok(sink.into_done(Some((path.to_path_buf(), stamp(Some(&meta))))))
+}
+
+/// The call's line numbers, context and limits, shared by every search.
+fn searcher_builder(args: &GrepArgs, mode: OutputMode) -> SearcherBuilder {
+    let (before, after) = match mode {
+        OutputMode::Content => {
+            (args.context_before.or(args.context).unwrap_or(0), args.context_after.or(args.context).unwrap_or(0))
+        }
+        _ => (0, 0),
+    };
+    let mut b = SearcherBuilder::new();
+    b.line_number(true)
+        .line_terminator(LineTerminator::crlf())
+        .multi_line(args.multiline.unwrap_or(false))
+        .before_context(before)
+        .after_context(after)
+        .max_matches(args.max_count);
+    b
+}
+
+/// `bytes` without a UTF-8 character cut off at its end (a read's limit fell inside it), which
+/// would count as an invalid sequence when the encoding is judged.
+fn without_cut_character(bytes: &[u8]) -> &[u8] {
+    for back in 1..=bytes.len().min(3) {
+        let b = bytes[bytes.len() - back];
+        if b < 0x80 {
+            break;
+        }
+        if b >= 0xC0 {
+            let width = if b >= 0xF0 {
+                4
+            } else if b >= 0xE0 {
+                3
+            } else {
+                2
+            };
+            if width > back {
+                return &bytes[..bytes.len() - back];
+            }
+            break;
+        }
+    }
+    bytes
 }
 
 /// `out` with `note` (what could not be read) on a line of its own at the end, and the count

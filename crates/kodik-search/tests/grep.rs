@@ -542,3 +542,29 @@ async fn gr1_g16_rules_above_the_searched_folder_apply_where_they_point() {
     assert_eq!(t, "Found 2 files\nsrc/gen/kept.rs\nsrc/lib.rs");
     assert_eq!(env.ok("glob", json!({"pattern": "**/*.rs", "path": "src"})).await.lines().count(), 2);
 }
+
+#[tokio::test]
+async fn gr3_a_large_single_file_keeps_its_encoding_when_streamed() {
+    // Past the size read whole: UTF-16 with a BOM, UTF-16 without one, and Windows-1251 are
+    // decoded on the fly; a NUL far into a UTF-8 log does not hide the lines around it.
+    let env = Env::new();
+    let filler = "plain log line number something\n".repeat(400_000);
+    let text = format!("первая строка\n{filler}Привет из конца\n");
+    let utf16le: Vec<u8> = [0xFF, 0xFE].into_iter().chain(text.encode_utf16().flat_map(u16::to_le_bytes)).collect();
+    env.write("le.txt", &utf16le);
+    let utf16be: Vec<u8> = text.encode_utf16().flat_map(u16::to_be_bytes).collect();
+    env.write("be.txt", &utf16be);
+    let (cp1251, _, _) = encoding_rs::WINDOWS_1251.encode(&text);
+    env.write("cp1251.txt", &cp1251);
+    let mut nul = text.clone().into_bytes();
+    nul.splice(text.len() - 30..text.len() - 30, *b"\x00");
+    env.write("nul.txt", &nul);
+    let last = 400_002;
+    for f in ["le.txt", "be.txt", "cp1251.txt"] {
+        assert!(std::fs::metadata(env.root().join(f)).unwrap().len() > 8 << 20, "{f} is past the whole-read size");
+        let t = env.ok("grep", json!({"pattern": "Привет|первая", "path": f})).await;
+        assert_eq!(t, format!("Found 2 matching lines in 1 file\n{f}:1:первая строка\n{f}:{last}:Привет из конца"));
+    }
+    let t = env.ok("grep", json!({"pattern": "^первая|конца", "path": "nul.txt"})).await;
+    assert!(t.starts_with("Found 2 matching lines in 1 file\nnul.txt:1:первая строка\nnul.txt:"), "{t}");
+}

@@ -86,3 +86,53 @@ fn gr2_g20_dense_search_with_two_million_hits_stays_within_64_mib() {
     let peak: u64 = report.split("peak=").nth(1).unwrap().parse().unwrap();
     assert!(peak < LIMIT_KIB, "peak RSS {peak} KiB (limit {LIMIT_KIB} KiB); {report}");
 }
+
+const SINGLE_CHILD: &str = "KODIK_GREP_SINGLE_FILE_CHILD";
+/// ~120 MB of log lines.
+const BIG_LINES: usize = 2_000_000;
+
+/// In the child: a single-file search of the big file at `path`, then the peak memory.
+fn single_child(path: &str) {
+    let path = std::path::Path::new(path);
+    let cx = ToolContext::new(Workspace::new(path.parent().unwrap()).unwrap());
+    let mut reg = ToolRegistry::new();
+    SearchToolset::new().register(&mut reg);
+    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let before = peak_kib();
+    let args = json!({"pattern": "needle|Привет", "path": "big.log"});
+    let out = rt.block_on(reg.get("grep").unwrap().call(args, &cx));
+    assert!(out.is_success(), "{}", out.text_content());
+    let last = BIG_LINES + 2;
+    let expected = format!("Found 2 matching lines in 1 file\nbig.log:1:Привет first\nbig.log:{last}:needle here");
+    assert_eq!(out.text_content(), expected);
+    println!("{SINGLE_CHILD} before={before} peak={}", peak_kib());
+}
+
+#[test]
+fn gr1_gr3_a_single_big_file_is_searched_as_a_stream_within_64_mib() {
+    if let Ok(path) = std::env::var(SINGLE_CHILD) {
+        return single_child(&path);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let line = "2026-12-01 INFO request handled in 12ms path=/api/v1/items\n";
+    let mut text = String::with_capacity(BIG_LINES * line.len() + 64);
+    text.push_str("Привет first\n");
+    for _ in 0..BIG_LINES {
+        text.push_str(line);
+    }
+    text.push_str("needle here\n");
+    let path = dir.path().join("big.log");
+    std::fs::write(&path, &text).unwrap();
+    drop(text);
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "gr1_gr3_a_single_big_file_is_searched_as_a_stream_within_64_mib", "--nocapture"])
+        .env(SINGLE_CHILD, &path)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "child failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let report = stdout.lines().find(|l| l.starts_with(SINGLE_CHILD)).expect("the child's report");
+    let peak: u64 = report.rsplit("peak=").next().unwrap().parse().unwrap();
+    // Reading it whole took about twice the file's 120 MB.
+    assert!(peak < LIMIT_KIB, "peak {peak} KiB searching a {} MB file", (BIG_LINES * line.len()) >> 20);
+}
