@@ -287,20 +287,14 @@ impl ShellTool {
                 out
             }
             Waited::Abandoned => {
-                // Whoever gave the call up reads no result: the command stops with it.
-                if let Some(pgid) = term.pgid()
-                    && term.set_stop(StopKind::Model)
-                {
-                    process::terminate_group(pgid, cfg.kill_grace).await;
-                    let mut done = term.subscribe_done();
-                    let _ = tokio::time::timeout(Duration::from_secs(2), done.wait_for(|d| *d)).await;
-                }
+                // Whoever gave the call up reads no result, and an aborted turn waits for its
+                // calls to settle: the command is stopped (TERM, KILL after the grace) from a
+                // thread of its own, and nobody is told about its end later.
+                self.table.stop_in_background(&term, StopKind::Model);
                 term.mark_reported();
                 term.mark_leftovers_reported();
-                let note = "[the call was cancelled, so the command was stopped]".to_string();
-                let out = lifecycle_output(&term, ToolStatus::Cancelled, term.show_all(), "(no output)", Some(note));
-                self.table.free(&term.id, "its call was cancelled and the command stopped");
-                out
+                let note = "[the call was cancelled, so the command is being stopped]".to_string();
+                lifecycle_output(&term, ToolStatus::Cancelled, term.show_all(), "(no output)", Some(note))
             }
         };
         drop(attachment);

@@ -968,7 +968,7 @@ async fn s6_a_script_fed_on_stdin_runs_instead_of_being_refused_as_a_repl() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn g6_s4_a_call_given_up_for_good_stops_its_command_while_a_new_message_does_not() {
+async fn g6_a_call_given_up_for_good_stops_its_command() {
     let e = env();
     let (shell, _, _) = e.toolset.tools();
     let marker = e.dir.path().join("survived");
@@ -990,7 +990,6 @@ async fn g6_s4_a_call_given_up_for_good_stops_its_command_while_a_new_message_do
     .unwrap();
     assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
     assert_eq!(out.status, ToolStatus::Cancelled, "{}", out.text_content());
-    assert_eq!(out.meta["running"], false, "{}", out.meta);
     let pid: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
     assert!(wait_gone(pid, Duration::from_secs(2)).await, "the cancelled command {pid} was stopped");
     tokio::time::sleep(Duration::from_millis(1500)).await;
