@@ -1085,6 +1085,48 @@ fn token_window(text: &str, lines: &LineIndex, pat: &[&str], old: &str) -> Optio
     Some(Window { start, score: sim })
 }
 
+/// The length of a read_file line-number prefix (`  12→`) at the start of `line`.
+fn line_number_prefix(line: &str) -> Option<usize> {
+    let t = line.trim_start_matches(' ');
+    let rest = t.trim_start_matches(|c: char| c.is_ascii_digit());
+    (rest.len() < t.len() && rest.starts_with('→')).then(|| line.len() - rest.len() + '→'.len_utf8())
+}
+
+/// `pat` without read_file's line-number prefixes, when its first non-blank line has one.
+fn without_line_numbers(pat: &[&str]) -> Option<Vec<String>> {
+    line_number_prefix(pat.iter().find(|l| !l.trim().is_empty())?)?;
+    Some(pat.iter().map(|l| line_number_prefix(l).map_or(*l, |n| &l[n..]).to_string()).collect())
+}
+
+/// The window where most of `pat`'s non-blank lines are the file's lines at the same offsets,
+/// ignoring whitespace; the score is the share of them found. `None` when no line occurs.
+/// Catches what the other searches miss: short lines (`b1`) and a pattern too different for
+/// the fuzzy search.
+fn line_window(text: &str, lines: &LineIndex, pat: &[&str]) -> Option<Window> {
+    let k = pat.len();
+    let n = lines.len();
+    let mut at: HashMap<String, Vec<usize>> = HashMap::new();
+    // Votes from a bounded prefix: this only ranks a hint, and old_string may be huge and
+    // repetitive (50,000 equal lines would cost that many votes per file line).
+    for (j, p) in pat.iter().enumerate().take(40).filter(|(_, p)| !p.trim().is_empty()) {
+        at.entry(line_key(p, Level::Whitespace)).or_default().push(j);
+    }
+    let counted = at.values().map(Vec::len).sum::<usize>();
+    if counted == 0 || n < k {
+        return None;
+    }
+    let mut votes: HashMap<usize, usize> = HashMap::new();
+    for i in 0..n {
+        if let Some(js) = at.get(&line_key(lines.line(text, i), Level::Whitespace)) {
+            for &j in js.iter().filter(|&&j| j <= i && i - j + k <= n) {
+                *votes.entry(i - j).or_default() += 1;
+            }
+        }
+    }
+    let (start, v) = votes.into_iter().max_by_key(|&(start, v)| (v, std::cmp::Reverse(start)))?;
+    Some(Window { start, score: v as f64 / counted as f64 })
+}
+
 /// The E11 explanation: where the nearest candidate is and what differs.
 pub(crate) fn nearest_hint(
     text: &str,
@@ -1098,15 +1140,33 @@ pub(crate) fn nearest_hint(
     if budget.exhausted() {
         hint.push_str("(The search stopped at its work limit; a shorter, more exact old_string helps.) ");
     }
-    let w = match best {
-        Some(w) => w,
-        None => match token_window(text, lines, pat, old) {
-            Some(w) => w,
-            None => {
-                hint.push_str("None of its lines occurs in the file, even ignoring whitespace.");
-                return hint;
+    if let Some(stripped) = without_line_numbers(pat) {
+        // The likeliest cause by far: the model quoted read_file's output with its numbers.
+        let refs: Vec<&str> = stripped.iter().map(String::as_str).collect();
+        let example = pat.iter().find(|l| !l.trim().is_empty()).map_or("", |l| l.trim_start());
+        let example = example.split('→').next().unwrap_or("");
+        let _ = write!(
+            hint,
+            "It starts with read_file's line-number prefix (`{example}→`), which is not part of the file: copy \
+             only the text after each arrow, in old_string and new_string alike."
+        );
+        match line_window(text, lines, &refs) {
+            Some(w) if w.score >= 1.0 => {
+                let _ = write!(hint, " Without the prefixes the text is at line {}.", w.start + 1);
             }
-        },
+            _ => {
+                hint.push(' ');
+                hint.push_str(&nearest_hint(text, lines, &refs, None, &refs.join("\n"), &Budget::default()));
+            }
+        }
+        return hint;
+    }
+    let w = match best.or_else(|| line_window(text, lines, pat)).or_else(|| token_window(text, lines, pat, old)) {
+        Some(w) => w,
+        None => {
+            hint.push_str("None of its lines occurs in the file, even ignoring whitespace.");
+            return hint;
+        }
     };
     let k = pat.len();
     let _ = write!(

@@ -336,6 +336,35 @@ async fn e10_folder_path_and_windows_tab_path_are_clear_errors_and_tabs_in_conte
     assert!(out.text_content().contains("create_file"), "{}", out.text_content());
 }
 
+/// The two misses the model makes most often get a true explanation: old_string copied with
+/// read_file's `  12→` prefixes is named as such, and short lines that are in the file are shown
+/// as the nearest candidate instead of "none of its lines occurs" (E11, P1).
+#[tokio::test]
+async fn e11_p1_line_number_prefixes_are_named_and_short_lines_found_are_shown() {
+    let env = Env::new();
+    env.write("a.py", "if ok:\n    go()\nelse:\n    stop()\n");
+    env.write("b.txt", "b1\nb2\nb3\n");
+    env.read("a.py");
+    env.read("b.txt");
+    for old in ["    2→    go()", "2→    go()\n3→else:"] {
+        let out = env.edit("a.py", &[(old, "walk()")]).await;
+        assert_eq!(out.status, ToolStatus::Error);
+        let t = out.text_content();
+        assert!(t.contains("read_file's line-number prefix (`2→`)"), "{t}");
+        assert!(t.contains("Without the prefixes the text is at line 2."), "{t}");
+        assert!(!t.contains("None of its lines"), "{t}");
+    }
+    let out = env.edit("b.txt", &[("b1\nbX\nb3", "b1\nB2\nb3")]).await;
+    let t = out.text_content();
+    assert!(t.contains("The nearest candidate is lines 1-3"), "{t}");
+    assert!(t.contains("line 2: the file has `b2`, old_string has `bX`"), "{t}");
+    let out = env.patch("*** Begin Patch\n*** Update File: b.txt\n@@\n b1\n-bX\n+B2\n*** End Patch").await;
+    let t = out.text_content();
+    assert!(t.contains("The nearest candidate is lines 1-2"), "{t}");
+    assert!(!t.contains("None of its lines"), "{t}");
+    assert_eq!(env.text("b.txt"), "b1\nb2\nb3\n");
+}
+
 #[tokio::test]
 async fn e11_no_match_explains_nearest_candidate_and_advises_re_read() {
     let env = Env::new();
