@@ -450,6 +450,44 @@ for name, args in [("read_file", {"path": "a.txt"}), ("grep", {"pattern": "hello
     assert_eq!(std::fs::read_to_string(dir.path().join("a.txt")).unwrap(), "hello\n");
 }
 
+/// G6: a request the client cancels (the official SDK sends `notifications/cancelled` when the
+/// caller's task is cancelled, as a user pressing Esc does) stops its command's process group
+/// while the server keeps serving. Before, the command ran on to its end, unseen: the reply
+/// that would have named its terminal is never delivered.
+#[test]
+fn g6_a_shell_call_the_client_cancels_stops_its_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let body = r#"
+pid_file = os.path.join(workspace, "cancel.pid")
+task = asyncio.create_task(session.call_tool("shell", {"command": "echo $$ > cancel.pid; exec sleep 30", "timeout": 60000}))
+for _ in range(400):
+    if os.path.exists(pid_file) and open(pid_file).read().strip():
+        break
+    await asyncio.sleep(0.05)
+pid = int(open(pid_file).read())
+def alive():
+    try:
+        return open(f"/proc/{pid}/stat").read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+out["alive_before"] = alive()
+task.cancel()
+try:
+    await task
+except asyncio.CancelledError:
+    pass
+start = time.monotonic()
+while alive() and time.monotonic() - start < 10:
+    await asyncio.sleep(0.05)
+out["alive_after"] = alive()
+out["after"] = text(await session.call_tool("shell", {"command": "echo still-serving"}))
+"#;
+    let s = run_scenario(dir.path(), &[], body, Duration::from_secs(60));
+    assert_eq!(s["alive_before"], true, "{s}");
+    assert_eq!(s["alive_after"], false, "the cancelled call's command still runs: {s}");
+    assert!(s["after"].as_str().unwrap().contains("still-serving"), "{s}");
+}
+
 fn wait_exit(child: &mut std::process::Child, limit: Duration) -> std::process::ExitStatus {
     let start = Instant::now();
     loop {

@@ -344,15 +344,21 @@ impl ServerHandler for McpServer {
             }))
         });
         let call = ToolCall::new(id, name, args);
-        // rmcp only cancels the token when the client sends notifications/cancelled; dropping
-        // the call future is what cancels the call in the scheduler (G6).
         let started = offer.calls.start(call);
         if let Some(place) = &place {
             place.0.done.cancel();
         }
+        // rmcp cancels the request's token when the client sends notifications/cancelled: the
+        // client withdrew the call, so it is given up for good and what it started stops too
+        // (G6) — a bare cancellation would only end a command's wait and leave it running
+        // unseen, since the reply that would name its terminal is never delivered.
+        let abandon = started.abandon_handle();
         let mut out = tokio::select! {
             out = started.output() => out,
-            () = context.ct.cancelled() => ToolError::Cancelled.into_output(),
+            () = context.ct.cancelled() => {
+                abandon.abandon();
+                ToolError::Cancelled.into_output()
+            }
         };
         self.cx.session.explain_repeat(&mut out);
         let mut result = call_result(out);

@@ -179,11 +179,13 @@ impl Turn {
     /// the response streams and no earlier call of this turn had to wait; otherwise it starts at
     /// [`finish`](Self::finish).
     pub fn push(&mut self, call: ToolCall) {
-        let (handle, _cancel) = self.spawn(call);
+        let (handle, _cancel, _abandoned) = self.spawn(call);
         self.calls.push(Pending { handle });
     }
 
-    fn spawn(&mut self, call: ToolCall) -> (JoinHandle<ToolOutput>, CancellationToken) {
+    /// Starts `call`; its task, its cancellation and its "given up for good" token
+    /// ([`ToolContext::abandoned`]).
+    fn spawn(&mut self, call: ToolCall) -> (JoinHandle<ToolOutput>, CancellationToken, CancellationToken) {
         let tool = self.registry.get(&call.name).cloned();
         let must_wait = self.gate_rest || tool.as_ref().is_some_and(|t| !t.starts_while_streaming(&call.args));
         self.gate_rest |= must_wait;
@@ -200,6 +202,7 @@ impl Turn {
 
         let cx = self.cx.for_call(call.id.clone());
         let cancel = cx.cancel.clone();
+        let abandoned = cx.abandoned.clone();
         let job = CallJob {
             registry: Arc::clone(&self.registry),
             config: self.config.clone(),
@@ -211,7 +214,7 @@ impl Turn {
             cx,
         };
         let span = call_span(&job.call);
-        (tokio::spawn(job.run(span.clone()).instrument(span)), cancel)
+        (tokio::spawn(job.run(span.clone()).instrument(span)), cancel, abandoned)
     }
 
     /// The response is complete: calls that waited for it may start.
@@ -307,7 +310,7 @@ impl CallStream {
     /// fixed here, so a host that knows the order its calls arrived in registers them in that
     /// order. [`StreamCall::output`] waits for the result; dropping it cancels the call.
     pub fn start(&self, call: ToolCall) -> StreamCall<'_> {
-        let (handle, cancel) = {
+        let (handle, cancel, abandoned) = {
             let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
             if state.in_flight == 0 {
                 // A new burst: calls that finished before it are not "another call of this turn".
@@ -316,7 +319,8 @@ impl CallStream {
             state.in_flight += 1;
             state.turn.spawn(call)
         };
-        StreamCall { handle, _in_flight: InFlight(&self.state), cancel: CancelOnDrop(Some(cancel)) }
+        let abandon = Abandon { abandoned, cancel: cancel.clone() };
+        StreamCall { handle, _in_flight: InFlight(&self.state), cancel: CancelOnDrop(Some(cancel)), abandon }
     }
 
     /// Cancels every call of the stream.
@@ -337,6 +341,24 @@ pub struct StreamCall<'a> {
     handle: JoinHandle<ToolOutput>,
     _in_flight: InFlight<'a>,
     cancel: CancelOnDrop,
+    abandon: Abandon,
+}
+
+/// Gives one stream call up for good ([`StreamCall::abandon_handle`]).
+#[derive(Debug, Clone)]
+pub struct Abandon {
+    abandoned: CancellationToken,
+    cancel: CancellationToken,
+}
+
+impl Abandon {
+    /// Gives the call up for good (G6): as [`ToolContext::abandon`] — marked abandoned, then
+    /// cancelled — so what it started (a command's process group) stops too, where a bare
+    /// cancellation only ends its wait.
+    pub fn abandon(&self) {
+        self.abandoned.cancel();
+        self.cancel.cancel();
+    }
 }
 
 impl std::fmt::Debug for StreamCall<'_> {
@@ -346,6 +368,13 @@ impl std::fmt::Debug for StreamCall<'_> {
 }
 
 impl StreamCall<'_> {
+    /// A handle that gives the call up for good, for a host whose client withdraws a request
+    /// (MCP `notifications/cancelled`) while [`output`](Self::output) waits; dropping the
+    /// call only cancels it.
+    pub fn abandon_handle(&self) -> Abandon {
+        self.abandon.clone()
+    }
+
     /// The call's result, once it settled.
     pub async fn output(mut self) -> ToolOutput {
         let out = match (&mut self.handle).await {
