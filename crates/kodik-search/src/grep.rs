@@ -53,7 +53,7 @@ use crate::config::SearchConfig;
 use crate::error::SearchError;
 use crate::glob::{search_bases, show_path};
 use crate::guard;
-use crate::util::{CancelCheck, Unreadable, names_hidden, run_blocking, stamp};
+use crate::util::{CancelCheck, Unreadable, hash_of, names_hidden, run_blocking, stamp};
 
 /// A file whose lines wait for the files ahead of it holds at most this much before its search
 /// pauses until it is next in line (then it streams).
@@ -1136,7 +1136,9 @@ fn grep_listing(
     }
     let shown_bases: Vec<String> = bases.iter().map(|(b, _)| show_path(ws, b)).collect();
     let searched = searched.load(Ordering::Relaxed).saturating_sub(unreadable.files());
-    let mut out = format_result(args, &shown_bases, report, searched);
+    let page_free = GrepArgs { offset: None, head_limit: None, ..args.clone() };
+    let saved = SavedKey { search: hash_of(&format!("{where_}\0{page_free:?}")), files: report.fingerprint.finish() };
+    let mut out = format_result(args, &shown_bases, report, searched, saved);
     if let Some(note) = unreadable.note(ws) {
         out = with_note(out, &note, unreadable.count());
     }
@@ -1441,7 +1443,39 @@ pub(crate) fn with_note(mut out: ToolOutput, note: &str, count: u64) -> ToolOutp
     out
 }
 
-fn format_result(args: &GrepArgs, bases: &[String], mut report: Report, searched: u64) -> ToolOutput {
+/// A full result grep saved: the search (roots and arguments without the page) and the
+/// fingerprint of the files it found hits in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct SavedKey {
+    search: u64,
+    files: u64,
+}
+
+/// The latest full results saved, so that another page of the same search over unchanged
+/// files points at the copy already on disk instead of saving one more (a model paging
+/// through a big result wrote a full copy per page, which the spool keeps for an hour).
+static SAVED: Mutex<Vec<(SavedKey, PathBuf)>> = Mutex::new(Vec::new());
+/// How many saved results [`SAVED`] remembers.
+const SAVED_KEPT: usize = 32;
+
+/// The file already holding the result `key` names, or else `fresh` (which is remembered).
+fn saved_once(key: SavedKey, fresh: PathBuf) -> PathBuf {
+    let mut saved = SAVED.lock().unwrap_or_else(|p| p.into_inner());
+    saved.retain(|(_, p)| p.is_file());
+    if let Some((_, earlier)) = saved.iter().find(|(k, _)| *k == key)
+        && *earlier != fresh
+    {
+        let _ = std::fs::remove_file(&fresh);
+        return earlier.clone();
+    }
+    if saved.len() >= SAVED_KEPT {
+        saved.remove(0);
+    }
+    saved.push((key, fresh.clone()));
+    fresh
+}
+
+fn format_result(args: &GrepArgs, bases: &[String], mut report: Report, searched: u64, key: SavedKey) -> ToolOutput {
     let mode = report.opts.mode;
     let (total, nfiles, total_matches, offset) = (report.entries, report.files, report.matches, report.offset);
     if nfiles == 0 {
@@ -1466,7 +1500,13 @@ fn format_result(args: &GrepArgs, bases: &[String], mut report: Report, searched
         // Nothing of the result is on this page, so no page points at the saved copy.
         report.discard();
     }
-    let summary = report.spool.take().map(SpoolOut::finish);
+    let mut summary = report.spool.take().map(SpoolOut::finish);
+    if let Some(s) = summary.as_mut()
+        && s.spool_error.is_none()
+        && let Some(fresh) = s.full_output.take()
+    {
+        s.full_output = Some(saved_once(key, fresh));
+    }
     let saved = match &summary {
         Some(s) => match (&s.full_output, &s.spool_error) {
             (Some(p), _) if matches!(mode, OutputMode::Content) => format!(

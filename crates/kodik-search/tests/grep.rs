@@ -568,3 +568,31 @@ async fn gr3_a_large_single_file_keeps_its_encoding_when_streamed() {
     let t = env.ok("grep", json!({"pattern": "^первая|конца", "path": "nul.txt"})).await;
     assert!(t.starts_with("Found 2 matching lines in 1 file\nnul.txt:1:первая строка\nnul.txt:"), "{t}");
 }
+
+#[tokio::test]
+async fn g9_g20_pages_of_one_search_share_one_saved_result_until_a_file_changes() {
+    let spool = tempfile::tempdir().unwrap();
+    let env = Env::with(SearchToolset::new().spool_dir(Some(spool.path().into())), Settings::default());
+    for i in 0..40 {
+        env.write(&format!("f{i:02}.txt"), "hit\nhit\n");
+    }
+    let mut saved = Vec::new();
+    for offset in [0, 10, 20, 30] {
+        let out = env.call("grep", json!({"pattern": "hit", "head_limit": 10, "offset": offset})).await;
+        let full = out.meta["full_output"].as_str().unwrap().to_string();
+        assert!(out.text_content().contains(&full), "the page names the saved result");
+        saved.push(full);
+    }
+    assert!(saved.iter().all(|p| *p == saved[0]), "{saved:?}");
+    let files: Vec<_> = std::fs::read_dir(spool.path()).unwrap().collect();
+    assert_eq!(files.len(), 1, "one copy of the result on disk, not one per page: {files:?}");
+
+    // A changed file makes a new result, saved anew; the search then pages through that one.
+    env.write("f05.txt", "hit\nhit\nhit\n");
+    let out = env.call("grep", json!({"pattern": "hit", "head_limit": 10, "offset": 10})).await;
+    let changed = out.meta["full_output"].as_str().unwrap().to_string();
+    assert_ne!(changed, saved[0]);
+    assert_eq!(std::fs::read_to_string(&changed).unwrap().matches("hit").count(), 81);
+    let out = env.call("grep", json!({"pattern": "hit", "head_limit": 10, "offset": 20})).await;
+    assert_eq!(out.meta["full_output"].as_str().unwrap(), changed);
+}
