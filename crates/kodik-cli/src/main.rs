@@ -15,7 +15,7 @@ use std::sync::Arc;
 use clap::{Parser, Subcommand, ValueEnum};
 use kodik_tools::Toolbox;
 use kodik_tools::agent::ApprovalMode;
-use kodik_tools::core::{Event, EventSink, ToolCall, ToolOutput, ToolStatus};
+use kodik_tools::core::{Event, EventSink, FileVersion, Resource, ToolCall, ToolOutput, ToolStatus};
 use kodik_tools::harness::Mode;
 use kodik_tools::mcp::{ClientOptions, McpClient, McpConfig};
 use kodik_tools::schema::providers::{self, Format};
@@ -342,6 +342,7 @@ async fn call(workspace: PathBuf, mcp_config: Vec<PathBuf>, tool: String, args: 
         Ok(t) => t,
         Err(code) => return code,
     };
+    seen_by_caller(&tb, &tool, &args);
     let out = tb.call(&ToolCall::new("call_1", tool, args)).await;
     // A clean browser exit writes its cookies to the profile (B1); a kill would lose them.
     tb.browser().shutdown().await;
@@ -358,6 +359,24 @@ async fn call(workspace: PathBuf, mcp_config: Vec<PathBuf>, tool: String, args: 
         ToolStatus::Success => ExitCode::SUCCESS,
         _ if out.meta["error_kind"] == "unknown_tool" => ExitCode::from(2),
         _ => ExitCode::from(1),
+    }
+}
+
+/// `kodik call` is one call in a fresh session, which has read nothing: the files the call
+/// changes count as read at their current version, or an edit could never pass E2's "read it
+/// first" (the person or script running `kodik call` looks at the file itself; the check that
+/// the file did not change between that read and the edit still holds within the call).
+fn seen_by_caller(tb: &Toolbox, tool: &str, args: &Value) {
+    let Some(t) = tb.registry().get(tool).cloned() else {
+        return;
+    };
+    let cx = tb.context();
+    for resource in t.resources(args, &cx.workspace) {
+        if let Resource::File(path) = resource
+            && let Ok(version) = FileVersion::of_file(&path)
+        {
+            cx.session.record_read(&path, version, None);
+        }
     }
 }
 

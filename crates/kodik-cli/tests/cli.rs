@@ -114,6 +114,34 @@ fn batch_runs_lines_in_one_session_and_answers_in_call_order() {
     assert!(lines[6]["content"][0]["text"].as_str().unwrap().contains("2→zwei"), "{}", lines[6]);
 }
 
+/// E2 through `kodik call`: one call is a whole session, so the file an edit changes counts as
+/// read (by whoever runs the command); edit_file and apply_patch change it. Before, every
+/// `kodik call edit_file` failed with "has not been read in this session; read it with
+/// read_file first", advice no single call could follow.
+#[test]
+fn e2_kodik_call_edits_a_file_without_a_read_in_the_same_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().to_str().unwrap();
+    std::fs::write(dir.path().join("a.txt"), "x\n").unwrap();
+    let out = kodik()
+        .args([
+            "call",
+            "--workspace",
+            ws,
+            "edit_file",
+            r#"{"path":"a.txt","edits":[{"old_string":"x","new_string":"y"}]}"#,
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(std::fs::read_to_string(dir.path().join("a.txt")).unwrap(), "y\n");
+    let patch = "*** Begin Patch\n*** Update File: a.txt\n@@\n-y\n+z\n*** End Patch";
+    let args = serde_json::json!({"input": patch}).to_string();
+    let out = kodik().args(["call", "--workspace", ws, "apply_patch", &args]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(std::fs::read_to_string(dir.path().join("a.txt")).unwrap(), "z\n");
+}
+
 /// R4, G15: each batch line is one message of the model driving it: a read on a later line is
 /// never "already read in this message", and since the driver cannot say it compacted, the
 /// repeat right after the "unchanged" hint shows the file again. Before, every read after the
