@@ -44,16 +44,7 @@ fn detect_indent(text: &str) -> Option<String> {
 /// Serialises `nb` the way the original text was laid out: same indentation, same final
 /// newline, same line endings. Keys keep their order (serde_json's `preserve_order`).
 pub fn render_like(nb: &Value, original: &str) -> Result<String, serde_json::Error> {
-    let mut buf = Vec::new();
-    match detect_indent(original) {
-        Some(indent) => {
-            let fmt = serde_json::ser::PrettyFormatter::with_indent(indent.as_bytes());
-            let mut ser = serde_json::Serializer::with_formatter(&mut buf, fmt);
-            nb.serialize(&mut ser)?;
-        }
-        None => serde_json::to_writer(&mut buf, nb)?,
-    }
-    let mut s = String::from_utf8(buf).unwrap_or_default();
+    let mut s = render_value(nb, original)?;
     if original.trim_end_matches([' ', '\t']).ends_with('\n') {
         s.push('\n');
     }
@@ -61,6 +52,190 @@ pub fn render_like(nb: &Value, original: &str) -> Result<String, serde_json::Err
         s = s.replace('\n', "\r\n");
     }
     Ok(s)
+}
+
+/// `v` as JSON in the style of `original`: its indentation unit, and `\uXXXX` escapes for
+/// non-ASCII text when the original was written that way (Python's `ensure_ascii`). Lines are
+/// joined with `\n`.
+fn render_value(v: &Value, original: &str) -> Result<String, serde_json::Error> {
+    let mut buf = Vec::new();
+    match detect_indent(original) {
+        Some(indent) => {
+            let fmt = serde_json::ser::PrettyFormatter::with_indent(indent.as_bytes());
+            let mut ser = serde_json::Serializer::with_formatter(&mut buf, fmt);
+            v.serialize(&mut ser)?;
+        }
+        None => serde_json::to_writer(&mut buf, v)?,
+    }
+    let s = String::from_utf8(buf).unwrap_or_default();
+    if s.is_ascii() || !(original.is_ascii() && original.contains("\\u")) {
+        return Ok(s);
+    }
+    // Outside strings JSON is ASCII, so every other character is inside one and escapes as-is.
+    let mut out = String::with_capacity(s.len() + 16);
+    for c in s.chars() {
+        if c.is_ascii() {
+            out.push(c);
+        } else {
+            let mut units = [0u16; 2];
+            for u in c.encode_utf16(&mut units) {
+                out.push_str(&format!("\\u{u:04x}"));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Byte ranges of the elements of the top-level `"cells"` array of the JSON `text`; `None` when
+/// the text is not shaped like that (then the caller renders the whole notebook).
+fn cell_spans(text: &str) -> Option<Vec<std::ops::Range<usize>>> {
+    let b = text.as_bytes();
+    let ws = |mut i: usize| {
+        while i < b.len() && matches!(b[i], b' ' | b'\t' | b'\r' | b'\n') {
+            i += 1;
+        }
+        i
+    };
+    let mut i = ws(0);
+    if b.get(i) != Some(&b'{') {
+        return None;
+    }
+    i += 1;
+    loop {
+        i = ws(i);
+        if b.get(i) != Some(&b'"') {
+            return None;
+        }
+        let key_end = skip_json(b, i)?;
+        let is_cells = &text[i..key_end] == "\"cells\"";
+        i = ws(key_end);
+        if b.get(i) != Some(&b':') {
+            return None;
+        }
+        i = ws(i + 1);
+        if is_cells {
+            if b.get(i) != Some(&b'[') {
+                return None;
+            }
+            let mut spans = Vec::new();
+            i = ws(i + 1);
+            if b.get(i) == Some(&b']') {
+                return Some(spans);
+            }
+            loop {
+                let end = skip_json(b, i)?;
+                spans.push(i..end);
+                i = ws(end);
+                match b.get(i) {
+                    Some(b',') => i = ws(i + 1),
+                    Some(b']') => return Some(spans),
+                    _ => return None,
+                }
+            }
+        }
+        i = ws(skip_json(b, i)?);
+        match b.get(i) {
+            Some(b',') => i += 1,
+            _ => return None,
+        }
+    }
+}
+
+/// The end of the JSON value starting at `i`.
+fn skip_json(b: &[u8], mut i: usize) -> Option<usize> {
+    match *b.get(i)? {
+        b'"' => {
+            i += 1;
+            loop {
+                match *b.get(i)? {
+                    b'\\' => i += 2,
+                    b'"' => return Some(i + 1),
+                    _ => i += 1,
+                }
+            }
+        }
+        b'{' | b'[' => {
+            let mut depth = 0usize;
+            loop {
+                match *b.get(i)? {
+                    b'"' => {
+                        i = skip_json(b, i)?;
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth = depth.checked_sub(1)?;
+                        if depth == 0 {
+                            return Some(i + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                i += 1;
+            }
+        }
+        _ => {
+            while i < b.len() && !matches!(b[i], b',' | b'}' | b']' | b' ' | b'\t' | b'\r' | b'\n') {
+                i += 1;
+            }
+            Some(i)
+        }
+    }
+}
+
+/// `original` with only the cells that changed from `old` to `new` rewritten (in its style,
+/// at its indentation): every other byte — other cells, metadata, hand formatting, escapes —
+/// stays as it was (N1). `None` when the text's shape is not understood or no cell is left;
+/// the caller then renders the whole notebook.
+fn splice_cells(original: &str, old: &[Value], new: &[Value]) -> Option<String> {
+    let spans = cell_spans(original)?;
+    if spans.len() != old.len() || old.is_empty() || new.is_empty() {
+        return None;
+    }
+    let same_head = old.iter().zip(new).take_while(|(a, b)| a == b).count();
+    let max_tail = old.len().min(new.len()) - same_head;
+    let same_tail = old.iter().rev().zip(new.iter().rev()).take(max_tail).take_while(|(a, b)| a == b).count();
+    let (old_end, new_end) = (old.len() - same_tail, new.len() - same_tail);
+    let line_start = original[..spans[0].start].rfind('\n').map_or(0, |p| p + 1);
+    let base = &original[line_start..spans[0].start];
+    let crlf = matches!(LineEnding::detect(original), LineEnding::CrLf);
+    let brk = if crlf { "\r\n" } else { "\n" };
+    let sep = match spans.get(1) {
+        Some(second) => original[spans[0].end..second.start].to_string(),
+        None if line_start > 0 => format!(",{brk}{base}"),
+        None => ",".to_string(),
+    };
+    let mut pieces = Vec::new();
+    for cell in &new[same_head..new_end] {
+        let r = render_value(cell, original).ok()?;
+        pieces.push(r.replace('\n', &format!("{brk}{base}")));
+    }
+    let joined = pieces.join(&sep);
+    let (from, to, text) = if same_head < old_end {
+        // Cells replaced (or removed): their range, with one separator when none come back.
+        let (from, to) = (spans[same_head].start, spans[old_end - 1].end);
+        match (joined.is_empty(), spans.get(old_end)) {
+            (false, _) => (from, to, joined),
+            (true, Some(next)) => (from, next.start, String::new()),
+            (true, None) => (spans[same_head - 1].end, to, String::new()),
+        }
+    } else if let Some(next) = spans.get(same_head) {
+        (next.start, next.start, format!("{joined}{sep}"))
+    } else {
+        let last = spans[same_head - 1].end;
+        (last, last, format!("{sep}{joined}"))
+    };
+    Some(format!("{}{text}{}", &original[..from], &original[to..]))
+}
+
+/// The notebook `nb` as text: `original` with only the changed cells rewritten when it can be
+/// spliced, else all of it rendered in `original`'s style.
+fn render_changed(nb: &Value, old_cells: &[Value], original: &str) -> Result<String, serde_json::Error> {
+    let new_cells = nb.get("cells").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
+    match splice_cells(original, old_cells, new_cells) {
+        Some(text) => Ok(text),
+        None => render_like(nb, original),
+    }
 }
 
 /// The notebook's language, from its kernel metadata.
@@ -283,8 +458,10 @@ fn run_blocking(
     if !nb.is_object() {
         return Err(fail(format!("`{shown}` is not a notebook (its JSON is not an object)")));
     }
+    let old_cells = nb.get("cells").and_then(Value::as_array).cloned().unwrap_or_default();
     let (summary, before, after) = apply_operation(&mut nb, args)?;
-    let text = render_like(&nb, &loaded.text).map_err(|e| fail(format!("could not write the notebook: {e}")))?;
+    let text = render_changed(&nb, &old_cells, &loaded.text)
+        .map_err(|e| fail(format!("could not write the notebook: {e}")))?;
     let bytes = files::encode_checked(&text, &loaded.format, &shown)?;
     let meta = std::fs::metadata(&path).map_err(|e| ToolError::io("reading", &shown, e))?;
     let other_links = kodik_core::fs::other_links(&path);

@@ -212,3 +212,43 @@ async fn e13_n1_notebook_edits_take_part_in_checkpoints() {
     env.tools.checkpoints().undo_turn();
     assert_eq!(env.bytes("nb.ipynb"), before);
 }
+
+/// A notebook not written by Jupyter (ASCII escapes, hand-formatted one-line objects): an edit,
+/// an insert and a delete rewrite only the cells they change; every other byte stays, and new
+/// text follows the file's escaping (N1).
+#[tokio::test]
+async fn n1_untouched_parts_of_a_hand_formatted_ascii_notebook_stay_byte_identical() {
+    let cell0 = "{\n   \"cell_type\": \"code\",\n   \"execution_count\": 1,\n   \"metadata\": {\"tags\": [\"keep\"]},\n   \
+                 \"outputs\": [],\n   \"source\": [\n    \"a = 'caf\\u00e9 \\u2713'\\n\",\n    \"a\"\n   ]\n  }";
+    let cell1 = "{\n   \"cell_type\": \"markdown\",\n   \"metadata\": {},\n   \"source\": [\n    \"text\"\n   ]\n  }";
+    let head = "{\n \"cells\": [\n  ";
+    let tail = "\n ],\n \"custom_field\": {\"a\": 1},\n \"metadata\": {\"kernelspec\": {\"display_name\": \"Python 3\", \
+                \"language\": \"python\", \"name\": \"python3\"}},\n \"nbformat\": 4,\n \"nbformat_minor\": 4\n}\n";
+    let original = format!("{head}{cell0},\n  {cell1}{tail}");
+    let env = Env::new();
+    env.write("esc.ipynb", &original);
+    env.read("esc.ipynb");
+    let call = |args: Value| env.call("edit_notebook", args);
+
+    let out = call(serde_json::json!({"target_notebook": "esc.ipynb", "operation": "edit", "cell_index": 1,
+        "old_string": "text", "new_string": "texte ✓"}))
+    .await;
+    assert!(out.is_success(), "{}", out.text_content());
+    let cell1_edited = cell1.replace("\"text\"", "\"texte \\u2713\"");
+    assert_eq!(env.text("esc.ipynb"), format!("{head}{cell0},\n  {cell1_edited}{tail}"));
+
+    let out = call(serde_json::json!({"target_notebook": "esc.ipynb", "operation": "insert", "cell_index": 1,
+        "cell_type": "markdown", "new_source": "é"}))
+    .await;
+    assert!(out.is_success(), "{}", out.text_content());
+    let inserted =
+        "{\n   \"cell_type\": \"markdown\",\n   \"metadata\": {},\n   \"source\": [\n    \"\\u00e9\"\n   ]\n  }";
+    assert_eq!(env.text("esc.ipynb"), format!("{head}{cell0},\n  {inserted},\n  {cell1_edited}{tail}"));
+
+    for (at, want) in [(2, format!("{head}{cell0},\n  {inserted}{tail}")), (0, format!("{head}{inserted}{tail}"))] {
+        let out =
+            call(serde_json::json!({"target_notebook": "esc.ipynb", "operation": "delete", "cell_index": at})).await;
+        assert!(out.is_success(), "{}", out.text_content());
+        assert_eq!(env.text("esc.ipynb"), want);
+    }
+}
