@@ -53,7 +53,7 @@ use crate::config::SearchConfig;
 use crate::error::SearchError;
 use crate::glob::{search_bases, show_path};
 use crate::guard;
-use crate::util::{CancelCheck, Unreadable, hash_of, names_hidden, run_blocking, stamp};
+use crate::util::{CancelCheck, Unreadable, content_stamp as stamp, hash_of, names_hidden, run_blocking};
 
 /// A file whose lines wait for the files ahead of it holds at most this much before its search
 /// pauses until it is next in line (then it streams).

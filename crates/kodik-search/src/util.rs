@@ -197,6 +197,22 @@ pub(crate) fn stamp(meta: Option<&std::fs::Metadata>) -> (u128, u64) {
     }
 }
 
+/// [`stamp`] for grep's fingerprints, with the inode's change time and number folded in: a
+/// content change that keeps size and mtime (`cp -p`, `rsync -a`, `touch -r`, a coarse-mtime
+/// file system) still moves the change time, which user space cannot set back, and a file
+/// replaced by a rename has a new inode. (glob lists names by mtime: [`stamp`] is its whole answer.)
+pub(crate) fn content_stamp(meta: Option<&std::fs::Metadata>) -> (u128, u64) {
+    use std::os::unix::fs::MetadataExt as _;
+    let (mtime, len) = stamp(meta);
+    match meta {
+        Some(m) => {
+            let ctime = (m.ctime() as u128).wrapping_mul(1_000_000_000).wrapping_add(m.ctime_nsec() as u128);
+            (mtime ^ (ctime << 64) ^ (ctime >> 64), len ^ m.ino().rotate_left(32))
+        }
+        None => (mtime, len),
+    }
+}
+
 /// Whether a glob names a hidden component (`.github/**`, `**/.env*`): then hidden files are
 /// searched too, since the model asked for them explicitly.
 pub(crate) fn names_hidden(pattern: &str) -> bool {

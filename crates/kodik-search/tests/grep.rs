@@ -357,6 +357,13 @@ async fn g15_repeated_grep_unchanged_then_fresh_on_change_or_new_match() {
     env.write("new.txt", "foo changed\n");
     let t = env.ok("grep", args.clone()).await;
     assert!(t.contains("new.txt:1:foo changed"), "{t}");
+    // Also when the change keeps its size and its mtime is set back (`cp -p`, `touch -r`).
+    common::set_mtime(&env.root().join("new.txt"), 1_577_836_800);
+    env.ok("grep", args.clone()).await;
+    env.write("new.txt", "foo CHANGED\n");
+    common::set_mtime(&env.root().join("new.txt"), 1_577_836_800);
+    let t = env.ok("grep", args.clone()).await;
+    assert!(t.contains("new.txt:1:foo CHANGED"), "{t}");
 }
 
 #[tokio::test]
