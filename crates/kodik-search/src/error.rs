@@ -14,6 +14,18 @@ pub enum SearchError {
     /// `glob` or `grep` was given something that is neither file nor folder.
     #[error("`{0}` is not a regular file or folder")]
     NotSearchable(String),
+    /// A glob pattern given as `path`, which takes a file or folder.
+    #[error(
+        "`path` takes a file or folder, and `{given}` is a glob pattern; put {hint} instead (`{field}` takes the pattern)"
+    )]
+    GlobAsPath {
+        /// The path as given.
+        given: String,
+        /// The call that means it: `path` and pattern split.
+        hint: String,
+        /// The parameter that takes a pattern: `glob` (grep) or `pattern` (glob).
+        field: &'static str,
+    },
     /// `glob` was given a file where it needs a folder.
     #[error("`{0}` is a file; `glob` searches a folder — give the folder as `path`")]
     GlobOnFile(String),

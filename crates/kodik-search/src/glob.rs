@@ -82,9 +82,13 @@ pub(crate) fn searched(ws: &Workspace, path: Option<&str>) -> Vec<Resource> {
     }
 }
 
+/// The folders (or file) a search starts from: `path`, or every root. `field` is the
+/// parameter that takes a pattern (`glob` for grep, `pattern` for glob), named when a pattern
+/// was given as `path`.
 pub(crate) fn search_bases(
     ws: &Workspace,
     path: Option<&str>,
+    field: &'static str,
 ) -> Result<Vec<(PathBuf, std::fs::Metadata)>, SearchError> {
     let bases: Vec<PathBuf> = match path {
         Some(p) if !p.trim().is_empty() => vec![ws.check_readable(p.trim())?],
@@ -118,10 +122,33 @@ pub(crate) fn search_bases(
                 Err(source) => Err(SearchError::Io { action: "reading the folder", path: ws.display(&base), source }),
             },
             Ok(m) => Ok((base, m)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(PathError::NotFound(ws.display(&base)).into()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                Err(match path.and_then(|p| glob_as_path(p, field)) {
+                    Some(e) => e,
+                    None => ws.not_found(&base).into(),
+                })
+            }
             Err(source) => Err(SearchError::Io { action: "reading", path: ws.display(&base), source }),
         })
         .collect()
+}
+
+/// The error for a `path` that does not exist because it is a glob pattern (`src/*.ts`,
+/// `**/*.rs`): the call that means it, with the folder part as `path` and the rest as `field`.
+fn glob_as_path(path: &str, field: &'static str) -> Option<SearchError> {
+    let is_glob = |c: &str| c.contains(['*', '?', '[', '{']);
+    let parts: Vec<&str> = path.trim().trim_start_matches("./").split('/').collect();
+    let first = parts.iter().position(|c| is_glob(c))?;
+    let folder = parts[..first].join("/");
+    let pattern = parts[first..].join("/");
+    // grep's `glob` with a `/` is anchored at `path`, so the whole pattern from the root says
+    // exactly what was meant; glob's `pattern` is matched below `path`.
+    let hint = if folder.is_empty() || field == "glob" {
+        format!("`{field}: \"{}\"` and leave out `path`", parts.join("/"))
+    } else {
+        format!("`path: \"{folder}\"` and `{field}: \"{pattern}\"`")
+    };
+    Some(SearchError::GlobAsPath { given: path.to_string(), hint, field })
 }
 
 /// A path as the search tools show it: relative to the (first) root, which is how `read_file`
@@ -314,7 +341,7 @@ fn glob(
     args: &GlobArgs,
     cancel: &CancellationToken,
 ) -> Result<ToolOutput, SearchError> {
-    let bases = search_bases(ws, args.path.as_deref())?;
+    let bases = search_bases(ws, args.path.as_deref(), "pattern")?;
     for (base, meta) in &bases {
         if meta.is_file() {
             return Err(SearchError::GlobOnFile(ws.display(base)));

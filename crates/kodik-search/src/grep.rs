@@ -1079,7 +1079,7 @@ fn grep_listing(
     cancel: &CancellationToken,
     max_listed: usize,
 ) -> Result<ToolOutput, SearchError> {
-    let bases = search_bases(ws, args.path.as_deref())?;
+    let bases = search_bases(ws, args.path.as_deref(), "glob")?;
     let matcher = build_matcher(args)?;
     let mode = args.output_mode.unwrap_or_default();
     let context = matches!(mode, OutputMode::Content)

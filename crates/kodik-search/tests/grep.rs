@@ -603,3 +603,23 @@ async fn g9_g20_pages_of_one_search_share_one_saved_result_until_a_file_changes(
     let out = env.call("grep", json!({"pattern": "hit", "head_limit": 10, "offset": 20})).await;
     assert_eq!(out.meta["full_output"].as_str().unwrap(), changed);
 }
+
+#[tokio::test]
+async fn gr1_gl1_a_pattern_or_a_typo_as_path_gets_the_call_that_works() {
+    let env = Env::new();
+    env.write("src/a.ts", "needle\n");
+    let e = env.err("grep", json!({"pattern": "needle", "path": "src/*.ts"})).await;
+    assert!(e.contains("`src/*.ts` is a glob pattern; put `glob: \"src/*.ts\"` and leave out `path`"), "{e}");
+    let e = env.err("grep", json!({"pattern": "needle", "path": "**/*.ts"})).await;
+    assert!(e.contains("put `glob: \"**/*.ts\"` and leave out `path`"), "{e}");
+    let e = env.err("glob", json!({"pattern": "*", "path": "./src/*.ts"})).await;
+    assert!(e.contains("put `path: \"src\"` and `pattern: \"*.ts\"`"), "{e}");
+    // Following the advice works.
+    assert!(env.ok("grep", json!({"pattern": "needle", "glob": "src/*.ts"})).await.contains("src/a.ts:1:needle"));
+    assert_eq!(env.ok("glob", json!({"pattern": "*.ts", "path": "src"})).await, "src/a.ts");
+    // A typo gets the near name, as read_file's does.
+    let e = env.err("grep", json!({"pattern": "needle", "path": "scr"})).await;
+    assert!(e.contains("`scr` does not exist; did you mean: src?"), "{e}");
+    let e = env.err("glob", json!({"pattern": "*.ts", "path": "scr"})).await;
+    assert!(e.contains("did you mean: src?"), "{e}");
+}
