@@ -344,6 +344,9 @@ async fn call(workspace: PathBuf, mcp_config: Vec<PathBuf>, tool: String, args: 
     };
     seen_by_caller(&tb, &tool, &args);
     let out = tb.call(&ToolCall::new("call_1", tool, args)).await;
+    let mut background = Background::default();
+    background.note(&out);
+    background.settle(&tb, "kodik call returned its result").await;
     // A clean browser exit writes its cookies to the profile (B1); a kill would lose them.
     tb.browser().shutdown().await;
     unmount(mcp).await;
@@ -376,6 +379,71 @@ fn seen_by_caller(tb: &Toolbox, tool: &str, args: &Value) {
             && let Ok(version) = FileVersion::of_file(&path)
         {
             cx.session.record_read(&path, version, None);
+        }
+    }
+}
+
+/// The shell's default wait (S2), and the longest a command gets.
+const DEFAULT_TIMEOUT_MS: u64 = 5_000;
+const MAX_TIMEOUT_MS: u64 = 60_000;
+
+/// Commands a `kodik call` or `kodik batch` sent to the background (S3, S4), with the timeout
+/// their call gave them.
+#[derive(Default)]
+struct Background {
+    timeouts: std::collections::HashMap<String, u64>,
+}
+
+impl Background {
+    /// Remembers the command of a shell result that went to the background.
+    fn note(&mut self, out: &ToolOutput) {
+        if out.meta["running"] == true
+            && let Some(id) = out.meta["terminal_id"].as_str()
+        {
+            let timeout = out.meta["timeout_ms"].as_u64().unwrap_or(DEFAULT_TIMEOUT_MS);
+            self.timeouts.insert(id.to_owned(), timeout);
+        }
+    }
+
+    /// The end of `kodik call` or of `kodik batch`'s input: the results said the commands still
+    /// running would report by themselves, so each gets its own timeout once more (default
+    /// 5 s, at most 60 s) to finish, and its end goes to stderr as a terminal event as usual.
+    /// What still runs then is stopped (SIGTERM, then SIGKILL), and its final terminal event
+    /// says `stopped` and why. Without this, exiting killed them silently (S3, S11).
+    async fn settle(&self, tb: &Toolbox, ended: &str) {
+        let shell = tb.shell();
+        let start = tokio::time::Instant::now();
+        let mut stopped = std::collections::HashSet::new();
+        loop {
+            let running = shell.running();
+            if running.is_empty() {
+                break;
+            }
+            for id in running {
+                let timeout = self.timeouts.get(&id).copied().unwrap_or(DEFAULT_TIMEOUT_MS);
+                let limit = std::time::Duration::from_millis(timeout.clamp(DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS));
+                if start.elapsed() >= limit && !stopped.contains(&id) && shell.user_stop(&id) {
+                    stopped.insert(id);
+                }
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        // A stop made for the user is announced, not emitted: say it here, with the reason.
+        let reason = format!("{ended} and the command still ran after waiting its timeout once more: kodik stopped it");
+        let wait_until = tokio::time::Instant::now() + std::time::Duration::from_secs(2);
+        while !stopped.is_empty() {
+            for ev in shell.take_announcements() {
+                stopped.remove(&ev.terminal_id);
+                let mut line = serde_json::to_value(Event::Terminal(ev)).unwrap_or_default();
+                if let Some(fields) = line.as_object_mut() {
+                    fields.insert("reason".into(), Value::String(reason.clone()));
+                }
+                let _ = writeln!(std::io::stderr().lock(), "{line}");
+            }
+            if tokio::time::Instant::now() >= wait_until {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
     }
 }
@@ -416,7 +484,9 @@ async fn batch(workspace: PathBuf, mcp_config: Vec<PathBuf>) -> ExitCode {
         Ok(t) => t,
         Err(code) => return code,
     };
-    let code = batch_lines(&tb).await;
+    let mut background = Background::default();
+    let code = batch_lines(&tb, &mut background).await;
+    background.settle(&tb, "kodik batch reached the end of its input").await;
     tb.browser().shutdown().await;
     unmount(mcp).await;
     code
@@ -424,7 +494,7 @@ async fn batch(workspace: PathBuf, mcp_config: Vec<PathBuf>) -> ExitCode {
 
 /// Each input line is one message of the driving model (R4), and the driver has no way to say
 /// that it compacted its context: the repeat after an "unchanged" hint runs afresh (G15).
-async fn batch_lines(tb: &Toolbox) -> ExitCode {
+async fn batch_lines(tb: &Toolbox, background: &mut Background) -> ExitCode {
     let session = &tb.context().session;
     session.set_compaction_unseen();
     let stdin = std::io::stdin();
@@ -445,6 +515,7 @@ async fn batch_lines(tb: &Toolbox) -> ExitCode {
                 let mut buf = String::new();
                 for (c, o) in calls.iter().zip(&mut outs) {
                     session.explain_repeat(o);
+                    background.note(o);
                     let rl = ResultLine { id: &c.id, name: &c.name, output: o };
                     buf.push_str(&serde_json::to_string(&rl).unwrap_or_default());
                     buf.push('\n');

@@ -114,6 +114,60 @@ fn batch_runs_lines_in_one_session_and_answers_in_call_order() {
     assert!(lines[6]["content"][0]["text"].as_str().unwrap().contains("2→zwei"), "{}", lines[6]);
 }
 
+/// Runs `kodik ARGS` in `ws` with `input` on stdin; (stdout lines, stderr JSON lines).
+fn run_with_stderr(args: &[&str], input: &str) -> (Vec<Value>, Vec<Value>) {
+    use std::io::Write as _;
+    let mut child =
+        kodik().args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let parse = |bytes: &[u8]| -> Vec<Value> {
+        String::from_utf8_lossy(bytes).lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
+    };
+    (parse(&out.stdout), parse(&out.stderr))
+}
+
+/// S3, S4, S11 at the end of `kodik batch`'s input and of `kodik call`: a command the results
+/// said "keeps running in the background" gets its timeout once more to finish and reports
+/// its real end on stderr; one still running after that is stopped, with a final terminal
+/// event `stopped` that says why. Before, both were killed at exit: the quick one's work was
+/// lost and the event, when there was one, said `error` with no exit code and no reason.
+#[test]
+fn s3_s4_s11_batch_and_call_end_by_waiting_for_background_commands_or_saying_they_stopped_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().to_str().unwrap();
+    std::fs::write(dir.path().join("a.txt"), "x\n").unwrap();
+    // Both commands go to the background a second after the read finishes (S4).
+    let turn = serde_json::json!([
+        {"id": "quick", "name": "shell", "args": {"command": "sleep 2.5; echo done > late.txt"}},
+        {"id": "server", "name": "shell", "args": {"command": "echo $$ > server.pid; exec sleep 60"}},
+        {"id": "read", "name": "read_file", "args": {"path": "a.txt"}},
+    ]);
+    let (results, events) = run_with_stderr(&["batch", "--workspace", ws], &format!("{turn}\n"));
+    assert_eq!(results[0]["meta"]["running"], true, "{}", results[0]);
+    assert_eq!(results[1]["meta"]["running"], true, "{}", results[1]);
+    let event = |id: &Value| {
+        events.iter().find(|e| e["terminal_id"] == *id).unwrap_or_else(|| panic!("no event for {id}: {events:#?}"))
+    };
+    let quick = event(&results[0]["meta"]["terminal_id"]);
+    assert_eq!((quick["status"].as_str(), quick["exit_code"].as_i64()), (Some("success"), Some(0)), "{quick}");
+    assert_eq!(std::fs::read_to_string(dir.path().join("late.txt")).unwrap(), "done\n");
+    let server = event(&results[1]["meta"]["terminal_id"]);
+    assert_eq!(server["status"], "stopped", "{server}");
+    assert!(server["reason"].as_str().unwrap().contains("kodik batch reached the end of its input"), "{server}");
+    let pid = std::fs::read_to_string(dir.path().join("server.pid")).unwrap();
+    assert!(!std::path::Path::new(&format!("/proc/{}", pid.trim())).exists(), "the stopped command still runs");
+
+    // kodik call: its one command outlives its timeout by half a second and still finishes.
+    let (results, events) = run_with_stderr(
+        &["call", "--workspace", ws, "shell", r#"{"command":"sleep 5.5; touch call.flag","timeout":5000}"#],
+        "",
+    );
+    assert_eq!(results[0]["meta"]["running"], true, "{}", results[0]);
+    assert!(dir.path().join("call.flag").exists(), "kodik call killed the command it said keeps running");
+    assert_eq!(events[0]["exit_code"], 0, "{events:#?}");
+}
+
 /// E2 through `kodik call`: one call is a whole session, so the file an edit changes counts as
 /// read (by whoever runs the command); edit_file and apply_patch change it. Before, every
 /// `kodik call edit_file` failed with "has not been read in this session; read it with

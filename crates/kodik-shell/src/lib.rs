@@ -178,6 +178,13 @@ impl ShellToolset {
         self.table.user_stop(terminal_id)
     }
 
+    /// The terminals whose command is still running (not counting processes a finished command
+    /// left behind with `&`), for a host about to end that must wait for them or say that it
+    /// stops them (`kodik batch` at the end of its input).
+    pub fn running(&self) -> Vec<String> {
+        self.table.running()
+    }
+
     /// User stops not announced yet, for a host that puts them in the next user message; each
     /// is handed out once, here or in a result (S12).
     pub fn take_announcements(&self) -> Vec<TerminalEvent> {

@@ -99,6 +99,8 @@ pub(crate) struct Terminal {
     pub started: Instant,
     pgid: OnceLock<i32>,
     unread_cfg: PreviewConfig,
+    /// The most bytes of the output its full-output file saves.
+    saved_cap: u64,
     out: Mutex<Output>,
     reader: Mutex<ReaderState>,
     life: Mutex<Lifecycle>,
@@ -281,7 +283,15 @@ impl Terminal {
         if unread.truncated
             && let Some(p) = &total.full_output
         {
-            text.push_str(&format!("\n[full output: {}]", p.display()));
+            if total.total_bytes > self.saved_cap {
+                text.push_str(&format!(
+                    "\n[full output, only its first {} bytes were saved (the cap for one output): {}]",
+                    self.saved_cap,
+                    p.display()
+                ));
+            } else {
+                text.push_str(&format!("\n[full output: {}]", p.display()));
+            }
         }
         Shown { text, total }
     }
@@ -580,6 +590,7 @@ impl Table {
                 binary: false,
             }),
             unread_cfg,
+            saved_cap: self.cfg.max_saved_output,
             reader: Mutex::new(ReaderState { stripper: AnsiStripper::new(), last_line: Vec::new(), binary: false }),
             life: Mutex::new(Lifecycle { attached: true, ..Lifecycle::default() }),
             done: watch::channel(false).0,
@@ -694,6 +705,14 @@ impl Table {
                 );
             }
         }
+    }
+
+    /// The terminals whose command is still running, sorted.
+    pub fn running(&self) -> Vec<String> {
+        let mut ids: Vec<String> =
+            lock(&self.inner).live.values().filter(|t| t.is_running()).map(|t| t.id.clone()).collect();
+        ids.sort();
+        ids
     }
 
     /// Stops a running command on the user's behalf (S12).
