@@ -49,6 +49,18 @@ pub enum PathError {
          turned a backslash into a tab or newline); write the path with forward slashes or escaped backslashes"
     )]
     ControlCharacter(String),
+    /// A path written with backslashes or a drive letter that names nothing here: on this
+    /// system `\\` is part of a file name, so `dir\\new.txt` would be a new file in the root (E10).
+    #[error(
+        "`{path}` looks like a Windows path, but `\\` is not a folder separator here and nothing has that \
+         name; write the path with forward slashes, relative to the workspace or absolute (e.g. `{suggestion}`)"
+    )]
+    WindowsPath {
+        /// The path as given.
+        path: String,
+        /// The same path with forward slashes (and without a drive letter).
+        suggestion: String,
+    },
     /// A workspace root does not exist or is not a folder.
     #[error("workspace root `{path}` is not a usable folder: {reason}")]
     BadRoot {
@@ -222,6 +234,15 @@ impl Workspace {
             return Err(PathError::ControlCharacter(shown.escape_debug().to_string()));
         }
         let joined = if raw.is_absolute() { raw.to_path_buf() } else { self.primary_root().join(raw) };
+        // A name that really has a backslash (or a drive-like prefix) is still usable.
+        let b = shown.as_bytes();
+        let drive = b.len() >= 3 && b[0].is_ascii_alphabetic() && b[1] == b':' && matches!(b[2], b'/' | b'\\');
+        if (drive || shown.contains('\\')) && joined.symlink_metadata().is_err() {
+            let unix = shown.replace('\\', "/");
+            // Without the drive: the model most likely meant a path inside the workspace.
+            let suggestion = if drive { unix[3..].to_string() } else { unix };
+            return Err(PathError::WindowsPath { path: shown, suggestion });
+        }
         let canonical = self.canonical(&normalize_lexically(&joined));
         if self.roots.iter().any(|r| canonical.starts_with(r)) {
             Ok(canonical)
@@ -806,6 +827,25 @@ mod tests {
         let err = w.resolve("C:\tmp\\file.txt").unwrap_err();
         assert!(matches!(err, PathError::ControlCharacter(_)));
         assert!(err.to_string().contains("forward slashes"));
+    }
+
+    #[test]
+    fn e10_windows_paths_without_control_characters_are_refused_unless_they_exist() {
+        let (d, w) = ws();
+        for (path, suggestion) in [("C:\\temp\\new.txt", "temp/new.txt"), ("src\\new.txt", "src/new.txt")] {
+            let err = w.resolve(path).unwrap_err();
+            assert!(matches!(err, PathError::WindowsPath { .. }), "{err}");
+            assert!(
+                err.to_string()
+                    .contains(&format!("forward slashes, relative to the workspace or absolute (e.g. `{suggestion}`)")),
+                "{err}"
+            );
+        }
+        assert!(matches!(w.resolve("C:/temp/x.txt"), Err(PathError::WindowsPath { .. })));
+        // A file whose name has a backslash is still reachable.
+        std::fs::write(d.path().join("odd\\name.txt"), "x").unwrap();
+        assert!(w.check_file("odd\\name.txt").is_ok());
+        assert!(w.resolve("src/new.txt").is_ok());
     }
 
     #[test]
