@@ -1068,6 +1068,16 @@ async fn g9_g18_a_flood_of_output_is_saved_only_up_to_the_cap_and_the_result_say
     assert!(saved.len() < 200_200, "the file stopped at the cap: {} bytes", saved.len());
     let end = String::from_utf8_lossy(&saved[saved.len() - 120..]).into_owned();
     assert!(end.contains("saving stopped here"), "the file says where it was cut: {end}");
+
+    // A flood in the background: get_terminal_output says the file holds only the start.
+    let (id, _) = e.background("yes 'debug: retry waiting for the lock'").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let later = e.call("get_terminal_output", json!({"terminal_id": id})).await;
+    let text = later.text_content();
+    assert!(text.contains("only its first 200000 bytes were saved"), "{}", &text[text.len().saturating_sub(400)..]);
+    e.call("kill_terminal", json!({"terminal_id": id})).await;
+    let full = later.meta["full_output"].as_str().unwrap();
+    assert!(std::fs::metadata(full).unwrap().len() < 200_200);
 }
 
 /// Knows only the heredoc form, as kodik-edit's interceptor does, and answers with the patch
