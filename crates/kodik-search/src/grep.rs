@@ -443,25 +443,52 @@ fn overrides(args: &GrepArgs, base: &Path) -> Result<Option<Override>, SearchErr
     Ok(Some(ov))
 }
 
+/// Language names models reach for that ripgrep's table spells otherwise.
+const TYPE_ALIASES: &[(&str, &str)] =
+    &[("javascript", "js"), ("python", "py"), ("golang", "go"), ("bash", "sh"), ("shell", "sh"), ("c++", "cpp")];
+
 fn types(name: &str) -> Result<ignore::types::Types, SearchError> {
     let mut b = TypesBuilder::new();
     b.add_defaults();
+    let defs = b.definitions();
     for n in name.split(',').map(str::trim).filter(|n| !n.is_empty()) {
-        b.select(n);
+        let lower = n.to_lowercase();
+        if defs.iter().any(|d| d.name() == n) {
+            b.select(n);
+        } else if let Some((_, to)) = TYPE_ALIASES.iter().find(|(from, _)| *from == lower) {
+            b.select(to);
+        } else {
+            // A file extension (`rs`, `.yml`, `*.kt`) the table knows: exactly the files with it.
+            let ext = lower.trim_start_matches("*.").trim_start_matches('.');
+            let glob = format!("*.{ext}");
+            if !ext.is_empty()
+                && ext.chars().all(char::is_alphanumeric)
+                && defs.iter().any(|d| d.globs().contains(&glob))
+            {
+                // Type names are alphanumeric only.
+                let custom = format!("kodikextension{ext}");
+                b.add(&custom, &glob)
+                    .map_err(|e| SearchError::UnknownType { name: n.to_string(), hint: e.to_string() })?;
+                b.select(&custom);
+            } else {
+                b.select(n);
+            }
+        }
     }
     b.build().map_err(|e| match e {
         ignore::Error::UnrecognizedFileType(bad) => {
-            let defs = TypesBuilder::new().add_defaults().definitions();
             let lower = bad.to_lowercase();
             let head: String = lower.chars().take(2).collect();
+            // A one- or two-letter type inside a longer word (`c`, `r`, `v` in `javascript`)
+            // is a coincidence, not a hint.
             let close: Vec<String> = defs
                 .iter()
                 .map(|d| d.name().to_string())
-                .filter(|n| n.contains(&lower) || lower.contains(n.as_str()) || n.starts_with(&head))
+                .filter(|n| n.contains(&lower) || (n.len() >= 3 && lower.contains(n.as_str())) || n.starts_with(&head))
                 .take(12)
                 .collect();
             let hint = if close.is_empty() {
-                "examples: rust, py, js, ts, go, java, c, cpp, md, json, yaml, toml, html, css, sh".to_string()
+                "examples: rust, py, js, ts, go, java, c, cpp, md, json, yaml, toml, html, css, sh, or a file extension such as rs".to_string()
             } else {
                 format!("did you mean one of: {}?", close.join(", "))
             };

@@ -166,6 +166,29 @@ async fn gr1_file_type_from_ripgreps_table() {
 }
 
 #[tokio::test]
+async fn gr1_file_type_takes_an_extension_or_a_common_language_name() {
+    let env = tree();
+    env.write("conf/a.yml", "foo: 1\n");
+    env.write("conf/b.yaml", "foo: 2\n");
+    env.write("web/x.jsx", "foo()\n");
+    env.write("web/y.js", "foo()\n");
+    let files = |t: &str| t.lines().skip(1).map(str::to_string).collect::<Vec<_>>();
+    for (ty, expected) in [
+        ("rs", vec!["src/lib.rs", "src/main.rs"]),
+        (".yml", vec!["conf/a.yml"]),
+        ("*.jsx", vec!["web/x.jsx"]),
+        ("javascript", vec!["web/x.jsx", "web/y.js"]),
+        ("yaml,rs", vec!["conf/a.yml", "conf/b.yaml", "src/lib.rs", "src/main.rs"]),
+    ] {
+        let t = env.ok("grep", json!({"output_mode": "files_with_matches", "pattern": "foo", "type": ty})).await;
+        assert_eq!(files(&t), expected, "{ty}: {t}");
+    }
+    // A word that merely contains short type names is not pointed at them.
+    let e = env.err("grep", json!({"pattern": "foo", "type": "javascriptx"})).await;
+    assert!(!e.contains(" c,") && !e.contains(", r,") && !e.contains("java,"), "{e}");
+}
+
+#[tokio::test]
 async fn gr2_bad_regex_is_a_clear_error_with_position_and_nothing_is_kept() {
     let env = tree();
     for _ in 0..3 {
