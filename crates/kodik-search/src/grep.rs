@@ -419,6 +419,19 @@ fn build_searcher(args: &GrepArgs, mode: OutputMode, ws: &Workspace, walk: bool)
     Ok(b.build())
 }
 
+/// `glob` without a leading `./` (after a `!`), which means the searched folder itself, as the
+/// glob tool reads it; ripgrep's overrides would match it against no path at all.
+fn without_dot_slash(glob: &str) -> String {
+    let (bang, rest) = glob.strip_prefix('!').map_or(("", glob), |r| ("!", r));
+    let mut rest = rest;
+    while let Some(r) = rest.strip_prefix("./") {
+        rest = r;
+    }
+    // `./x` meant "x in this folder" only: keep it anchored.
+    let anchor = if rest.len() < glob.len() - bang.len() && !rest.contains('/') { "/" } else { "" };
+    format!("{bang}{anchor}{rest}")
+}
+
 fn overrides(args: &GrepArgs, base: &Path) -> Result<Option<Override>, SearchError> {
     let include = args.glob.as_ref().map(|g| g.to_vec()).unwrap_or_default();
     let exclude = args.exclude.as_ref().map(|g| g.to_vec()).unwrap_or_default();
@@ -428,10 +441,10 @@ fn overrides(args: &GrepArgs, base: &Path) -> Result<Option<Override>, SearchErr
     let mut b = OverrideBuilder::new(base);
     let bad = |glob: &str, e: ignore::Error| SearchError::BadGlob { glob: glob.to_string(), reason: e.to_string() };
     for g in include.iter().filter(|g| !g.trim().is_empty()) {
-        b.add(g.trim()).map_err(|e| bad(g, e))?;
+        b.add(&without_dot_slash(g.trim())).map_err(|e| bad(g, e))?;
     }
     for g in exclude.iter().filter(|g| !g.trim().is_empty()) {
-        let g = g.trim();
+        let g = &without_dot_slash(g.trim());
         let negated = match g.strip_prefix('!') {
             // `!x` in `exclude` would mean "include"; take it as the plain pattern, which is what was meant.
             Some(rest) => format!("!{rest}"),

@@ -646,3 +646,23 @@ async fn gr1_gl1_a_pattern_or_a_typo_as_path_gets_the_call_that_works() {
     let e = env.err("glob", json!({"pattern": "*.ts", "path": "scr"})).await;
     assert!(e.contains("did you mean: src?"), "{e}");
 }
+
+#[tokio::test]
+async fn gr5_a_leading_dot_slash_in_glob_and_exclude_means_the_searched_folder() {
+    let env = Env::new();
+    env.write("src/a.ts", "needle\n");
+    env.write("src/deep/b.ts", "needle\n");
+    env.write("top.ts", "needle\n");
+    let files = |t: String| t.lines().skip(1).map(str::to_string).collect::<Vec<_>>();
+    let list = json!({"pattern": "needle", "output_mode": "files_with_matches"});
+    let with = |k: &str, v: &str| {
+        let mut a = list.clone();
+        a[k] = json!(v);
+        a
+    };
+    assert_eq!(files(env.ok("grep", with("glob", "./src/*.ts")).await), ["src/a.ts"]);
+    assert_eq!(files(env.ok("grep", with("glob", "./*.ts")).await), ["top.ts"]);
+    assert_eq!(files(env.ok("grep", with("exclude", "./src/*.ts")).await), ["src/deep/b.ts", "top.ts"]);
+    // The glob tool reads them the same way.
+    assert_eq!(env.ok("glob", json!({"pattern": "./src/*.ts"})).await, "src/a.ts");
+}
