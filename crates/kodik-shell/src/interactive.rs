@@ -571,7 +571,7 @@ pub fn looks_like_prompt(last_line: &str, markers: &[String]) -> bool {
             let rest = rest.trim();
             rest.is_empty()
                 || rest.starts_with(['(', '[', '\'', '"'])
-                || ["for ", "of ", "to "].iter().any(|w| rest.starts_with(w))
+                || ["for ", "of ", "to ", "sent ", "again"].iter().any(|w| rest.starts_with(w))
         })
     })
 }
@@ -699,6 +699,9 @@ mod tests {
         assert!(looks_like_prompt("Password (again):", &m));
         assert!(looks_like_prompt("Enter PIN for 'YubiKey': ", &m));
         assert!(looks_like_prompt("Verification code: ", &m));
+        assert!(looks_like_prompt("Enter same passphrase again: ", &m));
+        assert!(looks_like_prompt("Enter passphrase (empty for no passphrase): ", &m));
+        assert!(looks_like_prompt("Enter the verification code sent to +1 555 0100: ", &m));
         assert!(looks_like_prompt("Are you sure you want to continue connecting (yes/no/[fingerprint])? ", &m));
         assert!(!looks_like_prompt("password updated successfully", &m));
         assert!(!looks_like_prompt("Compiling…", &m));
