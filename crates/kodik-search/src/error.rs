@@ -84,6 +84,12 @@ pub enum SearchError {
         /// What is wrong.
         reason: String,
     },
+    /// grep's `max_count: 0`, which would show no match at all.
+    #[error(
+        "max_count 0 would stop before the first match in every file, so nothing could be found; leave it out \
+         for no limit (head_limit: 0 is what shows every entry), or give a count of 1 or more"
+    )]
+    MaxCountZero,
     /// Unknown file type for grep's `type`.
     #[error("unknown file type `{name}` (ripgrep's type table); {hint}")]
     UnknownType {

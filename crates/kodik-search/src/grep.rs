@@ -1119,6 +1119,9 @@ fn grep_listing(
     cancel: &CancellationToken,
     max_listed: usize,
 ) -> Result<ToolOutput, SearchError> {
+    if args.max_count == Some(0) {
+        return Err(SearchError::MaxCountZero);
+    }
     let bases = search_bases(ws, args.path.as_deref(), "glob")?;
     let matcher = build_matcher(args)?;
     let mode = args.output_mode.unwrap_or_default();

@@ -666,3 +666,13 @@ async fn gr5_a_leading_dot_slash_in_glob_and_exclude_means_the_searched_folder()
     // The glob tool reads them the same way.
     assert_eq!(env.ok("glob", json!({"pattern": "./src/*.ts"})).await, "src/a.ts");
 }
+
+#[tokio::test]
+async fn gr1_max_count_zero_is_an_error_not_an_empty_answer() {
+    let env = Env::new();
+    env.write("a.txt", "hit\nhit\n");
+    let e = env.err("grep", json!({"pattern": "hit", "max_count": 0})).await;
+    assert!(e.contains("max_count 0") && e.contains("leave it out"), "{e}");
+    let t = env.ok("grep", json!({"pattern": "hit", "max_count": 1})).await;
+    assert_eq!(t, "Found 1 matching line in 1 file\na.txt:1:hit");
+}
