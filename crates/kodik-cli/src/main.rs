@@ -631,7 +631,10 @@ fn session_server(
     model: &str,
     defer: bool,
 ) -> Result<(kodik_mcp::McpServer, usize), kodik_tools::BuildError> {
-    let mut b = without_model_or_person(builder(workspace.to_path_buf()));
+    // An MCP client shows notifications to its user at most: a command's end reaches the model
+    // in its next result, so a backgrounded command's result must not say "do not poll" (S3).
+    let shell = kodik_tools::shell::ShellToolset::new().events_not_delivered_to_model();
+    let mut b = without_model_or_person(builder(workspace.to_path_buf())).shell(shell);
     if let Some(client) = mcp {
         b = b.mcp(Arc::clone(client));
     }
