@@ -442,16 +442,54 @@ fn listing(
     }
     let mut text = String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
     let shown = total.min(limit);
+    let mut full_output = None;
     if total > limit {
+        let saved = match save_list(ws, config, found) {
+            Ok(path) => {
+                let s = format!(" The full list ({total} files, newest first) is in `{}`.", path.display());
+                full_output = Some(path.display().to_string());
+                s
+            }
+            Err(e) => format!(" The full list could not be saved: {e}."),
+        };
         text.push_str(&format!(
             "[{total} files match; showing the {limit} most recently modified. {} more not shown: narrow the \
-             pattern or the path.]",
+             pattern or the path.{saved}]",
             total - limit
         ));
     } else {
         text.pop();
     }
-    ToolOutput::text(text).with_meta(json!({ "total": total, "shown": shown, "truncated": total > limit }))
+    ToolOutput::text(text)
+        .with_meta(json!({ "total": total, "shown": shown, "truncated": total > limit, "full_output": full_output }))
+}
+
+/// Saves every path of a capped list, newest first, to a spool file (G9), as grep saves its
+/// full result: the answer shows only the newest, and files of one age (a fresh checkout) could
+/// otherwise be reached only by narrowing the pattern.
+fn save_list(ws: &Workspace, config: &SearchConfig, found: &[Found]) -> Result<PathBuf, String> {
+    let Some(dir) = config.spool_dir.clone() else { return Err("saving is switched off".into()) };
+    let mut preview = kodik_core::preview::OutputPreview::new(kodik_core::preview::PreviewConfig {
+        head_bytes: 0,
+        tail_bytes: 0,
+        spool_dir: Some(dir),
+    });
+    let mut chunk = Vec::with_capacity(64 * 1024);
+    for f in found {
+        chunk.extend_from_slice(shown_bytes(ws, &f.path));
+        chunk.push(b'\n');
+        if chunk.len() >= 60 * 1024 {
+            preview.push(&chunk);
+            chunk.clear();
+        }
+    }
+    preview.push(&chunk);
+    let summary = preview.summary();
+    match (summary.full_output, summary.spool_error) {
+        (Some(path), _) => Ok(path),
+        (None, Some(e)) => Err(e),
+        (None, None) => Err("nothing was written".into()),
+    }
 }
 
 #[cfg(test)]

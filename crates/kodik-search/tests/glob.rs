@@ -63,6 +63,27 @@ async fn gl1_cap_reports_the_count_of_the_rest() {
 }
 
 #[tokio::test]
+async fn gl1_g9_a_capped_list_saves_the_full_list_and_names_it() {
+    let spool = tempfile::tempdir().unwrap();
+    let tools = SearchToolset::new().glob_limit(3).spool_dir(Some(spool.path().into()));
+    let env = Env::with(tools, Settings::default());
+    for i in 0..10u64 {
+        let name = format!("d/f{i}.txt");
+        env.write(&name, "x");
+        set_mtime(&env.root().join(&name), 1_000 + i);
+    }
+    let out = env.call("glob", json!({"pattern": "**/*.txt"})).await;
+    let t = out.text_content();
+    let full = out.meta["full_output"].as_str().unwrap();
+    assert!(t.ends_with(&format!("The full list (10 files, newest first) is in `{full}`.]")), "{t}");
+    let expected: String = (0..10).rev().map(|i| format!("d/f{i}.txt\n")).collect();
+    assert_eq!(std::fs::read_to_string(full).unwrap(), expected);
+    // A list that fits saves nothing.
+    let out = env.call("glob", json!({"pattern": "f1.txt"})).await;
+    assert!(out.meta["full_output"].is_null(), "{}", out.meta);
+}
+
+#[tokio::test]
 async fn gl1_g16_ignore_files_and_hidden_policy() {
     let env = Env::new();
     env.write("keep.rs", "x");
