@@ -163,7 +163,32 @@ pub(crate) fn show_path(ws: &Workspace, path: &Path) -> String {
 
 /// Appends [`show_path`]'s text to `out`.
 pub(crate) fn push_shown(ws: &Workspace, path: &Path, out: &mut String) {
-    out.push_str(&String::from_utf8_lossy(shown_bytes(ws, path)));
+    let bytes = shown_bytes(ws, path);
+    match std::str::from_utf8(bytes) {
+        Ok(name) if !name.contains(|c: char| c.is_control()) => out.push_str(name),
+        _ => push_quoted(bytes, out),
+    }
+}
+
+/// Whether a shown path must be written quoted by [`push_quoted`].
+fn needs_quoting(bytes: &[u8]) -> bool {
+    bytes.iter().any(|b| *b < 0x20 || *b == 0x7F) || std::str::from_utf8(bytes).is_err()
+}
+
+/// A name with a control character (a newline split one file into two entries of a listing)
+/// or bytes that are not UTF-8, written as a JSON string in double quotes, so that it stays one
+/// entry and can be given to another tool with the same escapes; bytes that are not UTF-8 as
+/// `\xNN`, which no tool call can carry (the listing says so).
+fn push_quoted(bytes: &[u8], out: &mut String) {
+    out.push('"');
+    for chunk in bytes.utf8_chunks() {
+        let json = serde_json::to_string(chunk.valid()).unwrap_or_default();
+        out.push_str(json.get(1..json.len().saturating_sub(1)).unwrap_or_default());
+        for b in chunk.invalid() {
+            out.push_str(&format!("\\x{b:02X}"));
+        }
+    }
+    out.push('"');
 }
 
 /// [`show_path`]'s text as the path's own bytes (not necessarily UTF-8).
@@ -436,8 +461,17 @@ fn listing(
     // Bytes first and one UTF-8 check at the end: a lossy conversion per path cost more than
     // the copy for a long list.
     let mut bytes = Vec::with_capacity(found.len().min(limit) * 64);
+    let mut quoted = 0;
     for f in found.iter().take(limit) {
-        bytes.extend_from_slice(shown_bytes(ws, &f.path));
+        let name = shown_bytes(ws, &f.path);
+        if needs_quoting(name) {
+            let mut s = String::new();
+            push_quoted(name, &mut s);
+            bytes.extend_from_slice(s.as_bytes());
+            quoted += 1;
+        } else {
+            bytes.extend_from_slice(name);
+        }
         bytes.push(b'\n');
     }
     let mut text = String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
@@ -460,6 +494,13 @@ fn listing(
     } else {
         text.pop();
     }
+    if quoted > 0 {
+        text.push_str(
+            "\n[Names in double quotes hold a line break, another control character or bytes that are not UTF-8, \
+             written as JSON strings: give them to other tools with the same escapes. A name with `\\xNN` (a byte \
+             that is not UTF-8) cannot be given to any tool; rename it with the shell.]",
+        );
+    }
     ToolOutput::text(text)
         .with_meta(json!({ "total": total, "shown": shown, "truncated": total > limit, "full_output": full_output }))
 }
@@ -476,7 +517,14 @@ fn save_list(ws: &Workspace, config: &SearchConfig, found: &[Found]) -> Result<P
     });
     let mut chunk = Vec::with_capacity(64 * 1024);
     for f in found {
-        chunk.extend_from_slice(shown_bytes(ws, &f.path));
+        let name = shown_bytes(ws, &f.path);
+        if needs_quoting(name) {
+            let mut s = String::new();
+            push_quoted(name, &mut s);
+            chunk.extend_from_slice(s.as_bytes());
+        } else {
+            chunk.extend_from_slice(name);
+        }
         chunk.push(b'\n');
         if chunk.len() >= 60 * 1024 {
             preview.push(&chunk);

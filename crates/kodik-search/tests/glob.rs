@@ -166,3 +166,26 @@ async fn gl1_equal_times_in_path_order_and_g15_sees_a_size_change_at_the_same_ti
     assert_ne!(out.meta["unchanged"], true, "{}", out.text_content());
     assert_eq!(out.text_content(), "a/b.ts\na-b/c.ts\na.ts\nb/z.ts\nc.ts");
 }
+
+#[tokio::test]
+async fn gl1_gr1_names_with_a_line_break_or_bytes_not_utf8_stay_one_usable_entry() {
+    use std::os::unix::ffi::OsStrExt as _;
+    let env = Env::new();
+    env.write("new\nline.txt", "needle\n");
+    std::fs::write(env.root().join(std::ffi::OsStr::from_bytes(b"caf\xe9.txt")), "needle\n").unwrap();
+    env.write("plain.txt", "needle\n");
+    set_mtime(&env.root().join("new\nline.txt"), 3_000);
+    set_mtime(&env.root().join(std::ffi::OsStr::from_bytes(b"caf\xe9.txt")), 2_000);
+    set_mtime(&env.root().join("plain.txt"), 1_000);
+    let t = env.ok("glob", json!({"pattern": "*.txt"})).await;
+    let mut lines = t.lines();
+    assert_eq!(lines.next(), Some(r#""new\nline.txt""#), "{t}");
+    assert_eq!(lines.next(), Some(r#""caf\xE9.txt""#), "{t}");
+    assert_eq!(lines.next(), Some("plain.txt"), "{t}");
+    assert!(lines.next().unwrap().starts_with("[Names in double quotes"), "{t}");
+    // The quoted name, with its escapes read as JSON, is the file.
+    let name: String = serde_json::from_str(r#""new\nline.txt""#).unwrap();
+    assert!(env.ok("read_file", json!({"path": name})).await.contains("needle"));
+    let t = env.ok("grep", json!({"pattern": "needle", "output_mode": "files_with_matches"})).await;
+    assert_eq!(t, "Found 3 files\n\"caf\\xE9.txt\"\n\"new\\nline.txt\"\nplain.txt");
+}
