@@ -433,11 +433,8 @@ fn glob(
         return Ok(out);
     }
     let out = listing(ws, config, &found, &pattern, &base_shown, hidden);
-    Ok(match unreadable.note(ws) {
-        // Files in a folder that cannot be listed are missing from the list; say which.
-        Some(note) => crate::grep::with_note(out, &note.replace("Not searched", "Not listed"), unreadable.count()),
-        None => out,
-    })
+    // Files in a folder that cannot be listed are missing from the list; say which.
+    Ok(crate::grep::with_unreadable(out, ws, &unreadable, true))
 }
 
 /// The answer for the files found, newest first.

@@ -1181,11 +1181,20 @@ fn grep_listing(
     let searched = searched.load(Ordering::Relaxed).saturating_sub(unreadable.files());
     let page_free = GrepArgs { offset: None, head_limit: None, ..args.clone() };
     let saved = SavedKey { search: hash_of(&format!("{where_}\0{page_free:?}")), files: report.fingerprint.finish() };
+    let folders = !matches!(bases.as_slice(), [(_, meta)] if meta.is_file());
+    let nothing = report.files == 0;
     let mut out = format_result(args, &shown_bases, report, searched, saved);
-    if let Some(note) = unreadable.note(ws) {
-        out = with_note(out, &note, unreadable.count());
+    if nothing && folders && !args.pattern.is_ascii() && ws.settings().encoding().is_none() {
+        // GR3: a folder search reads UTF-8 (and UTF-16 with a BOM); text in a legacy code page
+        // is found only in a file searched by its path, which detects the encoding.
+        out = with_note(
+            out,
+            "[A folder search reads files as UTF-8 (or UTF-16 with a BOM): non-ASCII text in a file stored in \
+             another encoding (e.g. Windows-1251) is not found here. Search such a file by its `path` to have its \
+             encoding detected.]",
+        );
     }
-    Ok(out)
+    Ok(with_unreadable(out, ws, &unreadable, false))
 }
 
 /// Searches the folders: the parallel pre-pass first; then, in path order on a pool of workers,
@@ -1473,15 +1482,22 @@ fn without_cut_character(bytes: &[u8]) -> &[u8] {
     bytes
 }
 
-/// `out` with `note` (what could not be read) on a line of its own at the end, and the count
-/// in its meta as `unreadable`.
-pub(crate) fn with_note(mut out: ToolOutput, note: &str, count: u64) -> ToolOutput {
+/// `out` with `note` on a line of its own at the end.
+pub(crate) fn with_note(mut out: ToolOutput, note: &str) -> ToolOutput {
     if let Some(kodik_core::Content::Text { text }) = out.content.first_mut() {
         text.push('\n');
         text.push_str(note);
     }
+    out
+}
+
+/// `out` with what could not be read said at the end, and counted in its meta as `unreadable`.
+pub(crate) fn with_unreadable(out: ToolOutput, ws: &Workspace, unreadable: &Unreadable, listed: bool) -> ToolOutput {
+    let Some(note) = unreadable.note(ws) else { return out };
+    let note = if listed { note.replace("Not searched", "Not listed") } else { note };
+    let mut out = with_note(out, &note);
     if let Some(meta) = out.meta.as_object_mut() {
-        meta.insert("unreadable".into(), json!(count));
+        meta.insert("unreadable".into(), json!(unreadable.count()));
     }
     out
 }

@@ -676,3 +676,19 @@ async fn gr1_max_count_zero_is_an_error_not_an_empty_answer() {
     let t = env.ok("grep", json!({"pattern": "hit", "max_count": 1})).await;
     assert_eq!(t, "Found 1 matching line in 1 file\na.txt:1:hit");
 }
+
+#[tokio::test]
+async fn gr3_a_folder_search_that_misses_non_ascii_text_says_how_to_find_it_in_a_legacy_file() {
+    let env = Env::new();
+    let (cp1251, _, _) = encoding_rs::WINDOWS_1251.encode("Привет из 1251\n");
+    env.write("legacy.txt", &cp1251);
+    let t = env.ok("grep", json!({"pattern": "Привет"})).await;
+    assert!(t.starts_with("No matches for `Привет`"), "{t}");
+    assert!(t.ends_with("Search such a file by its `path` to have its encoding detected.]"), "{t}");
+    // Following the advice finds it.
+    let t = env.ok("grep", json!({"pattern": "Привет", "path": "legacy.txt"})).await;
+    assert_eq!(t, "Found 1 matching line in 1 file\nlegacy.txt:1:Привет из 1251");
+    // An ASCII pattern reads the same in every such encoding: no note.
+    let t = env.ok("grep", json!({"pattern": "nothing here"})).await;
+    assert!(!t.contains("encoding"), "{t}");
+}
