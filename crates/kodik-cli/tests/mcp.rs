@@ -725,6 +725,63 @@ async def main():
 asyncio.run(main())
 "#;
 
+/// A raw streamable-HTTP client (stdlib only) that never opens the optional GET stream: it
+/// POSTs a 3 s `shell` call and reads the call's own SSE response, answering pings only when
+/// told to; prints `{"result", "pings"}`.
+const RAW_LONG_CALL: &str = r#"
+import http.client, json, sys, urllib.parse
+url, answer = urllib.parse.urlparse(sys.argv[1]), sys.argv[2] == "answer"
+H = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+def post(msg, sid=None):
+    c = http.client.HTTPConnection(url.hostname, url.port, timeout=60)
+    c.request("POST", url.path, json.dumps(msg), dict(H, **({"Mcp-Session-Id": sid} if sid else {})))
+    return c.getresponse()
+def messages(r):
+    for line in r:
+        line = line.decode().strip()
+        if line.startswith("data:") and line[5:].strip():
+            yield json.loads(line[5:])
+r = post({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}})
+sid = r.getheader("Mcp-Session-Id")
+list(messages(r))
+post({"jsonrpc": "2.0", "method": "notifications/initialized"}, sid).read()
+r = post({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "shell", "arguments": {"command": "sleep 3; echo long-done", "timeout": 20000}}}, sid)
+out = {"result": None, "pings": 0}
+for m in messages(r):
+    if m.get("method") == "ping":
+        out["pings"] += 1
+        if answer:
+            post({"jsonrpc": "2.0", "id": m["id"], "result": {}}, sid).read()
+    elif m.get("id") == 2:
+        out["result"] = m
+        break
+print(json.dumps(out))
+"#;
+
+/// MCP streamable HTTP: a call longer than `--session-idle` from a client without the optional
+/// GET stream keeps its session alive (the server pings on the call's own response stream)
+/// and gets its result, whether or not the client answers the pings. Before, the pings went to
+/// the GET stream the client never opened: the session expired mid-call, the command was
+/// killed and the POST ended without a response.
+#[test]
+fn http_a_call_longer_than_the_idle_limit_keeps_its_session_without_a_get_stream() {
+    let ws = tempfile::tempdir().unwrap();
+    let server = HttpServe::start_with(ws.path(), "127.0.0.1:0", None, &["--session-idle", "1"]).unwrap();
+    for answer in ["answer", "ignore"] {
+        let client = Command::new(mcp_python())
+            .args(["-c", RAW_LONG_CALL, &server.url, answer])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let s = finish(client, Duration::from_secs(60));
+        let text = s["result"]["result"]["content"][0]["text"].as_str().unwrap_or_default();
+        assert!(text.contains("long-done"), "{answer}: no result after the idle limit: {s}");
+        assert!(s["pings"].as_u64().unwrap() >= 1, "{answer}: {s}");
+    }
+}
+
 /// `kodik serve --http ADDR` in `workspace`, with its bound URL read from stderr.
 struct HttpServe {
     child: std::process::Child,

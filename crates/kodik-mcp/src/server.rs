@@ -331,13 +331,23 @@ impl ServerHandler for McpServer {
         let _running = self.in_flight.as_deref().map(Running::new);
         let _heartbeat = self.heartbeat.map(|every| {
             let peer = context.peer.clone();
+            let origin = context.id.clone();
             Heartbeat(tokio::spawn(async move {
+                use rmcp::model::GetExtensions as _;
                 let mut tick = tokio::time::interval(every);
                 tick.tick().await;
                 loop {
                     tick.tick().await;
-                    let ping = rmcp::model::ServerRequest::PingRequest(rmcp::model::PingRequest::default());
-                    if peer.send_request(ping).await.is_err() {
+                    let mut ping = rmcp::model::ServerRequest::PingRequest(rmcp::model::PingRequest::default());
+                    // On the call's own response stream (SEP-2260): rmcp's task-local link to
+                    // the request does not cross this spawn, and without it the ping takes the
+                    // optional GET stream — a client that never opened one got no ping, its
+                    // session expired mid-call and the call was killed.
+                    ping.extensions_mut().insert(rmcp::service::OriginatingRequestId(origin.clone()));
+                    // Sending is what keeps the session alive; the answer (a client may give
+                    // none) is not waited for, so one unanswered ping stops no later one.
+                    let options = rmcp::service::PeerRequestOptions::with_timeout(every);
+                    if peer.send_request_with_option(ping, options).await.is_err() {
                         break;
                     }
                 }
