@@ -7,37 +7,74 @@ use kodik_core::{
 use kodik_schema::harness::{CallToolArgs, ToolSearchArgs};
 use serde_json::{Value, json};
 
-/// Ranks `tools` for `query`: exact name first, then name words, then description words.
-/// Returns indices of tools with a positive score, best first.
+/// Words that say nothing about which tool is meant; a query made only of them keeps them.
+const STOP_WORDS: &[&str] = &[
+    "a", "an", "and", "are", "as", "at", "be", "by", "can", "do", "for", "from", "go", "how", "i", "in", "into", "is",
+    "it", "its", "me", "my", "of", "on", "or", "that", "the", "this", "to", "use", "what", "with",
+];
+
+/// Whether description word `d` is query word `w` or a plural/inflection of it (`reference`,
+/// `references`; `definition`, `definitions`).
+fn same_word(d: &str, w: &str) -> bool {
+    if d == w {
+        return true;
+    }
+    let (short, long) = if d.len() <= w.len() { (d, w) } else { (w, d) };
+    short.len() >= 4 && long.starts_with(short) && long.len() - short.len() <= 3
+}
+
+/// Ranks `tools` for `query`: exact name first, then name words, then description words, each
+/// weighted by how few tools share it and how often the description uses it, so a word every
+/// description has ("to", "file") does not outrank the one word that names what the model wants
+/// ("definition"). Returns indices of tools with a positive score, best first.
 pub fn rank_tools(tools: &[ToolSpec], query: &str) -> Vec<usize> {
-    let words: Vec<String> =
+    let all: Vec<String> =
         query.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect();
+    let meaningful: Vec<String> = all.iter().filter(|w| !STOP_WORDS.contains(&w.as_str())).cloned().collect();
+    let words = if meaningful.is_empty() { all } else { meaningful };
     let q = query.trim().to_lowercase();
-    let mut scored: Vec<(u32, usize)> = tools
+    let descs: Vec<Vec<String>> = tools
+        .iter()
+        .map(|t| t.description.to_lowercase().split(|c: char| !c.is_alphanumeric()).map(str::to_owned).collect())
+        .collect();
+    let names: Vec<String> = tools.iter().map(|t| t.name.to_lowercase()).collect();
+    // Rarer words count more: ln((N + 1) / (tools with the word + 1)) + 1, from 1 upwards.
+    let weight = |w: &str| {
+        let with = names
+            .iter()
+            .zip(&descs)
+            .filter(|(n, d)| n.split('_').any(|p| same_word(p, w)) || d.iter().any(|d| same_word(d, w)))
+            .count();
+        ((tools.len() as f64 + 1.0) / (with as f64 + 1.0)).ln() + 1.0
+    };
+    let weights: Vec<f64> = words.iter().map(|w| weight(w)).collect();
+    let mut scored: Vec<(f64, usize)> = tools
         .iter()
         .enumerate()
-        .map(|(i, t)| {
-            let name = t.name.to_lowercase();
-            let desc = t.description.to_lowercase();
-            let mut score = 0;
-            if name == q || name.replace('_', " ") == q {
-                score += 100;
+        .map(|(i, _)| {
+            let name = &names[i];
+            let mut score = 0.0;
+            if *name == q || name.replace('_', " ") == q {
+                score += 100.0;
             }
-            for w in &words {
+            for (w, weight) in words.iter().zip(&weights) {
                 if name.split('_').any(|p| p == w) {
-                    score += 10;
+                    score += 10.0 * weight;
                 } else if name.contains(w.as_str()) {
-                    score += 5;
+                    score += 5.0 * weight;
                 }
-                if desc.split(|c: char| !c.is_alphanumeric()).any(|d| d == w) {
-                    score += 2;
+                // A description that keeps coming back to the word is about it; one that
+                // mentions it once may be pointing elsewhere ("lsp for definitions").
+                let uses = descs[i].iter().filter(|d| same_word(d, w)).count();
+                if uses > 0 {
+                    score += 2.0 * weight * (1.0 + (uses as f64).ln());
                 }
             }
             (score, i)
         })
-        .filter(|(s, _)| *s > 0)
+        .filter(|(s, _)| *s > 0.0)
         .collect();
-    scored.sort_by(|a, b| b.0.cmp(&a.0).then(tools[a.1].name.cmp(&tools[b.1].name)));
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(tools[a.1].name.cmp(&tools[b.1].name)));
     scored.into_iter().map(|(_, i)| i).collect()
 }
 
@@ -63,7 +100,16 @@ impl TypedTool for ToolSearchTool {
     }
 
     async fn run(&self, args: ToolSearchArgs, _cx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let limit = args.limit.unwrap_or(5).clamp(1, 20) as usize;
+        let limit = match args.limit.unwrap_or(5) {
+            n @ 1..=20 => n as usize,
+            n => {
+                return Err(ToolError::InvalidInput {
+                    tool: self.spec.name.clone(),
+                    field: Some("limit".into()),
+                    message: format!("`limit` is {n}; it must be 1 to 20 (default 5)"),
+                });
+            }
+        };
         let hits = rank_tools(&self.deferred, &args.query);
         if hits.is_empty() {
             let names: Vec<&str> = self.deferred.iter().map(|t| t.name.as_str()).collect();

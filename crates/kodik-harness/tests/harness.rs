@@ -156,6 +156,38 @@ fn find_spec() -> ToolSpec {
 }
 
 #[tokio::test]
+async fn g12_tool_search_ranks_the_tool_a_query_names_first_not_one_sharing_common_words() {
+    let all = kodik_schema::all();
+    let first = |query: &str| all[kodik_harness::rank_tools(&all, query)[0]].name.clone();
+    for (query, tool) in [
+        ("go to definition", "lsp"),
+        ("find references to a symbol", "lsp"),
+        ("lsp", "lsp"),
+        ("read a file", "read_file"),
+        ("run a shell command", "shell"),
+        ("search the web", "web_search"),
+        ("stop a running terminal", "kill_terminal"),
+    ] {
+        assert_eq!(first(query), tool, "{query}");
+    }
+    let mut reg = ToolRegistry::new();
+    reg.register(kodik_harness::ToolSearchTool::new(all.clone()));
+    let dir = tempfile::tempdir().unwrap();
+    let cx = ToolContext::new(Workspace::new(dir.path()).unwrap());
+    let one =
+        dispatch(&reg, ToolCall::new("1", "tool_search", json!({"query": "go to definition", "limit": 1})), &cx).await;
+    let v: serde_json::Value = serde_json::from_str(&one.text_content()).unwrap();
+    assert_eq!(v["tools"].as_array().unwrap().len(), 1);
+    assert_eq!(v["tools"][0]["name"], "lsp");
+    // The schema says 1 to 20: anything else is named as the error, not silently clamped.
+    for limit in [0, 100] {
+        let out = dispatch(&reg, ToolCall::new("2", "tool_search", json!({"query": "lsp", "limit": limit})), &cx).await;
+        assert_eq!(out.status, ToolStatus::Error, "{limit}");
+        assert!(out.text_content().contains("1 to 20"), "{}", out.text_content());
+    }
+}
+
+#[tokio::test]
 async fn g12_tool_search_then_call_tool_round_trip_without_changing_the_tool_list() {
     let mut h = Harness::new([find_spec()]);
     h.set_deferred(Mode::Code, "find_symbol", true);
