@@ -511,6 +511,57 @@ out["next"] = text(await session.call_tool("glob", {"pattern": "*.txt"}))
     assert!(next.contains("exited with code 0") && next.contains("bg-finished"), "{next}");
 }
 
+/// JSON-RPC over stdio: a `tools/call` whose `arguments` are not an object is an `isError`
+/// result naming the problem (as other invalid arguments are), one without a tool name is
+/// -32602 invalid params, and only an unknown method is -32601. Before, both bad calls were
+/// "-32601 Method not found" with the message `tools/call`, for a method that exists.
+#[test]
+fn g8_bad_tools_call_params_are_invalid_params_not_an_unknown_method() {
+    use std::io::{BufRead as _, Write as _};
+    let ws = tempfile::tempdir().unwrap();
+    let mut child = Command::new(KODIK)
+        .args(["serve", "--workspace", ws.path().to_str().unwrap()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for line in [
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"read_file","arguments":"a.txt"}}"#,
+        r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"arguments":{}}}"#,
+        r#"{"jsonrpc":"2.0","id":4,"method":"frobnicate"}"#,
+    ] {
+        writeln!(stdin, "{line}").unwrap();
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut replies = std::collections::HashMap::new();
+    while replies.len() < 4 {
+        let Ok(line) = rx.recv_timeout(Duration::from_secs(20)) else { break };
+        let v: Value = serde_json::from_str(&line).unwrap();
+        if let Some(id) = v["id"].as_i64() {
+            replies.insert(id, v);
+        }
+    }
+    drop(stdin);
+    assert_eq!(replies.len(), 4, "a request got no reply: {replies:?}");
+    let _ = wait_exit(&mut child, Duration::from_secs(10));
+    let bad_args = &replies[&2]["result"];
+    assert_eq!(bad_args["isError"], true, "{replies:?}");
+    assert!(bad_args["content"][0]["text"].as_str().unwrap().contains("must be a JSON object"), "{bad_args}");
+    assert_eq!(replies[&3]["error"]["code"], -32602, "{replies:?}");
+    assert!(replies[&3]["error"]["message"].as_str().unwrap().contains("name"), "{replies:?}");
+    assert_eq!(replies[&4]["error"]["code"], -32601, "{replies:?}");
+}
+
 fn wait_exit(child: &mut std::process::Child, limit: Duration) -> std::process::ExitStatus {
     let start = Instant::now();
     loop {

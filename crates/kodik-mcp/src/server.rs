@@ -10,9 +10,9 @@ use std::sync::{Arc, Mutex, RwLock};
 use kodik_core::{ToolCall, ToolContext, ToolError, ToolSpec};
 use kodik_scheduler::{CallStream, Scheduler};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ClientRequest, ContentBlock, Implementation, JsonRpcMessage,
-    JsonRpcRequest, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, SetLevelRequestParams,
-    Tool,
+    CallToolRequestParams, CallToolResponse, ClientRequest, ContentBlock, CustomRequest, CustomResult, ErrorCode,
+    Implementation, JsonRpcMessage, JsonRpcRequest, ListToolsResult, PaginatedRequestParams, ServerCapabilities,
+    ServerConfig, SetLevelRequestParams, Tool,
 };
 use rmcp::service::{NotificationContext, RequestContext, RunningService, RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::{IntoTransport, Transport};
@@ -383,6 +383,53 @@ impl ServerHandler for McpServer {
         Ok(result.into())
     }
 
+    /// rmcp hands a request whose params do not fit its method's type over as a custom request:
+    /// for a method MCP defines that means invalid params (-32602), not an unknown method. A
+    /// `tools/call` naming a tool with `arguments` that are not an object gets an `isError`
+    /// result the model can act on, as other invalid arguments do.
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        let CustomRequest { method, params, .. } = request;
+        if method != "tools/call" {
+            return Err(if KNOWN_METHODS.contains(&method.as_str()) {
+                ErrorData::invalid_params(format!("the params of `{method}` do not fit its MCP schema"), None)
+            } else {
+                ErrorData::new(ErrorCode::METHOD_NOT_FOUND, format!("unknown method `{method}`"), None)
+            });
+        }
+        let params = params.unwrap_or(Value::Null);
+        let Some(name) = params.get("name").and_then(Value::as_str) else {
+            return Err(ErrorData::invalid_params(
+                "`tools/call` needs params {\"name\": the tool's name (a string), \"arguments\": an object}",
+                None,
+            ));
+        };
+        let given = match params.get("arguments") {
+            Some(Value::String(_)) => "a string",
+            Some(Value::Array(_)) => "an array",
+            Some(Value::Number(_)) => "a number",
+            Some(Value::Bool(_)) => "a boolean",
+            _ => {
+                return Err(ErrorData::invalid_params(
+                    "the params of `tools/call` do not fit its MCP schema: {\"name\": string, \"arguments\": object}",
+                    None,
+                ));
+            }
+        };
+        let out = ToolError::InvalidInput {
+            tool: name.to_owned(),
+            field: Some("arguments".into()),
+            message: format!("`arguments` must be a JSON object of the tool's parameters, not {given}"),
+        }
+        .into_output();
+        serde_json::to_value(call_result(out))
+            .map(CustomResult)
+            .map_err(|e| ErrorData::internal_error(format!("the result could not be written: {e}"), None))
+    }
+
     async fn set_level(
         &self,
         request: SetLevelRequestParams,
@@ -405,6 +452,10 @@ impl Drop for McpServer {
         self.offer().calls.cancel_all();
     }
 }
+
+/// The request methods this server answers: params that do not fit one of them are invalid
+/// params, any other method is unknown.
+const KNOWN_METHODS: [&str; 5] = ["initialize", "ping", "tools/list", "tools/call", "logging/setLevel"];
 
 /// Stops progress notifications for a call when its request ends (also when cancelled).
 struct EndProgress<'a>(&'a McpEvents, String);
