@@ -614,11 +614,24 @@ fn serve_offer(
     }));
     let offering = kodik_mcp::Offering {
         scheduler: kodik_tools::scheduler::Scheduler::new(registry),
-        tools: plan.tools.clone(),
+        tools: plan.tools.iter().cloned().map(for_mcp_client).collect(),
         unlisted,
         not_offered,
     };
     (offering, plan)
+}
+
+/// What kodik's own agent does by itself and an MCP client does not: a background command's
+/// end reaches the model only in its next tool result (the server appends it), never as an
+/// event of its own, so `shell` must not promise one and say "do not poll" (S3, S5).
+fn for_mcp_client(mut spec: kodik_tools::core::ToolSpec) -> kodik_tools::core::ToolSpec {
+    const EVENT: &str = "and its final exit code and remaining output arrive later automatically as a terminal event — do not poll for it.";
+    const NEXT_RESULT: &str = "and once it ends, its exit code and remaining output are added to your next tool \
+         result; call get_terminal_output when you need them before going on.";
+    if spec.name == "shell" {
+        spec.description = spec.description.replace(EVENT, NEXT_RESULT);
+    }
+    spec
 }
 
 /// One MCP server over a fresh toolbox (see [`serve_offer`]), and the number of tools it

@@ -488,9 +488,10 @@ out["after"] = text(await session.call_tool("shell", {"command": "echo still-ser
     assert!(s["after"].as_str().unwrap().contains("still-serving"), "{s}");
 }
 
-/// S3, S5 over MCP: a command sent to the background tells the model that its end comes with
-/// its next tool result (the server appends it there), not "as a terminal event — do not poll",
-/// which an MCP client never shows its model; and the next result does carry the end.
+/// S3, S5 over MCP: a command sent to the background, and the `shell` description, tell the
+/// model that its end comes with its next tool result (the server appends it there), not "as a
+/// terminal event — do not poll", which an MCP client never shows its model; and the next
+/// result does carry the end.
 #[test]
 fn s3_s5_a_backgrounded_command_over_mcp_says_its_end_comes_with_the_next_result() {
     let dir = tempfile::tempdir().unwrap();
@@ -501,12 +502,15 @@ shell, _ = await asyncio.gather(
     session.call_tool("read_file", {"path": "a.txt"}),
 )
 out["shell"] = text(shell)
+out["description"] = next(t.description for t in (await session.list_tools()).tools if t.name == "shell")
 await asyncio.sleep(3)
 out["next"] = text(await session.call_tool("glob", {"pattern": "*.txt"}))
 "#;
     let s = run_scenario(dir.path(), &[], body, Duration::from_secs(60));
     let shell = s["shell"].as_str().unwrap();
     assert!(shell.contains("added to your next tool result") && !shell.contains("do not poll"), "{shell}");
+    let described = s["description"].as_str().unwrap();
+    assert!(described.contains("added to your next tool result") && !described.contains("do not poll"), "{described}");
     let next = s["next"].as_str().unwrap();
     assert!(next.contains("exited with code 0") && next.contains("bg-finished"), "{next}");
 }
