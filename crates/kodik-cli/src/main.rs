@@ -392,16 +392,25 @@ const MAX_TIMEOUT_MS: u64 = 60_000;
 #[derive(Default)]
 struct Background {
     timeouts: std::collections::HashMap<String, u64>,
+    /// Every terminal a result said still runs something, the command or what it started with
+    /// `&`, with its command line.
+    terminals: std::collections::BTreeMap<String, String>,
 }
 
 impl Background {
-    /// Remembers the command of a shell result that went to the background.
+    /// Remembers the command of a shell result that went to the background, or that left
+    /// processes running in the background.
     fn note(&mut self, out: &ToolOutput) {
-        if out.meta["running"] == true
-            && let Some(id) = out.meta["terminal_id"].as_str()
-        {
+        let Some(id) = out.meta["terminal_id"].as_str() else {
+            return;
+        };
+        if out.meta["running"] == true {
             let timeout = out.meta["timeout_ms"].as_u64().unwrap_or(DEFAULT_TIMEOUT_MS);
             self.timeouts.insert(id.to_owned(), timeout);
+        }
+        if out.meta["running"] == true || out.meta["background_running"] == true {
+            let command = out.meta["command"].as_str().unwrap_or_default().to_owned();
+            self.terminals.insert(id.to_owned(), command);
         }
     }
 
@@ -409,7 +418,8 @@ impl Background {
     /// running would report by themselves, so each gets its own timeout once more (default
     /// 5 s, at most 60 s) to finish, and its end goes to stderr as a terminal event as usual.
     /// What still runs then is stopped (SIGTERM, then SIGKILL), and its final terminal event
-    /// says `stopped` and why. Without this, exiting killed them silently (S3, S11).
+    /// says `stopped` and why; so do processes a finished command left running with `&`, which
+    /// are stopped at once. Without this, exiting killed them silently (S3, S10, S11).
     async fn settle(&self, tb: &Toolbox, ended: &str) {
         let shell = tb.shell();
         let start = tokio::time::Instant::now();
@@ -444,6 +454,28 @@ impl Background {
                 break;
             }
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        // Processes a finished command started with `&` (a dev server) would die with kodik
+        // unannounced: stop them as kill_terminal does, and say so.
+        let reason = format!("{ended}: kodik stopped the processes the command had started in the background");
+        for (id, command) in &self.terminals {
+            let kill = ToolCall::new(format!("end_{id}"), "kill_terminal", serde_json::json!({"terminal_id": id}));
+            let out = tb.call(&kill).await;
+            if out.status != ToolStatus::Stopped {
+                continue;
+            }
+            let line = serde_json::json!({
+                "event": "terminal",
+                "terminal_id": id,
+                "command": command,
+                "exit_code": out.meta["exit_code"],
+                "status": "stopped",
+                "duration_ms": out.meta["duration_ms"],
+                "unread_output": out.text_content(),
+                "full_output": out.meta["full_output"],
+                "reason": reason,
+            });
+            let _ = writeln!(std::io::stderr().lock(), "{line}");
         }
     }
 }

@@ -127,6 +127,20 @@ fn run_with_stderr(args: &[&str], input: &str) -> (Vec<Value>, Vec<Value>) {
     (parse(&out.stdout), parse(&out.stderr))
 }
 
+/// Whether process `pid` runs, waiting up to 2 s for it to go (a zombie counts as gone: it
+/// waits only for its new parent to reap it).
+fn alive(pid: &str) -> bool {
+    let running = || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|stat| stat.rsplit(')').next().and_then(|rest| rest.split_whitespace().next()) != Some("Z"))
+    };
+    let start = std::time::Instant::now();
+    while running() && start.elapsed() < std::time::Duration::from_secs(2) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    running()
+}
+
 /// S3, S4, S11 at the end of `kodik batch`'s input and of `kodik call`: a command the results
 /// said "keeps running in the background" gets its timeout once more to finish and reports
 /// its real end on stderr; one still running after that is stopped, with a final terminal
@@ -142,6 +156,7 @@ fn s3_s4_s11_batch_and_call_end_by_waiting_for_background_commands_or_saying_the
         {"id": "quick", "name": "shell", "args": {"command": "sleep 2.5; echo done > late.txt"}},
         {"id": "server", "name": "shell", "args": {"command": "echo $$ > server.pid; exec sleep 60"}},
         {"id": "read", "name": "read_file", "args": {"path": "a.txt"}},
+        {"id": "daemon", "name": "shell", "args": {"command": "sleep 61 > /dev/null 2>&1 & echo $! > daemon.pid"}},
     ]);
     let (results, events) = run_with_stderr(&["batch", "--workspace", ws], &format!("{turn}\n"));
     assert_eq!(results[0]["meta"]["running"], true, "{}", results[0]);
@@ -156,7 +171,14 @@ fn s3_s4_s11_batch_and_call_end_by_waiting_for_background_commands_or_saying_the
     assert_eq!(server["status"], "stopped", "{server}");
     assert!(server["reason"].as_str().unwrap().contains("kodik batch reached the end of its input"), "{server}");
     let pid = std::fs::read_to_string(dir.path().join("server.pid")).unwrap();
-    assert!(!std::path::Path::new(&format!("/proc/{}", pid.trim())).exists(), "the stopped command still runs");
+    assert!(!alive(pid.trim()), "the stopped command still runs");
+    // What a finished command left running with `&` is stopped at once, and said so.
+    assert_eq!(results[3]["meta"]["background_running"], true, "{}", results[3]);
+    let daemon = event(&results[3]["meta"]["terminal_id"]);
+    assert_eq!(daemon["status"], "stopped", "{daemon}");
+    assert!(daemon["reason"].as_str().unwrap().contains("started in the background"), "{daemon}");
+    let pid = std::fs::read_to_string(dir.path().join("daemon.pid")).unwrap();
+    assert!(!alive(pid.trim()), "the `&` process still runs");
 
     // kodik call: its one command outlives its timeout by half a second and still finishes.
     let (results, events) = run_with_stderr(
