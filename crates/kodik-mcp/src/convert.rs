@@ -7,7 +7,9 @@ use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool, ToolAnnotation
 use serde_json::{Value, json};
 
 /// The MCP `Tool` for a Kodik spec: name, description, input schema and annotations
-/// ([`annotations`]).
+/// (`readOnlyHint`, `destructiveHint`, `openWorldHint` from the spec's effect, corrected per
+/// tool: `shell` and `codemode` are destructive, `create_file` only adds, `agent_status`
+/// reads).
 pub fn mcp_tool(spec: &ToolSpec) -> Tool {
     let schema: JsonObject = match &spec.input_schema {
         Value::Object(map) => map.clone(),
