@@ -53,8 +53,8 @@ use tracing::Instrument as _;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SchedulerConfig {
     /// Calls running at the same time, at most, not counting calls that wait on a process, a
-    /// person or another agent ([`Effect::Process`](kodik_core::Effect::Process),
-    /// [`Effect::Conversation`](kodik_core::Effect::Conversation)): those hold no slot.
+    /// person or another agent ([`Effect::Process`],
+    /// [`Effect::Conversation`]): those hold no slot.
     pub max_concurrency: usize,
     /// A call running longer gets `timed_out` (`None`: no limit; tools keep their own limits).
     pub call_timeout: Option<Duration>,

@@ -25,6 +25,7 @@ pub struct EditFileArgs {
 pub struct Edit {
     /// Text copied exactly from the current file (indentation, tabs and line breaks included).
     /// It must match exactly one place; add neighbouring lines when it could match more.
+    /// Empty only to give an empty file its first content.
     pub old_string: String,
     /// The text that replaces `old_string`; must differ from it. Empty deletes the match.
     pub new_string: String,
