@@ -30,6 +30,9 @@ pub(crate) enum StopKind {
     User,
     /// The shell tool itself, because the command sat at a password prompt (S6).
     Prompt,
+    /// Its call was given up for good (a client's cancel, an aborted turn): whoever gave it up
+    /// reads no result, so nothing announces it (G6).
+    Cancelled,
 }
 
 struct Output {
@@ -254,7 +257,7 @@ impl Terminal {
         let l = lock(&self.life);
         let (exit, _) = l.exit?;
         Some(match (l.stop, exit) {
-            (Some(StopKind::Model | StopKind::User), _) => ToolStatus::Stopped,
+            (Some(StopKind::Model | StopKind::User | StopKind::Cancelled), _) => ToolStatus::Stopped,
             (Some(StopKind::Prompt), _) => ToolStatus::Error,
             (None, Exit::Code(0)) => ToolStatus::Success,
             (None, _) => ToolStatus::Error,
@@ -307,6 +310,9 @@ impl Terminal {
             }
             (Some(_), Some(StopKind::User)) => {
                 format!("[terminal {} · stopped by the user after {secs:.1} s]", self.id)
+            }
+            (Some(_), Some(StopKind::Cancelled)) => {
+                format!("[terminal {} · stopped after {secs:.1} s because its call was cancelled]", self.id)
             }
             (Some(Exit::Code(c)), _) => format!("[exit code {c} · {secs:.1} s]"),
             (Some(Exit::Signal(s)), _) => format!("[killed by signal {s} ({}) · {secs:.1} s]", signal_name(s)),
@@ -361,7 +367,7 @@ impl Terminal {
             l.stop
         };
         match stop {
-            Some(StopKind::Model | StopKind::Prompt) => {}
+            Some(StopKind::Model | StopKind::Prompt | StopKind::Cancelled) => {}
             Some(StopKind::User) => {
                 let ev = self.event();
                 lock(&self.announcements).push(ev);

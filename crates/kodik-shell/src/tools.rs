@@ -140,7 +140,7 @@ struct Attachment<'a> {
 
 impl Drop for Attachment<'_> {
     fn drop(&mut self) {
-        if self.cx.is_abandoned() && self.table.stop_in_background(self.term, StopKind::Model) {
+        if self.cx.is_abandoned() && self.table.stop_in_background(self.term, StopKind::Cancelled) {
             self.term.mark_reported();
         }
         self.term.set_attached(false);
@@ -290,7 +290,7 @@ impl ShellTool {
                 // Whoever gave the call up reads no result, and an aborted turn waits for its
                 // calls to settle: the command is stopped (TERM, KILL after the grace) from a
                 // thread of its own, and nobody is told about its end later.
-                self.table.stop_in_background(&term, StopKind::Model);
+                self.table.stop_in_background(&term, StopKind::Cancelled);
                 term.mark_reported();
                 term.mark_leftovers_reported();
                 let note = "[the call was cancelled, so the command is being stopped]".to_string();

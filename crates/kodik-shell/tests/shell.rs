@@ -995,6 +995,10 @@ async fn g6_a_call_given_up_for_good_stops_its_command() {
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert!(!marker.exists(), "the cancelled command went on");
     assert!(e.events(1, Duration::from_millis(300)).await.is_empty(), "nobody is told later about a cancelled call");
+    // Asked about later, it says why it stopped (not "stopped by kill_terminal").
+    let id = out.meta["terminal_id"].as_str().unwrap_or_else(|| panic!("{}", out.meta)).to_owned();
+    let later = e.call("get_terminal_output", json!({"terminal_id": id})).await;
+    assert!(later.text_content().contains("because its call was cancelled"), "{}", later.text_content());
 }
 
 /// Set in the re-executed test binary that plays the host of `g18_g21_a_failed_spool…`.
