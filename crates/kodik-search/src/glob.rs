@@ -376,7 +376,7 @@ fn glob(
         }
     }
     let shared: Arc<Mutex<Collected>> = Arc::default();
-    let unreadable = Unreadable::new();
+    let unreadable = Unreadable::new(&bases.iter().map(|(b, _)| b.clone()).collect::<Vec<_>>());
     let mut pattern = String::new();
     let mut hidden = false;
     for (base, _) in &bases {
@@ -395,6 +395,7 @@ fn glob(
             let base = base.clone();
             let mut cancelled = CancelCheck::new(cancel.clone());
             let unreadable = &unreadable;
+            let mut last_open = 0;
             Box::new(move |entry| {
                 if cancelled.is_cancelled() {
                     return WalkState::Quit;
@@ -407,11 +408,9 @@ fn glob(
                     }
                 };
                 if !entry.file_type().is_some_and(|t| t.is_file()) {
-                    let closed =
-                        entry.file_type().is_some_and(|t| t.is_dir()) && unreadable.closed_folder(entry.path());
-                    return if closed { WalkState::Skip } else { WalkState::Continue };
+                    return WalkState::Continue;
                 }
-                if compiled.matches(entry.path(), &base) {
+                if compiled.matches(entry.path(), &base) && !unreadable.hides(entry.path(), &mut last_open) {
                     let stamp = stamp(entry.metadata().ok().as_ref());
                     local.push(entry.into_path(), stamp);
                 }

@@ -992,6 +992,7 @@ fn prepass(
             let (matcher, mut searcher) = (matcher.clone(), searcher.clone());
             let (held, files, listed, too_many) = (&held, &files, &listed, &too_many);
             let mut cancelled = CancelCheck::new(cancel.clone());
+            let mut last_open = 0;
             Box::new(move |entry| {
                 if cancelled.is_cancelled() {
                     return WalkState::Quit;
@@ -1004,15 +1005,17 @@ fn prepass(
                     }
                 };
                 if !entry.file_type().is_some_and(|t| t.is_file()) {
-                    let closed =
-                        entry.file_type().is_some_and(|t| t.is_dir()) && unreadable.closed_folder(entry.path());
-                    return if closed { WalkState::Skip } else { WalkState::Continue };
+                    return WalkState::Continue;
                 }
                 files.fetch_add(1, Ordering::Relaxed);
                 let pre = if held.load(Ordering::Relaxed) >= PREPASS_BUDGET_BYTES {
                     Pre::Later
                 } else {
                     match search_held(ws, entry.path(), &matcher, &mut searcher, opts, cancel, held, unreadable) {
+                        // A file left for later is asked when its turn comes (`run_pool`).
+                        Some(Pre::Hits(_)) if unreadable.hides(entry.path(), &mut last_open) => {
+                            return WalkState::Continue;
+                        }
                         Some(pre) => pre,
                         None => return WalkState::Continue,
                     }
@@ -1136,7 +1139,7 @@ fn grep_listing(
     };
     let report = Report::new(opts, offset, limit, config.grep_max_output_bytes.max(1), config.spool_dir.clone());
     let searched = AtomicU64::new(0);
-    let unreadable = Unreadable::new();
+    let unreadable = Unreadable::new(&bases.iter().map(|(b, _)| b.clone()).collect::<Vec<_>>());
 
     let mut report = match bases.as_slice() {
         [(base, meta)] if meta.is_file() => {
@@ -1234,9 +1237,6 @@ fn search_folders(
                 .collect();
             return Ok(run_pool(ws, config, matcher, &searcher, opts, report, cancel, unreadable, |feed, _| {
                 let mut idx = 0;
-                // A folder not to search (its .kodikignore is unreadable): the sorted walk
-                // yields everything below it next, and that is passed over.
-                let mut closed: Option<PathBuf> = None;
                 for walk in walkers {
                     for entry in walk {
                         if cancel.is_cancelled() {
@@ -1249,13 +1249,7 @@ fn search_folders(
                                 continue;
                             }
                         };
-                        if closed.as_ref().is_some_and(|c| entry.path().starts_with(c)) {
-                            continue;
-                        }
                         if !entry.file_type().is_some_and(|t| t.is_file()) {
-                            if entry.file_type().is_some_and(|t| t.is_dir()) && unreadable.closed_folder(entry.path()) {
-                                closed = Some(entry.into_path());
-                            }
                             continue;
                         }
                         searched.fetch_add(1, Ordering::Relaxed);
@@ -1322,6 +1316,7 @@ fn run_pool(
             // A clone has its own pool of regex caches: sharing one makes the threads contend.
             let (shared, rx, matcher, mut searcher) = (&shared, &rx, matcher.clone(), searcher.clone());
             scope.spawn(move || {
+                let mut last_open = 0;
                 // Once cancelled, jobs are taken and dropped until the walk stops, so that the
                 // walker never waits on a full queue.
                 loop {
@@ -1335,6 +1330,10 @@ fn run_pool(
                             continue;
                         }
                         let path = job.path.as_path();
+                        if unreadable.hides(path, &mut last_open) {
+                            shared.done(job.idx, FileSink::new(opts, &matcher, cancel, String::new()).into_done(None));
+                            continue;
+                        }
                         let mut sink = FileSink::new(opts, &matcher, cancel, show_path(ws, path));
                         sink.pipe = Some((shared, job.idx));
                         // An unreadable file is skipped and named in the answer, as ripgrep names it on stderr.

@@ -53,6 +53,14 @@ pub(crate) struct Unreadable {
     inner: std::sync::Mutex<UnreadableInner>,
     /// Whether file modes can refuse this process a read (see [`Unreadable::closed_folder`]).
     modes_bind: bool,
+    /// The folders searched, where [`Unreadable::hides`] stops looking up.
+    bases: Vec<std::path::PathBuf>,
+    /// Folders asked so far, and whether their `.kodikignore` is unreadable. A folder is
+    /// entered only after all folders above it (up to its base), so one that is open says
+    /// every folder above it is open too.
+    /// Keyed by the xxh3 hash of the folder's path: hashing and storing whole paths for every
+    /// file listed cost more than the question.
+    closed: std::sync::Mutex<std::collections::HashMap<u64, bool>>,
 }
 
 #[derive(Debug, Default)]
@@ -71,8 +79,61 @@ impl Unreadable {
 
     /// For one search, run from the thread that starts its walker threads (they inherit its
     /// capabilities).
-    pub(crate) fn new() -> Self {
-        Self { inner: Default::default(), modes_bind: modes_bind() }
+    pub(crate) fn new(bases: &[std::path::PathBuf]) -> Self {
+        Self { inner: Default::default(), modes_bind: modes_bind(), bases: bases.to_vec(), closed: Default::default() }
+    }
+
+    /// Whether `file`, which the search would show, lies in a folder whose `.kodikignore` is
+    /// unreadable (see [`closed_folder`](Self::closed_folder)), so that it must not be shown.
+    /// Only the folders of files with something to show are asked, each once: asking every
+    /// folder of a walk cost a tenth of a file-name search.
+    pub(crate) fn hides(&self, file: &std::path::Path, last_open: &mut u64) -> bool {
+        if !self.modes_bind {
+            return false;
+        }
+        // A walker thread often yields a folder's files one after another: the folder found
+        // open for the previous file (`last_open`, the caller's own, a path hash) needs no lock.
+        let Some(parent) = file.parent() else { return false };
+        let key = path_key(parent);
+        if key == *last_open {
+            return false;
+        }
+        let hidden = self.hides_uncached(file);
+        if !hidden {
+            *last_open = key;
+        }
+        hidden
+    }
+
+    fn hides_uncached(&self, file: &std::path::Path) -> bool {
+        let lock = || self.closed.lock().unwrap_or_else(|p| p.into_inner());
+        // The folders not asked yet, deepest first, up to the first one asked.
+        let mut unasked = Vec::new();
+        let mut dir = file.parent();
+        while let Some(d) = dir {
+            if !self.bases.iter().any(|b| d.starts_with(b)) {
+                break;
+            }
+            if let Some(closed) = lock().get(&path_key(d)).copied() {
+                if closed {
+                    return true;
+                }
+                break;
+            }
+            unasked.push(d);
+            if self.bases.iter().any(|b| b == d) {
+                break;
+            }
+            dir = d.parent();
+        }
+        for d in unasked.into_iter().rev() {
+            let closed = self.closed_folder(d);
+            lock().insert(path_key(d), closed);
+            if closed {
+                return true;
+            }
+        }
+        false
     }
 
     /// A file that could not be opened or read.
@@ -92,13 +153,8 @@ impl Unreadable {
 
     /// Whether the folder must not be searched because its `.kodikignore` exists but cannot be
     /// read: what it hides is unknown, and G16 fails closed (noted for the answer). The `ignore`
-    /// crate drops such read errors, so every folder of a walk is asked here — one `open` of an
-    /// absent file, about a tenth of a walk's cost per folder — unless file modes cannot refuse
-    /// this process anything (root), when the question cannot have another answer.
-    pub(crate) fn closed_folder(&self, dir: &std::path::Path) -> bool {
-        if !self.modes_bind {
-            return false;
-        }
+    /// crate drops such read errors, so [`hides`](Self::hides) asks here.
+    fn closed_folder(&self, dir: &std::path::Path) -> bool {
         match std::fs::File::open(dir.join(kodik_core::workspace::IGNORE_FILE)) {
             // A folder that cannot be listed fails the same way; the walker names it itself.
             Err(e) if e.kind() != std::io::ErrorKind::NotFound && std::fs::read_dir(dir).is_ok() => {
@@ -149,6 +205,11 @@ impl Unreadable {
             if more > 0 { format!(" and {more} more") } else { String::new() }
         ))
     }
+}
+
+/// The key of a folder in [`Unreadable`]'s cache.
+fn path_key(dir: &std::path::Path) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(dir.as_os_str().as_encoded_bytes())
 }
 
 /// Whether file modes bind the calling thread: it lacks both CAP_DAC_OVERRIDE and
