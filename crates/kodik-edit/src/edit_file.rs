@@ -301,11 +301,11 @@ fn run_blocking(
         });
     }
     let encoded;
-    let bytes: &[u8] = if loaded.format == kodik_core::text::TextFormat::default() {
+    let bytes: &[u8] = if loaded.is_plain() {
         // Plain UTF-8 without BOM: the text is already the bytes to write.
         new_text.as_bytes()
     } else {
-        encoded = files::encode_checked(&new_text, &loaded.format, &shown)?;
+        encoded = loaded.encode(&new_text, &shown)?;
         &encoded
     };
     let meta = std::fs::metadata(&path).map_err(|e| ToolError::io("reading", &shown, e))?;

@@ -20,9 +20,37 @@ pub(crate) struct Loaded {
     pub(crate) text: String,
     /// How it is stored.
     pub(crate) format: TextFormat,
+    /// UTF-8 with a few invalid byte sequences, each shown in `text` as U+FFFD; `raw` holds the
+    /// bytes they were, to be put back when the file is written.
+    lossy_utf8: bool,
 }
 
 impl Loaded {
+    /// Whether `text` is the file's bytes as they are (UTF-8 without BOM, nothing replaced), so
+    /// an edited text can be written without encoding.
+    pub(crate) fn is_plain(&self) -> bool {
+        self.raw.is_none()
+    }
+
+    /// The bytes to write for `text`, this file's text edited: in its encoding, with its BOM,
+    /// and the invalid bytes of a damaged UTF-8 file put back where their U+FFFD still stands.
+    pub(crate) fn encode(&self, text: &str, shown: &str) -> Result<Vec<u8>, ToolError> {
+        if !self.lossy_utf8 {
+            return encode_checked(text, &self.format, shown);
+        }
+        const BOM: &[u8] = &[0xEF, 0xBB, 0xBF];
+        let original = self.raw.as_deref().unwrap_or_default();
+        let body = original.strip_prefix(BOM).filter(|_| self.format.bom).unwrap_or(original);
+        let kept = kodik_core::text::encode_utf8_keeping_invalid(text, body).ok_or_else(|| {
+            ToolError::failed(format!(
+                "`{shown}` has bytes that are not valid UTF-8, shown as `\u{FFFD}`; the edit removed or added such a \
+                 character, so which bytes go where is unknown and the file was not changed — keep every `\u{FFFD}` \
+                 as it is and edit around it"
+            ))
+        })?;
+        Ok(if self.format.bom { [BOM, &kept].concat() } else { kept })
+    }
+
     /// The bytes on disk.
     pub(crate) fn bytes(&self) -> &[u8] {
         self.raw.as_deref().unwrap_or(self.text.as_bytes())
@@ -47,7 +75,7 @@ pub(crate) fn load(path: &Path, shown: &str, ws: &Workspace) -> Result<Loaded, T
 /// and `expected` becomes the loaded text. Otherwise `Err(expected)` and the caller loads.
 pub(crate) fn load_if_equal(path: &Path, expected: String) -> Result<Loaded, String> {
     if plain_text(&expected) && file_equals(path, &expected) {
-        Ok(Loaded { raw: None, text: expected, format: TextFormat::default() })
+        Ok(Loaded { raw: None, text: expected, format: TextFormat::default(), lossy_utf8: false })
     } else {
         Err(expected)
     }
@@ -126,7 +154,7 @@ pub(crate) fn decode_bytes(bytes: Vec<u8>, shown: &str, ws: &Workspace) -> Resul
     // without its byte-by-byte line-ending census, which the edit tools do not need.
     let bytes = if !bytes.starts_with(&[0xEF, 0xBB, 0xBF]) && memchr::memchr(0, &bytes).is_none() {
         match String::from_utf8(bytes) {
-            Ok(text) => return Ok(Loaded { raw: None, text, format: TextFormat::default() }),
+            Ok(text) => return Ok(Loaded { raw: None, text, format: TextFormat::default(), lossy_utf8: false }),
             Err(e) => e.into_bytes(),
         }
     } else {
@@ -135,14 +163,16 @@ pub(crate) fn decode_bytes(bytes: Vec<u8>, shown: &str, ws: &Workspace) -> Resul
     let decoded = decode(&bytes, ws.settings().encoding()).map_err(|_| {
         ToolError::failed(format!("`{shown}` is a binary file (it contains NUL bytes); only text files can be edited"))
     })?;
-    if decoded.lossy {
+    // A UTF-8 file with a few damaged bytes keeps them: they are written back as they were.
+    let lossy_utf8 = decoded.lossy && decoded.format.encoding == encoding_rs::UTF_8;
+    if decoded.lossy && !lossy_utf8 {
         return Err(ToolError::failed(format!(
             "`{shown}` is not valid {} text, so writing it back would corrupt it; set the project's \
              `files.encoding` to the file's real encoding, or leave this file alone",
             decoded.format.encoding.name()
         )));
     }
-    Ok(Loaded { raw: Some(bytes), text: decoded.text, format: decoded.format })
+    Ok(Loaded { raw: Some(bytes), text: decoded.text, format: decoded.format, lossy_utf8 })
 }
 
 /// Encodes `text` in `format`, refusing characters the encoding cannot store (encoding_rs

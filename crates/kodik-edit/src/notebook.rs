@@ -462,7 +462,7 @@ fn run_blocking(
     let (summary, before, after) = apply_operation(&mut nb, args)?;
     let text = render_changed(&nb, &old_cells, &loaded.text)
         .map_err(|e| fail(format!("could not write the notebook: {e}")))?;
-    let bytes = files::encode_checked(&text, &loaded.format, &shown)?;
+    let bytes = loaded.encode(&text, &shown)?;
     let meta = std::fs::metadata(&path).map_err(|e| ToolError::io("reading", &shown, e))?;
     let other_links = kodik_core::fs::other_links(&path);
     let prior = Prior::file(loaded.into_bytes(), meta.permissions());

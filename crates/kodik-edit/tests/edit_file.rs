@@ -423,6 +423,37 @@ async fn e12_character_the_encoding_cannot_store_is_refused_without_writing() {
     assert_eq!(env.bytes("ru.txt"), cp1251.to_vec());
 }
 
+/// E12, E4: a UTF-8 file with a few damaged bytes (shown as U+FFFD) can be edited elsewhere, and
+/// keeps those bytes exactly, with or without a BOM; an edit that removes a U+FFFD is refused and
+/// leaves the file as it was. Before, every edit of such a file was refused.
+#[tokio::test]
+async fn e12_e4_a_utf8_file_with_damaged_bytes_is_edited_and_keeps_them() {
+    let env = Env::new();
+    let original =
+        [b"name = \"caf\xe9\"\n".as_slice(), "mark = \"\u{2713}\u{2713}\"\n".as_bytes(), b"x = 1\n"].concat();
+    env.write("legacy.py", &original);
+    env.read("legacy.py");
+    let out = env.edit("legacy.py", &[("x = 1", "x = \"\u{2713}\"")]).await;
+    assert!(out.is_success(), "{}", out.text_content());
+    let expected = [
+        b"name = \"caf\xe9\"\n".as_slice(),
+        "mark = \"\u{2713}\u{2713}\"\n".as_bytes(),
+        "x = \"\u{2713}\"\n".as_bytes(),
+    ]
+    .concat();
+    assert_eq!(env.bytes("legacy.py"), expected);
+
+    let out = env.edit("legacy.py", &[("caf\u{FFFD}", "cafe")]).await;
+    assert_eq!(out.status, ToolStatus::Error, "{}", out.text_content());
+    assert!(out.text_content().contains("not valid UTF-8"), "{}", out.text_content());
+    assert_eq!(env.bytes("legacy.py"), expected, "a refused edit wrote");
+
+    env.write("bom.txt", b"\xEF\xBB\xBFa \xff\nb\n");
+    env.read("bom.txt");
+    assert!(env.edit("bom.txt", &[("b", "c")]).await.is_success());
+    assert_eq!(env.bytes("bom.txt"), b"\xEF\xBB\xBFa \xff\nc\n");
+}
+
 #[tokio::test]
 async fn g16_ignored_file_cannot_be_edited_and_binary_is_refused() {
     let env = Env::new();

@@ -525,12 +525,12 @@ impl Plan {
                         let (old_n, new_n) = (lf(&loaded.text), lf(&new_text));
                         diff::unified_with(&old_n, &new_n, &format!("a/{shown}"), &new_label, shared.preview.clone())
                     };
-                    let new_bytes = if loaded.format == kodik_core::text::TextFormat::default() {
+                    let new_bytes = if loaded.is_plain() {
                         // Plain UTF-8 without BOM: the text is the bytes to write.
                         drop(loaded);
                         new_text.into_bytes()
                     } else {
-                        files::encode_checked(&new_text, &loaded.format, &shown).map_err(wrap)?
+                        loaded.encode(&new_text, &shown).map_err(wrap)?
                     };
                     match to {
                         Some((to, to_shown)) => {
