@@ -416,7 +416,45 @@ impl Workspace {
     /// requiring git, read every `.gitignore` up to `/`: a home folder's dotfiles repository
     /// ignoring `*` hid a whole project cloned below it.) Inside a repository a nested
     /// repository is a boundary, as for git and ripgrep.
+    ///
+    /// The `.kodikignore` files above `dir` win over every `.gitignore` and `.ignore`, also over
+    /// a `!` exception in one found during the walk, as [`is_ignored`](Self::is_ignored) has it:
+    /// the walker's entry filter holds them. A caller that sets its own
+    /// [`filter_entry`](ignore::WalkBuilder::filter_entry) replaces that filter: use
+    /// [`walker_with`](Self::walker_with) instead.
     pub fn walker(&self, dir: &Path) -> ignore::WalkBuilder {
+        self.walker_with(dir, |_| true)
+    }
+
+    /// [`walker`](Self::walker) with the caller's own entry filter as well (`false` leaves the
+    /// entry out, and a folder's whole contents with it).
+    pub fn walker_with<F>(&self, dir: &Path, filter: F) -> ignore::WalkBuilder
+    where
+        F: Fn(&ignore::DirEntry) -> bool + Send + Sync + 'static,
+    {
+        let mut b = self.walker_unguarded(dir);
+        let guard = WalkGuard { ws: self.clone(), above: self.kodik_rules_above(dir) };
+        b.filter_entry(move |e| filter(e) && !guard.hides(e));
+        b
+    }
+
+    /// The `.kodikignore` rules of the folders above `dir` up to its root, outermost first (an
+    /// unreadable one hides everything, as in [`is_ignored`](Self::is_ignored)).
+    fn kodik_rules_above(&self, dir: &Path) -> Vec<Arc<Gitignore>> {
+        let Some(root) = self.roots.iter().find(|r| dir.starts_with(r)) else {
+            return Vec::new();
+        };
+        let mut rules: Vec<_> = dir
+            .ancestors()
+            .skip(1)
+            .take_while(|d| d.starts_with(root))
+            .filter_map(|d| self.ignore_matcher(d))
+            .collect();
+        rules.reverse();
+        rules
+    }
+
+    fn walker_unguarded(&self, dir: &Path) -> ignore::WalkBuilder {
         let mut b = ignore::WalkBuilder::new(dir);
         let root = self.roots.iter().find(|r| dir.starts_with(r));
         // Outermost first: later rules win (`add_ignore`'s order), so deeper files override.
@@ -444,8 +482,9 @@ impl Workspace {
         // In a repository ignore rules stop at nested repositories (`require_git` is what makes
         // the crate notice them); without one, kodik still honours `.gitignore` files.
         b.add_custom_ignore_filename(IGNORE_FILE).require_git(in_repo).parents(false);
-        // `.kodikignore` rules come last so they win over every git rule above `dir`, as they
-        // do below it (the crate checks custom ignore files first).
+        // `.kodikignore` rules come last so they win over every git rule above `dir`. The crate
+        // checks rules added here after every ignore file it finds during the walk, so a `!`
+        // exception in one of those would still win: the walk guard holds them against that.
         for (folder, file) in git_rules.iter().rev().chain(kodik_rules.iter().rev()) {
             if file.is_file() {
                 // `add_ignore` roots the file's patterns at the walker's current folder: root
@@ -528,6 +567,28 @@ impl Workspace {
             },
             None => PathError::Ignored(self.display(resolved)),
         }
+    }
+}
+
+/// The `.kodikignore` rules above a walk's start, checked on every entry the walk meets: the
+/// `ignore` crate lets any ignore file found during the walk override rules given to it up
+/// front, so a `!secret.txt` in a subfolder's `.gitignore` showed what a `.kodikignore` above
+/// the searched folder hides (G16).
+struct WalkGuard {
+    ws: Workspace,
+    /// Outermost first.
+    above: Vec<Arc<Gitignore>>,
+}
+
+impl WalkGuard {
+    fn hides(&self, entry: &ignore::DirEntry) -> bool {
+        if self.above.is_empty() {
+            return false;
+        }
+        let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
+        // Only a `.kodikignore` inside the walk can make an exception to these rules: the
+        // whole check (rare, as hidden entries are) says whether one does.
+        verdict(&self.above, entry.path(), is_dir) && self.ws.is_ignored(entry.path())
     }
 }
 

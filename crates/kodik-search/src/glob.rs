@@ -383,11 +383,8 @@ fn glob(
         let compiled = Pattern::compile(&args.pattern, base)?;
         hidden = names_hidden(&compiled.shown);
         pattern = compiled.shown.clone();
-        let mut wb = ws.walker(base);
+        let mut wb = ws.walker_with(base, move |e| !hidden || e.file_name() != ".git");
         wb.hidden(!hidden).threads(config.threads);
-        if hidden {
-            wb.filter_entry(|e| e.file_name() != ".git");
-        }
         wb.build_parallel().run(|| {
             let mut local = Local { mine: Collected::default(), shared: shared.clone() };
             // A clone has its own regex cache: sharing one makes the threads contend.

@@ -909,20 +909,17 @@ fn walk_builders(
     let file_types = args.file_type.as_deref().map(types).transpose()?;
     let mut builders = Vec::with_capacity(bases.len());
     for (base, _) in bases {
-        let mut wb = ws.walker(base);
+        let ov = overrides(args, base)?;
+        let mut wb = ws.walker_with(base, move |e| {
+            let is_dir = e.file_type().is_some_and(|t| t.is_dir());
+            if include_hidden && is_dir && e.file_name() == ".git" {
+                return false;
+            }
+            ov.as_ref().is_none_or(|ov| !ov.matched(e.path(), is_dir).is_ignore())
+        });
         wb.hidden(!include_hidden);
         if let Some(t) = &file_types {
             wb.types(t.clone());
-        }
-        let ov = overrides(args, base)?;
-        if ov.is_some() || include_hidden {
-            wb.filter_entry(move |e| {
-                let is_dir = e.file_type().is_some_and(|t| t.is_dir());
-                if include_hidden && is_dir && e.file_name() == ".git" {
-                    return false;
-                }
-                ov.as_ref().is_none_or(|ov| !ov.matched(e.path(), is_dir).is_ignore())
-            });
         }
         builders.push(wb);
     }

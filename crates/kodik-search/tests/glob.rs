@@ -189,3 +189,43 @@ async fn gl1_gr1_names_with_a_line_break_or_bytes_not_utf8_stay_one_usable_entry
     let t = env.ok("grep", json!({"pattern": "needle", "output_mode": "files_with_matches"})).await;
     assert_eq!(t, "Found 3 files\n\"caf\\xE9.txt\"\n\"new\\nline.txt\"\nplain.txt");
 }
+
+/// A `!` exception in a subfolder's `.gitignore` or `.ignore` does not show what a
+/// `.kodikignore` above it hides, whether the search starts at the subfolder, between, or the
+/// root (read_file refuses the same files). Before, with `path` set, grep printed the hidden
+/// file's contents and glob listed it.
+#[tokio::test]
+async fn g16_gr1_gl1_kodikignore_wins_over_a_gitignore_exception_below_it_with_and_without_path() {
+    let env = Env::new();
+    env.write(".kodikignore", "secret.txt\n*.key\n");
+    env.write("sub/.gitignore", "!secret.txt\n");
+    env.write("sub/.ignore", "!*.key\n");
+    env.write("sub/secret.txt", "needle SECRET\n");
+    env.write("sub/a.key", "needle SECRET key\n");
+    env.write("sub/ok.txt", "needle ok\n");
+    env.write("a/.kodikignore", "hidden/\n");
+    env.write("a/b/c/.gitignore", "!*\n");
+    env.write("a/b/c/hidden/h.txt", "needle SECRET deep\n");
+    env.write("a/b/c/hidden.txt", "needle ok deep\n");
+    for path in [None, Some("sub"), Some("a"), Some("a/b"), Some("a/b/c")] {
+        let mut g = json!({"pattern": "needle", "output_mode": "files_with_matches"});
+        let mut l = json!({"pattern": "**/*"});
+        if let Some(p) = path {
+            g["path"] = json!(p);
+            l["path"] = json!(p);
+        }
+        let t = env.ok("grep", g).await;
+        assert!(!t.contains("secret.txt") && !t.contains("a.key") && !t.contains("hidden/"), "{path:?}: {t}");
+        assert!(t.contains("ok.txt") || t.contains("hidden.txt"), "{path:?}: {t}");
+        let t = env.ok("glob", l).await;
+        assert!(!t.contains("secret.txt") && !t.contains("a.key") && !t.contains("hidden/"), "{path:?}: {t}");
+    }
+    let t = env.ok("grep", json!({"pattern": "needle", "path": "sub"})).await;
+    assert_eq!(t, "Found 1 matching line in 1 file\nsub/ok.txt:1:needle ok", "{t}");
+    let e = env.err("read_file", json!({"path": "sub/secret.txt"})).await;
+    assert!(e.contains(".kodikignore"), "{e}");
+    // A `.kodikignore` inside the searched folder may still make its own exception.
+    env.write("sub/.kodikignore", "!a.key\n");
+    let t = env.ok("glob", json!({"pattern": "*", "path": "sub"})).await;
+    assert!(t.contains("sub/a.key") && !t.contains("secret.txt"), "{t}");
+}
