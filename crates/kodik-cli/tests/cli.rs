@@ -265,9 +265,21 @@ fn g2_g4_shell_and_searches_keep_their_place_among_a_turns_file_changes() {
         {"id": "g2", "name": "grep", "args": {"pattern": "NEEDLE", "output_mode": "files_with_matches"}},
         {"id": "d", "name": "delete_file", "args": {"path": "keep.txt"}},
     ]);
-    let input =
-        [read.to_string(), edit_then_look.to_string(), shell_patch_then_edit.to_string(), look_then_delete.to_string()]
-            .join("\n");
+    // P2: a patch through the shell is ordered like the apply_patch call it is: a read of the file
+    // it adds comes after it.
+    let add = "*** Begin Patch\n*** Add File: gen/new.txt\n+generated\n*** End Patch";
+    let shell_patch_then_read = serde_json::json!([
+        {"id": "p2", "name": "shell", "args": {"command": format!("bash -lc \"apply_patch <<'EOF'\n{add}\nEOF\n\"")}},
+        {"id": "r2", "name": "read_file", "args": {"path": "gen/new.txt"}},
+    ]);
+    let input = [
+        read.to_string(),
+        edit_then_look.to_string(),
+        shell_patch_then_edit.to_string(),
+        look_then_delete.to_string(),
+        shell_patch_then_read.to_string(),
+    ]
+    .join("\n");
     let lines = common::run_batch(kodik(), ws, &input);
     let text = |id: &str| {
         let line = lines.iter().find(|l| l["id"] == id).unwrap_or_else(|| panic!("no result {id}: {lines:#?}"));
@@ -283,6 +295,8 @@ fn g2_g4_shell_and_searches_keep_their_place_among_a_turns_file_changes() {
     assert!(text("gl").contains("keep.txt"), "glob ran after the delete: {}", text("gl"));
     assert!(text("g2").contains("keep.txt"), "grep ran after the delete: {}", text("g2"));
     assert!(!dir.path().join("keep.txt").exists());
+    text("p2");
+    assert!(text("r2").contains("1→generated"), "the read overtook the patch: {}", text("r2"));
 }
 
 #[test]

@@ -163,11 +163,17 @@ impl TypedTool for ShellTool {
         &self.spec
     }
 
-    /// A command may read and change any file (a test run, `sed -i`, a heredoc patch): it runs
-    /// after the turn's earlier calls on files and before its later changes of files, while
-    /// later reads and the turn's other commands run with it (G1, G2, G4, S4).
-    fn resources(&self, _args: &ShellArgs, _ws: &Workspace) -> Vec<Resource> {
-        vec![Resource::any_file()]
+    /// A command may read and change any file (a test run, `sed -i`): it runs after the turn's
+    /// earlier calls on files and before its later changes of files, while later reads and the
+    /// turn's other commands run with it (G1, G2, G4, S4). A patch sent through the shell
+    /// changes the files it names, ordered like the same patch sent to `apply_patch` (P2).
+    fn resources(&self, args: &ShellArgs, ws: &Workspace) -> Vec<Resource> {
+        let root = ws.primary_root();
+        let workdir = match args.workdir.as_deref().map(str::trim).filter(|w| !w.is_empty()) {
+            Some(w) => root.join(w),
+            None => root.to_path_buf(),
+        };
+        patch_files(&args.command, &workdir, ws).unwrap_or_else(|| vec![Resource::any_file()])
     }
 
     fn check(&self, args: &ShellArgs) -> Result<(), ToolError> {
@@ -401,6 +407,37 @@ fn patch_as_heredoc(command: &str, depth: u8) -> Option<String> {
         Some(dir) => format!("cd '{}' && {inner}", dir.replace('\'', "'\\''")),
         None => inner,
     })
+}
+
+/// The files a patch sent through the shell (`[cd DIR &&] apply_patch <<'EOF' … EOF`, or
+/// another spelling [`patch_as_heredoc`] knows) adds, updates, deletes or moves to, resolved
+/// against `workdir` and the `cd`; `None` when `command` is not such a patch.
+fn patch_files(command: &str, workdir: &Path, ws: &Workspace) -> Option<Vec<Resource>> {
+    let heredoc = patch_as_heredoc(command, 0).unwrap_or_else(|| command.to_owned());
+    let (first, body) = heredoc.split_once('\n')?;
+    let (dir, invocation) = match first.split_once("&&") {
+        Some((cd, rest)) => {
+            let words = words::parse(cd);
+            let [cmd] = words.as_slice() else { return None };
+            match cmd.words.as_slice() {
+                [word, target] if word.text == "cd" && !target.dynamic => (workdir.join(&target.text), rest),
+                _ => return None,
+            }
+        }
+        None => (workdir.to_path_buf(), first),
+    };
+    let invocation = invocation.trim_start();
+    let rest = invocation.strip_prefix("apply_patch").or_else(|| invocation.strip_prefix("applypatch"))?;
+    if !rest.trim_start().starts_with("<<") {
+        return None;
+    }
+    let headers = ["*** Add File: ", "*** Update File: ", "*** Delete File: ", "*** Move to: "];
+    let files: Vec<Resource> = body
+        .lines()
+        .filter_map(|line| headers.iter().find_map(|h| line.strip_prefix(h)))
+        .map(|path| ws.resource(dir.join(path.trim())))
+        .collect();
+    (!files.is_empty()).then_some(files)
 }
 
 /// The first word of `command` that resolves to a `.kodikignore`d path (G16; best effort:
