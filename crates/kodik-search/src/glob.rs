@@ -27,7 +27,7 @@ use serde_json::json;
 use crate::config::SearchConfig;
 use crate::error::SearchError;
 use crate::guard;
-use crate::util::{CancelCheck, Unreadable, names_hidden, run_blocking, stamp};
+use crate::util::{CancelCheck, Closed, Unreadable, closed_folder, names_hidden, run_blocking, stamp};
 
 /// The `glob` tool.
 #[derive(Debug, Clone)]
@@ -109,15 +109,18 @@ pub(crate) fn search_bases(
         .map(|base| match std::fs::metadata(&base) {
             // A folder that cannot be listed is an error, not an empty folder with no hits.
             Ok(m) if m.is_dir() => match std::fs::read_dir(&base) {
-                Ok(_) => match std::fs::File::open(base.join(IGNORE_FILE)) {
-                    // Its rules cannot be read, so nothing in it may be shown (G16 fails closed).
-                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(PathError::IgnoreFileUnreadable {
+                // Nothing in a closed folder may be shown (G16 fails closed).
+                Ok(_) => match closed_folder(&base) {
+                    Some(Closed::IgnoreFile(e)) => Err(PathError::IgnoreFileUnreadable {
                         path: ws.display(&base),
                         ignore_file: ws.display(&base.join(IGNORE_FILE)),
                         reason: e.kind().to_string(),
                     }
                     .into()),
-                    _ => Ok((base, m)),
+                    Some(Closed::Folder(source)) => {
+                        Err(SearchError::Io { action: "entering the folder", path: ws.display(&base), source })
+                    }
+                    None => Ok((base, m)),
                 },
                 Err(source) => Err(SearchError::Io { action: "reading the folder", path: ws.display(&base), source }),
             },
@@ -376,14 +379,15 @@ fn glob(
         }
     }
     let shared: Arc<Mutex<Collected>> = Arc::default();
-    let unreadable = Unreadable::new(&bases.iter().map(|(b, _)| b.clone()).collect::<Vec<_>>());
+    let unreadable = Unreadable::new();
     let mut pattern = String::new();
     let mut hidden = false;
     for (base, _) in &bases {
         let compiled = Pattern::compile(&args.pattern, base)?;
         hidden = names_hidden(&compiled.shown);
         pattern = compiled.shown.clone();
-        let mut wb = ws.walker_with(base, move |e| !hidden || e.file_name() != ".git");
+        let enters = unreadable.clone();
+        let mut wb = ws.walker_with(base, move |e| (!hidden || e.file_name() != ".git") && enters.enters(e));
         wb.hidden(!hidden).threads(config.threads);
         wb.build_parallel().run(|| {
             let mut local = Local { mine: Collected::default(), shared: shared.clone() };
@@ -392,7 +396,6 @@ fn glob(
             let base = base.clone();
             let mut cancelled = CancelCheck::new(cancel.clone());
             let unreadable = &unreadable;
-            let mut last_open = 0;
             Box::new(move |entry| {
                 if cancelled.is_cancelled() {
                     return WalkState::Quit;
@@ -407,7 +410,7 @@ fn glob(
                 if !entry.file_type().is_some_and(|t| t.is_file()) {
                     return WalkState::Continue;
                 }
-                if compiled.matches(entry.path(), &base) && !unreadable.hides(entry.path(), &mut last_open) {
+                if compiled.matches(entry.path(), &base) {
                     let stamp = stamp(entry.metadata().ok().as_ref());
                     local.push(entry.into_path(), stamp);
                 }

@@ -904,13 +904,18 @@ fn walk_builders(
     ws: &Workspace,
     args: &GrepArgs,
     bases: &[(PathBuf, std::fs::Metadata)],
+    unreadable: &Unreadable,
 ) -> Result<Vec<ignore::WalkBuilder>, SearchError> {
     let include_hidden = args.glob.as_ref().is_some_and(|g| g.to_vec().iter().any(|p| names_hidden(p)));
     let file_types = args.file_type.as_deref().map(types).transpose()?;
     let mut builders = Vec::with_capacity(bases.len());
     for (base, _) in bases {
         let ov = overrides(args, base)?;
+        let enters = unreadable.clone();
         let mut wb = ws.walker_with(base, move |e| {
+            if !enters.enters(e) {
+                return false;
+            }
             let is_dir = e.file_type().is_some_and(|t| t.is_dir());
             if include_hidden && is_dir && e.file_name() == ".git" {
                 return false;
@@ -989,7 +994,6 @@ fn prepass(
             let (matcher, mut searcher) = (matcher.clone(), searcher.clone());
             let (held, files, listed, too_many) = (&held, &files, &listed, &too_many);
             let mut cancelled = CancelCheck::new(cancel.clone());
-            let mut last_open = 0;
             Box::new(move |entry| {
                 if cancelled.is_cancelled() {
                     return WalkState::Quit;
@@ -1010,9 +1014,6 @@ fn prepass(
                 } else {
                     match search_held(ws, entry.path(), &matcher, &mut searcher, opts, cancel, held, unreadable) {
                         // A file left for later is asked when its turn comes (`run_pool`).
-                        Some(Pre::Hits(_)) if unreadable.hides(entry.path(), &mut last_open) => {
-                            return WalkState::Continue;
-                        }
                         Some(pre) => pre,
                         None => return WalkState::Continue,
                     }
@@ -1136,7 +1137,7 @@ fn grep_listing(
     };
     let report = Report::new(opts, offset, limit, config.grep_max_output_bytes.max(1), config.spool_dir.clone());
     let searched = AtomicU64::new(0);
-    let unreadable = Unreadable::new(&bases.iter().map(|(b, _)| b.clone()).collect::<Vec<_>>());
+    let unreadable = Unreadable::new();
 
     let mut report = match bases.as_slice() {
         [(base, meta)] if meta.is_file() => {
@@ -1215,7 +1216,7 @@ fn search_folders(
     unreadable: &Unreadable,
 ) -> Result<Report, SearchError> {
     let searcher = build_searcher(args, opts.mode, ws, true)?;
-    let builders = walk_builders(ws, args, bases)?;
+    let builders = walk_builders(ws, args, bases, unreadable)?;
     let lists = match prepass(ws, &builders, config.threads, matcher, &searcher, opts, cancel, max_listed, unreadable) {
         Prepass::Cancelled => return Ok(report),
         Prepass::Listed(lists, files) => {
@@ -1313,7 +1314,6 @@ fn run_pool(
             // A clone has its own pool of regex caches: sharing one makes the threads contend.
             let (shared, rx, matcher, mut searcher) = (&shared, &rx, matcher.clone(), searcher.clone());
             scope.spawn(move || {
-                let mut last_open = 0;
                 // Once cancelled, jobs are taken and dropped until the walk stops, so that the
                 // walker never waits on a full queue.
                 loop {
@@ -1327,10 +1327,6 @@ fn run_pool(
                             continue;
                         }
                         let path = job.path.as_path();
-                        if unreadable.hides(path, &mut last_open) {
-                            shared.done(job.idx, FileSink::new(opts, &matcher, cancel, String::new()).into_done(None));
-                            continue;
-                        }
                         let mut sink = FileSink::new(opts, &matcher, cancel, show_path(ws, path));
                         sink.pipe = Some((shared, job.idx));
                         // An unreadable file is skipped and named in the answer, as ripgrep names it on stderr.

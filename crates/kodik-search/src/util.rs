@@ -47,20 +47,16 @@ impl CancelCheck {
 
 /// What a folder search could not read — a folder it could not list, a file it could not open
 /// — so the answer can say so: ripgrep names each on stderr, and a search that kept quiet
-/// presented a partial or empty result as the whole answer.
-#[derive(Debug)]
+/// presented a partial or empty result as the whole answer. Clones share what they collect
+/// (a walk's entry filter holds one).
+#[derive(Debug, Clone)]
 pub(crate) struct Unreadable {
-    inner: std::sync::Mutex<UnreadableInner>,
-    /// Whether file modes can refuse this process a read (see [`Unreadable::closed_folder`]).
+    inner: std::sync::Arc<std::sync::Mutex<UnreadableInner>>,
+    /// Whether file modes can refuse this process a read (see [`Unreadable::enters`]).
     modes_bind: bool,
-    /// The folders searched, where [`Unreadable::hides`] stops looking up.
-    bases: Vec<std::path::PathBuf>,
-    /// Folders asked so far, and whether their `.kodikignore` is unreadable. A folder is
-    /// entered only after all folders above it (up to its base), so one that is open says
-    /// every folder above it is open too.
-    /// Keyed by the xxh3 hash of the folder's path: hashing and storing whole paths for every
-    /// file listed cost more than the question.
-    closed: std::sync::Mutex<std::collections::HashMap<u64, bool>>,
+    /// The folders found closed so far, so that a folder walked twice (the pre-pass, then the
+    /// ordered walk) is named once.
+    closed: std::sync::Arc<std::sync::Mutex<std::collections::HashSet<std::path::PathBuf>>>,
 }
 
 #[derive(Debug, Default)]
@@ -73,65 +69,60 @@ struct UnreadableInner {
     files: u64,
 }
 
+/// Why nothing in a folder that can be listed may be searched: what it hides is unknown, and
+/// G16 fails closed.
+#[derive(Debug)]
+pub(crate) enum Closed {
+    /// Its `.kodikignore` exists but cannot be read.
+    IgnoreFile(std::io::Error),
+    /// The folder cannot be entered (no search permission), so whether it has a
+    /// `.kodikignore` at all cannot be told, and none of its files can be read anyway.
+    Folder(std::io::Error),
+}
+
+/// Whether folder `dir` is [`Closed`]: one `open` for a folder without a `.kodikignore`.
+pub(crate) fn closed_folder(dir: &std::path::Path) -> Option<Closed> {
+    use std::io::ErrorKind::NotFound;
+    let file = dir.join(kodik_core::workspace::IGNORE_FILE);
+    match std::fs::File::open(&file) {
+        Err(e) if e.kind() != NotFound => match std::fs::metadata(&file) {
+            // It is there: its rules cannot be read.
+            Ok(_) => Some(Closed::IgnoreFile(e)),
+            Err(s) if s.kind() == NotFound => None,
+            // Not even its existence can be asked: the folder itself is shut.
+            Err(s) => Some(Closed::Folder(s)),
+        },
+        _ => None,
+    }
+}
+
 impl Unreadable {
     /// How many paths the note names; the rest are counted.
     const SHOWN: usize = 5;
 
     /// For one search, run from the thread that starts its walker threads (they inherit its
     /// capabilities).
-    pub(crate) fn new(bases: &[std::path::PathBuf]) -> Self {
-        Self { inner: Default::default(), modes_bind: modes_bind(), bases: bases.to_vec(), closed: Default::default() }
+    pub(crate) fn new() -> Self {
+        Self { inner: Default::default(), modes_bind: modes_bind(), closed: Default::default() }
     }
 
-    /// Whether `file`, which the search would show, lies in a folder whose `.kodikignore` is
-    /// unreadable (see [`closed_folder`](Self::closed_folder)), so that it must not be shown.
-    /// Only the folders of files with something to show are asked, each once: asking every
-    /// folder of a walk cost a tenth of a file-name search.
-    pub(crate) fn hides(&self, file: &std::path::Path, last_open: &mut u64) -> bool {
-        if !self.modes_bind {
-            return false;
+    /// The walk's entry filter: whether the walk may go into `entry`. A folder whose
+    /// `.kodikignore` cannot be read, or that cannot be entered, is not walked at all and is
+    /// named once in the answer — always, whatever it holds and whatever is searched for, so
+    /// that the answer tells nothing about what it hides (G16).
+    pub(crate) fn enters(&self, entry: &ignore::DirEntry) -> bool {
+        if !self.modes_bind || !entry.file_type().is_some_and(|t| t.is_dir()) {
+            return true;
         }
-        // A walker thread often yields a folder's files one after another: the folder found
-        // open for the previous file (`last_open`, the caller's own, a path hash) needs no lock.
-        let Some(parent) = file.parent() else { return false };
-        let key = path_key(parent);
-        if key == *last_open {
-            return false;
-        }
-        let hidden = self.hides_uncached(file);
-        if !hidden {
-            *last_open = key;
-        }
-        hidden
-    }
-
-    fn hides_uncached(&self, file: &std::path::Path) -> bool {
-        let lock = || self.closed.lock().unwrap_or_else(|p| p.into_inner());
-        // The folders not asked yet, deepest first, up to the first one asked.
-        let mut unasked = Vec::new();
-        let mut dir = file.parent();
-        while let Some(d) = dir {
-            if !self.bases.iter().any(|b| d.starts_with(b)) {
-                break;
+        let why = match closed_folder(entry.path()) {
+            None => return true,
+            Some(Closed::IgnoreFile(e)) => {
+                format!("its {} cannot be read: {}", kodik_core::workspace::IGNORE_FILE, e.kind())
             }
-            if let Some(closed) = lock().get(&path_key(d)).copied() {
-                if closed {
-                    return true;
-                }
-                break;
-            }
-            unasked.push(d);
-            if self.bases.iter().any(|b| b == d) {
-                break;
-            }
-            dir = d.parent();
-        }
-        for d in unasked.into_iter().rev() {
-            let closed = self.closed_folder(d);
-            lock().insert(path_key(d), closed);
-            if closed {
-                return true;
-            }
+            Some(Closed::Folder(e)) => e.kind().to_string(),
+        };
+        if self.closed.lock().unwrap_or_else(|p| p.into_inner()).insert(entry.path().to_path_buf()) {
+            self.add_why(entry.path(), why, false);
         }
         false
     }
@@ -148,21 +139,6 @@ impl Unreadable {
         io_errors(err, &mut ios);
         for (path, kind) in ios {
             self.add(path, kind, false);
-        }
-    }
-
-    /// Whether the folder must not be searched because its `.kodikignore` exists but cannot be
-    /// read: what it hides is unknown, and G16 fails closed (noted for the answer). The `ignore`
-    /// crate drops such read errors, so [`hides`](Self::hides) asks here.
-    fn closed_folder(&self, dir: &std::path::Path) -> bool {
-        match std::fs::File::open(dir.join(kodik_core::workspace::IGNORE_FILE)) {
-            // A folder that cannot be listed fails the same way; the walker names it itself.
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound && std::fs::read_dir(dir).is_ok() => {
-                let why = format!("its {} cannot be read: {}", kodik_core::workspace::IGNORE_FILE, e.kind());
-                self.add_why(dir, why, false);
-                true
-            }
-            _ => false,
         }
     }
 
@@ -205,11 +181,6 @@ impl Unreadable {
             if more > 0 { format!(" and {more} more") } else { String::new() }
         ))
     }
-}
-
-/// The key of a folder in [`Unreadable`]'s cache.
-fn path_key(dir: &std::path::Path) -> u64 {
-    xxhash_rust::xxh3::xxh3_64(dir.as_os_str().as_encoded_bytes())
 }
 
 /// Whether file modes bind the calling thread: it lacks both CAP_DAC_OVERRIDE and

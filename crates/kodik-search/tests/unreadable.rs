@@ -145,3 +145,62 @@ fn g16_an_unreadable_kodikignore_hides_its_folder_and_says_why() {
         assert!(env.ok("read_file", json!({"path": "sub/.kodikignore"})).await.contains("secret.txt"));
     });
 }
+
+/// The folder of an unreadable `.kodikignore` is not searched at all and is always named, so
+/// the answer is the same whatever its files hold. Before, its files were searched and the note
+/// appeared only when one matched: a yes/no oracle for the hidden content and names.
+#[test]
+fn g16_gr1_gl1_an_unreadable_kodikignore_folder_is_named_whatever_is_searched_for() {
+    obeying_modes(|| async {
+        let env = Env::new();
+        env.write("sub/.kodikignore", "secret.txt\n");
+        env.write("sub/secret.txt", "password=hunter2\n");
+        env.write("sub/deep/x.txt", "password=deeper\n");
+        env.write("other/o.txt", "needle other\n");
+        chmod(&env.root().join("sub/.kodikignore"), 0o000);
+        let note = "[Not searched, could not be read: `sub` (its .kodikignore cannot be read: permission denied).]";
+        let mut answers = Vec::new();
+        for p in ["password=hunter2", "password=hunter3", "password=h", "password=x"] {
+            let out = env.call("grep", json!({"pattern": p})).await;
+            let t = out.text_content();
+            assert!(out.is_success() && t.starts_with("No matches") && t.ends_with(note), "{p}: {t}");
+            assert_eq!(out.meta["searched_files"], 1, "{p}: only other/o.txt is read");
+            answers.push(t.replace(p, "P"));
+        }
+        assert!(answers.windows(2).all(|w| w[0] == w[1]), "{answers:?}");
+        let listed = note.replace("Not searched", "Not listed");
+        for p in ["**/secret.txt", "**/nothere.txt", "**/x.txt"] {
+            let t = env.ok("glob", json!({"pattern": p})).await;
+            assert!(t.starts_with("No files match") && t.ends_with(&listed), "{p}: {t}");
+        }
+        chmod(&env.root().join("sub/.kodikignore"), 0o644);
+    });
+}
+
+/// A folder that can be listed but not entered (mode 444) is named as such, never blamed on a
+/// `.kodikignore` it does not have; grep and glob agree. Before, the answer said its (absent)
+/// `.kodikignore` could not be read and "the user must make it readable".
+#[test]
+fn g16_gr1_gl1_a_folder_that_cannot_be_entered_is_not_blamed_on_a_kodikignore() {
+    obeying_modes(|| async {
+        let env = Env::new();
+        env.write("rd/a.txt", "needle r\n");
+        env.write("ok.txt", "needle ok\n");
+        chmod(&env.root().join("rd"), 0o444);
+        for tool in ["grep", "glob"] {
+            let args = if tool == "grep" {
+                json!({"pattern": "needle", "path": "rd"})
+            } else {
+                json!({"pattern": "*", "path": "rd"})
+            };
+            let e = env.err(tool, args).await;
+            assert!(!e.contains(".kodikignore") && e.contains("folder rd"), "{tool}: {e}");
+            assert!(e.to_lowercase().contains("permission denied"), "{tool}: {e}");
+        }
+        let t = env.ok("grep", json!({"pattern": "needle"})).await;
+        assert!(t.ends_with("[Not searched, could not be read: `rd` (permission denied).]"), "{t}");
+        let t = env.ok("glob", json!({"pattern": "**/*.txt"})).await;
+        assert_eq!(t, "ok.txt\n[Not listed, could not be read: `rd` (permission denied).]");
+        chmod(&env.root().join("rd"), 0o755);
+    });
+}
