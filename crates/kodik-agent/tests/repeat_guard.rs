@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 struct Guarded {
     _dir: tempfile::TempDir,
     root: std::path::PathBuf,
-    registry: ToolRegistry,
+    registry: Arc<ToolRegistry>,
     cx: ToolContext,
 }
 
@@ -26,7 +26,8 @@ fn guarded() -> Guarded {
     let workspace = Workspace::new(&root).unwrap();
     let mut cx = ToolContext::new(workspace.clone());
     let guard = Arc::new(RepeatGuard::default().watching(workspace));
-    guard.learn_effects(registry.specs().map(|s| (s.name.clone(), s.effect)));
+    let registry = Arc::new(registry);
+    guard.learn_tools(Arc::clone(&registry));
     cx.hooks = guard as Arc<dyn Hooks>;
     Guarded { _dir: dir, root, registry, cx }
 }
@@ -76,6 +77,24 @@ async fn g15_an_edit_blocked_after_two_failures_runs_once_another_program_change
     std::fs::write(g.root.join("a.txt"), "a\nzzz\n").unwrap();
     assert!(g.call("6", "read_file", json!({"path": "a.txt"})).await.text_content().contains("zzz"));
     let after = g.call("7", "edit_file", zzz_edit()).await;
+    assert_eq!(after.status, ToolStatus::Success, "{}", after.text_content());
+}
+
+/// G15: a patch that failed twice (its context is not in the file) runs again once another
+/// program changed a file the patch names, although the patch has no `path` argument.
+#[tokio::test]
+async fn g15_a_patch_blocked_after_two_failures_runs_once_a_file_it_names_changed() {
+    let g = guarded();
+    std::fs::write(g.root.join("a.txt"), "a\n").unwrap();
+    assert!(g.call("0", "read_file", json!({"path": "a.txt"})).await.is_success());
+    let patch = || json!({"input": "*** Begin Patch\n*** Update File: a.txt\n@@\n-zzz\n+y\n*** End Patch"});
+    for id in ["1", "2"] {
+        assert_eq!(g.call(id, "apply_patch", patch()).await.status, ToolStatus::Error);
+    }
+    assert_eq!(g.call("3", "apply_patch", patch()).await.status, ToolStatus::Denied);
+    std::fs::write(g.root.join("a.txt"), "a\nzzz\n").unwrap();
+    assert!(g.call("4", "read_file", json!({"path": "a.txt"})).await.text_content().contains("zzz"));
+    let after = g.call("5", "apply_patch", patch()).await;
     assert_eq!(after.status, ToolStatus::Success, "{}", after.text_content());
 }
 

@@ -6,7 +6,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use async_trait::async_trait;
-use kodik_core::{Effect, HookDecision, Hooks, NoHooks, ToolCall, ToolOutput, ToolStatus, Workspace};
+use kodik_core::{
+    Effect, HookDecision, Hooks, NoHooks, Resource, ToolCall, ToolOutput, ToolRegistry, ToolStatus, Workspace,
+};
 use serde_json::Value;
 
 /// Blocks the third identical call (same tool, same arguments, same world) when the earlier
@@ -16,9 +18,9 @@ use serde_json::Value;
 /// The guard stops loops in a world that does not change, not a call whose outcome may have
 /// changed: the count starts over once a call that may change the workspace succeeded (an
 /// edit, a command, a browser action, a sub-agent: any tool that is not read-only or network
-/// only, [`learn_effects`](Self::learn_effects)), and a call naming a file (`path`) is a
-/// different call once that file changed on disk, whoever changed it
-/// ([`watching`](Self::watching)). So a test command runs again after the fix, and an edit
+/// only, [`learn_effects`](Self::learn_effects)), and a call on files (the ones its tool says it
+/// changes or reads, [`learn_tools`](Self::learn_tools), else its `path`) is a different call
+/// once one of them changed on disk, whoever changed it ([`watching`](Self::watching)). So a test command runs again after the fix, and an edit
 /// that failed goes through once the text it looks for is in the file.
 pub struct RepeatGuard {
     inner: Arc<dyn Hooks>,
@@ -34,6 +36,9 @@ pub struct RepeatGuard {
     effects: RwLock<HashMap<String, Effect>>,
     /// Where `path` arguments are resolved, to fingerprint the file's state.
     workspace: Option<Workspace>,
+    /// The tools, to ask which files a call changes or reads (an `apply_patch` names its files
+    /// in the patch, `edit_notebook` has no `path`).
+    tools: RwLock<Option<Arc<ToolRegistry>>>,
     /// Fingerprints taken in `before_call` of calls not yet settled, by call id and tool: the
     /// after-hook of a call that ran sees no arguments (they moved into the tool, #18.2).
     pending: Mutex<HashMap<(String, String), Vec<u64>>>,
@@ -61,6 +66,7 @@ impl RepeatGuard {
             epoch: AtomicU64::new(0),
             effects: RwLock::new(HashMap::new()),
             workspace: None,
+            tools: RwLock::new(None),
             pending: Mutex::new(HashMap::new()),
             limit: 2,
         }
@@ -82,6 +88,16 @@ impl RepeatGuard {
         self.effects.write().unwrap_or_else(|p| p.into_inner()).extend(effects);
     }
 
+    /// [`learn_effects`](Self::learn_effects) for every tool of `registry`, and the files each
+    /// call names are the ones its tool declares ([`Tool::resources`], [`Tool::reads`]).
+    ///
+    /// [`Tool::resources`]: kodik_core::Tool::resources
+    /// [`Tool::reads`]: kodik_core::Tool::reads
+    pub fn learn_tools(&self, registry: Arc<ToolRegistry>) {
+        self.learn_effects(registry.specs().map(|s| (s.name.clone(), s.effect)));
+        *self.tools.write().unwrap_or_else(|p| p.into_inner()) = Some(registry);
+    }
+
     fn key(&self, call: &ToolCall) -> u64 {
         let mut h = fingerprint(call);
         if let Some(state) = self.path_state(call) {
@@ -90,20 +106,42 @@ impl RepeatGuard {
         h
     }
 
-    /// The state of the file a call's `path` argument names, when there is one.
+    /// The state of the files a call names, when it names any.
     fn path_state(&self, call: &ToolCall) -> Option<u64> {
         use std::os::unix::fs::MetadataExt as _;
         let ws = self.workspace.as_ref()?;
-        let path = call.args.get("path")?.as_str()?;
-        let resolved = ws.resolve(path).ok()?;
+        let files = self.named_files(call, ws);
+        if files.is_empty() {
+            return None;
+        }
         let mut h = std::collections::hash_map::DefaultHasher::new();
-        match std::fs::metadata(&resolved) {
-            Ok(m) if m.is_file() => (m.len(), m.mtime(), m.mtime_nsec(), m.ino()).hash(&mut h),
-            // A folder's own time changes as entries come and go; a missing file is one state.
-            Ok(m) => (m.mtime(), m.mtime_nsec(), m.ino()).hash(&mut h),
-            Err(_) => h.write_u8(0),
+        for file in files {
+            match std::fs::metadata(&file) {
+                Ok(m) if m.is_file() => (m.len(), m.mtime(), m.mtime_nsec(), m.ino()).hash(&mut h),
+                // A folder's own time changes as entries come and go; a missing file is one state.
+                Ok(m) => (m.mtime(), m.mtime_nsec(), m.ino()).hash(&mut h),
+                Err(_) => h.write_u8(0),
+            }
         }
         Some(h.finish())
+    }
+
+    /// The files `call` changes or reads, as its tool declares them; else its `path` argument.
+    fn named_files(&self, call: &ToolCall, ws: &Workspace) -> Vec<std::path::PathBuf> {
+        let tools = self.tools.read().unwrap_or_else(|p| p.into_inner());
+        if let Some(tool) = tools.as_ref().and_then(|r| r.get(&call.name)) {
+            let declared = tool.resources(&call.args, ws).into_iter().chain(tool.reads(&call.args, ws));
+            let files: Vec<_> = declared
+                .filter_map(|r| match r {
+                    Resource::File(p) => Some(p),
+                    _ => None,
+                })
+                .collect();
+            if !files.is_empty() {
+                return files;
+            }
+        }
+        call.args.get("path").and_then(Value::as_str).and_then(|p| ws.resolve(p).ok()).into_iter().collect()
     }
 
     /// Whether a success of `tool` may have changed what other calls meet.

@@ -769,8 +769,8 @@ impl ToolboxBuilder {
         for name in script_only {
             harness.hide_from_model(name);
         }
-        guard.learn_effects(registry.specs().map(|s| (s.name.clone(), s.effect)));
         let registry = Arc::new(registry);
+        guard.learn_tools(Arc::clone(&registry));
         let scheduler = Scheduler::new(Arc::clone(&registry)).with_config(self.scheduler.clone());
         let set = ToolSet {
             registry,
