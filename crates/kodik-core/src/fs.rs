@@ -39,8 +39,9 @@ pub fn write_atomic(path: &Path, bytes: &[u8], create_parents: bool) -> std::io:
 }
 
 /// [`write_atomic`] for content that takes the place of another file, as a move's destination
-/// does: when `path` does not exist yet it gets `like`'s permission bits and owner (as `mv`
-/// keeps them) instead of a new file's. An existing `path` keeps its own.
+/// does: `path` gets `like`'s permission bits and owner, as `mv` keeps them, whether or not a
+/// file was there (a 0600 file moved onto a 0644 one stays 0600). Without `like`, as
+/// [`write_atomic`].
 pub fn write_atomic_like(
     path: &Path,
     bytes: &[u8],
@@ -62,7 +63,7 @@ pub fn write_atomic_like(
     }
     let current = std::fs::metadata(path).ok();
     let replacing = current.is_some();
-    let keep = current.as_ref().or(like).map(Keep::of);
+    let keep = like.or(current.as_ref()).map(Keep::of);
     sweep_if_due(parent);
     let dir = File::open(parent)?;
     #[cfg(target_os = "linux")]
@@ -348,8 +349,8 @@ mod tests {
         assert_eq!(std::fs::metadata(&fresh).unwrap().uid(), rustix::process::geteuid().as_raw());
     }
 
-    /// A move's destination is a new path that takes the place of the source: it gets the
-    /// source's mode, as `mv` keeps it, not a new file's 0666 minus umask.
+    /// A move's destination takes the place of the source: it gets the source's mode, as `mv`
+    /// keeps it, not a new file's 0666 minus umask nor the mode of a file it replaces.
     #[test]
     fn e12_write_like_gives_a_new_path_the_mode_of_the_file_it_replaces() {
         let d = tempfile::tempdir().unwrap();
@@ -361,10 +362,11 @@ mod tests {
             let dest = d.path().join(format!("moved/dest{mode:o}"));
             write_atomic_like(&dest, b"y", true, Some(&like)).unwrap();
             assert_eq!(std::fs::metadata(&dest).unwrap().permissions().mode() & 0o7777, mode);
-            // An existing destination keeps its own mode.
+            // Moved onto an existing file, it still keeps its own (a 0600 file must not become
+            // 0644 because a readable file was there).
             std::fs::set_permissions(&dest, std::fs::Permissions::from_mode(0o644)).unwrap();
             write_atomic_like(&dest, b"z", true, Some(&like)).unwrap();
-            assert_eq!(std::fs::metadata(&dest).unwrap().permissions().mode() & 0o7777, 0o644);
+            assert_eq!(std::fs::metadata(&dest).unwrap().permissions().mode() & 0o7777, mode);
         }
     }
 

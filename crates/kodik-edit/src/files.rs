@@ -35,7 +35,8 @@ impl Loaded {
     /// The bytes to write for `text`, this file's text edited: in its encoding, with its BOM,
     /// and the invalid bytes of a damaged UTF-8 file put back where their U+FFFD still stands.
     pub(crate) fn encode(&self, text: &str, shown: &str) -> Result<Vec<u8>, ToolError> {
-        if !self.lossy_utf8 {
+        // No U+FFFD left: the damaged bytes were all replaced (a repair), the text is plain.
+        if !self.lossy_utf8 || !text.contains('\u{FFFD}') {
             return encode_checked(text, &self.format, shown);
         }
         const BOM: &[u8] = &[0xEF, 0xBB, 0xBF];
@@ -43,9 +44,9 @@ impl Loaded {
         let body = original.strip_prefix(BOM).filter(|_| self.format.bom).unwrap_or(original);
         let kept = kodik_core::text::encode_utf8_keeping_invalid(text, body).ok_or_else(|| {
             ToolError::failed(format!(
-                "`{shown}` has bytes that are not valid UTF-8, shown as `\u{FFFD}`; the edit removed or added such a \
-                 character, so which bytes go where is unknown and the file was not changed — keep every `\u{FFFD}` \
-                 as it is and edit around it"
+                "`{shown}` has bytes that are not valid UTF-8, shown as `\u{FFFD}`; the edit removed or added some \
+                 of them, so which bytes go where is unknown and the file was not changed — keep every `\u{FFFD}` \
+                 as it is and edit around it, or replace all of them at once to repair the file"
             ))
         })?;
         Ok(if self.format.bom { [BOM, &kept].concat() } else { kept })

@@ -429,24 +429,28 @@ async fn e12_character_the_encoding_cannot_store_is_refused_without_writing() {
 #[tokio::test]
 async fn e12_e4_a_utf8_file_with_damaged_bytes_is_edited_and_keeps_them() {
     let env = Env::new();
-    let original =
-        [b"name = \"caf\xe9\"\n".as_slice(), "mark = \"\u{2713}\u{2713}\"\n".as_bytes(), b"x = 1\n"].concat();
+    let line = |text: &str| text.as_bytes().to_vec();
+    let damaged = [b"name = \"caf\xe9\"\n".as_slice(), b"city = \"K\xf6ln\"\n"].concat();
+    let original = [damaged.clone(), line("mark = \"\u{2713}\u{2713}\u{2713}\"\n"), line("x = 1\n")].concat();
     env.write("legacy.py", &original);
     env.read("legacy.py");
     let out = env.edit("legacy.py", &[("x = 1", "x = \"\u{2713}\"")]).await;
     assert!(out.is_success(), "{}", out.text_content());
-    let expected = [
-        b"name = \"caf\xe9\"\n".as_slice(),
-        "mark = \"\u{2713}\u{2713}\"\n".as_bytes(),
-        "x = \"\u{2713}\"\n".as_bytes(),
-    ]
-    .concat();
+    let expected =
+        [damaged.clone(), line("mark = \"\u{2713}\u{2713}\u{2713}\"\n"), line("x = \"\u{2713}\"\n")].concat();
     assert_eq!(env.bytes("legacy.py"), expected);
 
+    // Removing one U+FFFD of two: which bytes remain where is unknown.
     let out = env.edit("legacy.py", &[("caf\u{FFFD}", "cafe")]).await;
     assert_eq!(out.status, ToolStatus::Error, "{}", out.text_content());
     assert!(out.text_content().contains("not valid UTF-8"), "{}", out.text_content());
     assert_eq!(env.bytes("legacy.py"), expected, "a refused edit wrote");
+
+    // Replacing every U+FFFD at once repairs the file: plain UTF-8 is written.
+    let out = env.edit("legacy.py", &[("caf\u{FFFD}", "caf\u{e9}"), ("K\u{FFFD}ln", "K\u{f6}ln")]).await;
+    assert!(out.is_success(), "{}", out.text_content());
+    let repaired = String::from_utf8(env.bytes("legacy.py")).unwrap();
+    assert!(repaired.starts_with("name = \"caf\u{e9}\"\ncity = \"K\u{f6}ln\"\n"), "{repaired}");
 
     env.write("bom.txt", b"\xEF\xBB\xBFa \xff\nb\n");
     env.read("bom.txt");

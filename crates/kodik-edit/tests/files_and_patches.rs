@@ -337,6 +337,19 @@ async fn p1_e12_a_moved_file_keeps_its_mode() {
     let mode = |rel: &str| std::fs::metadata(env.path(rel)).unwrap().permissions().mode() & 0o7777;
     assert_eq!((mode("bin/t2.sh"), mode("u2.sh")), (0o755, 0o600));
     assert_eq!(env.text("u2.sh"), "#!/bin/sh\necho z\n");
+    // Moved onto an existing 0644 file, a 0600 file stays 0600, as with `mv`.
+    env.write("secret.env", "KEY=1\n");
+    std::fs::set_permissions(env.path("secret.env"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    env.read("secret.env");
+    env.write("public.env", "old\n");
+    std::fs::set_permissions(env.path("public.env"), std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = env
+        .patch(
+            "*** Begin Patch\n*** Update File: secret.env\n*** Move to: public.env\n@@\n-KEY=1\n+KEY=2\n*** End Patch",
+        )
+        .await;
+    assert!(out.is_success(), "{}", out.text_content());
+    assert_eq!((mode("public.env"), env.text("public.env").as_str()), (0o600, "KEY=2\n"));
 }
 
 /// Every tool's write keeps the replaced file's owner (root editing a user's checkout), and a
