@@ -112,10 +112,12 @@ async fn g15_a_failing_test_command_runs_again_after_each_fix() {
     let third = g.call("t3", "shell", test()).await;
     assert_eq!(third.status, ToolStatus::Success, "{}", third.text_content());
     assert!(third.text_content().contains("ALL PASS"), "{}", third.text_content());
-    // With nothing changed in between, a command that keeps failing is still stopped.
+    // A command's outcome depends on what kodik cannot see change (the user's editor, a server
+    // still starting): it is never blocked, however often it failed.
     std::fs::write(g.root.join("calc.txt"), "wrong\n").unwrap();
-    for id in ["t4", "t5"] {
+    for id in ["t4", "t5", "t6"] {
         assert_eq!(g.call(id, "shell", test()).await.status, ToolStatus::Error);
     }
-    assert_eq!(g.call("t6", "shell", test()).await.status, ToolStatus::Denied);
+    std::fs::write(g.root.join("calc.txt"), "right\n").unwrap();
+    assert_eq!(g.call("t7", "shell", test()).await.status, ToolStatus::Success);
 }

@@ -144,6 +144,15 @@ impl RepeatGuard {
         call.args.get("path").and_then(Value::as_str).and_then(|p| ws.resolve(p).ok()).into_iter().collect()
     }
 
+    /// Whether identical fruitless calls of `tool` are blocked: not for commands, web requests
+    /// and browser actions, whose outcome depends on what kodik cannot see change (a server
+    /// still starting, the user's editor, time): their third try is no loop (G15 blocks
+    /// previews that failed or changed nothing).
+    fn blocks(&self, tool: &str) -> bool {
+        let effects = self.effects.read().unwrap_or_else(|p| p.into_inner());
+        !matches!(effects.get(tool), Some(Effect::Process | Effect::Network | Effect::Browser))
+    }
+
     /// Whether a success of `tool` may have changed what other calls meet.
     fn may_change_world(&self, tool: &str) -> bool {
         let effects = self.effects.read().unwrap_or_else(|p| p.into_inner());
@@ -222,6 +231,9 @@ fn fingerprint(call: &ToolCall) -> u64 {
 #[async_trait]
 impl Hooks for RepeatGuard {
     async fn before_call(&self, call: &ToolCall) -> HookDecision {
+        if !self.blocks(&call.name) {
+            return self.inner.before_call(call).await;
+        }
         let key = self.key(call);
         {
             let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
@@ -241,8 +253,8 @@ impl Hooks for RepeatGuard {
             return HookDecision::Block(format!(
                 "this exact `{}` call already failed or changed nothing {count} times and nothing it depends on has \
                  changed since, so it would end the same way; change the arguments (for an edit: copy the text from the \
-                 file as it is now), or first change what it depends on (edit the code, start the server) — after a \
-                 successful edit or command it may run again",
+                 file as it is now), or first change what it depends on — after a successful edit or command, or once \
+                 a file it names changed, it may run again",
                 call.name,
             ));
         }
@@ -250,6 +262,12 @@ impl Hooks for RepeatGuard {
     }
 
     async fn after_call(&self, call: &ToolCall, out: &ToolOutput) {
+        if !self.blocks(&call.name) {
+            if out.status == ToolStatus::Success && self.may_change_world(&call.name) {
+                self.epoch.fetch_add(1, Ordering::SeqCst);
+            }
+            return self.inner.after_call(call, out).await;
+        }
         let key = self.settled_key(call);
         let blocked_here = out.status == ToolStatus::Denied && out.text_content().contains("this exact");
         if !blocked_here {

@@ -16,7 +16,8 @@
 //!   active tools count.
 //! - **Loop guard (G15)**: [`RepeatGuard`] blocks the third identical call whose earlier
 //!   attempts failed, were denied, were cancelled or changed nothing, as long as nothing it
-//!   depends on changed (a successful edit or command, the file it names changing on disk).
+//!   depends on changed (a successful edit or command, a file it names changing on disk);
+//!   commands, web requests and browser actions are never blocked.
 
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
