@@ -114,6 +114,8 @@ pub(crate) struct Terminal {
     reaper: Option<Arc<process::Reaper>>,
     /// The file a command too long for one argument runs from; deleted when the command ends.
     script: Mutex<Option<tempfile::TempPath>>,
+    /// The table's "a running slot may have freed up" signal (see [`Table::slot_changed`]).
+    slot_changed: Arc<tokio::sync::Notify>,
 }
 
 /// What the model is shown of the output, plus the facts about all of it.
@@ -157,7 +159,16 @@ impl Terminal {
         lock(&self.life).attached = attached;
         if !attached {
             self.deliver_if_detached();
+            // A call waiting for a running slot waits only while some command is in the
+            // foreground; this one no longer is.
+            self.slot_changed.notify_waiters();
         }
+    }
+
+    /// Whether a `shell` call waits for this command in the foreground, so it ends or goes to
+    /// the background within that call's timeout.
+    pub fn is_attached(&self) -> bool {
+        lock(&self.life).attached
     }
 
     /// Marks the end as delivered; returns whether it had been delivered already.
@@ -440,6 +451,7 @@ impl process::Sink for Terminal {
         self.done.send_replace(true);
         self.sync_reaper(false);
         self.deliver_if_detached();
+        self.slot_changed.notify_waiters();
     }
 
     fn reader_finished(&self) {
@@ -545,6 +557,8 @@ pub(crate) struct Table {
     prompt_markers: Arc<Vec<String>>,
     /// Started with the first command.
     reaper: OnceLock<Option<Arc<process::Reaper>>>,
+    /// Woken when a running command ends or leaves the foreground (see [`Table::slot_changed`]).
+    slot_changed: Arc<tokio::sync::Notify>,
 }
 
 #[derive(Default)]
@@ -569,7 +583,21 @@ impl Table {
             announcements: Arc::default(),
             prompt_markers,
             reaper: OnceLock::new(),
+            slot_changed: Arc::default(),
         }
+    }
+
+    /// Woken (`notify_waiters`) whenever a running command ends or a call stops waiting for one
+    /// in the foreground: a call that found every running slot taken looks again then (G1).
+    pub fn slot_changed(&self) -> Arc<tokio::sync::Notify> {
+        Arc::clone(&self.slot_changed)
+    }
+
+    /// Whether some running command has a `shell` call waiting for it in the foreground: it will
+    /// end, or go to the background, within that call's timeout, so a slot may free up soon.
+    /// Commands already in the background end whenever they end; nobody waits for those.
+    pub fn foreground_running(&self) -> bool {
+        lock(&self.inner).live.values().any(|t| t.is_running() && t.is_attached())
     }
 
     /// Starts `command` in `workdir`; its end is reported to `events` unless a result carries it.
@@ -605,6 +633,7 @@ impl Table {
             prompt_markers: Arc::clone(&self.prompt_markers),
             reaper: self.reaper.get_or_init(|| process::Reaper::start().map(Arc::new)).clone(),
             script: Mutex::new(None),
+            slot_changed: Arc::clone(&self.slot_changed),
         });
         {
             let mut inner = lock(&self.inner);

@@ -229,12 +229,14 @@ impl ShellTool {
         {
             return Ok(shell_error(ShellError::IgnoredPath(p)));
         }
-        let term = match self.table.start(&args.command, &workdir, Arc::clone(&cx.events)) {
+        // The call's timeout bounds the whole wait, for a running slot and for the command.
+        let deadline = Instant::now() + Duration::from_millis(args.timeout_ms());
+        let term = match self.start_when_free(&args.command, &workdir, deadline, cx).await {
             Ok(t) => t,
-            Err(e) => return Ok(shell_error(e)),
+            Err(out) => return Ok(out),
         };
         let attachment = Attachment { term: &term, table: &self.table, cx };
-        let waited = self.wait(&term, &args, cx).await;
+        let waited = self.wait(&term, &args, deadline, cx).await;
         let out = match waited {
             Waited::Finished => {
                 term.mark_reported();
@@ -314,12 +316,62 @@ impl ShellTool {
         Ok(out)
     }
 
+    /// Starts the command. When every running slot is taken while some command still has its
+    /// call waiting in the foreground (the turn's other calls), it waits for one to end or go to
+    /// the background — up to `deadline`, or until the call is cancelled — instead of failing at
+    /// once: more calls in one turn than the limit are the model's normal work (G1), and an
+    /// instant failure would also count as a finished call for S4, sending the others to the
+    /// background. With only background commands running nothing frees a slot by itself, so the
+    /// error (which names them and kill_terminal) comes at once.
+    async fn start_when_free(
+        &self,
+        command: &str,
+        workdir: &Path,
+        deadline: Instant,
+        cx: &ToolContext,
+    ) -> Result<Arc<Terminal>, ToolOutput> {
+        let waiting_since = Instant::now();
+        let slot_changed = self.table.slot_changed();
+        loop {
+            // Registered before looking, so a slot freed in between still wakes this call.
+            let changed = slot_changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            let full = match self.table.start(command, workdir, Arc::clone(&cx.events)) {
+                Ok(t) => return Ok(t),
+                Err(e @ ShellError::TooManyRunning { .. }) if self.table.foreground_running() => e,
+                Err(e) => return Err(shell_error(e)),
+            };
+            let gave_up = |why: &str| {
+                let mut out = shell_error(full);
+                if let Some(Content::Text { text }) = out.content.first_mut() {
+                    text.push_str(&format!(
+                        " This call waited {:.1} s for one of them to end and {why}; the command was not started.",
+                        waiting_since.elapsed().as_secs_f64()
+                    ));
+                }
+                out
+            };
+            tokio::select! {
+                biased;
+                () = cx.abandoned.cancelled() => {
+                    return Err(ToolOutput::with_status(
+                        ToolStatus::Cancelled,
+                        "[the call was cancelled while it waited for a running slot; the command was not started]",
+                    ));
+                }
+                () = cx.cancel.cancelled() => return Err(gave_up("was interrupted by a new user message")),
+                () = tokio::time::sleep_until(deadline) => return Err(gave_up("its timeout ran out")),
+                () = &mut changed => {}
+            }
+        }
+    }
+
     /// Waits for the end, the timeout (S2, S3), the S4 batch rule, a cancellation, or a
     /// password prompt (S6), whichever comes first.
-    async fn wait(&self, term: &Terminal, args: &ShellArgs, cx: &ToolContext) -> Waited {
+    async fn wait(&self, term: &Terminal, args: &ShellArgs, deadline: Instant, cx: &ToolContext) -> Waited {
         let cfg = &self.table.cfg;
         let started = Instant::now();
-        let deadline = started + Duration::from_millis(args.timeout_ms());
         let mut done = term.subscribe_done();
         let mut turn = cx.turn.subscribe();
         let batch_rule = args.default_timeout();

@@ -614,6 +614,40 @@ async fn g21_too_many_running_commands_get_a_clear_error() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn g1_s4_calls_beyond_the_running_limit_wait_for_a_slot_instead_of_failing() {
+    // More calls in one turn than the limit: the extra one waits for a foreground command to
+    // end and then runs; before, it failed at once with "too many commands".
+    let e = env_with(|t| t.max_running(2));
+    let (a, b, c) = tokio::join!(
+        e.shell("sleep 0.5; echo done-a"),
+        e.shell("sleep 0.5; echo done-b"),
+        e.shell("sleep 0.5; echo done-c"),
+    );
+    for (out, word) in [(a, "done-a"), (b, "done-b"), (c, "done-c")] {
+        assert_eq!(out.status, ToolStatus::Success, "{}", out.text_content());
+        assert!(out.text_content().contains(word), "{}", out.text_content());
+        assert_eq!(out.meta["running"], false, "{}", out.text_content());
+    }
+
+    // The wait is bounded by the call's own timeout: the slot stays taken past it.
+    let (long, _, short) = tokio::join!(
+        e.call("shell", json!({"command": "sleep 7; echo long", "timeout": 20000})),
+        e.call("shell", json!({"command": "sleep 7", "timeout": 20000})),
+        async {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            e.call("shell", json!({"command": "echo never", "timeout": 5000})).await
+        },
+    );
+    assert_eq!(short.status, ToolStatus::Error, "{}", short.text_content());
+    let text = short.text_content();
+    assert!(
+        text.contains("too many commands") && text.contains("timeout ran out") && !text.contains("never\n"),
+        "{text}"
+    );
+    assert!(long.text_content().contains("long"), "{}", long.text_content());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s9_s10_concurrent_commands_each_get_only_their_own_output() {
     let e = env();
     let (server, _) = e.background("echo server-up; sleep 20").await;
