@@ -105,6 +105,7 @@ impl Scheduler {
             complete: CancellationToken::new(),
             gate_rest: false,
             order: CallOrder::new(),
+            orders_commands: true,
             calls: Vec::new(),
             aborted: false,
             cx,
@@ -120,8 +121,13 @@ impl Scheduler {
     /// arrives while none runs starts a new burst, so a lone `shell` call gets its full default
     /// wait however many calls came before it; with nothing running, G2 has nothing to order
     /// against.
+    ///
+    /// A command (a shell call, a sub-agent) does not hold up the stream's later file changes,
+    /// as it does in a turn: the calls may be several agents' (sub-agents sharing the client's
+    /// connection). Same-file order still applies, a patch sent through the shell included.
     pub fn stream(&self, cx: &ToolContext) -> CallStream {
         let mut turn = self.turn(cx);
+        turn.orders_commands = false;
         turn.finish();
         CallStream { cancel: turn.cx.cancel.clone(), state: std::sync::Mutex::new(StreamState { turn, in_flight: 0 }) }
     }
@@ -159,6 +165,13 @@ pub struct Turn {
     gate_rest: bool,
     /// Which earlier calls a new call waits for (G2, G4).
     order: CallOrder,
+    /// Whether a call that may change any file below a folder ([`Resource::Tree`] among its
+    /// changes: a shell command, a sub-agent) holds up the later changes of those files. Off in
+    /// a [`CallStream`], whose overlapping calls may come from several agents sharing one
+    /// connection: there one agent's long command would stall every other agent's edits.
+    ///
+    /// [`Resource::Tree`]: kodik_core::Resource::Tree
+    orders_commands: bool,
     calls: Vec<Pending>,
     aborted: bool,
 }
@@ -195,7 +208,11 @@ impl Turn {
             Some(t) if t.orders_all_calls(&call.args) => self.order.register_barrier(&done),
             Some(t) => {
                 let ws = &self.cx.workspace;
-                self.order.register(t.resources(&call.args, ws), t.reads(&call.args, ws), &done)
+                let mut writes = t.resources(&call.args, ws);
+                if !self.orders_commands {
+                    writes.retain(|r| !matches!(r, kodik_core::Resource::Tree(_)));
+                }
+                self.order.register(writes, t.reads(&call.args, ws), &done)
             }
             None => self.order.register(Vec::new(), Vec::new(), &done),
         };

@@ -138,6 +138,35 @@ impl TypedTool for Append {
     }
 }
 
+#[derive(Deserialize)]
+struct CommandArgs {
+    tag: String,
+    ms: u64,
+}
+
+/// A command that may change any file (as the shell declares): sleeps, logging start and end.
+struct Command {
+    spec: ToolSpec,
+    log: Arc<Log>,
+}
+
+#[async_trait]
+impl TypedTool for Command {
+    type Args = CommandArgs;
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+    fn resources(&self, _a: &CommandArgs, _ws: &Workspace) -> Vec<Resource> {
+        vec![Resource::any_file()]
+    }
+    async fn run(&self, a: CommandArgs, _cx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        self.log.push(format!("start:{}", a.tag));
+        tokio::time::sleep(Duration::from_millis(a.ms)).await;
+        self.log.push(format!("end:{}", a.tag));
+        Ok(ToolOutput::text(a.tag))
+    }
+}
+
 struct Fixture {
     _dir: tempfile::TempDir,
     root: PathBuf,
@@ -165,6 +194,10 @@ fn fixture(config: SchedulerConfig, barrier_size: usize) -> Fixture {
             peak: peak.clone(),
         });
     }
+    reg.register(Command {
+        spec: ToolSpec::new("cmd", "test", json!({"type": "object"}), Effect::Process),
+        log: log.clone(),
+    });
     reg.register(Append {
         spec: ToolSpec::new("append", "test", json!({"type": "object"}), Effect::MutatesFiles),
         log: log.clone(),
@@ -426,6 +459,29 @@ async fn g1_g2_a_call_stream_runs_overlapping_calls_concurrently_and_same_file_c
     let (a, b) = tokio::join!(a, b);
     assert!(a.is_success() && b.is_success());
     assert_eq!(std::fs::read_to_string(f.root.join("s.txt")).unwrap(), "first\nsecond\n");
+}
+
+/// G2, G4: in a turn, a command that may change any file holds up the turn's later file change;
+/// in a stream (an MCP connection, which several agents may share) it does not, so one agent's
+/// long command does not stall another's edits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn g2_g4_a_command_holds_up_later_file_changes_in_a_turn_but_not_in_a_stream() {
+    let f = fixture(SchedulerConfig::default(), 1);
+    let turn = [
+        call("c", "cmd", json!({"tag": "cmd", "ms": 300})),
+        call("a", "append", json!({"path": "t.txt", "line": "turn"})),
+    ];
+    let outs = tokio::time::timeout(LIMIT, f.scheduler.run(turn, &f.cx)).await.unwrap();
+    assert!(outs.iter().all(ToolOutput::is_success), "{outs:?}");
+    let at = |entry: &str| f.log.all().iter().position(|e| e == entry).unwrap_or_else(|| panic!("no {entry}"));
+    assert!(at("end:cmd") < at("start:turn"), "{:?}", f.log.all());
+
+    let stream = f.scheduler.stream(&f.cx);
+    let c = stream.start(call("c2", "cmd", json!({"tag": "cmd2", "ms": 300})));
+    let a = stream.start(call("a2", "append", json!({"path": "t.txt", "line": "stream"})));
+    let (a, c) = tokio::time::timeout(LIMIT, async { tokio::join!(a.output(), c.output()) }).await.unwrap();
+    assert!(a.is_success() && c.is_success());
+    assert!(at("end:stream") < at("end:cmd2"), "the edit waited for the command: {:?}", f.log.all());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
