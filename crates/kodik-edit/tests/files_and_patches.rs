@@ -303,6 +303,9 @@ async fn d1_p1_e13_deleting_a_symlink_removes_the_link_and_keeps_its_target() {
         .await;
     assert!(out.is_success(), "{}", out.text_content());
     assert!(out.text_content().contains("D a2.txt"), "{}", out.text_content());
+    // The move is named as the link's: its target was not moved.
+    assert!(out.text_content().contains("R a3.txt -> m3.txt"), "{}", out.text_content());
+    assert!(!out.text_content().contains("r3.txt"), "{}", out.text_content());
     assert!(!is_link("a2.txt") && !is_link("a3.txt"));
     assert_eq!(env.text("r2.txt"), "keep me\n");
     assert_eq!(env.text("r3.txt"), "moved link\n", "a moved link leaves its target as it was");

@@ -491,6 +491,8 @@ impl Plan {
                         Some(_) => named_link(&plan, base, &name, ws).map_err(wrap)?.map(|(link, _)| link),
                         None => None,
                     };
+                    // A moved link is named as the link: its target stays where it is.
+                    let from_shown = source.as_ref().map_or_else(|| shown.clone(), |link| ws.display(link));
                     let mut needed = vec![FileOp::Change];
                     if move_to.is_some() {
                         needed.extend([FileOp::Create, FileOp::Delete]);
@@ -523,7 +525,13 @@ impl Plan {
                         // copy of a 50 MB file is 50 MB).
                         let new_label = format!("b/{}", to.as_ref().map_or(&shown, |(_, s)| s));
                         let (old_n, new_n) = (lf(&loaded.text), lf(&new_text));
-                        diff::unified_with(&old_n, &new_n, &format!("a/{shown}"), &new_label, shared.preview.clone())
+                        diff::unified_with(
+                            &old_n,
+                            &new_n,
+                            &format!("a/{from_shown}"),
+                            &new_label,
+                            shared.preview.clone(),
+                        )
                     };
                     let new_bytes = if loaded.is_plain() {
                         // Plain UTF-8 without BOM: the text is the bytes to write.
@@ -541,7 +549,7 @@ impl Plan {
                             plan.states.insert(to.clone(), Planned { bytes: Some(new_bytes), like });
                             plan.changes.push(FileChange {
                                 kind: ChangeKind::Renamed,
-                                path: shown,
+                                path: from_shown,
                                 to: Some(to_shown),
                                 diff: d,
                                 stages,
