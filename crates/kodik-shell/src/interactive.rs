@@ -538,6 +538,7 @@ fn unwrap_wrapper(wrapper: &str, rest: &[String]) -> Vec<String> {
 pub const DEFAULT_PROMPT_MARKERS: &[&str] = &[
     "password",
     "passphrase",
+    "pass phrase",
     "passcode",
     "pin for",
     "verification code",
@@ -546,22 +547,50 @@ pub const DEFAULT_PROMPT_MARKERS: &[&str] = &[
     "are you sure you want to continue connecting",
 ];
 
-/// Whether the unfinished last line of output looks like a prompt for a secret: it ends like a
-/// question (`:` or `?`, maybe a space) right after one of `markers` (case-insensitive, a word
-/// of its own), or after the marker and what it is for: `[sudo] password for root: `,
-/// `Enter passphrase for key '…': `, `Password (again):`. A progress line that only mentions one
-/// (`Migrating table user_passwords: `, `Checking password policy: `) is not a prompt: a command
-/// that prints it before slow work must not be stopped (S6).
+/// First words that ask for what follows: `Enter …`, `Retype …`, `Confirm …`.
+const ASKING: &[&str] =
+    &["enter", "retype", "re-enter", "reenter", "confirm", "repeat", "verify", "type", "please", "input", "provide"];
+
+/// Whether the unfinished last line of output looks like a prompt for a secret. A prompt starts
+/// with what it asks for, ends like a question (`:` or `?`, maybe a space), and names one of
+/// `markers` (case-insensitive, a word of its own) in one of these shapes:
+/// - it opens with an asking word: `Enter the verification code sent to …:`, `Retype new
+///   password:`, `Confirm passphrase:`;
+/// - the marker comes after at most two words that qualify it (`Password:`, `New password:`,
+///   `Vault password:`, `alice@host's password:`), after a `[sudo] ` or `(user@host) ` tag, and
+///   only what it is for follows: `password for root:`, `Password (again):`, `PIN for 'YubiKey':`;
+/// - `… passphrase for key '…':`.
+///
+/// A progress line printed before slow work only mentions one (`Updating password for admin: `,
+/// `Generating random password: `, `Migrating table user_passwords: `, `Checking password
+/// policy: `): such a command must not be stopped (S6).
 pub fn looks_like_prompt(last_line: &str, markers: &[String]) -> bool {
-    let t = last_line.trim_end();
+    let t = last_line.trim();
     if t.is_empty() || t.len() > 300 || !(t.ends_with(':') || t.ends_with('?')) {
         return false;
     }
-    let lower = t[..t.len() - 1].to_lowercase();
+    let mut lower = t[..t.len() - 1].to_lowercase();
+    // `[sudo] password for x:`, `(alice@host) Password:`: a tag before the prompt itself.
+    loop {
+        let trimmed = lower.trim_start();
+        let close = match trimmed.chars().next() {
+            Some('[') => ']',
+            Some('(') => ')',
+            _ => break,
+        };
+        let Some(end) = trimmed.find(close) else { break };
+        lower = trimmed[end + 1..].to_string();
+    }
+    let lower = lower.trim();
     let word_char = |c: char| c.is_alphanumeric() || c == '_' || c == '-';
+    // openssl's second prompt is `Verifying - Enter PEM pass phrase:`.
+    let asks = std::iter::once(lower)
+        .chain(lower.split_once(" - ").map(|(_, after)| after))
+        .any(|part| part.split_whitespace().next().is_some_and(|w| ASKING.contains(&w)));
     markers.iter().filter(|m| !m.is_empty()).any(|m| {
         lower.match_indices(m.as_str()).any(|(at, _)| {
-            if lower[..at].chars().next_back().is_some_and(word_char) {
+            let before = &lower[..at];
+            if before.chars().next_back().is_some_and(word_char) {
                 return false;
             }
             let rest = &lower[at + m.len()..];
@@ -569,9 +598,21 @@ pub fn looks_like_prompt(last_line: &str, markers: &[String]) -> bool {
                 return false;
             }
             let rest = rest.trim();
-            rest.is_empty()
-                || rest.starts_with(['(', '[', '\'', '"'])
-                || ["for ", "of ", "to ", "sent ", "again"].iter().any(|w| rest.starts_with(w))
+            if asks || rest.starts_with("for key ") {
+                return true;
+            }
+            // What may qualify the marker: `new`, `vault`, `alice@host's`; not a verb of what
+            // the program is doing (`Updating`, `Generating random`) nor a sentence.
+            let qualifiers: Vec<&str> = before.split_whitespace().collect();
+            let qualified = qualifiers.len() <= 2
+                && qualifiers.iter().all(|w| {
+                    let w = w.trim_matches(|c: char| !c.is_alphanumeric());
+                    !w.ends_with("ing") && !w.ends_with("ed") && !w.is_empty()
+                });
+            qualified
+                && (rest.is_empty()
+                    || rest.starts_with(['(', '[', '\'', '"'])
+                    || ["for ", "of ", "again"].iter().any(|w| rest.starts_with(w)))
         })
     })
 }
@@ -710,5 +751,41 @@ mod tests {
         assert!(!looks_like_prompt("Checking password policy: ", &m));
         assert!(!looks_like_prompt("Rotating passphrase-protected keys: ", &m));
         assert!(!looks_like_prompt("Resetting passwords of 3 users:", &m));
+    }
+
+    #[test]
+    fn s6_a_prompt_starts_with_what_it_asks_for_and_a_progress_line_is_not_one() {
+        let m: Vec<String> = DEFAULT_PROMPT_MARKERS.iter().map(|s| s.to_string()).collect();
+        for line in [
+            "Password: ",
+            "[sudo] password for alice: ",
+            "(alice@host) Password: ",
+            "Enter password: ",
+            "Enter host password for user 'bob': ",
+            "New password: ",
+            "Retype new password: ",
+            "Re-enter new password: ",
+            "Confirm password: ",
+            "Current password: ",
+            "Vault password: ",
+            "BECOME password: ",
+            "Password for user postgres: ",
+            "Enter PEM pass phrase: ",
+            "Verifying - Enter PEM pass phrase: ",
+            "Bad passphrase for key '/root/.ssh/id_rsa': ",
+        ] {
+            assert!(looks_like_prompt(line, &m), "a prompt: {line}");
+        }
+        for line in [
+            "Updating password for admin: ",
+            "Setting password for user postgres: ",
+            "Generating random password: ",
+            "Resetting password: ",
+            "Changed password for 3 users: ",
+            "Step 2 of 5 - rotating the password for admin: ",
+            "Saving encrypted password to vault: ",
+        ] {
+            assert!(!looks_like_prompt(line, &m), "a progress line: {line}");
+        }
     }
 }

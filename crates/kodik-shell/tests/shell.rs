@@ -983,6 +983,32 @@ async fn s6_a_progress_line_that_mentions_a_password_does_not_stop_the_command()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s6_progress_lines_naming_a_password_run_to_the_end_and_real_prompts_still_stop() {
+    let e = env();
+    let lines = [
+        "Updating password for admin: ",
+        "Setting password for user postgres: ",
+        "Generating random password: ",
+        "Resetting password: ",
+    ];
+    let runs = lines.map(|line| format!("printf '{line}'; sleep 1.5; echo done"));
+    let (a, b, c, d) = tokio::join!(e.shell(&runs[0]), e.shell(&runs[1]), e.shell(&runs[2]), e.shell(&runs[3]));
+    for (line, out) in lines.iter().zip([a, b, c, d]) {
+        let text = out.text_content();
+        assert_eq!(out.status, ToolStatus::Success, "{text}");
+        assert!(text.starts_with(&format!("{line}done")), "{text}");
+    }
+    let prompts = ["[sudo] password for alice: ", "Enter PEM pass phrase: ", "Retype new password: "];
+    let asks = prompts.map(|p| format!("printf '{p}'; sleep 30"));
+    let (a, b, c) = tokio::join!(e.shell(&asks[0]), e.shell(&asks[1]), e.shell(&asks[2]));
+    for (p, out) in prompts.iter().zip([a, b, c]) {
+        let text = out.text_content();
+        assert_eq!(out.status, ToolStatus::Error, "{text}");
+        assert!(text.contains(p.trim()) && text.contains("Ask the user"), "{text}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s6_a_script_fed_on_stdin_runs_instead_of_being_refused_as_a_repl() {
     let e = env();
     for (command, expected) in [
