@@ -1371,13 +1371,12 @@ fn run_pool(
 }
 
 /// Files up to this size are read whole and decoded as `read_file` decodes them (GR3); larger
-/// ones are searched as a stream, as ripgrep does, in the encoding their first
-/// [`SNIFF_BYTES`] show: reading a multi-GB log whole took memory twice its size.
+/// ones are searched as a stream, as ripgrep does, in the encoding [`SNIFF_BYTES`] of them
+/// show: reading a multi-GB log whole took memory twice its size.
 const WHOLE_FILE_MAX: u64 = 8 << 20;
-/// How much of a large file decides its encoding.
+/// How much of a large file decides its encoding: its start, or when that is UTF-8, the bytes
+/// from the first line that is not ([`crate::stream::LateDecoder`]).
 const SNIFF_BYTES: usize = 1 << 20;
-/// The longest line a streamed search holds; past it the search fails instead of growing.
-const STREAM_LINE_MAX: usize = 64 << 20;
 
 fn search_one_file(
     ws: &Workspace,
@@ -1406,12 +1405,15 @@ fn search_one_file(
         let mut head = Vec::with_capacity(SNIFF_BYTES);
         std::io::Read::read_to_end(&mut std::io::Read::take(&mut file, SNIFF_BYTES as u64), &mut head).map_err(io)?;
         let head = without_cut_character(&head);
-        let format = kodik_core::text::decode(head, ws.settings().encoding())
-            .map_err(|_| SearchError::Binary(shown.clone()))?
-            .format;
+        let decoded =
+            kodik_core::text::decode(head, ws.settings().encoding()).map_err(|_| SearchError::Binary(shown.clone()))?;
+        let (format, lossy) = (decoded.format, decoded.lossy);
+        drop(decoded.text);
         // NUL bytes past the start are searched as any byte (the start showed text), as `grep -a`.
+        // No heap limit: a line (or, in multi-line mode, the file) is held whole, as ripgrep
+        // holds it; a limit refused a minified 70 MB line and multi-line search of a big log.
         let mut b = searcher_builder(args, opts.mode);
-        b.bom_sniffing(true).heap_limit(Some(STREAM_LINE_MAX));
+        b.bom_sniffing(true);
         if format.encoding != encoding_rs::UTF_8 {
             let enc = grep::searcher::Encoding::new(format.encoding.name())
                 .map_err(|e| SearchError::Internal(format!("encoding `{}`: {e}", format.encoding.name())))?;
@@ -1419,14 +1421,14 @@ fn search_one_file(
         }
         searcher = b.build();
         std::io::Seek::rewind(&mut file).map_err(io)?;
-        searcher.search_file(matcher, &file, &mut sink).map_err(|e| match e.kind() {
-            // grep-searcher's word for a line past `heap_limit`.
-            std::io::ErrorKind::Other if e.to_string().contains("allocation limit") => SearchError::Internal(format!(
-                "`{shown}` has a line longer than {} MB, which grep does not hold; search it with the shell",
-                STREAM_LINE_MAX >> 20
-            )),
-            _ => io(e),
-        })?;
+        if format.encoding == encoding_rs::UTF_8 && !lossy {
+            // A clean UTF-8 (or ASCII) start says little of the rest: text that is not UTF-8
+            // decides its own encoding where it comes.
+            let reader = crate::stream::LateDecoder::new(&file, ws.settings().encoding(), SNIFF_BYTES);
+            searcher.search_reader(matcher, reader, &mut sink).map_err(io)?;
+        } else {
+            searcher.search_file(matcher, &file, &mut sink).map_err(io)?;
+        }
     }
     Ok(sink.into_done(Some((path.to_path_buf(), stamp(Some(&meta))))))
 }
@@ -1451,7 +1453,7 @@ fn searcher_builder(args: &GrepArgs, mode: OutputMode) -> SearcherBuilder {
 
 /// `bytes` without a UTF-8 character cut off at its end (a read's limit fell inside it), which
 /// would count as an invalid sequence when the encoding is judged.
-fn without_cut_character(bytes: &[u8]) -> &[u8] {
+pub(crate) fn without_cut_character(bytes: &[u8]) -> &[u8] {
     for back in 1..=bytes.len().min(3) {
         let b = bytes[bytes.len() - back];
         if b < 0x80 {

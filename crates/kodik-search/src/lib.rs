@@ -32,6 +32,7 @@ pub mod grep;
 mod guard;
 mod image;
 pub mod read;
+mod stream;
 mod util;
 
 pub use config::SearchConfig;

@@ -692,3 +692,40 @@ async fn gr3_a_folder_search_that_misses_non_ascii_text_says_how_to_find_it_in_a
     let t = env.ok("grep", json!({"pattern": "nothing here"})).await;
     assert!(!t.contains("encoding"), "{t}");
 }
+
+/// A big file (past the whole-read size) whose first MiB is plain ASCII: Windows-1251 text
+/// later in it is found, decided by that text; a line over 64 MB and a multi-line match in a
+/// 70 MB log are found as in a smaller file. Before, the first was "No matches" (the ASCII start
+/// made it UTF-8) and the other two an internal error "has a line longer than 64 MB".
+#[tokio::test]
+async fn gr1_gr3_a_big_file_finds_legacy_text_past_its_first_mib_long_lines_and_multiline_matches() {
+    let env = Env::new();
+    let line = "2026-12-01 INFO request handled in 12ms path=/api/v1/items\n";
+    let (tail, _, _) = encoding_rs::WINDOWS_1251.encode("Привет из 1251\n");
+    let mut big = line.repeat(160_000).into_bytes();
+    big.extend_from_slice(&tail);
+    env.write("big1251.log", &big);
+    let mut utf8 = line.repeat(160_000);
+    utf8.push_str("Привет utf8\n");
+    env.write("big_utf8.log", &utf8);
+    let mut one = b"{\"a\":\"".to_vec();
+    one.resize(one.len() + 70_000_000, b'x');
+    one.extend_from_slice(b"needle\"}\n");
+    env.write("oneline.json", &one);
+    let mut ml = line.repeat(1_200_000);
+    ml.push_str("start\nneedle end\n");
+    env.write("ml.log", &ml);
+    drop((big, utf8, one, ml));
+
+    let t = env.ok("grep", json!({"pattern": "Привет", "path": "big1251.log"})).await;
+    assert_eq!(t, "Found 1 matching line in 1 file\nbig1251.log:160001:Привет из 1251");
+    let t = env.ok("grep", json!({"pattern": "Привет", "path": "big_utf8.log"})).await;
+    assert_eq!(t, "Found 1 matching line in 1 file\nbig_utf8.log:160001:Привет utf8");
+    let t = env.ok("grep", json!({"pattern": "needle", "path": "oneline.json", "output_mode": "count"})).await;
+    assert!(t.contains("oneline.json:1"), "{t}");
+    let t = env.ok("grep", json!({"pattern": "start\\nneedle", "multiline": true, "path": "ml.log"})).await;
+    assert!(t.ends_with("\nml.log:1200001:start\nml.log:1200002:needle end"), "{t}");
+    // As the folder search (which reads files whole) shows it.
+    let folder = env.ok("grep", json!({"pattern": "start\\nneedle", "multiline": true, "glob": "ml.log"})).await;
+    assert_eq!(t, folder);
+}
