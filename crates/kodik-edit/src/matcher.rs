@@ -182,13 +182,10 @@ pub fn replace_unique(text: &str, old: &str, new: &str, budget: &mut Budget) -> 
         // old_string gives it its content, as Claude Code's Edit does. Otherwise an empty
         // __init__.py could be filled by no tool (create_file never overwrites).
         if text.trim().is_empty() && new != text {
-            return Ok(Replacement {
-                start: 0,
-                end: text.len(),
-                text: new.to_string(),
-                stage: Stage::Exact,
-                similarity: None,
-            });
+            // A blank file with CRLF line breaks keeps them.
+            let new =
+                if text.contains("\r\n") { new.replace("\r\n", "\n").replace('\n', "\r\n") } else { new.to_string() };
+            return Ok(Replacement { start: 0, end: text.len(), text: new, stage: Stage::Exact, similarity: None });
         }
         return Err(if text.is_empty() { MatchError::Unchanged } else { MatchError::EmptyOld });
     }

@@ -52,6 +52,11 @@ async fn e1_c1_e11_an_empty_file_is_filled_by_an_empty_old_string() {
     assert_eq!(out.status, ToolStatus::Error);
     assert!(out.text_content().contains("old_string is empty"), "{}", out.text_content());
     assert_eq!(env.text("blank.txt"), "text\n");
+    // A blank file with CRLF line breaks is filled with CRLF line breaks.
+    env.write("crlf.txt", "\r\n");
+    env.read("crlf.txt");
+    assert!(env.edit("crlf.txt", &[("", "a\nb\n")]).await.is_success());
+    assert_eq!(env.text("crlf.txt"), "a\r\nb\r\n");
 }
 
 #[tokio::test]
