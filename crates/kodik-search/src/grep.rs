@@ -1391,16 +1391,26 @@ fn search_one_file(
     let meta = std::fs::metadata(path).map_err(io)?;
     let mut searcher = build_searcher(args, opts.mode, ws, false)?;
     let mut sink = FileSink::new(opts, matcher, cancel, shown.clone());
+    let mut whole = false;
     if meta.len() <= WHOLE_FILE_MAX {
         let bytes = std::fs::read(path).map_err(io)?;
         // GR3: the file's own encoding (BOM, UTF-16 without BOM, UTF-8, `files.encoding`, detection).
-        let decoded = kodik_core::text::decode(&bytes, ws.settings().encoding())
-            .map_err(|_| SearchError::Binary(shown.clone()))?;
-        drop(bytes);
-        searcher
-            .search_slice(matcher, decoded.text.as_bytes(), &mut sink)
-            .map_err(|e| SearchError::Internal(e.to_string()))?;
-    } else {
+        match kodik_core::text::decode(&bytes, ws.settings().encoding()) {
+            Ok(decoded) => {
+                drop(bytes);
+                searcher
+                    .search_slice(matcher, decoded.text.as_bytes(), &mut sink)
+                    .map_err(|e| SearchError::Internal(e.to_string()))?;
+                whole = true;
+            }
+            // A NUL only past the first MiB: searched as in a bigger file (below), where only
+            // the start decides whether a file is binary; before, the same log answered
+            // "binary file" under 8 MB and its matches over it.
+            Err(_) if !bytes[..bytes.len().min(SNIFF_BYTES)].contains(&0) => {}
+            Err(_) => return Err(SearchError::Binary(shown)),
+        }
+    }
+    if !whole {
         let mut file = std::fs::File::open(path).map_err(io)?;
         let mut head = Vec::with_capacity(SNIFF_BYTES);
         std::io::Read::read_to_end(&mut std::io::Read::take(&mut file, SNIFF_BYTES as u64), &mut head).map_err(io)?;

@@ -729,3 +729,25 @@ async fn gr1_gr3_a_big_file_finds_legacy_text_past_its_first_mib_long_lines_and_
     let folder = env.ok("grep", json!({"pattern": "start\\nneedle", "multiline": true, "glob": "ml.log"})).await;
     assert_eq!(t, folder);
 }
+
+/// Whether one file is binary is judged by its first MiB whatever its size: a NUL only past it
+/// leaves the lines around it searchable in a 6 MB log as in a 10 MB one; a NUL at the start is
+/// a binary file in both. Before, the smaller log was refused as binary and the bigger searched.
+#[tokio::test]
+async fn gr1_gr3_a_nul_past_the_first_mib_is_judged_alike_below_and_above_8_mb() {
+    let env = Env::new();
+    let line = "2026-12-01 INFO request handled in 12ms path=/api/v1/items\n";
+    for (name, lines) in [("smallnul.log", 100_000), ("bignul.log", 160_000)] {
+        let mut bytes = line.repeat(lines).into_bytes();
+        bytes.extend_from_slice(b"needle before\n\x00 nul\nneedle after\n");
+        env.write(name, &bytes);
+        let t = env.ok("grep", json!({"pattern": "needle", "path": name})).await;
+        let (a, b) = (lines + 1, lines + 3);
+        assert_eq!(t, format!("Found 2 matching lines in 1 file\n{name}:{a}:needle before\n{name}:{b}:needle after"));
+        let mut start = b"\x00".to_vec();
+        start.extend_from_slice(&bytes);
+        env.write(name, &start);
+        let e = env.err("grep", json!({"pattern": "needle", "path": name})).await;
+        assert!(e.contains("binary file"), "{name}: {e}");
+    }
+}
