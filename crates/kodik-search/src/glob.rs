@@ -84,11 +84,12 @@ pub(crate) fn searched(ws: &Workspace, path: Option<&str>) -> Vec<Resource> {
 
 /// The folders (or file) a search starts from: `path`, or every root. `field` is the
 /// parameter that takes a pattern (`glob` for grep, `pattern` for glob), named when a pattern
-/// was given as `path`.
+/// was given as `path`; `own` is the pattern the call gave there (grep: its one `glob`).
 pub(crate) fn search_bases(
     ws: &Workspace,
     path: Option<&str>,
     field: &'static str,
+    own: Option<&str>,
 ) -> Result<Vec<(PathBuf, std::fs::Metadata)>, SearchError> {
     let bases: Vec<PathBuf> = match path {
         Some(p) if !p.trim().is_empty() => vec![ws.check_readable(p.trim())?],
@@ -126,7 +127,7 @@ pub(crate) fn search_bases(
             },
             Ok(m) => Ok((base, m)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                Err(match path.and_then(|p| glob_as_path(p, field)) {
+                Err(match path.and_then(|p| glob_as_path(p, field, own)) {
                     Some(e) => e,
                     None => ws.not_found(&base).into(),
                 })
@@ -138,12 +139,22 @@ pub(crate) fn search_bases(
 
 /// The error for a `path` that does not exist because it is a glob pattern (`src/*.ts`,
 /// `**/*.rs`): the call that means it, with the folder part as `path` and the rest as `field`.
-fn glob_as_path(path: &str, field: &'static str) -> Option<SearchError> {
+fn glob_as_path(path: &str, field: &'static str, own: Option<&str>) -> Option<SearchError> {
     let is_glob = |c: &str| c.contains(['*', '?', '[', '{']);
     let parts: Vec<&str> = path.trim().trim_start_matches("./").split('/').collect();
     let first = parts.iter().position(|c| is_glob(c))?;
     let folder = parts[..first].join("/");
     let pattern = parts[first..].join("/");
+    if let Some(joined) = own.and_then(|own| joined_pattern(&pattern, own, field)) {
+        // The model's own pattern applies below the folders the path's pattern names: both
+        // kept, or following the advice searched more (or less) than was asked.
+        let hint = if folder.is_empty() {
+            format!("`{field}: \"{joined}\"` and leave out `path`")
+        } else {
+            format!("`path: \"{folder}\"` and `{field}: \"{joined}\"`")
+        };
+        return Some(SearchError::GlobAsPath { given: path.to_string(), hint, field });
+    }
     // grep's `glob` with a `/` is anchored at `path`, so the whole pattern from the root says
     // exactly what was meant; glob's `pattern` is matched below `path`.
     let hint = if folder.is_empty() || field == "glob" {
@@ -152,6 +163,30 @@ fn glob_as_path(path: &str, field: &'static str) -> Option<SearchError> {
         format!("`path: \"{folder}\"` and `{field}: \"{pattern}\"`")
     };
     Some(SearchError::GlobAsPath { given: path.to_string(), hint, field })
+}
+
+/// `own` (the call's `pattern` or single `glob`) applied below `in_path`, the glob part of a
+/// path given as `path`, when `in_path` names folders (`**`, `src/**`, `*/`) and `own` is more
+/// than a catch-all; `None` otherwise (`in_path` alone then says what was meant).
+fn joined_pattern(in_path: &str, own: &str, field: &str) -> Option<String> {
+    let own = own.trim().trim_start_matches("./");
+    if matches!(own, "" | "*" | "**" | "**/*") {
+        return None;
+    }
+    let under = in_path.strip_suffix('/').unwrap_or(in_path);
+    if !(in_path.ends_with('/') || under == "**" || under.ends_with("/**")) {
+        return None;
+    }
+    Some(if under == "**" {
+        // grep's `glob` without a `/` matches at any depth already.
+        if own.starts_with("**/") || (field == "glob" && !own.contains('/')) {
+            own.to_string()
+        } else {
+            format!("**/{own}")
+        }
+    } else {
+        format!("{under}/{own}")
+    })
 }
 
 /// A path as the search tools show it: relative to the (first) root, which is how `read_file`
@@ -369,7 +404,7 @@ fn glob(
     args: &GlobArgs,
     cancel: &CancellationToken,
 ) -> Result<ToolOutput, SearchError> {
-    let bases = search_bases(ws, args.path.as_deref(), "pattern")?;
+    let bases = search_bases(ws, args.path.as_deref(), "pattern", Some(&args.pattern))?;
     for (base, meta) in &bases {
         if meta.is_file() {
             return Err(SearchError::GlobOnFile(ws.display(base)));

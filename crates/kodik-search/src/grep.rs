@@ -1123,7 +1123,11 @@ fn grep_listing(
     if args.max_count == Some(0) {
         return Err(SearchError::MaxCountZero);
     }
-    let bases = search_bases(ws, args.path.as_deref(), "glob")?;
+    let own_glob = match &args.glob {
+        Some(kodik_schema::search::Patterns::One(g)) => Some(g.as_str()),
+        _ => None,
+    };
+    let bases = search_bases(ws, args.path.as_deref(), "glob", own_glob)?;
     let matcher = build_matcher(args)?;
     let mode = args.output_mode.unwrap_or_default();
     let context = matches!(mode, OutputMode::Content)

@@ -647,6 +647,40 @@ async fn gr1_gl1_a_pattern_or_a_typo_as_path_gets_the_call_that_works() {
     assert!(e.contains("did you mean: src?"), "{e}");
 }
 
+/// A glob pattern given as `path` together with the call's own pattern (or grep's one `glob`)
+/// gets advice that keeps both, and following it finds what was asked. Before, the advice
+/// dropped the call's pattern: `path: "src"` and `pattern: "**"` listed every file, `*/`
+/// found nothing, and grep's `glob: "src/**"` replaced the model's `*.ts`.
+#[tokio::test]
+async fn gr1_gl1_a_pattern_as_path_with_the_calls_own_pattern_gets_advice_keeping_both() {
+    let env = Env::new();
+    env.write("src/a.ts", "needle\n");
+    env.write("src/deep/b.ts", "needle\n");
+    env.write("src/deep/c.md", "needle\n");
+    let cases = [
+        ("glob", json!({"pattern": "*.ts", "path": "src/**"}), "`path: \"src\"` and `pattern: \"**/*.ts\"`"),
+        ("glob", json!({"pattern": "*.ts", "path": "**"}), "`pattern: \"**/*.ts\"` and leave out `path`"),
+        ("glob", json!({"pattern": "b.ts", "path": "src/*/"}), "`path: \"src\"` and `pattern: \"*/b.ts\"`"),
+        (
+            "grep",
+            json!({"pattern": "needle", "path": "src/**", "glob": "*.ts"}),
+            "`path: \"src\"` and `glob: \"*.ts\"`",
+        ),
+    ];
+    for (tool, args, hint) in cases {
+        let e = env.err(tool, args.clone()).await;
+        assert!(e.contains(&format!("put {hint} instead")), "{args}: {e}");
+    }
+    // Following it.
+    let t = env.ok("glob", json!({"pattern": "**/*.ts", "path": "src"})).await;
+    assert_eq!(t.lines().count(), 2, "{t}");
+    assert_eq!(env.ok("glob", json!({"pattern": "*/b.ts", "path": "src"})).await, "src/deep/b.ts");
+    let t = env
+        .ok("grep", json!({"pattern": "needle", "path": "src", "glob": "*.ts", "output_mode": "files_with_matches"}))
+        .await;
+    assert_eq!(t.lines().count(), 3, "{t}");
+}
+
 #[tokio::test]
 async fn gr5_a_leading_dot_slash_in_glob_and_exclude_means_the_searched_folder() {
     let env = Env::new();
