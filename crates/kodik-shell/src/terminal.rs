@@ -116,6 +116,8 @@ pub(crate) struct Terminal {
     script: Mutex<Option<tempfile::TempPath>>,
     /// The table's "a running slot may have freed up" signal (see [`Table::slot_changed`]).
     slot_changed: Arc<tokio::sync::Notify>,
+    /// A live member of the group found when it was last looked at, checked first next time.
+    group_member: Mutex<Option<i32>>,
 }
 
 /// What the model is shown of the output, plus the facts about all of it.
@@ -221,7 +223,7 @@ impl Terminal {
         if !lock(&self.life).group_left {
             return false;
         }
-        if process::group_alive(pgid) {
+        if process::group_alive_known(pgid, &mut lock(&self.group_member)) {
             return true;
         }
         lock(&self.life).group_left = false;
@@ -436,7 +438,8 @@ impl process::Sink for Terminal {
     fn exited(&self, exit: Exit, reader_done: bool) {
         drop(lock(&self.script).take());
         // The leader is reaped by now, so a live member is something it started.
-        let group_left = self.pgid().is_some_and(process::group_alive);
+        let group_left =
+            self.pgid().is_some_and(|pgid| process::group_alive_known(pgid, &mut lock(&self.group_member)));
         let leftovers = {
             let mut l = lock(&self.life);
             l.exit = Some((exit, Instant::now()));
@@ -476,29 +479,45 @@ fn shown_command(command: &str) -> String {
     format!("{}… [{} bytes in all]", &command[..end], command.len())
 }
 
-/// How often a group whose leader ended is looked at for live members.
-const LEFTOVER_POLL: Duration = Duration::from_millis(250);
+/// How often the groups whose leader ended are looked at for live members. Their end is told
+/// in a terminal event, which need not come within a fraction of a second.
+const LEFTOVER_POLL: Duration = Duration::from_secs(1);
 
 /// First line of the terminal event sent when what a finished command left running has ended.
 pub(crate) const LEFTOVERS_ENDED: &str = "[the processes it had started in the background have ended]";
 
+/// The terminals (of every table) whose group outlived its leader, and whether the one thread
+/// that watches them all runs.
+static LEFTOVERS: Mutex<(Vec<Weak<Terminal>>, bool)> = Mutex::new((Vec::new(), false));
+
 impl Terminal {
-    /// Watches a group whose leader ended with members left, until it has none (no process
-    /// event exists for a group, so it is polled) or the terminal is gone.
+    /// Has the group watched until it has no live members (no process event exists for a
+    /// group, so it is polled) or the terminal is gone. One thread, started when needed and
+    /// ended when nothing is left to watch, looks at every such group once per tick: a thread
+    /// per terminal, each waking every 250 ms, cost ten servers a third of a core.
     fn watch_leftovers(&self) {
-        let me = self.me.clone();
-        let spawned = std::thread::Builder::new().name("kodik-shell-group".into()).spawn(move || {
+        let mut watched = lock(&LEFTOVERS);
+        watched.0.push(self.me.clone());
+        if watched.1 {
+            return;
+        }
+        let spawned = std::thread::Builder::new().name("kodik-shell-groups".into()).spawn(|| {
             loop {
                 std::thread::sleep(LEFTOVER_POLL);
-                let Some(t) = me.upgrade() else { return };
-                if !t.refresh_group() {
+                let batch = std::mem::take(&mut lock(&LEFTOVERS).0);
+                let still: Vec<Weak<Terminal>> =
+                    batch.into_iter().filter(|w| w.upgrade().is_some_and(|t| t.refresh_group())).collect();
+                let mut watched = lock(&LEFTOVERS);
+                watched.0.extend(still);
+                if watched.0.is_empty() {
+                    watched.1 = false;
                     return;
                 }
             }
         });
         // Without the thread the group stays listed (and watched by the reaper) until
-        // kill_terminal or the toolset's end, which still stop it.
-        drop(spawned);
+        // kill_terminal or the toolset's end, which still stop it; the next leftover tries again.
+        watched.1 = spawned.is_ok();
     }
 }
 
@@ -634,6 +653,7 @@ impl Table {
             reaper: self.reaper.get_or_init(|| process::Reaper::start().map(Arc::new)).clone(),
             script: Mutex::new(None),
             slot_changed: Arc::clone(&self.slot_changed),
+            group_member: Mutex::new(None),
         });
         {
             let mut inner = lock(&self.inner);
