@@ -457,8 +457,16 @@ fn overrides(args: &GrepArgs, base: &Path) -> Result<Option<Override>, SearchErr
 }
 
 /// Language names models reach for that ripgrep's table spells otherwise.
-const TYPE_ALIASES: &[(&str, &str)] =
-    &[("javascript", "js"), ("python", "py"), ("golang", "go"), ("bash", "sh"), ("shell", "sh"), ("c++", "cpp")];
+const TYPE_ALIASES: &[(&str, &str)] = &[
+    ("javascript", "js"),
+    ("python", "py"),
+    ("golang", "go"),
+    ("bash", "sh"),
+    ("shell", "sh"),
+    ("c++", "cpp"),
+    ("makefile", "make"),
+    ("dockerfile", "docker"),
+];
 
 fn types(name: &str) -> Result<ignore::types::Types, SearchError> {
     let mut b = TypesBuilder::new();
@@ -468,6 +476,9 @@ fn types(name: &str) -> Result<ignore::types::Types, SearchError> {
         let lower = n.to_lowercase();
         if defs.iter().any(|d| d.name() == n) {
             b.select(n);
+        } else if defs.iter().any(|d| d.name() == lower) {
+            // `Rust`, `JS`: the type, not (as an extension) only `*.js`.
+            b.select(&lower);
         } else if let Some((_, to)) = TYPE_ALIASES.iter().find(|(from, _)| *from == lower) {
             b.select(to);
         } else {
@@ -500,11 +511,16 @@ fn types(name: &str) -> Result<ignore::types::Types, SearchError> {
                 .filter(|n| n.contains(&lower) || (n.len() >= 3 && lower.contains(n.as_str())) || n.starts_with(&head))
                 .take(12)
                 .collect();
-            let hint = if close.is_empty() {
+            let mut hint = if close.is_empty() {
                 "examples: rust, py, js, ts, go, java, c, cpp, md, json, yaml, toml, html, css, sh, or a file extension such as rs".to_string()
             } else {
                 format!("did you mean one of: {}?", close.join(", "))
             };
+            // An extension the table does not know (`astro`, `prisma`) is still a glob away.
+            let ext = lower.trim_start_matches("*.").trim_start_matches('.');
+            if !ext.is_empty() && ext.chars().all(|c| c.is_ascii_alphanumeric()) {
+                hint.push_str(&format!(" For files ending in `.{ext}`, use `glob: \"*.{ext}\"` instead of `type`."));
+            }
             SearchError::UnknownType { name: bad, hint }
         }
         other => SearchError::UnknownType { name: name.to_string(), hint: other.to_string() },

@@ -165,6 +165,29 @@ async fn gr1_file_type_from_ripgreps_table() {
     assert!(e.contains("unknown file type `жж`"), "{e}");
 }
 
+/// Type names are case-insensitive (`JS` is the js type, not only `*.js`; `Rust`), `Makefile`
+/// means the make type, and an extension missing from the table is told to use `glob`. Before,
+/// `JS` found only `d.js`, `Rust` and `Makefile` were unknown, and `astro` got "did you mean
+/// one of: asciidoc, asm, asp?" with no way on.
+#[tokio::test]
+async fn gr1_file_type_names_ignore_case_and_an_unknown_extension_is_told_to_use_glob() {
+    let env = Env::new();
+    for f in ["c.jsx", "d.js", "e.mjs", "m.rs", "Makefile", "x.astro"] {
+        env.write(f, "fn foo\n");
+    }
+    let files = |t: String| t.lines().skip(1).map(str::to_string).collect::<Vec<_>>();
+    let list = |t: &str| json!({"pattern": "foo", "type": t, "output_mode": "files_with_matches"});
+    let js = files(env.ok("grep", list("JS")).await);
+    assert_eq!(js, ["c.jsx", "d.js", "e.mjs"]);
+    assert_eq!(js, files(env.ok("grep", list("js")).await));
+    assert_eq!(files(env.ok("grep", list("Rust")).await), ["m.rs"]);
+    assert_eq!(files(env.ok("grep", list("Makefile")).await), ["Makefile"]);
+    let e = env.err("grep", list("astro")).await;
+    assert!(e.contains("unknown file type `astro`") && e.contains("use `glob: \"*.astro\"` instead of `type`"), "{e}");
+    let t = env.ok("grep", json!({"pattern": "foo", "glob": "*.astro", "output_mode": "files_with_matches"})).await;
+    assert_eq!(files(t), ["x.astro"]);
+}
+
 #[tokio::test]
 async fn gr1_file_type_takes_an_extension_or_a_common_language_name() {
     let env = tree();
