@@ -441,9 +441,10 @@ impl Background {
         // A stop made for the user is announced, not emitted: say it here, with the reason.
         let reason = format!("{ended} and the command still ran after waiting its timeout once more: kodik stopped it");
         let wait_until = tokio::time::Instant::now() + std::time::Duration::from_secs(2);
-        while !stopped.is_empty() {
+        let mut unannounced = stopped.clone();
+        while !unannounced.is_empty() {
             for ev in shell.take_announcements() {
-                stopped.remove(&ev.terminal_id);
+                unannounced.remove(&ev.terminal_id);
                 let mut line = serde_json::to_value(Event::Terminal(ev)).unwrap_or_default();
                 if let Some(fields) = line.as_object_mut() {
                     fields.insert("reason".into(), Value::String(reason.clone()));
@@ -456,9 +457,11 @@ impl Background {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
         // Processes a finished command started with `&` (a dev server) would die with kodik
-        // unannounced: stop them as kill_terminal does, and say so.
+        // unannounced: stop them as kill_terminal does, and say so. A command stopped above
+        // took its whole process group with it and has had its one final event; a second,
+        // from kill_terminal, would say "stopped by the user … nothing was stopped".
         let reason = format!("{ended}: kodik stopped the processes the command had started in the background");
-        for (id, command) in &self.terminals {
+        for (id, command) in self.terminals.iter().filter(|(id, _)| !stopped.contains(*id)) {
             let kill = ToolCall::new(format!("end_{id}"), "kill_terminal", serde_json::json!({"terminal_id": id}));
             let out = tb.call(&kill).await;
             if out.status != ToolStatus::Stopped {

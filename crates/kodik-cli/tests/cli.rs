@@ -190,6 +190,41 @@ fn s3_s4_s11_batch_and_call_end_by_waiting_for_background_commands_or_saying_the
     assert_eq!(events[0]["exit_code"], 0, "{events:#?}");
 }
 
+/// S11, S5: a command `kodik call` / `kodik batch` stops at the end gets one final terminal
+/// event, and it is true. Before, each such terminal got a second event from the `&`-leftover
+/// sweep: "stopped by the user", "it had already finished before kill_terminal; nothing was
+/// stopped", reason "kodik stopped the processes the command had started in the background".
+#[test]
+fn s5_s11_a_command_stopped_at_the_end_gets_exactly_one_true_final_event() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().to_str().unwrap();
+    let check = |events: &[Value], terminal: &Value, ended: &str| {
+        let mine: Vec<&Value> = events.iter().filter(|e| e["terminal_id"] == *terminal).collect();
+        assert_eq!(mine.len(), 1, "one final event per terminal: {mine:#?}");
+        let ev = mine[0];
+        assert_eq!(ev["status"], "stopped", "{ev}");
+        let reason = ev["reason"].as_str().unwrap();
+        assert!(reason.contains(ended) && reason.contains("still ran after waiting its timeout"), "{ev}");
+        let text = ev["unread_output"].as_str().unwrap();
+        assert!(!text.contains("nothing was stopped") && !text.contains("by the user"), "{ev}");
+    };
+    let (results, events) =
+        run_with_stderr(&["call", "--workspace", ws, "shell", r#"{"command":"sleep 30","timeout":1000}"#], "");
+    assert_eq!(results[0]["meta"]["running"], true, "{}", results[0]);
+    check(&events, &results[0]["meta"]["terminal_id"], "kodik call returned its result");
+
+    // In a batch, next to a finished command whose `&` process is stopped: one event each.
+    let turn = serde_json::json!([
+        {"id": "long", "name": "shell", "args": {"command": "sleep 31", "timeout": 1000}},
+        {"id": "daemon", "name": "shell", "args": {"command": "sleep 62 > /dev/null 2>&1 &"}},
+    ]);
+    let (results, events) = run_with_stderr(&["batch", "--workspace", ws], &format!("{turn}\n"));
+    assert_eq!(events.len(), 2, "{events:#?}");
+    check(&events, &results[0]["meta"]["terminal_id"], "kodik batch reached the end of its input");
+    let daemon = events.iter().find(|e| e["terminal_id"] == results[1]["meta"]["terminal_id"]).unwrap();
+    assert!(daemon["reason"].as_str().unwrap().contains("started in the background"), "{daemon}");
+}
+
 /// E2 through `kodik call`: one call is a whole session, so the file an edit changes counts as
 /// read (by whoever runs the command); edit_file and apply_patch change it. Before, every
 /// `kodik call edit_file` failed with "has not been read in this session; read it with
