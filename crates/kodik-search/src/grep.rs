@@ -527,6 +527,35 @@ fn types(name: &str) -> Result<ignore::types::Types, SearchError> {
     })
 }
 
+/// Whether the pattern looks for non-ASCII text in particular: a non-ASCII character written
+/// out or as an escape (`\xe9`, `\x{41F}`), or a class of only non-ASCII letters
+/// (`\p{Cyrillic}`, `[а-я]`). A class that takes ASCII letters too (`\w`, `.`, `\p{L}`) finds
+/// ASCII text whatever the encoding, so it says nothing of one.
+fn seeks_non_ascii(args: &GrepArgs) -> bool {
+    use regex_syntax::hir::{Class, Hir, HirKind};
+    fn walk(h: &Hir) -> bool {
+        match h.kind() {
+            HirKind::Literal(l) => !l.0.is_ascii(),
+            HirKind::Class(Class::Unicode(c)) => {
+                let has = |ch: char| c.ranges().iter().any(|r| r.start() <= ch && ch <= r.end());
+                c.ranges().iter().any(|r| !r.end().is_ascii())
+                    && !(('a'..='z').chain('A'..='Z').chain('0'..='9')).any(has)
+            }
+            HirKind::Repetition(r) => walk(&r.sub),
+            HirKind::Capture(c) => walk(&c.sub),
+            HirKind::Concat(v) | HirKind::Alternation(v) => v.iter().any(walk),
+            _ => false,
+        }
+    }
+    if !args.pattern.is_ascii() {
+        return true;
+    }
+    if args.fixed_strings.unwrap_or(false) {
+        return false;
+    }
+    regex_syntax::ParserBuilder::new().build().parse(&args.pattern).is_ok_and(|h| walk(&h))
+}
+
 /// Bytes handed to the spool writer at a time.
 const SPOOL_CHUNK_BYTES: usize = 256 << 10;
 /// Chunks queued for the spool writer; a full queue makes the search wait for the disk (G19).
@@ -1205,7 +1234,7 @@ fn grep_listing(
     let folders = !matches!(bases.as_slice(), [(_, meta)] if meta.is_file());
     let nothing = report.files == 0;
     let mut out = format_result(args, &shown_bases, report, searched, saved);
-    if nothing && folders && !args.pattern.is_ascii() && ws.settings().encoding().is_none() {
+    if nothing && folders && seeks_non_ascii(args) && ws.settings().encoding().is_none() {
         // GR3: a folder search reads UTF-8 (and UTF-16 with a BOM); text in a legacy code page
         // is found only in a file searched by its path, which detects the encoding.
         out = with_note(

@@ -750,6 +750,25 @@ async fn gr3_a_folder_search_that_misses_non_ascii_text_says_how_to_find_it_in_a
     assert!(!t.contains("encoding"), "{t}");
 }
 
+/// The note for non-ASCII text a folder search missed also comes when that text is asked for
+/// by a class or an escape (`\p{Cyrillic}`, `\xe9`, `\x{41F}`), and not for classes that take
+/// ASCII letters too (`\w`). Before, only a pattern with a non-ASCII character in it got it.
+#[tokio::test]
+async fn gr3_the_legacy_encoding_note_comes_for_non_ascii_asked_by_class_or_escape() {
+    let env = Env::new();
+    let (cp1251, _, _) = encoding_rs::WINDOWS_1251.encode("Привет из 1251\n");
+    env.write("legacy.txt", &cp1251);
+    let note = "Search such a file by its `path` to have its encoding detected.]";
+    for p in ["\\p{Cyrillic}{3}", "caf\\xe9", "\\x{41F}ривет", "(?i)[А-Я]ривет", "\\p{Greek}+"] {
+        let t = env.ok("grep", json!({"pattern": p})).await;
+        assert!(t.starts_with("No matches") && t.ends_with(note), "{p}: {t}");
+    }
+    for p in ["\\wzzz\\d", "nothing.here", "\\p{L}qqq"] {
+        let t = env.ok("grep", json!({"pattern": p})).await;
+        assert!(t.starts_with("No matches") && !t.contains("encoding"), "{p}: {t}");
+    }
+}
+
 /// A big file (past the whole-read size) whose first MiB is plain ASCII: Windows-1251 text
 /// later in it is found, decided by that text; a line over 64 MB and a multi-line match in a
 /// 70 MB log are found as in a smaller file. Before, the first was "No matches" (the ASCII start
