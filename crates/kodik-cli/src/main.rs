@@ -240,7 +240,9 @@ fn schema(format: Format, names: &[String]) -> ExitCode {
     let rendered = providers::render_all(&chosen, format);
     match serde_json::to_string_pretty(&rendered) {
         Ok(s) => {
-            println!("{s}");
+            // `kodik schema | head`: a reader that stopped early has what it wanted.
+            let mut stdout = std::io::stdout().lock();
+            let _ = writeln!(stdout, "{s}").and_then(|()| stdout.flush());
             ExitCode::SUCCESS
         }
         Err(e) => usage_error(e),

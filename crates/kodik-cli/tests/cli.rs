@@ -407,6 +407,18 @@ fn a1_a2_todo_write_and_memory_through_call_and_batch() {
     assert!(notes.iter().any(|n| n.contains("run make first")), "{notes:?}");
 }
 
+/// `kodik schema | head`: a reader that stops early is not a crash; before, the broken pipe
+/// made `println!` panic and print a backtrace.
+#[test]
+fn schema_whose_reader_stopped_early_exits_quietly() {
+    let mut child = kodik().args(["schema"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.is_empty(), "{stderr}");
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+}
+
 /// `kodik call … | head`: a reader that stops early is not a crash of the call.
 #[test]
 fn call_whose_reader_stopped_early_exits_cleanly() {
