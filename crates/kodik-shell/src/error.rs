@@ -16,6 +16,13 @@ pub enum ShellError {
          through the shell. Leave that file alone or ask the user."
     )]
     IgnoredPath(String),
+    /// `apply_patch` used inside a longer command line, which no shell can run (P2).
+    #[error(
+        "Refused, nothing was run: `{0}` is not a program here; a patch is applied only when it is the whole \
+         command: `apply_patch <<'EOF'` … `EOF` (optionally after `cd DIR &&`), or the apply_patch tool. Send the \
+         patch alone in this call and the other commands in a separate shell call."
+    )]
+    PatchNotAlone(String),
     /// The working folder is not a folder.
     #[error("workdir `{0}` is not an existing folder; give a folder relative to the workspace or absolute")]
     BadWorkdir(String),
@@ -64,6 +71,7 @@ impl ShellError {
         match self {
             Self::Interactive(_) => "interactive",
             Self::IgnoredPath(_) => "ignored_path",
+            Self::PatchNotAlone(_) => "patch_not_alone",
             Self::BadWorkdir(_) => "bad_workdir",
             Self::TooManyRunning { .. } => "too_many_running",
             Self::Spawn { .. } => "spawn",

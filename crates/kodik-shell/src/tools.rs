@@ -223,6 +223,11 @@ impl ShellTool {
             {
                 return Ok(out);
             }
+            // Anywhere else in a command line it would run as a program that does not exist,
+            // print "command not found" and, followed by another command, report success.
+            if let Some(program) = patch_program(&args.command, 0) {
+                return Ok(shell_error(ShellError::PatchNotAlone(program)));
+            }
         }
         if cfg.check_ignored_paths
             && let Some(p) = ignored_path(&args.command, &workdir, &cx.workspace)
@@ -458,6 +463,28 @@ fn patch_as_heredoc(command: &str, depth: u8) -> Option<String> {
     Some(match cd {
         Some(dir) => format!("cd '{}' && {inner}", dir.replace('\'', "'\\''")),
         None => inner,
+    })
+}
+
+/// `apply_patch` (or `applypatch`) where `command` runs it as a program, also inside
+/// `bash -c '…'`; `None` when it does not.
+fn patch_program(command: &str, depth: u8) -> Option<String> {
+    words::parse(command).iter().find_map(|cmd| {
+        let args = cmd.args();
+        let program = args.first()?.rsplit('/').next()?;
+        if matches!(program, "apply_patch" | "applypatch") {
+            return Some(program.to_string());
+        }
+        match args.as_slice() {
+            [sh, flag, script, ..]
+                if matches!(sh.rsplit('/').next(), Some("bash" | "sh" | "zsh" | "dash"))
+                    && matches!(flag.as_str(), "-c" | "-lc")
+                    && depth < 2 =>
+            {
+                patch_program(script, depth + 1)
+            }
+            _ => None,
+        }
     })
 }
 

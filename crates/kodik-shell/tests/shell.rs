@@ -421,6 +421,43 @@ async fn p2_an_apply_patch_heredoc_goes_to_the_interceptor_and_starts_no_process
     assert!(normal.text_content().starts_with("plain\n"));
 }
 
+/// Takes a patch only when it is the whole command, as kodik-edit's interceptor does.
+struct StrictPatchInterceptor;
+
+#[async_trait]
+impl CommandInterceptor for StrictPatchInterceptor {
+    async fn intercept(&self, command: &str, _workdir: &Path, _cx: &ToolContext) -> Option<ToolOutput> {
+        let body = command.strip_prefix("apply_patch <<'EOF'\n")?;
+        let patch = body.strip_suffix("EOF\n").or_else(|| body.strip_suffix("EOF"))?;
+        (!patch.contains("\nEOF\n")).then(|| ToolOutput::text("patched"))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn p2_a_patch_followed_or_preceded_by_other_commands_is_refused_with_a_way_on() {
+    let mut e = env();
+    e.cx.interceptor = Some(Arc::new(StrictPatchInterceptor));
+    let marker = e.dir.path().join("ran");
+    let patch = "apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: q3.txt\n+x\n*** End Patch\nEOF\n";
+    for cmd in [
+        format!("{patch}touch {}", marker.display()),
+        format!("touch {}; {patch}", marker.display()),
+        format!("touch {} && bash -lc \"{patch}\"", marker.display()),
+    ] {
+        let out = e.shell(&cmd).await;
+        let text = out.text_content();
+        assert_eq!(out.status, ToolStatus::Error, "{cmd}: {text}");
+        assert!(text.contains("nothing was run") && text.contains("separate shell call"), "{text}");
+        assert_eq!(out.meta["error_kind"], "patch_not_alone");
+        assert!(!marker.exists(), "nothing ran for {cmd}");
+    }
+    assert_eq!(e.shell(patch).await.text_content(), "patched");
+    for cmd in ["echo apply_patch", "command -v apply_patch || echo none"] {
+        let out = e.shell(cmd).await;
+        assert_eq!(out.status, ToolStatus::Success, "{cmd}: {}", out.text_content());
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn g16_a_command_naming_an_ignored_path_is_refused() {
     let e = env();
