@@ -23,20 +23,45 @@ fn same_word(d: &str, w: &str) -> bool {
     short.len() >= 4 && long.starts_with(short) && long.len() - short.len() <= 3
 }
 
+/// Query words and the words tool descriptions use for the same thing: a query in the
+/// model's words (`list directory`, `regex`, `callers`) finds the tool described in others.
+const SYNONYMS: &[(&str, &[&str])] = &[
+    ("directory", &["folder"]),
+    ("directories", &["folders"]),
+    ("dir", &["folder"]),
+    ("folder", &["directory"]),
+    ("regex", &["regular"]),
+    ("regexp", &["regular"]),
+    ("caller", &["incoming"]),
+    ("callers", &["incoming"]),
+    ("callee", &["outgoing"]),
+    ("callees", &["outgoing"]),
+    ("list", &["find"]),
+    ("rename", &["move"]),
+];
+
 /// Ranks `tools` for `query`: exact name first, then name words, then description words, each
-/// weighted by how few tools share it and how often the description uses it, so a word every
-/// description has ("to", "file") does not outrank the one word that names what the model wants
-/// ("definition"). Returns indices of tools with a positive score, best first.
+/// weighted by how few tools share it (so a word every description has, "to" or "file", does
+/// not outrank the one word that names what the model wants, "definition"), by how much of a
+/// description it takes up (a long description that repeats a word is not more about it than
+/// a short one that says it once), and doubled in the description's first sentence, which
+/// says what the tool is for. A query word counts as well through the word descriptions use
+/// for it ([`SYNONYMS`]). Returns indices of tools with a positive score, best first.
 pub fn rank_tools(tools: &[ToolSpec], query: &str) -> Vec<usize> {
-    let all: Vec<String> =
-        query.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect();
+    /// BM25's term-frequency saturation and length normalisation.
+    const K: f64 = 1.2;
+    const B: f64 = 0.25;
+    let split = |text: &str| -> Vec<String> {
+        text.to_lowercase().split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_owned).collect()
+    };
+    let all = split(query);
     let meaningful: Vec<String> = all.iter().filter(|w| !STOP_WORDS.contains(&w.as_str())).cloned().collect();
     let words = if meaningful.is_empty() { all } else { meaningful };
     let q = query.trim().to_lowercase();
-    let descs: Vec<Vec<String>> = tools
-        .iter()
-        .map(|t| t.description.to_lowercase().split(|c: char| !c.is_alphanumeric()).map(str::to_owned).collect())
-        .collect();
+    let descs: Vec<Vec<String>> = tools.iter().map(|t| split(&t.description)).collect();
+    let leads: Vec<Vec<String>> =
+        tools.iter().map(|t| split(t.description.split_terminator(". ").next().unwrap_or_default())).collect();
+    let average = descs.iter().map(Vec::len).sum::<usize>() as f64 / descs.len().max(1) as f64;
     let names: Vec<String> = tools.iter().map(|t| t.name.to_lowercase()).collect();
     // Rarer words count more: ln((N + 1) / (tools with the word + 1)) + 1, from 1 upwards.
     let weight = |w: &str| {
@@ -47,7 +72,14 @@ pub fn rank_tools(tools: &[ToolSpec], query: &str) -> Vec<usize> {
             .count();
         ((tools.len() as f64 + 1.0) / (with as f64 + 1.0)).ln() + 1.0
     };
-    let weights: Vec<f64> = words.iter().map(|w| weight(w)).collect();
+    // Each query word with the words that mean the same, each with its weight.
+    let concepts: Vec<Vec<(&str, f64)>> = words
+        .iter()
+        .map(|w| {
+            let same = SYNONYMS.iter().filter(|(from, _)| from == w).flat_map(|(_, to)| to.iter().copied());
+            std::iter::once(w.as_str()).chain(same).map(|a| (a, weight(a))).collect()
+        })
+        .collect();
     let mut scored: Vec<(f64, usize)> = tools
         .iter()
         .enumerate()
@@ -57,18 +89,27 @@ pub fn rank_tools(tools: &[ToolSpec], query: &str) -> Vec<usize> {
             if *name == q || name.replace('_', " ") == q {
                 score += 100.0;
             }
-            for (w, weight) in words.iter().zip(&weights) {
-                if name.split('_').any(|p| p == w) {
-                    score += 10.0 * weight;
-                } else if name.contains(w.as_str()) {
-                    score += 5.0 * weight;
-                }
-                // A description that keeps coming back to the word is about it; one that
-                // mentions it once may be pointing elsewhere ("lsp for definitions").
-                let uses = descs[i].iter().filter(|d| same_word(d, w)).count();
-                if uses > 0 {
-                    score += 2.0 * weight * (1.0 + (uses as f64).ln());
-                }
+            let length = descs[i].len() as f64 / average.max(1.0);
+            for alternatives in &concepts {
+                let best = alternatives
+                    .iter()
+                    .map(|&(w, weight)| {
+                        let mut s = 0.0;
+                        if name.split('_').any(|p| p == w) {
+                            s += 10.0 * weight;
+                        } else if name.contains(w) {
+                            s += 5.0 * weight;
+                        }
+                        let uses = descs[i].iter().filter(|d| same_word(d, w)).count() as f64;
+                        if uses > 0.0 {
+                            let tf = uses * (K + 1.0) / (uses + K * (1.0 - B + B * length));
+                            let lead = if leads[i].iter().any(|d| same_word(d, w)) { 2.0 } else { 1.0 };
+                            s += 2.0 * weight * tf * lead;
+                        }
+                        s
+                    })
+                    .fold(0.0, f64::max);
+                score += best;
             }
             (score, i)
         })
@@ -197,5 +238,34 @@ impl TypedTool for CallToolTool {
     async fn run(&self, args: CallToolArgs, cx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let call = ToolCall::new(cx.call_id.clone(), args.name, Value::Object(args.arguments));
         Ok(dispatch(&self.deferred, call, cx).await)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rank_tools;
+
+    /// Everyday queries in the model's words rank the tool meant first: through the words
+    /// descriptions use for them (directory/folder, regex/regular expression, callers/incoming
+    /// calls, list/find, rename/move) and what a description leads with. Before, `list
+    /// directory` gave agent_status (its long description repeats "lists"), `search file
+    /// contents regex` and `callers of a function` read_file, `list files in a folder` grep.
+    #[test]
+    fn g12_tool_search_ranks_by_the_models_words_and_what_a_description_leads_with() {
+        let all = kodik_schema::all();
+        let first = |query: &str| all[rank_tools(&all, query)[0]].name.clone();
+        for (query, tool) in [
+            ("list directory", "glob"),
+            ("search file contents regex", "grep"),
+            ("callers of a function", "lsp"),
+            ("list files in a folder", "glob"),
+            ("rename a file", "apply_patch"),
+            ("todo list", "todo_write"),
+            ("find files by name", "glob"),
+            ("take a screenshot", "browser"),
+            ("background task status", "agent_status"),
+        ] {
+            assert_eq!(first(query), tool, "{query}");
+        }
     }
 }
