@@ -804,9 +804,15 @@ impl Table {
 }
 
 /// Writes a command too long for one argument to a private temporary file for the shell to run.
+/// The shell removes the file itself as soon as it has it open (it goes on reading from the open
+/// file), so a host killed while the command runs leaves nothing behind in the temp folder; the
+/// removal goes on the first line, in front of the command's own first line, so line numbers in
+/// the command's error messages stay right. Dropping the returned path removes it otherwise.
 fn script_file(command: &str) -> std::io::Result<tempfile::TempPath> {
     use std::io::Write as _;
     let mut file = tempfile::Builder::new().prefix("kodik-command-").suffix(".sh").tempfile()?;
+    let quoted = file.path().to_string_lossy().replace('\'', "'\\''");
+    write!(file, "rm -f -- '{quoted}' 2>/dev/null; ")?;
     file.write_all(command.as_bytes())?;
     file.flush()?;
     Ok(file.into_temp_path())

@@ -1232,6 +1232,21 @@ async fn s1_g8_an_unterminated_title_sequence_does_not_swallow_the_error_after_i
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn g21_s8_the_file_a_long_command_runs_from_is_gone_while_it_still_runs() {
+    // Gone as soon as the shell has it open, so a host killed mid-command leaves nothing in
+    // the temp folder; the command's own line numbers are unchanged.
+    let e = env();
+    let command = format!(
+        "#{}\nif [ -e \"$0\" ]; then echo script-present; else echo script-gone; fi\nno_such_cmd_kodik",
+        "p".repeat(140_000)
+    );
+    let out = e.shell(&command).await;
+    let text = out.text_content();
+    assert!(text.starts_with("script-gone\n"), "{text}");
+    assert!(text.contains("line 3: no_such_cmd_kodik"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s1_s8_a_command_line_over_128_kib_runs_and_is_not_echoed_back_whole() {
     let e = env();
     let command = format!("cat > big.txt <<'EOF'\n{}\nEOF\nwc -c < big.txt; echo \"args=$#\"", "y".repeat(300_000));
