@@ -47,7 +47,9 @@ pub struct ShellConfig {
     pub shell: Option<PathBuf>,
     /// Variables set (`Some`) or removed (`None`) on top of the host's environment.
     pub env: Vec<(String, Option<String>)>,
-    /// Commands that may run at the same time; one more is refused with a clear error.
+    /// Commands that may run at the same time. One more waits (within its call's timeout) while
+    /// some running command has its call waiting in the foreground, and is refused with a clear
+    /// error naming them when only background commands hold the slots.
     pub max_running: usize,
     /// How long a finished background command stays readable (G21).
     pub keep_finished: Duration,
