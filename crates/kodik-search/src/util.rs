@@ -150,8 +150,12 @@ impl Unreadable {
         let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         inner.count += 1;
         inner.files += u64::from(file);
-        if inner.shown.len() < Self::SHOWN {
-            inner.shown.push((path.to_path_buf(), why));
+        // The first few in path order, not in the order the walker threads met them: the
+        // same answer every time (`f1, f2, f3`, not `f123, f164, f296`).
+        let at = inner.shown.partition_point(|(p, _)| p.as_path() < path);
+        if at < Self::SHOWN {
+            inner.shown.insert(at, (path.to_path_buf(), why));
+            inner.shown.truncate(Self::SHOWN);
         }
     }
 
@@ -167,11 +171,10 @@ impl Unreadable {
 
     /// The sentence for the answer, `None` when everything could be read.
     pub(crate) fn note(&self, ws: &kodik_core::Workspace) -> Option<String> {
-        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         if inner.count == 0 {
             return None;
         }
-        inner.shown.sort();
         let listed: Vec<String> =
             inner.shown.iter().map(|(p, why)| format!("`{}` ({why})", crate::glob::show_path(ws, p))).collect();
         let more = inner.count - inner.shown.len() as u64;

@@ -204,3 +204,25 @@ fn g16_gr1_gl1_a_folder_that_cannot_be_entered_is_not_blamed_on_a_kodikignore() 
         chmod(&env.root().join("rd"), 0o755);
     });
 }
+
+/// Of many unreadable files, the note names the first five in path order, the same every run.
+/// Before, it named the first five the walker threads met (`f123, f164, f296, f38, f77`).
+#[test]
+fn gr1_the_unreadable_note_names_the_first_paths_in_path_order() {
+    obeying_modes(|| async {
+        let env = Env::new();
+        for i in 0..60 {
+            let f = format!("d{}/f{i:02}.txt", i % 7);
+            env.write(&f, "needle\n");
+            chmod(&env.root().join(&f), 0o000);
+        }
+        let t = env.ok("grep", json!({"pattern": "needle"})).await;
+        let first: Vec<String> = {
+            let mut all: Vec<String> = (0..60).map(|i| format!("d{}/f{i:02}.txt", i % 7)).collect();
+            all.sort();
+            all.into_iter().take(5).map(|f| format!("`{f}` (permission denied)")).collect()
+        };
+        let expected = format!("[Not searched, could not be read: {} and 55 more.]", first.join(", "));
+        assert!(t.ends_with(&expected), "{t}\nwanted: {expected}");
+    });
+}
