@@ -122,6 +122,10 @@ impl From<SearchError> for ToolError {
             SearchError::Path(p) => ToolError::Path(p),
             SearchError::Io { action, path, source } => ToolError::Io { action, path, source },
             SearchError::Cancelled => ToolError::Cancelled,
+            // An argument no call can use: the model's to fix, as a schema mismatch is.
+            e @ SearchError::MaxCountZero => {
+                ToolError::InvalidInput { tool: "grep".into(), field: Some("max_count".into()), message: e.to_string() }
+            }
             other => ToolError::Failed(other.to_string()),
         }
     }

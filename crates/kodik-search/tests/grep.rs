@@ -730,6 +730,9 @@ async fn gr1_max_count_zero_is_an_error_not_an_empty_answer() {
     env.write("a.txt", "hit\nhit\n");
     let e = env.err("grep", json!({"pattern": "hit", "max_count": 0})).await;
     assert!(e.contains("max_count 0") && e.contains("leave it out"), "{e}");
+    // An invalid argument, as the schema's own checks report one (was error_kind `failed`).
+    let out = env.call("grep", json!({"pattern": "hit", "max_count": 0, "context": 0})).await;
+    assert_eq!(out.meta["error_kind"], "invalid_input", "{}", out.meta);
     let t = env.ok("grep", json!({"pattern": "hit", "max_count": 1})).await;
     assert_eq!(t, "Found 1 matching line in 1 file\na.txt:1:hit");
 }
