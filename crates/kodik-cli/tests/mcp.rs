@@ -381,6 +381,41 @@ out["greps"] = [text(await session.call_tool("grep", {"pattern": "hello"})) for 
     assert_eq!(greps[2], greps[0], "the repeat after the hint shows the matches again");
 }
 
+/// R4, G15 while another request runs (a long test, a parallel sub-agent's call): a request
+/// sent well after the one before it is a message of its own, so a re-read is never "already
+/// read in this message" by someone else; and a read that did get that note returns the lines
+/// when sent again. Before, every re-read during a running command got the note, and repeating
+/// it never helped.
+#[test]
+fn r4_g15_rereads_while_another_request_runs_are_not_stuck_on_already_read() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.txt"), "hello\n").unwrap();
+    let body = r#"
+running = asyncio.ensure_future(session.call_tool("shell", {"command": "sleep 6", "timeout": 20000}))
+await asyncio.sleep(0.5)
+args = {"path": "a.txt", "ranges": [{"start_line": 1, "end_line": 1}]}
+back_to_back = [text(await session.call_tool("read_file", args)) for _ in range(3)]
+await asyncio.sleep(0.8)
+later = [text(await session.call_tool("read_file", args)) for _ in range(2)]
+out["back_to_back"], out["later"], out["running"] = back_to_back, later, running.done()
+await running
+"#;
+    let s = run_scenario(dir.path(), &[], body, Duration::from_secs(60));
+    assert_eq!(s["running"], false, "the command must still run during the reads: {s}");
+    let texts = |key: &str| -> Vec<String> {
+        s[key].as_array().unwrap().iter().map(|r| r.as_str().unwrap().to_owned()).collect()
+    };
+    let (quick, later) = (texts("back_to_back"), texts("later"));
+    assert!(quick[0].contains("1\u{2192}hello"), "{quick:?}");
+    // Sent right after the first: a note (R4, or the loop guard's if the reads were slow), and
+    // the way out of it.
+    assert!(!quick[1].contains("1\u{2192}hello") && quick[1].contains("send this exact call once more"), "{quick:?}");
+    assert!(quick[2].contains("1\u{2192}hello"), "the read sent again returns the lines: {quick:?}");
+    assert!(!later[0].contains("in this message"), "a request sent later is another message: {later:?}");
+    assert!(later[0].contains("send this exact call once more"), "{later:?}");
+    assert!(later[1].contains("1\u{2192}hello"), "{later:?}");
+}
+
 /// MCP annotations: clients auto-approve tools by these hints, so everything that can delete
 /// or overwrite (a command, a script, a file edit, the browser) says `destructiveHint`, and
 /// status checks say `readOnlyHint`. Before, `shell` and `codemode` were non-destructive and

@@ -83,6 +83,11 @@ const UNSEEN: u64 = u64::MAX;
 pub const REPEAT_TO_SEE_AGAIN: &str = "If that earlier result is no longer in your context (it was compacted or \
      cleared), send this exact call once more: the repeat returns the result in full.";
 
+/// Added by such a host to an "already read in this message" note (R4): the way to the lines
+/// for a model that does not have that read ([`Session::explain_repeat`]).
+pub const READ_AGAIN_TO_SEE: &str = "If you do not have that read (another agent made it, or it was compacted or \
+     cleared), send this exact call once more: the repeat returns the lines.";
+
 impl Session {
     /// A fresh session.
     pub fn new() -> Self {
@@ -124,19 +129,34 @@ impl Session {
     /// Adds [`REPEAT_TO_SEE_AGAIN`] to `out` when it is a loop-guard "unchanged" hint (its
     /// `meta.unchanged` is true) and this session's compaction is unseen, so the model learns
     /// how to get the earlier result back. Every other result is left alone.
+    ///
+    /// Such a host also guesses where its client's messages begin, and an "already read in this
+    /// message" note (R4, `meta.still_current`) may name a read this model never saw (another
+    /// agent sharing the connection made it) or no longer has. That note gets
+    /// [`READ_AGAIN_TO_SEE`], and the current message ends here: the very read sent again
+    /// returns the lines (after the loop guard's own hint at most, which its repeat passes).
     pub fn explain_repeat(&self, out: &mut crate::ToolOutput) {
-        if !self.compaction_unseen() || out.meta.get("unchanged").and_then(serde_json::Value::as_bool) != Some(true) {
+        if !self.compaction_unseen() {
             return;
         }
+        let flag = |key: &str| out.meta.get(key).and_then(serde_json::Value::as_bool) == Some(true);
+        let sentence = if flag("unchanged") {
+            REPEAT_TO_SEE_AGAIN
+        } else if flag("still_current") {
+            self.next_message();
+            READ_AGAIN_TO_SEE
+        } else {
+            return;
+        };
         match out.content.iter_mut().rev().find_map(|c| match c {
             crate::Content::Text { text } => Some(text),
             _ => None,
         }) {
             Some(text) => {
                 text.push(if text.ends_with('\n') { '\n' } else { ' ' });
-                text.push_str(REPEAT_TO_SEE_AGAIN);
+                text.push_str(sentence);
             }
-            None => out.content.push(crate::Content::text(REPEAT_TO_SEE_AGAIN)),
+            None => out.content.push(crate::Content::text(sentence)),
         }
     }
 
@@ -290,6 +310,26 @@ mod tests {
         let mut hint = crate::ToolOutput::text("Unchanged.").with_meta(serde_json::json!({"unchanged": true}));
         seen.explain_repeat(&mut hint);
         assert_eq!(hint.text_content(), "Unchanged.", "a host that sees compaction resets the guard itself");
+    }
+
+    #[test]
+    fn r4_g15_a_host_that_cannot_see_messages_ends_the_message_at_an_already_read_note() {
+        let s = Session::new();
+        s.set_compaction_unseen();
+        let p = Path::new("/w/a.txt");
+        let v = FileVersion::of_bytes(b"one\n");
+        s.record_read(p, v, Some((1, 1)));
+        let mut note = crate::ToolOutput::text("`a.txt` lines 1-1 are unchanged since you read them earlier.")
+            .with_meta(serde_json::json!({"still_current": true}));
+        s.explain_repeat(&mut note);
+        assert!(note.text_content().ends_with(READ_AGAIN_TO_SEE), "{}", note.text_content());
+        assert!(!s.already_read(p, v, 1, 1), "the read sent again is not 'already read in this message'");
+        let seen = Session::new();
+        seen.record_read(p, v, Some((1, 1)));
+        let mut note = crate::ToolOutput::text("unchanged").with_meta(serde_json::json!({"still_current": true}));
+        seen.explain_repeat(&mut note);
+        assert_eq!(note.text_content(), "unchanged", "a host that knows its messages keeps the note as it is");
+        assert!(seen.already_read(p, v, 1, 1));
     }
 
     #[test]

@@ -89,9 +89,9 @@ pub struct McpServer {
     /// While a call runs, ping the client this often: an HTTP session counts as idle when no
     /// message passes, and a long call must not make it expire.
     heartbeat: Option<std::time::Duration>,
-    /// Requests of this client being answered now: one that arrives while none is starts a
-    /// new message (R4).
-    burst: AtomicUsize,
+    /// This client's requests being answered now: one that arrives while none is, or well
+    /// after the last one arrived, starts a new message (R4).
+    burst: Mutex<BurstState>,
 }
 
 impl std::fmt::Debug for McpServer {
@@ -107,8 +107,9 @@ impl McpServer {
     /// mode's policy cannot be bypassed. Events the calls emit go to `cx.events` and also to
     /// the MCP client as logging notifications.
     ///
-    /// The client's overlapping requests are one message of its model (R4: "already read in
-    /// this message"); a request that arrives while none runs starts the next. An MCP client
+    /// The client's requests sent together are one message of its model (R4: "already read
+    /// in this message"); a request that arrives while none runs, or over 300 ms after the
+    /// one before it, starts the next. An MCP client
     /// cannot say that it compacted its context, so the session's loop guard runs the repeat
     /// that follows an "unchanged" hint afresh ([`Session::set_compaction_unseen`], G15).
     ///
@@ -135,7 +136,7 @@ impl McpServer {
             instructions: None,
             in_flight: None,
             heartbeat: None,
-            burst: AtomicUsize::new(0),
+            burst: Mutex::new(BurstState { running: 0, last: std::time::Instant::now() }),
         }
     }
 
@@ -482,22 +483,40 @@ impl Drop for Running<'_> {
     }
 }
 
-/// One request's share of its client's current message: the first of a burst of overlapping
-/// requests starts a new message (R4), the others join it.
-struct Burst<'a>(&'a AtomicUsize);
+/// How long after a request another one may arrive and still be part of the same message of
+/// the client's model. A model's parallel calls are sent one right after another; a model
+/// cannot send its next message while its calls still run, so a request that comes later while
+/// others run is another agent's (sub-agents sharing one connection) and must not hear that a
+/// file was "already read in this message" by someone else (R4).
+const JOIN_WINDOW: std::time::Duration = std::time::Duration::from_millis(300);
+
+/// The requests of a client being answered now, and when the last one arrived.
+struct BurstState {
+    running: usize,
+    last: std::time::Instant,
+}
+
+/// One request's share of its client's current message: the first of a burst of requests sent
+/// together starts a new message (R4), the others join it.
+struct Burst<'a>(&'a Mutex<BurstState>);
 
 impl<'a> Burst<'a> {
-    fn enter(running: &'a AtomicUsize, session: &kodik_core::Session) -> Self {
-        if running.fetch_add(1, Ordering::SeqCst) == 0 {
+    fn enter(state: &'a Mutex<BurstState>, session: &kodik_core::Session) -> Self {
+        let mut s = state.lock().unwrap_or_else(|p| p.into_inner());
+        let now = std::time::Instant::now();
+        if s.running == 0 || now.duration_since(s.last) > JOIN_WINDOW {
             session.next_message();
         }
-        Self(running)
+        s.running += 1;
+        s.last = now;
+        Self(state)
     }
 }
 
 impl Drop for Burst<'_> {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
+        let mut s = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        s.running = s.running.saturating_sub(1);
     }
 }
 
