@@ -1183,9 +1183,11 @@ impl ReadLintsTool {
         let skipped = Arc::new(std::sync::Mutex::new(Vec::<PathBuf>::new()));
         for p in &asked {
             if p.is_dir() {
-                let mut walker = ws.walker(p);
                 let skipped = skipped.clone();
-                walker.filter_entry(move |e| {
+                // `walker_with`, not `filter_entry` on `walker`: that would replace the check of
+                // the `.kodikignore` files above `p`, and a `!` in a `.gitignore` below could
+                // then bring back files they hide (G16).
+                let walker = ws.walker_with(p, move |e| {
                     let keep =
                         e.depth() == 0 || !e.file_type().is_some_and(|t| t.is_dir()) || !is_dependency_dir(e.path());
                     if !keep && let Ok(mut s) = skipped.lock() {

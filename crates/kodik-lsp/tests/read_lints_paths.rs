@@ -46,3 +46,23 @@ async fn l1_read_lints_checks_the_good_paths_and_names_the_bad_ones() {
     assert!(!out.is_success(), "{text}");
     assert!(text.contains("notes.txt") && text.contains("`nonexist.py` does not exist"), "{text}");
 }
+
+/// L1, L5, G16: `read_lints` of a folder leaves out a file the root's `.kodikignore` hides,
+/// though a `.gitignore` in the folder makes an exception for it (`!secret.py`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l1_g16_read_lints_of_a_folder_skips_files_kodikignore_hides_despite_a_gitignore_exception() {
+    let Some(cfg) = configured("pyright", "pyright-langserver") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let h = Harness::new(dir.path(), cfg);
+    h.write("pyproject.toml", "[project]\nname = \"demo\"\nversion = \"0\"\n");
+    h.write(".kodikignore", "secret.py\n");
+    h.write("sub/.gitignore", "!secret.py\n");
+    h.write("sub/secret.py", "hidden: int = \"s\"\n");
+    h.write("sub/tool.py", "x: int = \"s\"\n");
+
+    let out = h.call("read_lints", json!({"paths": ["sub"]})).await;
+    let text = out.text_content();
+    assert!(out.is_success(), "{text}");
+    assert!(text.contains("sub/tool.py:1:10: error"), "{text}");
+    assert!(!text.contains("secret"), "a hidden file was checked: {text}");
+}
