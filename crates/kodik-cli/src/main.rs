@@ -660,13 +660,30 @@ fn serve_offer(
 
 /// What kodik's own agent does by itself and an MCP client does not: a background command's
 /// end reaches the model only in its next tool result (the server appends it), never as an
-/// event of its own, so `shell` must not promise one and say "do not poll" (S3, S5).
+/// event of its own, so no text the client's model reads may promise one or say "do not poll"
+/// (S3, S5): not `shell`'s description, not its `timeout` parameter, not
+/// `get_terminal_output`'s description.
 fn for_mcp_client(mut spec: kodik_tools::core::ToolSpec) -> kodik_tools::core::ToolSpec {
-    const EVENT: &str = "and its final exit code and remaining output arrive later automatically as a terminal event — do not poll for it.";
-    const NEXT_RESULT: &str = "and once it ends, its exit code and remaining output are added to your next tool \
+    const SHELL_EVENT: &str = "and its final exit code and remaining output arrive later automatically as a terminal \
+         event — do not poll for it.";
+    const SHELL_NEXT_RESULT: &str = "and once it ends, its exit code and remaining output are added to your next tool \
          result; call get_terminal_output when you need them before going on.";
-    if spec.name == "shell" {
-        spec.description = spec.description.replace(EVENT, NEXT_RESULT);
+    const TIMEOUT_EVENT: &str = "its outcome arrives later by itself.";
+    const TIMEOUT_NEXT_RESULT: &str =
+        "once it ends, its outcome is added to your next tool result (get_terminal_output shows it sooner).";
+    const OUTPUT_EVENT: &str = "Only for an on-demand progress check: completion is delivered automatically as a \
+         terminal event.";
+    const OUTPUT_NEXT_RESULT: &str = "A command's end is also added to your next tool result; call this when you need \
+         its output or exit code before going on.";
+    match spec.name.as_str() {
+        "shell" => {
+            spec.description = spec.description.replace(SHELL_EVENT, SHELL_NEXT_RESULT);
+            if let Some(Value::String(text)) = spec.input_schema.pointer_mut("/properties/timeout/description") {
+                *text = text.replace(TIMEOUT_EVENT, TIMEOUT_NEXT_RESULT);
+            }
+        }
+        "get_terminal_output" => spec.description = spec.description.replace(OUTPUT_EVENT, OUTPUT_NEXT_RESULT),
+        _ => {}
     }
     spec
 }

@@ -416,6 +416,33 @@ await running
     assert!(later[1].contains("1\u{2192}hello"), "{later:?}");
 }
 
+/// S3, S5 over MCP: no text `kodik serve` lists promises that a background command's end
+/// "arrives later by itself" or "as a terminal event" (an MCP client never shows its model
+/// one): the end comes with the next tool result. Before, `get_terminal_output`'s description
+/// and `shell`'s `timeout` parameter still said so, against the `shell` description.
+#[test]
+fn s3_s5_no_tool_text_kodik_serve_lists_promises_a_terminal_event() {
+    let dir = tempfile::tempdir().unwrap();
+    let body = r#"
+tools = (await session.list_tools()).tools
+out["tools"] = {t.name: {"description": t.description, "schema": json.dumps(t.input_schema)} for t in tools}
+"#;
+    let s = run_scenario(dir.path(), &[], body, Duration::from_secs(60));
+    let tools = s["tools"].as_object().unwrap();
+    for (name, t) in tools {
+        for text in [t["description"].as_str().unwrap(), t["schema"].as_str().unwrap()] {
+            for promise in ["terminal event", "arrives later", "by itself", "delivered automatically", "do not poll"] {
+                assert!(!text.contains(promise), "{name} says `{promise}`: {text}");
+            }
+        }
+    }
+    let output = tools["get_terminal_output"]["description"].as_str().unwrap();
+    assert!(output.contains("added to your next tool result"), "{output}");
+    let shell: Value = serde_json::from_str(tools["shell"]["schema"].as_str().unwrap()).unwrap();
+    let timeout = shell["properties"]["timeout"]["description"].as_str().unwrap();
+    assert!(timeout.contains("added to your next tool result"), "{timeout}");
+}
+
 /// MCP annotations: clients auto-approve tools by these hints, so everything that can delete
 /// or overwrite (a command, a script, a file edit, the browser) says `destructiveHint`, and
 /// status checks say `readOnlyHint`. Before, `shell` and `codemode` were non-destructive and
