@@ -443,6 +443,27 @@ out["tools"] = {t.name: {"description": t.description, "schema": json.dumps(t.in
     assert!(timeout.contains("added to your next tool result"), "{timeout}");
 }
 
+/// S10, S5 over MCP: with every running slot taken by background commands, another `shell`
+/// call is refused at once, and the refusal says what the client's model can do: stop one, or
+/// check with get_terminal_output. Before, it said to "wait for its terminal event", which an
+/// MCP client never shows its model.
+#[test]
+fn s5_s10_the_refusal_of_one_command_too_many_over_mcp_promises_no_terminal_event() {
+    let dir = tempfile::tempdir().unwrap();
+    let body = r#"
+started = await asyncio.gather(*[session.call_tool("shell", {"command": f"sleep 4{k:02d}"}) for k in range(16)])
+out["started"] = [text(r) for r in started]
+out["refused"] = text(await session.call_tool("shell", {"command": "echo one-more"}))
+"#;
+    let s = run_scenario(dir.path(), &[], body, Duration::from_secs(60));
+    let started = s["started"].as_array().unwrap();
+    assert!(started.iter().all(|t| t.as_str().unwrap().contains("still running")), "{started:?}");
+    let refused = s["refused"].as_str().unwrap();
+    assert!(refused.contains("too many commands are still running"), "{refused}");
+    assert!(refused.contains("kill_terminal") && refused.contains("get_terminal_output"), "{refused}");
+    assert!(!refused.contains("terminal event"), "{refused}");
+}
+
 /// MCP annotations: clients auto-approve tools by these hints, so everything that can delete
 /// or overwrite (a command, a script, a file edit, the browser) says `destructiveHint`, and
 /// status checks say `readOnlyHint`. Before, `shell` and `codemode` were non-destructive and

@@ -28,8 +28,8 @@ pub enum ShellError {
     BadWorkdir(String),
     /// Too many commands are running at once.
     #[error(
-        "too many commands are still running ({running} of at most {max}): {list}. Stop one with kill_terminal \
-         (or wait for its terminal event) before starting another."
+        "too many commands are still running ({running} of at most {max}): {list}. Stop one with kill_terminal, \
+         or wait until one has ended (get_terminal_output shows whether it has), before starting another."
     )]
     TooManyRunning {
         /// How many run now.
