@@ -649,11 +649,20 @@ fn serve_offer(
     not_offered.extend(plan.switched_off.iter().map(|name| {
         (name.clone(), format!("`{name}` is switched off in {mode_name} mode: use one of the listed tools."))
     }));
+    // A mounted tool's hints are its server's, not guessed from its effect (a read-only fetch
+    // still reaches the open world).
+    let annotations = match tb.mcp() {
+        Some(client) => {
+            plan.tools.iter().filter_map(|t| Some((t.name.clone(), client.annotations_of(&t.name)?))).collect()
+        }
+        None => Default::default(),
+    };
     let offering = kodik_mcp::Offering {
         scheduler: kodik_tools::scheduler::Scheduler::new(registry),
         tools: plan.tools.iter().cloned().map(for_mcp_client).collect(),
         unlisted,
         not_offered,
+        annotations,
     };
     (offering, plan)
 }

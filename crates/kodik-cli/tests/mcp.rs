@@ -750,6 +750,42 @@ fn a8_g13_serve_mcp_config_aggregates_another_servers_tools_after_the_built_ins(
     assert_eq!(s["echo"]["text"], "<b>&amp;</b>\n");
 }
 
+/// G13, A8: `kodik serve` lists a mounted server's tools with that server's MCP annotations,
+/// each hint it leaves out at MCP's default, never safer than the server says. Before, the
+/// hints were derived from the effect kodik gives the tool: a read-only tool (a fetch) was
+/// listed `openWorldHint: false`, the unsafe direction, and title and idempotence were lost.
+#[test]
+fn a8_g13_serve_lists_mounted_tools_with_their_servers_annotations() {
+    let ws = tempfile::tempdir().unwrap();
+    let conf = tempfile::tempdir().unwrap();
+    let config = fixture_config(conf.path());
+    let body = r#"
+tools = (await session.list_tools()).tools
+out["hints"] = {t.name: t.annotations.model_dump(by_alias=True, exclude_none=True) for t in tools if t.name.startswith("py__")}
+"#;
+    let s = run_scenario(ws.path(), &["--mcp-config", config.to_str().unwrap()], body, Duration::from_secs(90));
+    let hints = &s["hints"];
+    // readOnlyHint only: open world and not destructive by MCP's defaults.
+    assert_eq!(
+        hints["py__echo"],
+        serde_json::json!({"readOnlyHint": true, "destructiveHint": false, "openWorldHint": true}),
+        "{s}"
+    );
+    // Title, idempotence and a closed world as the server says; destructive by default.
+    assert_eq!(
+        hints["py__write_note"],
+        serde_json::json!({"title": "Write a note", "readOnlyHint": false, "destructiveHint": true,
+            "idempotentHint": true, "openWorldHint": false}),
+        "{s}"
+    );
+    // No annotations at all: MCP's defaults.
+    assert_eq!(
+        hints["py__fail"],
+        serde_json::json!({"readOnlyHint": false, "destructiveHint": true, "openWorldHint": true}),
+        "{s}"
+    );
+}
+
 #[test]
 fn a8_call_and_batch_mount_mcp_config_and_report_a_bad_file() {
     let ws = tempfile::tempdir().unwrap();

@@ -15,7 +15,7 @@ use std::time::Duration;
 use kodik_core::{Content, Effect, Tool, ToolContext, ToolError, ToolOutput, ToolSpec, ToolStatus};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig, ContentBlock,
-    Implementation, ResourceContents,
+    Implementation, ResourceContents, ToolAnnotations,
 };
 use rmcp::service::{NotificationContext, Peer, RunningService, ServiceError};
 use rmcp::transport::TokioChildProcess;
@@ -566,6 +566,15 @@ impl Tool for McpTool {
     }
 }
 
+/// A mounted tool's hints with MCP's defaults for those its server left out.
+fn upstream_hints(upstream: Option<&ToolAnnotations>) -> ToolAnnotations {
+    let mut hints = upstream.cloned().unwrap_or_default();
+    let read_only = *hints.read_only_hint.get_or_insert(false);
+    hints.destructive_hint.get_or_insert(!read_only);
+    hints.open_world_hint.get_or_insert(true);
+    hints
+}
+
 fn removed_output(name: &str, server: &str, remote: &str) -> ToolOutput {
     ToolOutput::error(format!(
         "`{name}` is no longer offered: MCP server `{server}` removed its tool `{remote}` from its tool list. Use \
@@ -621,6 +630,8 @@ pub struct McpClient {
     errors: Vec<ClientError>,
     /// Bumped whenever any server's tool list is refreshed.
     generation: Arc<tokio::sync::watch::Sender<u64>>,
+    /// The hints of each tool [`tools`](Self::tools) handed out last, by its Kodik name.
+    hints: RwLock<HashMap<String, ToolAnnotations>>,
 }
 
 impl std::fmt::Debug for McpClient {
@@ -641,7 +652,12 @@ impl McpClient {
         let depth = own_depth();
         if depth >= MAX_DEPTH {
             let errors = config.servers.keys().map(|server| ClientError::TooDeep { server: server.clone(), depth });
-            return Self { servers: Vec::new(), errors: errors.collect(), generation: client_generation };
+            return Self {
+                servers: Vec::new(),
+                errors: errors.collect(),
+                generation: client_generation,
+                hints: RwLock::default(),
+            };
         }
         let starts = config.servers.iter().map(|(name, server)| {
             let (generation, _) = tokio::sync::watch::channel(0);
@@ -678,7 +694,7 @@ impl McpClient {
                 Err(e) => errors.push(e),
             }
         }
-        Self { servers, errors, generation: client_generation }
+        Self { servers, errors, generation: client_generation, hints: RwLock::default() }
     }
 
     /// The servers that could not be used, with why.
@@ -698,6 +714,7 @@ impl McpClient {
     pub fn tools(&self, taken: &HashSet<String>) -> Vec<McpTool> {
         let mut used: HashSet<String> = taken.clone();
         let mut out = Vec::new();
+        let mut hints = HashMap::new();
         for server in &self.servers {
             let tools = server.shared.tools.read().map(|t| t.clone()).unwrap_or_default();
             for tool in tools {
@@ -710,6 +727,7 @@ impl McpClient {
                     n += 1;
                 }
                 used.insert(name.clone());
+                hints.insert(name.clone(), upstream_hints(tool.annotations.as_ref()));
                 let read_only = tool.annotations.as_ref().and_then(|a| a.read_only_hint) == Some(true);
                 let effect = if read_only { Effect::ReadOnly } else { Effect::Process };
                 let mut spec = ToolSpec::new(
@@ -722,7 +740,17 @@ impl McpClient {
                 out.push(McpTool { server: Arc::clone(server), remote: tool.name.to_string(), spec });
             }
         }
+        *self.hints.write().unwrap_or_else(|p| p.into_inner()) = hints;
         out
+    }
+
+    /// The MCP annotations of the mounted tool [`tools`](Self::tools) last named `name`, for a
+    /// server that lists it to its own clients: its server's hints as they are, each one absent
+    /// there at MCP's default (not read-only, destructive unless read-only, open world), so
+    /// passing it on never makes it look safer than its server says. `None` for a name that is
+    /// no mounted tool.
+    pub fn annotations_of(&self, name: &str) -> Option<ToolAnnotations> {
+        self.hints.read().unwrap_or_else(|p| p.into_inner()).get(name).cloned()
     }
 
     /// A receiver that changes whenever a server's tool list is refreshed

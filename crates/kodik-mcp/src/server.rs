@@ -38,12 +38,28 @@ pub struct Offering {
     /// one is answered with it, instead of "unknown tool" and suggestions that do something
     /// else.
     pub not_offered: Vec<(String, String)>,
+    /// The MCP annotations of listed tools that another MCP server serves (mounted tools,
+    /// [`McpClient::annotations_of`](crate::McpClient::annotations_of)), listed as they are
+    /// instead of being derived from the tool's effect: a read-only tool of another server may
+    /// still reach the open world.
+    pub annotations: std::collections::HashMap<String, rmcp::model::ToolAnnotations>,
 }
 
 impl Offering {
+    /// The MCP `Tool`s `tools/list` answers with.
+    fn listed(&self) -> Vec<Tool> {
+        self.tools
+            .iter()
+            .map(|spec| match self.annotations.get(&spec.name) {
+                Some(hints) => mcp_tool(spec).with_annotations(hints.clone()),
+                None => mcp_tool(spec),
+            })
+            .collect()
+    }
+
     /// `tools` listed and run on `scheduler`, nothing unlisted or explained.
     pub fn new(scheduler: Scheduler, tools: Vec<ToolSpec>) -> Self {
-        Self { scheduler, tools, unlisted: Vec::new(), not_offered: Vec::new() }
+        Self { scheduler, tools, unlisted: Vec::new(), not_offered: Vec::new(), annotations: Default::default() }
     }
 }
 
@@ -185,7 +201,7 @@ impl McpServer {
                 let offering = refresh();
                 let changed = {
                     let mut current = offer.write().unwrap_or_else(|p| p.into_inner());
-                    let next: Vec<Tool> = offering.tools.iter().map(mcp_tool).collect();
+                    let next = offering.listed();
                     let unlisted: HashSet<&String> = offering.unlisted.iter().collect();
                     let same_unlisted = current.offered.len() == current.listed.len() + unlisted.len()
                         && unlisted.iter().all(|n| current.offered.contains(*n));
@@ -252,11 +268,12 @@ impl McpServer {
 
 impl Offer {
     fn new(offering: Offering, cx: &ToolContext, removed: HashSet<String>) -> Self {
-        let Offering { scheduler, tools, unlisted, not_offered } = offering;
+        let mcp_tools = offering.listed();
+        let Offering { scheduler, tools, unlisted, not_offered, .. } = offering;
         let listed: Vec<String> = tools.iter().map(|t| t.name.clone()).collect();
         Self {
             calls: Arc::new(scheduler.stream(cx)),
-            tools: tools.iter().map(mcp_tool).collect(),
+            tools: mcp_tools,
             offered: listed.iter().chain(&unlisted).cloned().collect(),
             listed,
             not_offered: not_offered.into_iter().collect(),
