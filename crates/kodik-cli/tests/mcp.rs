@@ -1060,6 +1060,45 @@ fn raw_status(port: u16, headers: &str) -> u16 {
     String::from_utf8_lossy(&head[9..12]).parse().unwrap()
 }
 
+/// POSTs `body` as `content_type` to `/mcp`; (status, response body).
+fn raw_post(port: u16, content_type: &str, body: &str) -> (u16, String) {
+    use std::io::Write as _;
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        s,
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: {content_type}\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut response = String::new();
+    let _ = s.read_to_string(&mut response);
+    let status = response.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
+    (status, body)
+}
+
+/// G8 over HTTP: a body that is not JSON is HTTP 400 with JSON-RPC's parse error (-32700), JSON
+/// that is no JSON-RPC message 400 with invalid request (-32600). Before, both were 415
+/// Unsupported Media Type, which points at a Content-Type header that was right.
+#[test]
+fn g8_http_a_body_that_is_not_json_rpc_is_a_bad_request_with_the_json_rpc_error() {
+    let ws = tempfile::tempdir().unwrap();
+    let server = HttpServe::start(ws.path(), "127.0.0.1:0", None).unwrap();
+    let port = server.port();
+    let (status, body) = raw_post(port, "application/json", "this is not json");
+    assert_eq!(status, 400, "{body}");
+    let error: Value = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"));
+    assert_eq!(error["error"]["code"], -32700, "{body}");
+    let (status, body) = raw_post(port, "application/json; charset=utf-8", r#"{"hello": 1}"#);
+    assert_eq!(status, 400, "{body}");
+    let error: Value = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"));
+    assert_eq!(error["error"]["code"], -32600, "{body}");
+    // A wrong Content-Type is still 415, and a good request still works.
+    assert_eq!(raw_post(port, "text/plain", r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#).0, 415);
+    assert_eq!(raw_status(port, ""), 200);
+}
+
 #[test]
 fn http_sessions_keep_separate_terminals_and_reads() {
     let ws = tempfile::tempdir().unwrap();

@@ -97,6 +97,56 @@ fn authorized(req: &Request<Incoming>, token: &str) -> bool {
     bool::from(given.trim().as_bytes().ct_eq(token.as_bytes()))
 }
 
+/// Whether the request says its body is JSON (`Content-Type: application/json[; …]`).
+fn json_content(req: &Request<Incoming>) -> bool {
+    req.headers()
+        .get(hyper::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(';').next().unwrap_or_default().trim().eq_ignore_ascii_case("application/json"))
+}
+
+/// The largest request body read (rmcp's own limit).
+const MAX_BODY: usize = 4 * 1024 * 1024;
+
+/// A JSON-RPC error answer with no id (the request's could not be read), HTTP `status`.
+fn json_rpc_error(status: StatusCode, code: i64, message: String) -> Response<Body> {
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}});
+    let mut response = plain(status, &body.to_string());
+    response
+        .headers_mut()
+        .insert(hyper::header::CONTENT_TYPE, hyper::header::HeaderValue::from_static("application/json"));
+    response
+}
+
+/// The request with its body read, when that body is a JSON-RPC message. Otherwise the answer
+/// JSON-RPC gives: a body that is not JSON is a parse error (-32700), JSON that is no JSON-RPC
+/// message an invalid request (-32600), both HTTP 400. rmcp answered both with 415
+/// Unsupported Media Type, which is about the Content-Type header, and a client then looks
+/// there for the fault.
+async fn json_rpc_body(req: Request<Incoming>) -> Result<Request<Full<Bytes>>, Response<Body>> {
+    let (parts, body) = req.into_parts();
+    let bytes = match http_body_util::Limited::new(body, MAX_BODY).collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+            return Err(plain(StatusCode::PAYLOAD_TOO_LARGE, &format!("the request body exceeds {MAX_BODY} bytes\n")));
+        }
+        Err(e) => return Err(plain(StatusCode::BAD_REQUEST, &format!("the request body could not be read: {e}\n"))),
+    };
+    if let Err(e) = serde_json::from_slice::<rmcp::model::ClientJsonRpcMessage>(&bytes) {
+        return Err(match serde_json::from_slice::<serde_json::Value>(&bytes) {
+            Err(parse) => {
+                json_rpc_error(StatusCode::BAD_REQUEST, -32700, format!("Parse error: the body is not JSON: {parse}"))
+            }
+            Ok(_) => json_rpc_error(
+                StatusCode::BAD_REQUEST,
+                -32600,
+                format!("Invalid Request: the body is not a JSON-RPC request, notification or response: {e}"),
+            ),
+        });
+    }
+    Ok(Request::from_parts(parts, Full::new(bytes)))
+}
+
 /// Serves MCP over streamable HTTP on `listener` until `shutdown` is cancelled. `factory`
 /// makes the server of each new session (give each its own toolbox: sessions must not share
 /// terminals or reads).
@@ -176,6 +226,12 @@ where
                 }
                 if req.uri().path() != &*path {
                     return Ok(plain(StatusCode::NOT_FOUND, "the MCP endpoint is elsewhere\n"));
+                }
+                if req.method() == hyper::Method::POST && json_content(&req) {
+                    return Ok(match json_rpc_body(req).await {
+                        Ok(req) => service.handle(req).await,
+                        Err(refused) => refused,
+                    });
                 }
                 Ok(service.handle(req).await)
             }
