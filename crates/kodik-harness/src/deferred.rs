@@ -46,7 +46,7 @@ const SYNONYMS: &[(&str, &[&str])] = &[
 /// description it takes up (a long description that repeats a word is not more about it than
 /// a short one that says it once), and doubled in the description's first sentence, which
 /// says what the tool is for. A query word counts as well through the word descriptions use
-/// for it ([`SYNONYMS`]). Returns indices of tools with a positive score, best first.
+/// for it (a small table of synonyms). Returns indices of tools with a positive score, best first.
 pub fn rank_tools(tools: &[ToolSpec], query: &str) -> Vec<usize> {
     /// BM25's term-frequency saturation and length normalisation.
     const K: f64 = 1.2;
