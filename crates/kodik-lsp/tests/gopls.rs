@@ -6,22 +6,23 @@
 
 mod common;
 
-use common::{Harness, server_program};
+use common::{Harness, configured, server_program};
 use kodik_core::{DiagnosticSeverity, DiagnosticsProvider};
 use serde_json::json;
 
 const UTIL: &str = "package util\n\n// Double doubles a value.\nfunc Double(v int) int { return v * 2 }\n";
 
+/// gopls's configuration, when gopls and the `go` command it loads packages with are there.
+fn gopls() -> Option<kodik_lsp::ServerConfig> {
+    let cfg = configured("gopls", "gopls")?;
+    server_program("go")?;
+    Some(cfg)
+}
+
 /// L1, L2, L4, E9 on gopls.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn l1_l2_e9_against_gopls() {
-    let Some(program) = server_program("gopls") else { return };
-    // gopls runs the `go` command to load packages.
-    if server_program("go").is_none() {
-        return;
-    }
-    let mut cfg = kodik_lsp::config::default_servers().into_iter().find(|s| s.name == "gopls").unwrap();
-    cfg.command = program;
+    let Some(cfg) = gopls() else { return };
     let dir = tempfile::tempdir().unwrap();
     let h = Harness::new(dir.path(), cfg);
     h.write("go.mod", "module example.com/p\n\ngo 1.19\n");
@@ -56,12 +57,7 @@ async fn l1_l2_e9_against_gopls() {
 /// L2: the modules of a `go.work` share one gopls at the `go.work`, and references cross them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn l2_modules_of_a_go_work_share_one_gopls() {
-    let Some(program) = server_program("gopls") else { return };
-    if server_program("go").is_none() {
-        return;
-    }
-    let mut cfg = kodik_lsp::config::default_servers().into_iter().find(|s| s.name == "gopls").unwrap();
-    cfg.command = program;
+    let Some(cfg) = gopls() else { return };
     let dir = tempfile::tempdir().unwrap();
     let h = Harness::new(dir.path(), cfg);
     h.write("go.work", "go 1.19\n\nuse (\n\t./lib\n\t./app\n)\n");

@@ -8,15 +8,13 @@
 
 mod common;
 
-use std::path::PathBuf;
-
 use common::{Harness, server_program};
 use kodik_core::{DiagnosticSeverity, DiagnosticsProvider};
 use serde_json::json;
 
-/// rust-analyzer, or `None` (outside CI) when only rustup's proxy is there: the proxy is a
-/// file named `rust-analyzer` that fails at once when the component is not installed.
-fn rust_analyzer() -> Option<PathBuf> {
+/// rust-analyzer's configuration, or `None` (outside CI) when only rustup's proxy is there: the
+/// proxy is a file named `rust-analyzer` that fails at once when the component is not installed.
+fn rust_analyzer() -> Option<kodik_lsp::ServerConfig> {
     let program = server_program("rust-analyzer")?;
     let works = std::process::Command::new(&program).arg("--version").output().is_ok_and(|o| o.status.success());
     if !works {
@@ -27,7 +25,9 @@ fn rust_analyzer() -> Option<PathBuf> {
         eprintln!("SKIPPED: {msg}");
         return None;
     }
-    Some(program)
+    let mut cfg = kodik_lsp::config::default_servers().into_iter().find(|s| s.name == "rust-analyzer")?;
+    cfg.command = program;
+    Some(cfg)
 }
 
 const CARGO_TOML: &str = "[package]\nname = \"demo\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n";
@@ -38,9 +38,7 @@ const BAD: &str = "mod util;\n\nuse util::double as twice;\nuse util::Shape;\n\n
 /// L1, L2, L4, L6, E9 on rust-analyzer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn l1_l2_l6_e9_against_rust_analyzer() {
-    let Some(program) = rust_analyzer() else { return };
-    let mut cfg = kodik_lsp::config::default_servers().into_iter().find(|s| s.name == "rust-analyzer").unwrap();
-    cfg.command = program;
+    let Some(cfg) = rust_analyzer() else { return };
     let dir = tempfile::tempdir().unwrap();
     let h = Harness::new(dir.path(), cfg);
     h.write("Cargo.toml", CARGO_TOML);
@@ -87,9 +85,7 @@ async fn l1_l2_l6_e9_against_rust_analyzer() {
 /// crates, and no "searched the project … only" note claims otherwise.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn l2_crates_of_a_cargo_workspace_share_one_rust_analyzer() {
-    let Some(program) = rust_analyzer() else { return };
-    let mut cfg = kodik_lsp::config::default_servers().into_iter().find(|s| s.name == "rust-analyzer").unwrap();
-    cfg.command = program;
+    let Some(cfg) = rust_analyzer() else { return };
     let dir = tempfile::tempdir().unwrap();
     let h = Harness::new(dir.path(), cfg);
     h.write("Cargo.toml", "[workspace]\nmembers = [\"crates/*\"]\nresolver = \"2\"\n");
