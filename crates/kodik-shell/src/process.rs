@@ -118,15 +118,17 @@ const PIPE_SIZE: usize = 1024 * 1024;
 
 /// Starts `spec` in its own process group (and session, when the host has a controlling
 /// terminal: see [`spawn_in_own_group`]) with stdin from /dev/null and stdout
-/// and stderr on one pipe. `started` gets the pid (which is also the process group id) before
-/// any output or exit is reported to `sink`. Returns the pid.
-pub(crate) fn spawn(spec: Spec<'_>, sink: Arc<dyn Sink>, started: impl FnOnce(i32)) -> std::io::Result<i32> {
+/// and stderr on one pipe. `started` gets the pid (which is also the process group id) and the
+/// pipe before any output or exit is reported to `sink`. Returns the pid.
+pub(crate) fn spawn(spec: Spec<'_>, sink: Arc<dyn Sink>, started: impl FnOnce(Group)) -> std::io::Result<i32> {
     let (reader, writer) = std::io::pipe()?;
     // Failure is harmless: the default capacity only means more wake-ups.
     #[cfg(target_os = "linux")]
     let _ = rustix::pipe::fcntl_setpipe_size(&writer, PIPE_SIZE);
+    // What the command starts inherits this pipe: its inode finds them when they leave the group.
+    let output = rustix::fs::fstat(&reader).ok().map(|st| st.st_ino);
     let pid = spawn_in_own_group(&spec, std::os::fd::OwnedFd::from(writer), dev_null()?)?;
-    started(pid);
+    started(Group { pgid: pid, output });
     // From here on the process exists: whatever fails, it is stopped and reported as ended,
     // so the terminal never waits for an exit that nobody will report.
     let abandon = |e: std::io::Error, sink: &dyn Sink| {
@@ -603,13 +605,27 @@ static FULL_SCANS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::
 /// Whether a `/proc/<pid>/stat` line is of a live (not zombie) process of group `pgid`.
 #[cfg(target_os = "linux")]
 fn live_in_group(stat: &str, pgid: i32) -> bool {
+    stat_fields(stat).is_some_and(|f| f.live && f.pgrp == pgid)
+}
+
+/// What a `/proc/<pid>/stat` line says about a process's place in the process tree.
+#[cfg(target_os = "linux")]
+struct StatFields {
+    /// Not a zombie.
+    live: bool,
+    ppid: i32,
+    pgrp: i32,
+}
+
+#[cfg(target_os = "linux")]
+fn stat_fields(stat: &str) -> Option<StatFields> {
     // Fields after the `(comm)`, which may itself hold spaces or parentheses.
-    let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else { return false };
+    let rest = stat.rsplit_once(')')?.1;
     let mut fields = rest.split_whitespace();
-    let state = fields.next();
-    let _ppid = fields.next();
-    let pgrp = fields.next().and_then(|p| p.parse::<i32>().ok());
-    pgrp == Some(pgid) && !matches!(state, Some("Z") | Some("X"))
+    let state = fields.next()?;
+    let ppid = fields.next()?.parse().ok()?;
+    let pgrp = fields.next()?.parse().ok()?;
+    Some(StatFields { live: !matches!(state, "Z" | "X"), ppid, pgrp })
 }
 
 /// A live member of group `pgid`; when `/proc` cannot be read, the group leader's id stands
@@ -633,34 +649,131 @@ fn live_member_linux(pgid: i32) -> Option<i32> {
     None
 }
 
-/// SIGTERM to the group, then SIGKILL if anything in it is still alive after `grace` (S10).
-pub(crate) async fn terminate_group(pgid: i32, grace: Duration) {
-    if kill_group(pgid, Signal::TERM).is_err() {
+/// A started command as the stop functions see it: its process group, and the pipe its output
+/// goes to (whatever it started holds that pipe, in its group or not).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Group {
+    pub pgid: i32,
+    /// The output pipe's inode.
+    pub output: Option<u64>,
+}
+
+/// The process groups, other than the command's own, of what the command started and moved out
+/// of its group: `timeout` and `setsid` put their child in a group of its own, so a signal to
+/// the command's group alone left `timeout 600 npm test` running after kill_terminal. Found
+/// two ways: descendants of the group's members (while the chain is whole), and processes that
+/// still hold the command's output pipe (after the command's shell exited, its orphans belong
+/// to init, but they inherited the pipe). The host's own group is never among them.
+pub(crate) fn escaped_groups(group: Group) -> Vec<i32> {
+    #[cfg(target_os = "linux")]
+    {
+        escaped_groups_linux(group)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = group;
+        Vec::new()
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn escaped_groups_linux(group: Group) -> Vec<i32> {
+    use std::collections::{BTreeSet, HashMap};
+    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+    let mut procs: HashMap<i32, StatFields> = HashMap::new();
+    for entry in dir.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
+        if let Some(fields) = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok().as_deref().and_then(stat_fields)
+            && fields.live
+        {
+            procs.insert(pid, fields);
+        }
+    }
+    let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
+    for (&pid, f) in &procs {
+        children.entry(f.ppid).or_default().push(pid);
+    }
+    let mut reached: Vec<i32> = procs.iter().filter(|(_, f)| f.pgrp == group.pgid).map(|(&pid, _)| pid).collect();
+    let mut seen: std::collections::HashSet<i32> = reached.iter().copied().collect();
+    let mut next = 0;
+    while let Some(&pid) = reached.get(next) {
+        next += 1;
+        for &child in children.get(&pid).into_iter().flatten() {
+            if seen.insert(child) {
+                reached.push(child);
+            }
+        }
+    }
+    let mut groups: BTreeSet<i32> = reached.iter().filter_map(|pid| procs.get(pid)).map(|f| f.pgrp).collect();
+    if let Some(inode) = group.output {
+        let pipe = format!("pipe:[{inode}]");
+        for (&pid, f) in &procs {
+            if !groups.contains(&f.pgrp) && holds(pid, &pipe) {
+                groups.insert(f.pgrp);
+            }
+        }
+    }
+    groups.remove(&group.pgid);
+    groups.remove(&rustix::process::getpgrp().as_raw_nonzero().get());
+    groups.into_iter().collect()
+}
+
+/// Whether process `pid` has a descriptor open on `target` (a `pipe:[inode]` link text).
+#[cfg(target_os = "linux")]
+fn holds(pid: i32, target: &str) -> bool {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else { return false };
+    fds.flatten().any(|fd| std::fs::read_link(fd.path()).is_ok_and(|l| l.as_os_str() == target))
+}
+
+/// Sends `sig` to the command's group and to the groups it escaped to ([`escaped_groups`]).
+/// Returns the groups that got it.
+pub(crate) fn signal_command(group: Group, sig: Signal) -> Vec<i32> {
+    let mut groups = escaped_groups(group);
+    groups.push(group.pgid);
+    groups.retain(|&g| kill_group(g, sig).is_ok());
+    groups
+}
+
+/// SIGTERM to the command's groups, then SIGKILL if anything in them is still alive after
+/// `grace` (S10).
+pub(crate) async fn terminate_group(group: Group, grace: Duration) {
+    // Reading /proc takes a few milliseconds on a busy machine: not on a runtime thread.
+    let targets = tokio::task::spawn_blocking(move || signal_command(group, Signal::TERM)).await.unwrap_or_default();
+    if targets.is_empty() {
         return;
     }
     let deadline = tokio::time::Instant::now() + grace;
     while tokio::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
-        if !group_alive(pgid) {
+        if !targets.iter().any(|&g| group_alive(g)) {
             return;
         }
     }
-    let _ = kill_group(pgid, Signal::KILL);
+    let _ = tokio::task::spawn_blocking(move || kill_after_grace(group, &targets)).await;
 }
 
 /// The blocking version of [`terminate_group`], for places without a runtime.
-pub(crate) fn terminate_group_blocking(pgid: i32, grace: Duration) {
-    if kill_group(pgid, Signal::TERM).is_err() {
+pub(crate) fn terminate_group_blocking(group: Group, grace: Duration) {
+    let targets = signal_command(group, Signal::TERM);
+    if targets.is_empty() {
         return;
     }
     let deadline = std::time::Instant::now() + grace;
     while std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
-        if !group_alive(pgid) {
+        if !targets.iter().any(|&g| group_alive(g)) {
             return;
         }
     }
-    let _ = kill_group(pgid, Signal::KILL);
+    kill_after_grace(group, &targets);
+}
+
+/// SIGKILL to the groups that got SIGTERM and to any the command escaped to since.
+fn kill_after_grace(group: Group, targets: &[i32]) {
+    let later = signal_command(group, Signal::KILL);
+    for &g in targets.iter().filter(|g| !later.contains(g)) {
+        let _ = kill_group(g, Signal::KILL);
+    }
 }
 
 /// A small helper process that outlives a crashed host just long enough to kill the process

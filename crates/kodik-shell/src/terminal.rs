@@ -101,6 +101,8 @@ pub(crate) struct Terminal {
     pub command: String,
     pub started: Instant,
     pgid: OnceLock<i32>,
+    /// The inode of the pipe its output goes to (see [`process::Group`]).
+    output_pipe: OnceLock<Option<u64>>,
     unread_cfg: PreviewConfig,
     /// The most bytes of the output its full-output file saves.
     saved_cap: u64,
@@ -129,6 +131,11 @@ pub(crate) struct Shown {
 impl Terminal {
     pub fn pgid(&self) -> Option<i32> {
         self.pgid.get().copied()
+    }
+
+    /// Its process group and output pipe, once started: what the stop functions take.
+    pub fn group(&self) -> Option<process::Group> {
+        Some(process::Group { pgid: self.pgid()?, output: self.output_pipe.get().copied().flatten() })
     }
 
     /// Lists the started group with the reaper, or takes it off once the leader exited, nothing
@@ -635,6 +642,7 @@ impl Table {
             command: command.to_string(),
             started: Instant::now(),
             pgid: OnceLock::new(),
+            output_pipe: OnceLock::new(),
             out: Mutex::new(Output {
                 total: OutputPreview::new(self.cfg.preview.clone()).with_spool_limit(self.cfg.max_saved_output),
                 unread: OutputPreview::new(unread_cfg.clone()),
@@ -684,8 +692,9 @@ impl Table {
         let spec =
             process::Spec { shell: &self.shell, command, script: script_path.as_deref(), workdir, env: &self.env };
         // The group goes to the reaper before anything else can happen (S10, G21).
-        let started = |pid: i32| {
-            let _ = term.pgid.set(pid);
+        let started = |group: process::Group| {
+            let _ = term.output_pipe.set(group.output);
+            let _ = term.pgid.set(group.pgid);
             term.sync_reaper(true);
         };
         // Kept until the command ends (the shell reads its script as it goes).
@@ -782,7 +791,7 @@ impl Table {
     /// thread of its own, so callers that cannot wait (a user stop, a dropped call) return at
     /// once. Returns whether the command was running.
     pub fn stop_in_background(&self, t: &Terminal, kind: StopKind) -> bool {
-        let (Some(pgid), grace) = (t.pgid(), self.cfg.kill_grace) else {
+        let (Some(group), grace) = (t.group(), self.cfg.kill_grace) else {
             return false;
         };
         if !t.set_stop(kind) {
@@ -790,9 +799,9 @@ impl Table {
         }
         let spawned = std::thread::Builder::new()
             .name("kodik-shell-stop".into())
-            .spawn(move || process::terminate_group_blocking(pgid, grace));
+            .spawn(move || process::terminate_group_blocking(group, grace));
         if spawned.is_err() {
-            let _ = process::kill_group(pgid, rustix::process::Signal::KILL);
+            process::signal_command(group, rustix::process::Signal::KILL);
         }
         true
     }
@@ -818,12 +827,12 @@ fn script_file(command: &str) -> std::io::Result<tempfile::TempPath> {
     Ok(file.into_temp_path())
 }
 
-/// Kills what is left of a command's process group (the command, or what it started).
+/// Kills what is left of a command (the command, or what it started, in its group or out of it).
 fn reap_leftovers(t: &Terminal) {
-    if let Some(pgid) = t.pgid()
+    if let Some(group) = t.group()
         && (t.is_running() || t.leftovers_running())
     {
-        let _ = process::kill_group(pgid, rustix::process::Signal::KILL);
+        process::signal_command(group, rustix::process::Signal::KILL);
     }
 }
 

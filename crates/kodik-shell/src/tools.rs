@@ -285,8 +285,8 @@ impl ShellTool {
                 lifecycle_output(&term, ToolStatus::Success, term.show_all(), "(no output yet)", Some(note))
             }
             Waited::Prompt(prompt) => {
-                if let Some(pgid) = term.pgid() {
-                    process::terminate_group(pgid, cfg.kill_grace).await;
+                if let Some(group) = term.group() {
+                    process::terminate_group(group, cfg.kill_grace).await;
                 }
                 let mut done = term.subscribe_done();
                 let _ = tokio::time::timeout(Duration::from_secs(2), done.wait_for(|d| *d)).await;
@@ -616,9 +616,9 @@ impl TypedTool for KillTerminalTool {
                 let stopped_now = term.set_stop(StopKind::Model);
                 let leftovers = !stopped_now && term.leftovers_running();
                 if (stopped_now || leftovers)
-                    && let Some(pgid) = term.pgid()
+                    && let Some(group) = term.group()
                 {
-                    process::terminate_group(pgid, grace).await;
+                    process::terminate_group(group, grace).await;
                     let mut done = term.subscribe_done();
                     let _ = tokio::time::timeout(Duration::from_secs(2), done.wait_for(|d| *d)).await;
                 }

@@ -715,6 +715,37 @@ async fn s10_processes_left_running_with_ampersand_keep_running_until_kill_termi
     assert!(wait_gone(gc, Duration::from_secs(3)).await, "kill_terminal stopped the leftover {gc}");
 }
 
+/// `timeout` puts its child in a process group of its own: a signal to the command's group
+/// alone stopped the shell and left `timeout 300 sleep 300` running (S10).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s10_kill_terminal_stops_what_timeout_moved_to_its_own_group() {
+    let e = env();
+    let (id, out) = e.background("timeout 300 sleep 300 & echo \"gc=$!\"; wait").await;
+    let gc = grandchild_pid(&out.text_content());
+    assert!(!process_gone(gc));
+    let killed = e.call("kill_terminal", json!({"terminal_id": id})).await;
+    assert_eq!(killed.status, ToolStatus::Stopped, "{}", killed.text_content());
+    assert!(wait_gone(gc, Duration::from_secs(3)).await, "`timeout` {gc} survived kill_terminal");
+}
+
+/// A process that left the group with `setsid` and ignores SIGTERM, after the command's own
+/// shell exited (so it belongs to init now): it still holds the command's output, which is how
+/// kill_terminal finds it, and SIGKILL after the grace time ends it (S10).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s10_kill_terminal_stops_a_setsid_leftover_after_the_command_ended() {
+    let e = env();
+    let out = e.shell("setsid bash -c 'trap \"\" TERM; while :; do sleep 1; done' & echo \"gc=$!\"").await;
+    assert_eq!(out.status, ToolStatus::Success, "{}", out.text_content());
+    assert!(out.text_content().contains("still running"), "{}", out.text_content());
+    let gc = grandchild_pid(&out.text_content());
+    let id = out.meta["terminal_id"].as_str().unwrap().to_string();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!process_gone(gc), "a process started with & is left alone");
+    let killed = e.call("kill_terminal", json!({"terminal_id": id})).await;
+    assert_eq!(killed.status, ToolStatus::Stopped, "{}", killed.text_content());
+    assert!(wait_gone(gc, Duration::from_secs(3)).await, "the setsid leftover {gc} survived kill_terminal");
+}
+
 /// Set in the re-executed test binary that plays the host of `s10_…_host_dying…`.
 const HOST_ENV: &str = "KODIK_SHELL_TEST_HOST_PIDFILE";
 
