@@ -223,7 +223,10 @@ impl Workspace {
 
     /// Resolves `path` (relative to the first root, or absolute) to a canonical absolute path
     /// inside the workspace. `.`/`..` are handled, symlinks of existing parts are followed, and
-    /// the result must lie under a root. The path itself need not exist.
+    /// the result must lie under a root. The path itself need not exist. A name that exists
+    /// only in another Unicode normalization form (`café` typed precomposed, stored decomposed
+    /// as macOS writes it) resolves to the name on disk: the two look the same to the model,
+    /// which could otherwise never name the file, and writing would make a look-alike twin.
     pub fn resolve(&self, path: impl AsRef<Path>) -> Result<PathBuf, PathError> {
         let raw = path.as_ref();
         let shown = raw.display().to_string();
@@ -243,7 +246,7 @@ impl Workspace {
             let suggestion = if drive { unix[3..].to_string() } else { unix };
             return Err(PathError::WindowsPath { path: shown, suggestion });
         }
-        let canonical = self.canonical(&normalize_lexically(&joined));
+        let canonical = self.on_disk(&normalize_lexically(&joined));
         if self.roots.iter().any(|r| canonical.starts_with(r)) {
             Ok(canonical)
         } else {
@@ -326,7 +329,7 @@ impl Workspace {
     pub fn resource(&self, path: impl AsRef<Path>) -> Resource {
         let raw = path.as_ref();
         let joined = if raw.is_absolute() { raw.to_path_buf() } else { self.primary_root().join(raw) };
-        Resource::File(self.canonical(&normalize_lexically(&joined)))
+        Resource::File(self.on_disk(&normalize_lexically(&joined)))
     }
 
     /// The canonical [`Resource::Tree`] of the folder `path` (G2, G4).
@@ -335,6 +338,17 @@ impl Workspace {
             Resource::File(p) => Resource::Tree(p),
             other => other,
         }
+    }
+
+    /// [`canonical`](Self::canonical), with a missing name replaced by its twin on disk in
+    /// another Unicode normalization form ([`look_alike`]).
+    fn on_disk(&self, lexical: &Path) -> PathBuf {
+        let canonical = self.canonical(lexical);
+        // ASCII names have one Unicode form only: the look costs nothing on them.
+        if canonical.as_os_str().is_ascii() || canonical.symlink_metadata().is_ok() {
+            return canonical;
+        }
+        look_alike(&canonical).map_or(canonical, |found| self.canonical(&found))
     }
 
     /// [`canonicalize_existing_prefix`] of a lexically normal absolute path, checking only the
@@ -742,6 +756,48 @@ fn canonicalize_existing_prefix(p: &Path) -> PathBuf {
     }
 }
 
+/// `path` with each missing component replaced by the one entry of its folder that is the same
+/// name in another Unicode normalization form (NFC against NFD); `None` when no component was
+/// replaced. A component that several entries match stays as given (which one was meant cannot
+/// be told).
+fn look_alike(path: &Path) -> Option<PathBuf> {
+    use std::path::Component;
+    use unicode_normalization::UnicodeNormalization as _;
+    let mut out = PathBuf::new();
+    let mut replaced = false;
+    let mut missing = false;
+    for component in path.components() {
+        let Component::Normal(name) = component else {
+            out.push(component);
+            continue;
+        };
+        if !missing && out.join(name).symlink_metadata().is_ok() {
+            out.push(name);
+            continue;
+        }
+        missing = true;
+        let wanted = name.to_str().filter(|n| !n.is_ascii()).map(|n| n.nfc().collect::<String>());
+        let twin = wanted.and_then(|wanted| {
+            let entries = std::fs::read_dir(&out).ok()?;
+            let mut same = entries
+                .flatten()
+                .map(|e| e.file_name())
+                .filter(|e| e.to_str().is_some_and(|e| !e.is_ascii() && e.nfc().eq(wanted.chars())));
+            let first = same.next()?;
+            same.next().is_none().then_some(first)
+        });
+        match twin {
+            Some(twin) => {
+                out.push(twin);
+                replaced = true;
+                // The twin exists: what follows it may exist too.
+                missing = false;
+            }
+            None => out.push(name),
+        }
+    }
+    replaced.then_some(out)
+}
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -863,6 +919,27 @@ mod tests {
         assert!(w.check("a.txt").is_ok());
         std::fs::write(d.path().join(".kodikignore"), "a.txt\n").unwrap();
         assert!(w.check("a.txt").is_err());
+    }
+
+    /// A name stored decomposed (`e` + U+0301, as macOS writes it) looks the same as the
+    /// precomposed one the model types: both name the one file, so reads find it and writes do
+    /// not make a look-alike twin (G2: one file, one resource).
+    #[test]
+    fn g2_a_name_typed_in_another_unicode_form_resolves_to_the_file_on_disk() {
+        let (d, w) = ws();
+        let (nfd, nfc) = ("Cafe\u{301}", "Caf\u{e9}");
+        std::fs::create_dir(d.path().join(nfd)).unwrap();
+        std::fs::write(d.path().join(nfd).join(format!("{nfd}.txt")), "x").unwrap();
+        let on_disk = w.resolve(format!("{nfd}/{nfd}.txt")).unwrap();
+        assert_eq!(w.check_file(format!("{nfc}/{nfc}.txt")).unwrap(), on_disk);
+        // A new file in the folder lands in the folder on disk, under the name given.
+        let new = w.resolve(format!("{nfc}/new-{nfc}.txt")).unwrap();
+        assert_eq!(new, on_disk.parent().unwrap().join(format!("new-{nfc}.txt")));
+        assert_eq!(w.resource(format!("{nfc}/{nfc}.txt")), w.resource(format!("{nfd}/{nfd}.txt")));
+        // When both forms exist, each name is its own file.
+        std::fs::write(d.path().join(nfd).join(format!("{nfc}.txt")), "y").unwrap();
+        assert_ne!(w.check_file(format!("{nfc}/{nfc}.txt")).unwrap(), on_disk);
+        assert_eq!(w.check_file(format!("{nfd}/{nfd}.txt")).unwrap(), on_disk);
     }
 
     #[test]
