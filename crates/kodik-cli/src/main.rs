@@ -36,6 +36,11 @@ struct Cli {
     /// the session for it and may not clear saved profiles (B1).
     #[arg(long, global = true)]
     untrusted: bool,
+    /// The encoding of the project's files where it cannot be told from their bytes (R6, GR3):
+    /// a WHATWG label such as `windows-1251` or `shift_jis`, as VS Code's `files.encoding`.
+    /// Default: a byte-order mark, else UTF-8, else detection.
+    #[arg(long, global = true, value_name = "LABEL", value_parser = parse_encoding)]
+    files_encoding: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -179,6 +184,9 @@ fn main() -> ExitCode {
     if cli.untrusted {
         UNTRUSTED.store(true, std::sync::atomic::Ordering::Relaxed);
     }
+    if let Some(label) = cli.files_encoding {
+        let _ = FILES_ENCODING.set(label);
+    }
     match cli.command {
         Command::Agent(args) => with_runtime(|| agent::run(args)),
         Command::Schema { format, tools } => schema(format.into(), &tools),
@@ -195,12 +203,28 @@ fn main() -> ExitCode {
 /// `--untrusted`, set once before any toolbox is built.
 static UNTRUSTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
+/// `--files-encoding`, set once before any toolbox is built.
+static FILES_ENCODING: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// A known encoding label, as the tools will use it.
+fn parse_encoding(label: &str) -> Result<String, String> {
+    let settings = kodik_tools::core::Settings { files_encoding: Some(label.trim().to_string()) };
+    match settings.encoding() {
+        Some(_) => Ok(label.trim().to_string()),
+        None => Err(format!(
+            "`{label}` is not an encoding label; use a WHATWG label such as utf-8, windows-1251, \
+             iso-8859-1, shift_jis, gbk, euc-kr or utf-16le"
+        )),
+    }
+}
+
 /// The toolbox every command uses: scripts of `codemode` run in a worker process of this same
 /// program (`kodik codemode-worker`), so a script that runs away after an `await` is killed
 /// instead of running on inside the command.
 fn builder(workspace: PathBuf) -> kodik_tools::ToolboxBuilder {
     let trusted = !UNTRUSTED.load(std::sync::atomic::Ordering::Relaxed);
-    let builder = Toolbox::builder().workspace(workspace).trusted(trusted);
+    let settings = kodik_tools::core::Settings { files_encoding: FILES_ENCODING.get().cloned() };
+    let builder = Toolbox::builder().workspace(workspace).trusted(trusted).settings(settings);
     match std::env::current_exe() {
         Ok(exe) => builder.codemode(
             kodik_tools::codemode::CodeModeConfig::default().worker(exe.to_string_lossy(), ["codemode-worker"]),

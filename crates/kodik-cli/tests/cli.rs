@@ -369,6 +369,36 @@ fn g9_g20_spool_dir_flag_decides_where_full_outputs_go() {
     assert!(std::fs::read_to_string(full).unwrap().ends_with("200000\n"));
 }
 
+/// GR3: `--files-encoding` is the project's `files.encoding`: a folder search finds Cyrillic in
+/// a Windows-1251 file with it and not without it; an unknown label is a usage error.
+#[test]
+fn gr3_files_encoding_flag_sets_the_projects_encoding_for_folder_searches() {
+    let ws = tempfile::tempdir().unwrap();
+    // "Привет" in Windows-1251.
+    std::fs::write(ws.path().join("a.txt"), b"line1\n\xcf\xf0\xe8\xe2\xe5\xf2 world\n").unwrap();
+    let grep = |flags: &[&str]| {
+        let out = kodik()
+            .args(flags)
+            .args(["call", "--workspace", ws.path().to_str().unwrap(), "grep", r#"{"pattern":"Привет"}"#])
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, without, _) = grep(&[]);
+    assert_eq!(code, Some(0));
+    assert!(without.contains("No matches"), "{without}");
+    let (code, with, _) = grep(&["--files-encoding", "windows-1251"]);
+    assert_eq!(code, Some(0));
+    assert!(with.contains("a.txt:2:Привет world"), "{with}");
+    let (code, _, err) = grep(&["--files-encoding", "klingon"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("not an encoding label") && err.contains("windows-1251"), "{err}");
+}
+
 /// A1, A2: the conversation tools through `kodik call` and `kodik batch`: a todo list kept for
 /// the lines of one batch, an invalid merge refused with the list untouched, and a memory note
 /// written as a Markdown file in the workspace.
