@@ -174,9 +174,11 @@ impl Calls {
             };
             drop(permit);
             let result = finish_call(index, &out, t0.elapsed(), &records, &parent);
+            // Counted out before the script can see the result: a script that awaited it may
+            // return at once, and must not find its own awaited call still counted as running.
+            in_flight.fetch_sub(1, Ordering::SeqCst);
             // A closed channel means the script is over; the record above still counts.
             let _ = to_script.send(ToScript::CallDone { seq, result });
-            in_flight.fetch_sub(1, Ordering::SeqCst);
             let _ = settled.send(());
         });
     }
@@ -340,8 +342,8 @@ pub(crate) async fn run(code: &str, setup: &Setup, cx: &ToolContext) -> Finished
     // A script that returned without awaiting some calls (a forgotten `await`): they are waited
     // for up to the time limit rather than cut off halfway, and the model is told (K10, K11).
     let mut notes = Vec::new();
-    if outcome.is_ok() && in_flight.load(Ordering::SeqCst) > 0 {
-        let unawaited = running_calls(&records);
+    let unawaited = if outcome.is_ok() { running_calls(&records) } else { Vec::new() };
+    if !unawaited.is_empty() {
         let limit = tokio::time::sleep_until(tokio::time::Instant::from_std(deadline));
         tokio::pin!(limit);
         while in_flight.load(Ordering::SeqCst) > 0 {

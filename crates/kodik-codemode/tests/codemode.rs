@@ -795,6 +795,27 @@ async fn k11_metadata_lists_calls_and_events_stream_the_call_log() {
     assert!(progress[5].starts_with("✗ fail (error"), "{progress:?}");
 }
 
+/// A script that awaited every call is never told it forgot an `await`: the count of calls in
+/// flight went down only after the script had the result, so a script returning right after
+/// its last `await` sometimes saw "0 call(s) were still running … (a missing `await`?)" (K11).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn k11_a_script_that_awaited_every_call_gets_no_missing_await_note() {
+    let f = fixture();
+    let tool = CodeModeTool::new(config(), f.registry.clone());
+    let cx = ToolContext::new(f.workspace.clone());
+    for round in 0..150 {
+        let code = if round % 2 == 0 {
+            "const rs = await Promise.all([1,2,3,4,5,6,7,8].map(i => tools.read({path: `p${i}.txt`}))); return rs.length"
+        } else {
+            "return await tools.read({path: 'p.txt'})"
+        };
+        let out = run_with(&tool, &cx, code).await;
+        assert_eq!(out.status, ToolStatus::Success, "{}", out.text_content());
+        assert!(!out.text_content().contains("missing `await`"), "round {round}: {}", out.text_content());
+        assert_eq!(out.meta["codemode"]["notes"].as_array().map_or(0, Vec::len), 0, "round {round}: {}", out.meta);
+    }
+}
+
 /// Returns an image only.
 struct Camera {
     spec: ToolSpec,
