@@ -61,6 +61,18 @@ pub enum PathError {
         /// The same path with forward slashes (and without a drive letter).
         suggestion: String,
     },
+    /// A path with shell escapes (`My\\ Docs/a.txt`) that names nothing here: paths are taken
+    /// as written, no shell removes the backslashes (E10).
+    #[error(
+        "`{path}` has shell escapes (a `\\` before a space or a character such as `(`), but paths are not read by \
+         a shell here and nothing has that name; write the name as it is, without backslashes: `{suggestion}`"
+    )]
+    ShellEscaped {
+        /// The path as given.
+        path: String,
+        /// The same path with the escaping backslashes removed.
+        suggestion: String,
+    },
     /// A workspace root does not exist or is not a folder.
     #[error("workspace root `{path}` is not a usable folder: {reason}")]
     BadRoot {
@@ -240,6 +252,13 @@ impl Workspace {
         // A name that really has a backslash (or a drive-like prefix) is still usable.
         let b = shown.as_bytes();
         let drive = b.len() >= 3 && b[0].is_ascii_alphabetic() && b[1] == b':' && matches!(b[2], b'/' | b'\\');
+        if !drive
+            && shown.contains('\\')
+            && joined.symlink_metadata().is_err()
+            && let Some(suggestion) = without_shell_escapes(&shown)
+        {
+            return Err(PathError::ShellEscaped { path: shown, suggestion });
+        }
         if (drive || shown.contains('\\')) && joined.symlink_metadata().is_err() {
             let unix = shown.replace('\\', "/");
             // Without the drive: the model most likely meant a path inside the workspace.
@@ -666,6 +685,25 @@ pub fn hide_from_git(dir: &Path, what: &str) -> std::io::Result<()> {
     file.write_all(format!("# {}\n*\n", what.replace('\n', " ")).as_bytes())
 }
 
+/// `p` with its backslashes removed when every one of them escapes a character a shell would
+/// otherwise split or expand (`My\\ Docs`, `a\\(1\\).txt`), as a model copying a path from a
+/// shell command writes it; `None` when any backslash stands before a plain character (a
+/// Windows separator, `src\\main.rs`).
+fn without_shell_escapes(p: &str) -> Option<String> {
+    const ESCAPED: &str = " ()[]{}'\"&;$!#*?|<>`~,=";
+    let mut out = String::with_capacity(p.len());
+    let mut chars = p.chars();
+    while let Some(c) = chars.next() {
+        if c == '\\' {
+            let next = chars.next().filter(|n| ESCAPED.contains(*n))?;
+            out.push(next);
+        } else {
+            out.push(c);
+        }
+    }
+    Some(out)
+}
+
 fn looks_windows(p: &str) -> bool {
     let b = p.as_bytes();
     p.contains('\\') || (b.len() >= 2 && b[0].is_ascii_alphabetic() && b[1] == b':')
@@ -957,6 +995,20 @@ mod tests {
             .map(|e| e.file_name().to_string_lossy().into_owned())
             .collect();
         assert_eq!(names, vec!["x.rs".to_string()]);
+    }
+
+    #[test]
+    fn e10_a_shell_escaped_path_gets_the_name_without_backslashes_not_a_windows_hint() {
+        let (d, w) = ws();
+        std::fs::create_dir(d.path().join("My Docs")).unwrap();
+        let err = w.check_file("My\\ Docs/a\\(1\\).txt").unwrap_err();
+        assert!(matches!(err, PathError::ShellEscaped { .. }), "{err}");
+        assert!(err.to_string().contains("without backslashes: `My Docs/a(1).txt`"), "{err}");
+        // A backslash before a plain letter is still a Windows separator.
+        assert!(matches!(w.resolve("My\\ Docs\\a.txt"), Err(PathError::WindowsPath { .. })));
+        // A name that really has an escaped-looking backslash is used as it is.
+        std::fs::write(d.path().join("odd\\ name.txt"), "x").unwrap();
+        assert!(w.check_file("odd\\ name.txt").is_ok());
     }
 
     #[test]
