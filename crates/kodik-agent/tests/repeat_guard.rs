@@ -121,3 +121,23 @@ async fn g15_a_failing_test_command_runs_again_after_each_fix() {
     std::fs::write(g.root.join("calc.txt"), "right\n").unwrap();
     assert_eq!(g.call("t7", "shell", test()).await.status, ToolStatus::Success);
 }
+
+/// G15: a command between the tries that leaves the file as it was (`git status`, a `cat` of
+/// the file, as a model looks at it) does not reset the count of an edit whose file the guard
+/// watches: the loop edit → `cat` → edit → `cat` → edit is blocked at the third edit.
+#[tokio::test]
+async fn g15_a_command_that_leaves_the_file_alone_does_not_reset_a_failing_edits_count() {
+    let g = guarded();
+    std::fs::write(g.root.join("a.txt"), "a\n").unwrap();
+    assert!(g.call("0", "read_file", json!({"path": "a.txt"})).await.is_success());
+    for id in ["1", "2"] {
+        assert_eq!(g.call(&format!("e{id}"), "edit_file", zzz_edit()).await.status, ToolStatus::Error);
+        assert!(g.call(&format!("c{id}"), "shell", json!({"command": "cat a.txt"})).await.is_success());
+    }
+    let blocked = g.call("e3", "edit_file", zzz_edit()).await;
+    assert_eq!(blocked.status, ToolStatus::Denied, "{}", blocked.text_content());
+    // A command that does change the file makes it a new call.
+    assert!(g.call("c3", "shell", json!({"command": "echo zzz >> a.txt"})).await.is_success());
+    assert!(g.call("r", "read_file", json!({"path": "a.txt"})).await.is_success());
+    assert_eq!(g.call("e4", "edit_file", zzz_edit()).await.status, ToolStatus::Success);
+}

@@ -18,7 +18,8 @@ use serde_json::Value;
 /// The guard stops loops in a world that does not change, not a call whose outcome may have
 /// changed: the count starts over once a call that may change the workspace succeeded (an
 /// edit, a command, a browser action, a sub-agent: any tool that is not read-only or network
-/// only, [`learn_effects`](Self::learn_effects)), and a call on files (the ones its tool says it
+/// only, [`learn_effects`](Self::learn_effects)) — except for edits whose files the guard
+/// watches, which only their files decide — and a call on files (the ones its tool says it
 /// changes or reads, [`learn_tools`](Self::learn_tools), else its `path`) is a different call
 /// once one of them changed on disk, whoever changed it ([`watching`](Self::watching)). So a test command runs again after the fix, and an edit
 /// that failed goes through once the text it looks for is in the file.
@@ -41,9 +42,15 @@ pub struct RepeatGuard {
     tools: RwLock<Option<Arc<ToolRegistry>>>,
     /// Fingerprints taken in `before_call` of calls not yet settled, by call id and tool: the
     /// after-hook of a call that ran sees no arguments (they moved into the tool, #18.2).
-    pending: Mutex<HashMap<(String, String), Vec<u64>>>,
+    /// With each, whether only its files decide its outcome ([`decided_by_files`]).
+    ///
+    /// [`decided_by_files`]: Self::decided_by_files
+    pending: Mutex<HashMap<(String, String), Vec<Taken>>>,
     limit: u32,
 }
+
+/// A call's fingerprint as `before_call` took it, and whether only its files decide it.
+type Taken = (u64, bool);
 
 impl std::fmt::Debug for RepeatGuard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -153,22 +160,32 @@ impl RepeatGuard {
         !matches!(effects.get(tool), Some(Effect::Process | Effect::Network | Effect::Browser))
     }
 
+    /// Whether `call` is an edit whose outcome only its files decide, and the guard sees their
+    /// state ([`watching`](Self::watching)): then it is a new call exactly when one of them
+    /// changed, and another call's success (a `git status`, a `cat` of the file) does not make
+    /// it worth a third identical try.
+    fn decided_by_files(&self, call: &ToolCall) -> bool {
+        let effect = self.effects.read().unwrap_or_else(|p| p.into_inner()).get(&call.name).copied();
+        effect == Some(Effect::MutatesFiles)
+            && self.workspace.as_ref().is_some_and(|ws| !self.named_files(call, ws).is_empty())
+    }
+
     /// Whether a success of `tool` may have changed what other calls meet.
     fn may_change_world(&self, tool: &str) -> bool {
         let effects = self.effects.read().unwrap_or_else(|p| p.into_inner());
         !matches!(effects.get(tool), Some(Effect::ReadOnly | Effect::Network))
     }
 
-    /// The fingerprint `before_call` took for this call, or, for a call that never passed it
-    /// (or still carries its arguments), its own.
-    fn settled_key(&self, call: &ToolCall) -> u64 {
+    /// The fingerprint `before_call` took for this call and whether only its files decide it,
+    /// or, for a call that never passed it (or still carries its arguments), its own.
+    fn settled_key(&self, call: &ToolCall) -> Taken {
         let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
         let slot = (call.id.clone(), call.name.clone());
         let taken = pending.get_mut(&slot).and_then(|keys| (!keys.is_empty()).then(|| keys.remove(0)));
         if pending.get(&slot).is_some_and(Vec::is_empty) {
             pending.remove(&slot);
         }
-        taken.unwrap_or_else(|| self.key(call))
+        taken.unwrap_or_else(|| (self.key(call), self.decided_by_files(call)))
     }
 }
 
@@ -235,6 +252,7 @@ impl Hooks for RepeatGuard {
             return self.inner.before_call(call).await;
         }
         let key = self.key(call);
+        let by_files = self.decided_by_files(call);
         {
             let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
             // Calls dropped before they settle never reach `after_call`; do not let their
@@ -242,11 +260,11 @@ impl Hooks for RepeatGuard {
             if pending.len() >= 4096 {
                 pending.clear();
             }
-            pending.entry((call.id.clone(), call.name.clone())).or_default().push(key);
+            pending.entry((call.id.clone(), call.name.clone())).or_default().push((key, by_files));
         }
         let epoch = self.epoch.load(Ordering::SeqCst);
         let count = match self.fruitless.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
-            Some(&(count, at)) if at == epoch => count,
+            Some(&(count, at)) if at == epoch || by_files => count,
             _ => 0,
         };
         if count >= self.limit {
@@ -268,7 +286,7 @@ impl Hooks for RepeatGuard {
             }
             return self.inner.after_call(call, out).await;
         }
-        let key = self.settled_key(call);
+        let (key, by_files) = self.settled_key(call);
         let blocked_here = out.status == ToolStatus::Denied && out.text_content().contains("this exact");
         if !blocked_here {
             let useless = fruitless(out);
@@ -279,7 +297,7 @@ impl Hooks for RepeatGuard {
                 let mut map = self.fruitless.lock().unwrap_or_else(|p| p.into_inner());
                 if useless {
                     let entry = map.entry(key).or_insert((0, epoch));
-                    *entry = if entry.1 == epoch { (entry.0 + 1, epoch) } else { (1, epoch) };
+                    *entry = if entry.1 == epoch || by_files { (entry.0 + 1, epoch) } else { (1, epoch) };
                 } else {
                     map.remove(&key);
                 }
