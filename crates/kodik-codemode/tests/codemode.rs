@@ -409,6 +409,32 @@ async fn k9_awaits_then_and_combinators_are_not_mistaken_for_a_dead_script() {
     assert_eq!(error_kind(&out).as_deref(), Some("UnsettledPromise"), "{}", out.text_content());
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn k1_k11_returning_a_calls_promise_without_await_resolves_to_its_result() {
+    // An async function may return a promise: the script's result is what it settles to, and
+    // the call is recorded as it ended, never mistaken for a stack overflow.
+    for (code, expected) in [
+        ("return tools.echo({value: 7})", "7"),
+        ("return tools.sleep_ms({ms: 50})", "slept 50"),
+        ("const p = tools.read({path: 'a.txt'});\nreturn p", "contents of a.txt\nline 2\nTODO: fix a.txt"),
+        ("return Promise.all([tools.echo({value: 1}), tools.sleep_ms({ms: 20})])", "[\n  \"1\",\n  \"slept 20\"\n]"),
+        ("return tools.sleep_ms({ms: 20}).then(t => t + '!')", "slept 20!"),
+        ("return sleep(10).then(() => 7)", "7"),
+        ("return { then(resolve) { tools.echo({value: 3}).then(resolve) } }", "3"),
+        ("await tools.noop({});\nreturn tools.echo({value: 8})", "8"),
+    ] {
+        let (out, _) = run(config(), code).await;
+        assert_eq!(out.status, ToolStatus::Success, "{code}: {}", out.text_content());
+        assert_eq!(output_section(&out), expected, "{code}");
+        let calls = out.meta["codemode"]["calls"].as_array().unwrap();
+        assert!(calls.iter().all(|c| c["status"] == "success"), "{code}: {calls:?}");
+    }
+    // A returned call that fails is the call's failure.
+    let (out, _) = run(config(), "return tools.fail({})").await;
+    assert_eq!(error_kind(&out).as_deref(), Some("ToolFailure"), "{}", out.text_content());
+    assert!(!out.text_content().contains("stack overflow"), "{}", out.text_content());
+}
+
 // ---- K3: sandbox ----
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -234,3 +234,15 @@ async fn k1_a_lone_surrogate_is_written_as_the_replacement_character() {
     assert_eq!(std::fs::read_to_string(s.dir.path().join("emoji.txt")).unwrap(), "Hi \u{FFFD}|end");
     assert_eq!(output_section(&out), "Hi \u{FFFD}|ret");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn k1_k11_a_returned_create_file_promise_writes_once_and_is_reported_as_done() {
+    let s = setup();
+    let out = run(&s, "return tools.create_file({path: 'ret1.txt', content: 'made'})").await;
+    assert_eq!(out.status, ToolStatus::Success, "{}", out.text_content());
+    assert_eq!(std::fs::read_to_string(s.dir.path().join("ret1.txt")).unwrap(), "made");
+    assert_eq!(out.meta["codemode"]["calls"][0]["status"], "success", "{}", out.meta);
+    std::fs::write(s.dir.path().join("p3.txt"), "content 3\n").unwrap();
+    let out = run(&s, "return tools.read_file({path: 'p3.txt'})").await;
+    assert!(output_section(&out).contains("content 3"), "{}", out.text_content());
+}

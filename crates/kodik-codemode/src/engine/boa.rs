@@ -32,6 +32,7 @@ use boa_engine::builtins::promise::{OperationType, Promise, PromiseState, Resolv
 use boa_engine::context::HostHooks;
 use boa_engine::job::{Job, JobCallback, JobExecutor};
 use boa_engine::module::{Module, ModuleLoader, ModuleRequest, Referrer};
+use boa_engine::native_function::NativeFunctionObject;
 use boa_engine::object::ObjectInitializer;
 use boa_engine::object::builtins::{JsArray, JsFunction, JsPromise};
 use boa_engine::vm::SourcePath;
@@ -289,6 +290,13 @@ struct ScriptHooks;
 
 impl HostHooks for ScriptHooks {
     fn make_job_callback(&self, callback: JsFunction, context: &mut Context) -> JobCallback {
+        // An `await` resumes through a native closure of boa's. A JavaScript callback here is
+        // the `then` of a thenable the function returned or awaited (`return tools.x()`): its
+        // job only hands the outer promise on to that thenable and resumes nothing, so it must
+        // not be taken for a resumption that left no trace.
+        if !callback.is::<NativeFunctionObject>() {
+            return JobCallback::new(callback, ());
+        }
         let top = context.stack_trace().next().and_then(|frame| {
             let loc = frame.position();
             let ours = matches!(&loc.path, SourcePath::Path(p) if p.as_ref() == Path::new(SCRIPT_PATH));
