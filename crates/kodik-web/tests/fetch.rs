@@ -626,6 +626,49 @@ async fn w2_a_pdf_whose_drawings_recurse_is_an_error_and_the_process_lives_on() 
 }
 
 #[tokio::test]
+async fn w2_a_pdf_nested_thousands_of_levels_deep_is_an_error_and_the_process_lives_on() {
+    // The tester's deeparr.pdf, deepcontent.pdf and deepdict.pdf: before, each overflowed the
+    // reader's stack and aborted the whole process (a stack overflow cannot be caught).
+    let n = 50_000;
+    let arrays = format!("{}{}", "[".repeat(n), "]".repeat(n));
+    let dicts = format!("{}{}", "<< /A ".repeat(n), ">>".repeat(n));
+    let text = "BT /F1 12 Tf 72 700 Td (Deep arrays) Tj ET";
+    let fonts = "/Resources << /Font << /F1 5 0 R >> >>";
+    let with_catalog = |junk: &str| {
+        common::pdf_of(&[
+            format!("<< /Type /Catalog /Pages 2 0 R /Junk {junk} >>"),
+            "<< /Type /Pages /Kids [3 0 R] /Count 1 >>".to_string(),
+            format!("<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R {fonts} >>"),
+            format!("<< /Length {} >>\nstream\n{text}\nendstream", text.len()),
+            "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>".to_string(),
+        ])
+    };
+    let deep_arrays = with_catalog(&arrays);
+    let deep_dicts = with_catalog(&dicts);
+    let deep_content = pdf_page(fonts, &format!("BT /F1 12 Tf 72 700 Td {arrays} TJ ET {text}"), &[]);
+    let plain = common::pdf("Still reading PDFs afterwards");
+    let s = Server::start(move |r| {
+        let body = match r.path.as_str() {
+            "/deeparr.pdf" => deep_arrays.clone(),
+            "/deepdict.pdf" => deep_dicts.clone(),
+            "/deepcontent.pdf" => deep_content.clone(),
+            _ => plain.clone(),
+        };
+        Reply::ok("application/pdf", body)
+    })
+    .await;
+    let t = tool(WebConfig::default());
+    for path in ["/deeparr.pdf", "/deepdict.pdf", "/deepcontent.pdf"] {
+        match fetch(&t, &s.url(path), None, None).await {
+            Ok(out) => assert!(framed(&out).contains("Deep arrays"), "{path}: {out}"),
+            Err(err) => assert!(err.contains("PDF"), "{path}: {err}"),
+        }
+    }
+    let out = fetch(&t, &s.url("/plain.pdf"), None, None).await.unwrap();
+    assert!(framed(&out).contains("Still reading PDFs afterwards"), "{out}");
+}
+
+#[tokio::test]
 async fn w2_a_javascript_only_shell_is_reported_as_client_rendered_not_empty_success() {
     let s = pages().await;
     let err = fetch(&tool(WebConfig::default()), &s.url("/shell"), None, None).await.unwrap_err();
