@@ -11,7 +11,7 @@ use std::sync::{Arc, Once};
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
-use reqwest::header::{HeaderMap, LOCATION};
+use reqwest::header::{CONTENT_ENCODING, HeaderMap, LOCATION};
 use tokio_util::sync::CancellationToken;
 use url::{Host, Url};
 
@@ -432,8 +432,9 @@ impl GuardedClient {
                 url = next;
                 continue;
             }
-            let headers = resp.headers().clone();
+            let mut headers = resp.headers().clone();
             let (body, truncated) = self.read_body(&mut resp, &url, started, max_bytes).await?;
+            let (body, truncated) = undo_codings(&mut headers, body, truncated, max_bytes, &url)?;
             return Ok(Fetched { final_url: url, status: status.as_u16(), headers, body, truncated, redirects });
         }
     }
@@ -513,6 +514,79 @@ and loopback addresses are reached only when you give that URL yourself"
             buf.extend_from_slice(&chunk);
         }
     }
+}
+
+/// Undoes the content codings the HTTP stack left in place and removes the header.
+///
+/// reqwest decodes a body whose `Content-Encoding` is exactly `gzip`, `deflate`, `br` or `zstd`
+/// and drops the header; any other value (`x-gzip`, which RFC 9110 §8.4.1.3 says to read as
+/// gzip, a stack such as `gzip, gzip`, an upper-case name) arrives still encoded, and shown as
+/// text it is garbage presented as the page. The gzip family is decoded here, last coding first,
+/// under the same decoded-size cap; any other coding is an error naming it, never the raw bytes.
+fn undo_codings(
+    headers: &mut HeaderMap,
+    body: bytes::Bytes,
+    truncated: bool,
+    cap: usize,
+    url: &Url,
+) -> Result<(bytes::Bytes, bool), FetchError> {
+    use std::io::Read as _;
+    let codings: Vec<String> = headers
+        .get_all(CONTENT_ENCODING)
+        .iter()
+        .flat_map(|v| {
+            String::from_utf8_lossy(v.as_bytes()).split(',').map(|c| c.trim().to_string()).collect::<Vec<_>>()
+        })
+        .filter(|c| !c.is_empty() && !c.eq_ignore_ascii_case("identity"))
+        .collect();
+    headers.remove(CONTENT_ENCODING);
+    let mut body = body.to_vec();
+    let mut truncated = truncated;
+    let named = codings.join(", ");
+    for coding in codings.iter().rev() {
+        let lower = coding.to_ascii_lowercase();
+        let limit = u64::try_from(cap).unwrap_or(u64::MAX).saturating_add(1);
+        let mut out = Vec::new();
+        let read = match lower.as_str() {
+            "gzip" | "x-gzip" => flate2::read::MultiGzDecoder::new(&body[..]).take(limit).read_to_end(&mut out),
+            "deflate" => {
+                // RFC 9110's deflate is zlib-wrapped; some servers send the raw stream.
+                match flate2::read::ZlibDecoder::new(&body[..]).take(limit).read_to_end(&mut out) {
+                    Ok(n) => Ok(n),
+                    Err(_) => {
+                        out.clear();
+                        flate2::read::DeflateDecoder::new(&body[..]).take(limit).read_to_end(&mut out)
+                    }
+                }
+            }
+            _ => {
+                return Err(FetchError::Transport {
+                    url: url.to_string(),
+                    reason: format!(
+                        "the server sent the body with Content-Encoding: {named}, and `{coding}` is not a coding \
+kodik-web decodes (gzip, x-gzip, deflate, br, zstd), so its bytes would be garbage"
+                    ),
+                });
+            }
+        };
+        match read {
+            // A body already cut at the cap ends mid-stream: what decoded so far is the page.
+            Err(_) if truncated && !out.is_empty() => {}
+            Err(e) => {
+                return Err(FetchError::Transport {
+                    url: url.to_string(),
+                    reason: format!("the body's Content-Encoding: {named} could not be decoded ({e})"),
+                });
+            }
+            Ok(_) => {}
+        }
+        if out.len() > cap {
+            out.truncate(cap);
+            truncated = true;
+        }
+        body = out;
+    }
+    Ok((bytes::Bytes::from(body), truncated))
 }
 
 /// `host` equals `pattern` or is a subdomain of it.

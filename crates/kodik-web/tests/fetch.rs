@@ -301,6 +301,48 @@ async fn w2_gzip_brotli_and_zstd_bodies_are_decoded() {
 }
 
 #[tokio::test]
+async fn w2_w4_deflate_x_gzip_and_stacked_gzip_are_decoded_and_an_unknown_coding_is_an_error_not_garbage() {
+    // Before, every one of these was shown as the page: the compressed bytes read as text.
+    let zlib = {
+        let mut e = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+        e.write_all(BLOG.as_bytes()).unwrap();
+        e.finish().unwrap()
+    };
+    let bomb = gzip(&vec![b'a'; 16 << 20]);
+    let routes: Vec<(&str, &str, Vec<u8>)> = vec![
+        ("/deflate", "deflate", zlib),
+        ("/xgzip", "x-gzip", gzip(BLOG.as_bytes())),
+        ("/upper", "GZIP", gzip(BLOG.as_bytes())),
+        ("/twice", "gzip, gzip", gzip(&gzip(BLOG.as_bytes()))),
+        ("/identity", "identity", BLOG.as_bytes().to_vec()),
+        ("/snappy", "snappy", b"\x00\x01garbage\xff\xfe".repeat(10)),
+        ("/brgzip", "br, gzip", gzip(&brotli(BLOG.as_bytes()))),
+        ("/bomb", "x-gzip", bomb),
+    ];
+    let s = Server::start(move |r| {
+        let Some((_, enc, body)) = routes.iter().find(|(p, _, _)| r.path == *p) else { return Reply::not_found() };
+        Reply::Full {
+            status: 200,
+            headers: vec![("Content-Type".into(), "text/html".into()), ("Content-Encoding".into(), (*enc).into())],
+            body: body.clone(),
+        }
+    })
+    .await;
+    let t = tool(WebConfig { max_bytes: 1 << 20, ..WebConfig::default() });
+    for path in ["/deflate", "/xgzip", "/upper", "/twice", "/identity"] {
+        let out = fetch(&t, &s.url(path), None, None).await.unwrap();
+        assert!(out.contains("## Splitting the test suite"), "{path}: {out}");
+    }
+    let err = fetch(&t, &s.url("/snappy"), None, None).await.unwrap_err();
+    assert!(err.contains("Content-Encoding: snappy") && err.contains("not a coding"), "{err}");
+    // brotli inside gzip: the gzip layer comes off, the brotli one is named.
+    let err = fetch(&t, &s.url("/brgzip"), None, None).await.unwrap_err();
+    assert!(err.contains("Content-Encoding: br, gzip") && err.contains("`br`"), "{err}");
+    let out = fetch(&t, &s.url("/bomb"), None, None).await.unwrap();
+    assert!(out.contains("cut at the size limit"), "{}", &out[..400.min(out.len())]);
+}
+
+#[tokio::test]
 async fn w4_gzip_brotli_and_zstd_decompression_bombs_stop_at_the_decoded_cap() {
     // 64 MB of text in a few dozen KB each; the cap is 1 MB of *decoded* bytes.
     let plain = vec![b'a'; 64 << 20];
