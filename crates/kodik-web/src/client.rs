@@ -407,12 +407,13 @@ impl GuardedClient {
             let mut resp = req.send().await.map_err(|e| transport_error(&url, &e))?;
             let status = resp.status();
             if status.is_redirection() && status != reqwest::StatusCode::NOT_MODIFIED {
-                let Some(loc) = resp.headers().get(LOCATION).and_then(|l| l.to_str().ok()) else {
+                let Some(loc) = resp.headers().get(LOCATION).map(|l| location_text(l.as_bytes())) else {
                     return Err(FetchError::Transport {
                         url: url.to_string(),
-                        reason: format!("HTTP {status} without a usable Location header"),
+                        reason: format!("HTTP {status} without a Location header"),
                     });
                 };
+                let loc = loc.as_str();
                 let next = url.join(loc).map_err(|e| FetchError::RedirectRefused {
                     from: url.to_string(),
                     to: loc.to_string(),
@@ -514,6 +515,22 @@ and loopback addresses are reached only when you give that URL yourself"
             buf.extend_from_slice(&chunk);
         }
     }
+}
+
+/// A `Location` header's bytes as a URL reference: bytes outside visible ASCII (raw UTF-8 such
+/// as `/статья`, a Latin-1 `é`, a space) percent-encoded one by one, as curl and browsers do.
+/// `HeaderValue::to_str` refuses such a header, and the redirect was then refused as if it had
+/// no Location at all.
+fn location_text(raw: &[u8]) -> String {
+    let mut out = String::with_capacity(raw.len());
+    for &b in raw {
+        if b.is_ascii_graphic() {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }
 
 /// Undoes the content codings the HTTP stack left in place and removes the header.

@@ -450,6 +450,23 @@ async fn w1_redirects_are_followed_within_the_server_and_capped_at_five() {
 }
 
 #[tokio::test]
+async fn w1_a_redirect_to_a_raw_utf8_location_is_followed_percent_encoded_like_curl_does() {
+    // Before: "HTTP 302 Found without a usable Location header", and the target was not named.
+    let s = Server::start(|r| match r.path.as_str() {
+        "/utf8" => Reply::redirect("/target/é"),
+        "/cyrillic" => Reply::redirect("/статья?q=мир"),
+        p => Reply::html(format!("<html><head><title>Target</title></head><body><main><h1>Reached</h1><p>target reached: {p}</p></main></body></html>")),
+    })
+    .await;
+    let t = tool(WebConfig::default());
+    let out = fetch(&t, &s.url("/utf8"), None, None).await.unwrap();
+    assert!(out.contains(&format!("URL: {} (redirected from", s.url("/target/%C3%A9"))), "{out}");
+    assert!(out.contains("target reached: /target/%C3%A9"), "{out}");
+    let out = fetch(&t, &s.url("/cyrillic"), None, None).await.unwrap();
+    assert!(out.contains("target reached: /%D1%81%D1%82%D0%B0%D1%82%D1%8C%D1%8F?q=%D0%BC%D0%B8%D1%80"), "{out}");
+}
+
+#[tokio::test]
 async fn w1_w2_a_meta_refresh_stub_is_followed_like_a_redirect_and_under_its_rules() {
     let other = Server::start(|_| Reply::html("<p>another service</p>")).await;
     let elsewhere = other.url("/secret");
