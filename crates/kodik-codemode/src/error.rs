@@ -97,3 +97,60 @@ impl ScriptError {
         self
     }
 }
+
+/// What a failed call's output says, within `max` bytes: all of it when it fits; else its first
+/// line and as many of its last lines as fit, with `…` between. A command's log ends with what
+/// went wrong and its exit code, which the first line alone never shows (K2, K9).
+pub(crate) fn failure_gist(output: &str, max: usize) -> String {
+    let t = output.trim();
+    if t.len() <= max {
+        return t.to_string();
+    }
+    let gap = if t.contains('\n') { "\n…\n" } else { " … " };
+    let head = prefix_within(t.split('\n').next().unwrap_or(t).trim_end(), max / 4);
+    let room = max.saturating_sub(head.len() + gap.len());
+    // Whole last lines while they fit; the end of the last line when even it does not.
+    let mut start = t.len();
+    for (i, _) in t.rmatch_indices('\n') {
+        if t.len() - (i + 1) > room {
+            break;
+        }
+        start = i + 1;
+    }
+    let tail = if start == t.len() { suffix_within(t, room) } else { &t[start..] };
+    format!("{head}{gap}{tail}")
+}
+
+/// The longest start of `s` within `max` bytes, cut at a character boundary.
+fn prefix_within(s: &str, max: usize) -> &str {
+    let mut cut = max.min(s.len());
+    while !s.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    &s[..cut]
+}
+
+/// The longest end of `s` within `max` bytes, cut at a character boundary.
+fn suffix_within(s: &str, max: usize) -> &str {
+    let mut cut = s.len().saturating_sub(max);
+    while !s.is_char_boundary(cut) {
+        cut += 1;
+    }
+    &s[cut..]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn k9_failure_gist_keeps_short_output_whole_and_the_end_of_long_output() {
+        assert_eq!(failure_gist("  a\nb\n[exit code 2]\n", 100), "a\nb\n[exit code 2]");
+        let long = format!("{}\nlast line", "é".repeat(500));
+        let gist = failure_gist(&long, 100);
+        assert!(gist.len() <= 100 && gist.ends_with("\n…\nlast line"), "{gist}");
+        let one = "ü".repeat(300);
+        let gist = failure_gist(&one, 100);
+        assert!(gist.len() <= 100 && gist.contains(" … "), "{gist}");
+    }
+}

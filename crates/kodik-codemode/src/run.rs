@@ -419,7 +419,7 @@ fn finish_call(
     if let Some(rec) = records.lock().unwrap_or_else(|p| p.into_inner()).get_mut(index) {
         rec.status = out.status.as_str().into();
         rec.duration_ms = (duration_ms * 1000.0).round() / 1000.0;
-        rec.error = (!ok).then(|| crate::catalog::first_sentence(&text, 300));
+        rec.error = (!ok).then(|| crate::error::failure_gist(&text, 300));
         name = rec.name.clone();
     }
     let message = if ok {

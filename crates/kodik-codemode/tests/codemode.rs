@@ -88,7 +88,8 @@ impl TypedTool for Sleeper {
     }
 }
 
-/// Always fails.
+/// Always fails, with its `value` argument as the output when that is a string (a command's
+/// log, say).
 struct Failing {
     spec: ToolSpec,
 }
@@ -99,8 +100,9 @@ impl TypedTool for Failing {
     fn spec(&self) -> &ToolSpec {
         &self.spec
     }
-    async fn run(&self, _args: AnyArgs, _cx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        Err(ToolError::failed("boom: the disk is on fire"))
+    async fn run(&self, args: AnyArgs, _cx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let output = args.value.as_ref().and_then(Value::as_str).unwrap_or("boom: the disk is on fire");
+        Err(ToolError::failed(output))
     }
 }
 
@@ -290,6 +292,37 @@ async fn k9_uncaught_tool_error_is_a_tool_failure_with_line() {
     let text = out.text_content();
     assert!(text.contains("boom: the disk is on fire"), "{text}");
     assert_eq!(out.meta["codemode"]["error"]["line"], 3, "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn k2_k9_a_failed_calls_error_carries_the_end_of_its_output() {
+    // A short output is kept whole: every line, down to the exit code.
+    let short = "building\nerror: x\n[exit code 2 · 0.0 s]";
+    let code = format!("await tools.fail({{value: {short:?}}})");
+    let (out, _) = run(config(), &code).await;
+    assert_eq!(error_kind(&out).as_deref(), Some("ToolFailure"), "{}", out.text_content());
+    let text = out.text_content();
+    assert!(text.contains("building\nerror: x\n[exit code 2 · 0.0 s]"), "{text}");
+    let record = out.meta["codemode"]["calls"][0]["error"].as_str().unwrap();
+    assert!(record.contains("error: x") && record.contains("exit code 2"), "{record}");
+    // A long log keeps its first line and its end, where a build or test says what failed.
+    let log: String = (0..400).map(|i| format!("   Compiling crate{i} v0.1.0\n")).collect::<String>()
+        + "error[E0308]: mismatched types\n --> src/lib.rs:3:5\n[exit code 101 · 3.2 s]";
+    let code = format!("try {{ await tools.fail({{value: {log:?}}}) }} catch (e) {{ return e.message }}");
+    let (out, _) = run(config(), &code).await;
+    let message = output_section(&out);
+    assert!(message.starts_with("tool `fail` failed (error): Compiling crate0 v0.1.0\n"), "{message}");
+    assert!(message.contains("…"), "{message}");
+    assert!(
+        message.ends_with("error[E0308]: mismatched types\n --> src/lib.rs:3:5\n[exit code 101 · 3.2 s]"),
+        "{message}"
+    );
+    assert!(message.len() < 2500, "{} bytes", message.len());
+    let code = format!("await tools.fail({{value: {log:?}}})");
+    let (out, _) = run(config(), &code).await;
+    let record = out.meta["codemode"]["calls"][0]["error"].as_str().unwrap();
+    assert!(record.ends_with("[exit code 101 · 3.2 s]"), "{record}");
+    assert!(record.chars().count() <= 300, "{record}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -45,8 +45,8 @@ use serde_json::{Value, json};
 use super::{
     CallResult, Limits, ScriptEngine, ScriptJob, ScriptSide, StartCall, ToScript, abort_error, memory_exceeded,
 };
-use crate::catalog::{Catalog, first_sentence};
-use crate::error::{ErrorKind, ScriptError};
+use crate::catalog::Catalog;
+use crate::error::{ErrorKind, ScriptError, failure_gist};
 
 /// The path the model's code is compiled under; stack frames with it are the model's lines.
 const SCRIPT_PATH: &str = "script.js";
@@ -503,7 +503,7 @@ fn settle_call(seq: u64, result: CallResult, ctx: &mut Context, host: &Host) -> 
     let obj = if result.ok {
         json!({"ok": true, "text": result.text})
     } else {
-        let message = format!("tool `{name}` failed ({}): {}", result.status, first_sentence(&result.text, 2000));
+        let message = format!("tool `{name}` failed ({}): {}", result.status, failure_gist(&result.text, 2000));
         json!({"ok": false, "output": result.text, "status": result.status, "message": message})
     };
     let value = JsValue::from_json(&obj, ctx).map_err(|e| js_error(e, ctx, host))?;
@@ -866,7 +866,11 @@ fn classify(v: &JsValue, ctx: &mut Context, host: &Host) -> ScriptError {
             format!("uncaught {name}: {message}: {NO_MODULES}")
         }
         ErrorKind::ExecutionFailure => format!("uncaught {name}: {message}"),
-        ErrorKind::ToolFailure => format!("{message} (uncaught ToolError; catch it with try/catch to handle it)"),
+        // A failed call's message can end with lines of its output: the hint goes below them.
+        ErrorKind::ToolFailure => {
+            let sep = if message.contains('\n') { "\n" } else { " " };
+            format!("{message}{sep}(uncaught ToolError; catch it with try/catch to handle it)")
+        }
         _ => message,
     };
     ScriptError::new(kind, message).at(line, column)
