@@ -631,6 +631,13 @@ call renders it again."
                 if offset > 0 { format!(" after offset {offset}") } else { String::new() },
             );
             offset = 0;
+        } else if let Some(q) = args.query.as_deref().filter(|q| !q.trim().is_empty()) {
+            // Said, not skipped: a query silently ignored reads as if the start were the answer.
+            let _ = writeln!(
+                out,
+                "The query {q:?} has no word to search for (a word is two or more letters or digits, a number, a \
+CJK character, or a name like C++ or C#); showing the page as if no query were given."
+            );
         }
         let (a, b, next) = sections::page(md, &p.sections, offset, budget);
         shown.push((a, b));

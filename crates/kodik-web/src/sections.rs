@@ -179,11 +179,40 @@ pub fn size(bytes: usize) -> String {
 }
 
 /// The words of a query: lowercase, alphanumeric runs of two or more characters (one for
-/// digits), deduplicated.
+/// digits and for a CJK character, which is a word by itself), deduplicated. A run ending in
+/// `+` or `#` keeps them, so `C++`, `C#` and `F#` are words of their own rather than a lone
+/// letter that would be dropped.
 pub fn words(query: &str) -> Vec<String> {
+    let mut tokens: Vec<String> = Vec::new();
+    let mut cur = String::new();
+    for c in query.to_lowercase().chars() {
+        if c.is_alphanumeric() || c == '_' {
+            if cur.ends_with(['+', '#']) {
+                // `a+b`: an operator between words, not a suffix.
+                tokens.push(cur.trim_end_matches(['+', '#']).to_string());
+                cur.clear();
+            }
+            cur.push(c);
+        } else if matches!(c, '+' | '#') && !cur.is_empty() {
+            cur.push(c);
+        } else {
+            tokens.push(std::mem::take(&mut cur));
+        }
+    }
+    tokens.push(cur);
     let mut out: Vec<String> = Vec::new();
-    for w in query.split(|c: char| !c.is_alphanumeric() && c != '_').map(str::to_lowercase) {
-        if (w.chars().count() >= 2 || w.chars().all(|c| c.is_ascii_digit())) && !w.is_empty() && !out.contains(&w) {
+    for w in tokens {
+        let mut chars = w.chars();
+        let single = match (chars.next(), chars.next()) {
+            (None, _) => continue,
+            (Some(c), None) => Some(c),
+            _ => None,
+        };
+        let keep = match single {
+            None => true,
+            Some(c) => c.is_ascii_digit() || u32::from(c) >= 0x2E80,
+        };
+        if keep && !out.contains(&w) {
             out.push(w);
         }
     }
@@ -193,7 +222,8 @@ pub fn words(query: &str) -> Vec<String> {
 /// Sections that hold the query's words, best first: the whole query as a phrase, then more
 /// distinct words, then words in the heading, then occurrences per KB. Indexes into `sections`.
 pub fn rank(md: &str, sections: &[Section], words: &[String]) -> Vec<usize> {
-    let phrase = words.join(" ");
+    // Matched against `normalised` text, so it must drop the same punctuation (`c++ x` → `c x`).
+    let phrase = normalised(&words.join(" "));
     let mut scored: Vec<(usize, bool, usize, usize, u64)> = Vec::new();
     for (i, s) in sections.iter().enumerate() {
         let text = unescaped(&md[s.start..s.end]).to_lowercase();

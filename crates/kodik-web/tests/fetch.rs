@@ -884,6 +884,37 @@ async fn w3_query_finds_a_snake_case_identifier_that_markdown_escapes() {
 }
 
 #[tokio::test]
+async fn w3_a_query_of_c_plus_plus_c_sharp_or_one_cjk_character_finds_its_section_and_an_unusable_query_is_said() {
+    // The tester's langs.html: the C++ section lies past the first 32 KB. Before, "C++", "C#",
+    // "F#" and "锁" were dropped as one-letter words and the start of the page came back as if
+    // no query had been given, with no word about it.
+    let filler = "Text about Python and Java and Go, filler words here to fill the section. ".repeat(6);
+    let mut html = String::from("<html><head><title>Langs</title></head><body><main><h1>Languages</h1>");
+    for i in 0..80 {
+        if i == 60 {
+            html.push_str("<h2>Section C++</h2><p>C++ templates are powerful. C# has generics. F# is functional.</p>");
+        } else if i == 70 {
+            html.push_str("<h2>锁</h2><p>互斥锁保护共享数据。</p>");
+        } else {
+            html.push_str(&format!("<h2>Section {i}</h2><p>{filler}</p>"));
+        }
+    }
+    html.push_str("</main></body></html>");
+    let s = Server::start(move |_| Reply::html(html.clone())).await;
+    let t = tool(WebConfig::default());
+    for (query, heading) in
+        [("C++", "## Section C++"), ("C#", "## Section C++"), ("F#", "## Section C++"), ("锁", "## 锁")]
+    {
+        let out = fetch(&t, &s.url("/langs"), Some(query), None).await.unwrap();
+        let md = framed(&out);
+        assert!(out.contains("Sections matching"), "{query}: {}", &out[..600.min(out.len())]);
+        assert!(md.contains(heading) && !md.contains("## Section 0"), "{query}: {md}");
+    }
+    let out = fetch(&t, &s.url("/langs"), Some("R"), None).await.unwrap();
+    assert!(out.contains("The query \"R\" has no word to search for"), "{}", &out[..600.min(out.len())]);
+}
+
+#[tokio::test]
 async fn w3_a_match_deep_in_a_section_longer_than_the_budget_is_shown_and_offset_with_query_pages_on() {
     let mut log: String = (0..3000).map(|i| format!("Line {i} of a plain text log file with filler words\n")).collect();
     log.push_str("ERROR zebrafish failure at the end\n");
