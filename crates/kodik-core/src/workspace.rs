@@ -73,6 +73,17 @@ pub enum PathError {
         /// The same path with the escaping backslashes removed.
         suggestion: String,
     },
+    /// The path is a symbolic link whose target does not exist.
+    #[error(
+        "`{path}` is a symbolic link to `{target}`, which does not exist; create the file it points to (`{target}`) \
+         or delete the link"
+    )]
+    DanglingSymlink {
+        /// The link, as shown.
+        path: String,
+        /// Where it points, as shown (relative to the workspace when inside it).
+        target: String,
+    },
     /// A workspace root does not exist or is not a folder.
     #[error("workspace root `{path}` is not a usable folder: {reason}")]
     BadRoot {
@@ -307,14 +318,32 @@ impl Workspace {
         }
     }
 
-    /// The error for a resolved path that does not exist: [`PathError::NotFoundNear`] with up to
+    /// The error for a resolved path that does not exist: [`PathError::DanglingSymlink`] for a
+    /// link to nothing, else [`PathError::NotFoundNear`] with up to
     /// three existing paths whose name is close to the first missing part of it (`a.tx` → `a.txt`,
     /// `scr/main.rs` → `src/main.rs`), or [`PathError::NotFound`] when there are none. Names hidden
     /// by `.kodikignore` are never suggested.
     pub fn not_found(&self, resolved: &Path) -> PathError {
         let shown = self.display(resolved);
+        if let Some(target) = self.dangling_target(resolved) {
+            return PathError::DanglingSymlink { path: shown, target };
+        }
         let near = self.near_names(resolved);
         if near.is_empty() { PathError::NotFound(shown) } else { PathError::NotFoundNear { path: shown, near } }
+    }
+
+    /// Where `path` points, as shown, when it is a symbolic link to nothing.
+    pub fn dangling_target(&self, path: &Path) -> Option<String> {
+        let target = std::fs::read_link(path).ok()?;
+        if path.metadata().is_ok() {
+            return None;
+        }
+        let full = path.parent().map_or_else(|| target.clone(), |dir| normalize_lexically(&dir.join(&target)));
+        Some(if self.roots.iter().any(|r| full.starts_with(r)) {
+            self.display(&full)
+        } else {
+            target.display().to_string()
+        })
     }
 
     fn near_names(&self, resolved: &Path) -> Vec<String> {
@@ -1009,6 +1038,20 @@ mod tests {
         // A name that really has an escaped-looking backslash is used as it is.
         std::fs::write(d.path().join("odd\\ name.txt"), "x").unwrap();
         assert!(w.check_file("odd\\ name.txt").is_ok());
+    }
+
+    #[test]
+    fn e10_a_symlink_to_nothing_is_named_with_its_target_not_suggested_as_itself() {
+        let (d, w) = ws();
+        std::os::unix::fs::symlink("nothere.txt", d.path().join("link.txt")).unwrap();
+        let err = w.check_file("link.txt").unwrap_err();
+        assert!(matches!(err, PathError::DanglingSymlink { .. }), "{err}");
+        assert!(
+            err.to_string().starts_with("`link.txt` is a symbolic link to `nothere.txt`, which does not exist"),
+            "{err}"
+        );
+        std::os::unix::fs::symlink("/nonexistent/elsewhere", d.path().join("far.txt")).unwrap();
+        assert!(w.check_file("far.txt").unwrap_err().to_string().contains("to `/nonexistent/elsewhere`"));
     }
 
     #[test]

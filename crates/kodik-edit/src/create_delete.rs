@@ -35,6 +35,9 @@ fn create_blocking(
         Ok(m) if m.is_dir() => {
             return Err(ToolError::failed(format!("`{shown}` is a folder; give the path of the new file inside it")));
         }
+        Ok(m) if m.is_symlink() && ws.dangling_target(&path).is_some() => {
+            return Err(ws.not_found(&path).into());
+        }
         Ok(m) if m.len() == 0 => {
             return Err(ToolError::failed(format!(
                 "`{shown}` already exists (empty) and create_file never overwrites; give it its content with \
