@@ -43,6 +43,8 @@ pub struct WebToolset {
     provider: Option<Arc<dyn SearchProvider>>,
     renderer: Option<Arc<dyn PageRenderer>>,
     auto_approve: AutoApprove,
+    /// Switches that could not be read: their tools are refused, the rest run.
+    unreadable: approval::Unreadable,
 }
 
 impl std::fmt::Debug for WebToolset {
@@ -58,7 +60,7 @@ impl std::fmt::Debug for WebToolset {
 impl WebToolset {
     /// The tools with `config` and no search provider yet.
     pub fn new(config: WebConfig) -> Self {
-        Self { config, provider: None, renderer: None, auto_approve: AutoApprove::default() }
+        Self { config, ..Self::default() }
     }
 
     /// Default configuration, the search provider the environment names
@@ -68,29 +70,36 @@ impl WebToolset {
         Self::from_vars(|k| std::env::var(k).ok())
     }
 
-    /// [`Self::from_env`] over any variable lookup. A search provider configured wrongly does
-    /// not stop the toolset (web_fetch and every other tool work without search): `web_search`
-    /// is offered and answers each call with the configuration error, for the user to fix. An
-    /// unreadable auto-approve switch is an error: approval is not guessed.
+    /// [`Self::from_env`] over any variable lookup. A mistake in the environment stops only
+    /// the tool it is about, for the user to fix: a search provider configured wrongly leaves
+    /// `web_search` offered, answering each call with the configuration error; an unreadable
+    /// auto-approve switch leaves its tool refused with a message naming the variable (approval
+    /// is not guessed). web_fetch and every other tool keep working. Never Err today; the
+    /// `Result` stays for callers.
     pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Self, SearchError> {
-        let auto_approve = AutoApprove::from_vars(&var).map_err(SearchError::Config)?;
+        let (auto_approve, unreadable) = AutoApprove::from_vars_per_tool(&var);
+        for (tool, why) in &unreadable.0 {
+            tracing::warn!("{tool} is refused until its auto-approve switch is fixed: {why}");
+        }
         let provider = search::provider_from(|k| var(k).filter(|v| !v.trim().is_empty())).unwrap_or_else(|e| {
             tracing::warn!("web_search is misconfigured: {e}");
             Some(Arc::new(search::Misconfigured(e.to_string())) as Arc<dyn SearchProvider>)
         });
-        Ok(Self { provider, auto_approve, ..Self::default() })
+        Ok(Self { provider, auto_approve, unreadable, ..Self::default() })
     }
 
     /// Sets `web_search`'s and `web_fetch`'s own auto-approve switches (W5).
     pub fn with_auto_approve(mut self, switches: AutoApprove) -> Self {
         self.auto_approve = switches;
+        self.unreadable = approval::Unreadable::default();
         self
     }
 
-    /// The session's approver with the web tools' switches on top ([`AutoApprove::over`]); the
-    /// same approver when no switch is set.
+    /// The session's approver with the web tools' switches on top ([`AutoApprove::over`]), and
+    /// a tool whose switch could not be read refused ([`approval::Unreadable::over`]); the same
+    /// approver when no switch is set.
     pub fn approver(&self, inner: Arc<dyn Approver>) -> Arc<dyn Approver> {
-        self.auto_approve.over(inner)
+        self.unreadable.over(self.auto_approve.over(inner))
     }
 
     /// Searches through `provider`.

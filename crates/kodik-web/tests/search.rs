@@ -351,6 +351,62 @@ async fn w5_web_search_has_its_own_auto_approve_switch_apart_from_web_fetch() {
     assert_eq!(out.status, ToolStatus::Denied, "{}", out.text_content());
 }
 
+#[tokio::test]
+async fn w5_an_unreadable_auto_approve_switch_refuses_only_its_own_web_tool_and_names_the_variable() {
+    // Before, KODIK_WEB_FETCH_AUTO_APPROVE=maybe failed the whole toolset: `kodik call
+    // read_file` and `kodik serve` exited 2 under a "search provider configuration" label.
+    use kodik_core::{ApprovalPolicy, Effect, ToolStatus};
+    use kodik_web::WebToolset;
+    let searches = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = searches.clone();
+    let engine = Server::start(move |_| {
+        seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Reply::ok("application/json", searxng_json())
+    })
+    .await;
+    let site = Server::start(|_| Reply::ok("text/plain", "release notes: version 1.0 is out")).await;
+    let engine_url = engine.url("");
+    let search = serde_json::json!({"query": "tokio timeout"});
+    let fetch = serde_json::json!({"url": site.url("/notes")});
+    let session = || -> Arc<dyn kodik_core::Approver> {
+        Arc::new(ApprovalPolicy::ask(None).effect(Effect::ReadOnly, true).effect(Effect::Network, true))
+    };
+    let toolset = |fetch_switch: &str, search_switch: &str| {
+        let vars = [
+            ("KODIK_SEARXNG_URL", engine_url.clone()),
+            ("KODIK_WEB_FETCH_AUTO_APPROVE", fetch_switch.to_string()),
+            ("KODIK_WEB_SEARCH_AUTO_APPROVE", search_switch.to_string()),
+        ];
+        let web = WebToolset::from_vars(|k| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone())).unwrap();
+        let mut registry = kodik_core::ToolRegistry::new();
+        web.register(&mut registry).unwrap();
+        (web, registry)
+    };
+
+    let (web, registry) = toolset("maybe", "2");
+    let approver = web.approver(session());
+    let out = dispatched(&registry, approver.clone(), "web_fetch", fetch.clone()).await;
+    assert_eq!(out.status, ToolStatus::Denied, "{}", out.text_content());
+    assert!(
+        out.text_content().contains("KODIK_WEB_FETCH_AUTO_APPROVE=\"maybe\" is not one of 1/0")
+            && out.text_content().contains("other tools are unaffected"),
+        "{}",
+        out.text_content()
+    );
+    let out = dispatched(&registry, approver.clone(), "web_search", search.clone()).await;
+    assert_eq!(out.status, ToolStatus::Denied, "{}", out.text_content());
+    assert!(out.text_content().contains("KODIK_WEB_SEARCH_AUTO_APPROVE=\"2\""), "{}", out.text_content());
+    assert_eq!(searches.load(std::sync::atomic::Ordering::SeqCst), 0, "a refused search is never sent");
+    assert!(approver.approves_without_asking("read_file", Effect::ReadOnly), "other tools keep the session's rules");
+
+    // Only web_fetch's switch is wrong: web_search runs as the session allows.
+    let (web, registry) = toolset("maybe", "");
+    let out = dispatched(&registry, web.approver(session()), "web_search", search).await;
+    assert_eq!(out.status, ToolStatus::Success, "{}", out.text_content());
+    let out = dispatched(&registry, web.approver(session()), "web_fetch", fetch).await;
+    assert_eq!(out.status, ToolStatus::Denied, "{}", out.text_content());
+}
+
 #[test]
 fn w5_the_auto_approve_switches_come_from_the_environment_and_bad_values_are_named() {
     use kodik_web::AutoApprove;
