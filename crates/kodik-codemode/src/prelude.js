@@ -136,5 +136,7 @@
   // Fast native helpers: splitting and filtering large strings in JavaScript is quadratic in boa.
   define("lines", (s) => N.lines(String(s)));
   define("grep", (s, needle, opts) => N.grep(String(s), String(needle), !!(opts && opts.ignoreCase)));
+  // read_file shows lines as `N→text`: this gives the file's own text back (to JSON.parse it).
+  define("fileText", (s) => N.fileText(String(s)));
   return fmt;
 })

@@ -73,8 +73,9 @@ fn describe(cfg: &CodeModeConfig, catalog: &Catalog) -> String {
     let base = base.split(" Limits:").next().unwrap_or(base);
     format!(
         "{base} Extra helpers: lines(text) and grep(text, needle, {{ignoreCase}}) split and filter large text fast \
-         (prefer them to split('\\n') and global regex matches on big outputs). Limits: {} s, {} tool calls, {} in \
-         parallel, {} output bytes.\n\nTools scripts can call:\n{}",
+         (prefer them to split('\\n') and global regex matches on big outputs); fileText(out) turns a read_file \
+         result (lines numbered `N→text`) back into the file's text, e.g. to JSON.parse it. Limits: {} s, {} tool \
+         calls, {} in parallel, {} output bytes.\n\nTools scripts can call:\n{}",
         cfg.timeout,
         cfg.max_tool_calls,
         cfg.max_concurrency,

@@ -246,3 +246,25 @@ async fn k1_k11_a_returned_create_file_promise_writes_once_and_is_reported_as_do
     let out = run(&s, "return tools.read_file({path: 'p3.txt'})").await;
     assert!(output_section(&out).contains("content 3"), "{}", out.text_content());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn k1_k9_a_json_file_is_parsed_the_way_the_require_error_says() {
+    let s = setup();
+    std::fs::write(s.dir.path().join("pkg.json"), "{\"a\": 1,\n\n \"b\": [2, 3], \"c\": \"x→y\"}\n").unwrap();
+    // The advice given for `require` must work as written.
+    let out = run(&s, "const cfg = require('./pkg.json'); return cfg.b").await;
+    let advice = out.text_content();
+    let example = "JSON.parse(fileText(await tools.read_file({path: 'package.json'})))";
+    assert!(advice.contains(example), "{advice}");
+    let code = format!("const cfg = {}; return [cfg.b, cfg.c]", example.replace("package.json", "pkg.json"));
+    let out = run(&s, &code).await;
+    assert_eq!(out.status, ToolStatus::Success, "{}", out.text_content());
+    assert_eq!(serde_json::from_str::<serde_json::Value>(&output_section(&out)).unwrap(), json!([[2, 3], "x→y"]));
+    // The file's exact text, its empty line included.
+    let out = run(&s, "return JSON.stringify(fileText(await tools.read_file({path: 'pkg.json'})))").await;
+    assert_eq!(
+        serde_json::from_str::<String>(&output_section(&out)).unwrap(),
+        std::fs::read_to_string(s.dir.path().join("pkg.json")).unwrap()
+    );
+    assert!(s.tool.description().contains("fileText(out)"), "the helper is listed for the model");
+}

@@ -181,8 +181,9 @@ struct NoModules;
 
 /// What a script that imports or requires a module is told.
 pub(crate) const NO_MODULES: &str = "modules are not available in code mode (no import or require): call tools \
-     instead — tools.read_file({path}) for a file's text (JSON.parse it for JSON data), tools.shell({command}) to \
-     run a program — and write the logic in this script.";
+     instead — tools.read_file({path}) for a file's lines, numbered `N→text`: fileText() takes the numbers off, so \
+     JSON.parse(fileText(await tools.read_file({path: 'package.json'}))) gives JSON data; tools.shell({command}) \
+     to run a program — and write the logic in this script.";
 
 impl ModuleLoader for NoModules {
     async fn load_imported_module(
@@ -525,6 +526,7 @@ fn install_prelude(ctx: &mut Context, catalog: &Catalog) -> Result<JsFunction, S
         .function(NativeFunction::from_fn_ptr(native_sleep), js_string!("sleep"), 1)
         .function(NativeFunction::from_fn_ptr(native_lines), js_string!("lines"), 1)
         .function(NativeFunction::from_fn_ptr(native_grep), js_string!("grep"), 3)
+        .function(NativeFunction::from_fn_ptr(native_file_text), js_string!("fileText"), 1)
         .build();
     let list: Vec<Value> = catalog
         .entries
@@ -761,6 +763,27 @@ fn native_grep(_this: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult
         .map(js_str)
         .collect();
     Ok(JsArray::from_iter(items, ctx).into())
+}
+
+fn native_file_text(_this: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult<JsValue> {
+    Ok(js_str(&file_text(&arg_string(args, 0, ctx)?)))
+}
+
+/// The file's text in a `read_file` result: the part after `→` of every numbered line
+/// (`<spaces><number>→<text>`), each ending in a newline; read_file's bracketed notes (the cut,
+/// the encoding) and anything else unnumbered are left out. A file line cannot hold a newline,
+/// so every line of the result that starts with a number and `→` is one of the file's.
+fn file_text(read_output: &str) -> String {
+    let mut out = String::with_capacity(read_output.len());
+    for line in split_lines(read_output) {
+        let Some((number, text)) = line.split_once('→') else { continue };
+        let number = number.trim_start_matches(' ');
+        if !number.is_empty() && number.bytes().all(|b| b.is_ascii_digit()) {
+            out.push_str(text);
+            out.push('\n');
+        }
+    }
+    out
 }
 
 fn split_lines(s: &str) -> impl Iterator<Item = &str> {
@@ -1052,6 +1075,14 @@ mod tests {
         assert_eq!(first_use(code, "foo", 0), Some((3, 8)));
         assert_eq!(first_use("function f(){\n  return zzz;\n}", "zzz", 0), Some((1, 10)));
         assert_eq!(first_use("return foodstuff", "foo", 0), None);
+    }
+
+    #[test]
+    fn k4_file_text_takes_the_numbers_and_notes_off_a_read() {
+        let read = " 9→{\"a\": 1,\n10→\n11→  \"x→y\": \"12→z\"}\n\n[Output cut at the 16 KB limit of one call.]";
+        assert_eq!(file_text(read), "{\"a\": 1,\n\n  \"x→y\": \"12→z\"}\n");
+        assert_eq!(file_text("[`e.txt` is empty (0 lines).]"), "");
+        assert_eq!(file_text("plain text → not numbered"), "");
     }
 
     #[test]
