@@ -9,6 +9,7 @@ use kodik_core::text::{TextFormat, decode, encode};
 use kodik_core::{Diagnostic, DiagnosticSeverity, FileVersion, ToolContext, ToolError, Workspace};
 
 use crate::checkpoints::{Checkpoints, Prior};
+use crate::damaged;
 
 /// A text file as read from disk.
 #[derive(Debug, Clone)]
@@ -33,7 +34,8 @@ impl Loaded {
     }
 
     /// The bytes to write for `text`, this file's text edited: in its encoding, with its BOM,
-    /// and the invalid bytes of a damaged UTF-8 file put back where their U+FFFD still stands.
+    /// and the invalid bytes of a damaged UTF-8 file put back where their U+FFFD still stands:
+    /// each U+FFFD gets the bytes of the one it was traced to (see [`damaged`]).
     pub(crate) fn encode(&self, text: &str, shown: &str) -> Result<Vec<u8>, ToolError> {
         // No U+FFFD left: the damaged bytes were all replaced (a repair), the text is plain.
         if !self.lossy_utf8 || !text.contains('\u{FFFD}') {
@@ -42,13 +44,39 @@ impl Loaded {
         const BOM: &[u8] = &[0xEF, 0xBB, 0xBF];
         let original = self.raw.as_deref().unwrap_or_default();
         let body = original.strip_prefix(BOM).filter(|_| self.format.bom).unwrap_or(original);
-        let kept = kodik_core::text::encode_utf8_keeping_invalid(text, body).ok_or_else(|| {
-            ToolError::failed(format!(
+        let stood_for = damaged::stood_for(body);
+        if damaged::marks(text) != stood_for.len() || damaged::marks(&self.text) != stood_for.len() {
+            return Err(ToolError::failed(format!(
                 "`{shown}` has bytes that are not valid UTF-8, shown as `\u{FFFD}`; the edit removed or added some \
                  of them, so which bytes go where is unknown and the file was not changed — keep every `\u{FFFD}` \
                  as it is and edit around it, or replace all of them at once to repair the file"
-            ))
-        })?;
+            )));
+        }
+        let traced = damaged::trace(&self.text, text);
+        let mut used = vec![false; stood_for.len()];
+        traced.iter().flatten().for_each(|&i| used[i] = true);
+        // The U+FFFD nothing traces are as many as the ones nothing was traced to; when those
+        // all stand for the same bytes, which goes where makes no difference.
+        let mut unused = stood_for.iter().zip(&used).filter(|(_, u)| !**u).map(|(b, _)| *b);
+        let same = unused.next().filter(|first| unused.all(|b| b == *first));
+        let mut pieces = text.split('\u{FFFD}');
+        let mut kept = Vec::with_capacity(text.len());
+        kept.extend_from_slice(pieces.next().unwrap_or_default().as_bytes());
+        for (piece, origin) in pieces.zip(traced) {
+            let bytes = match origin.map(|i| stood_for[i]).or(same) {
+                Some(bytes) => bytes.unwrap_or("\u{FFFD}".as_bytes()),
+                None => {
+                    return Err(ToolError::failed(format!(
+                        "`{shown}` has bytes that are not valid UTF-8, shown as `\u{FFFD}`; the edit moved or \
+                         rewrote lines holding them so that which bytes belong to which `\u{FFFD}` cannot be told, \
+                         and the file was not changed — keep the text around each `\u{FFFD}` as it is (moving whole \
+                         lines is fine), or replace all of them at once to repair the file"
+                    )));
+                }
+            };
+            kept.extend_from_slice(bytes);
+            kept.extend_from_slice(piece.as_bytes());
+        }
         Ok(if self.format.bom { [BOM, &kept].concat() } else { kept })
     }
 

@@ -21,6 +21,7 @@
 pub mod apply_patch;
 pub mod checkpoints;
 mod create_delete;
+mod damaged;
 pub mod diff;
 mod disproved;
 pub mod edit_file;

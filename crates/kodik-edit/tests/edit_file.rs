@@ -463,6 +463,39 @@ async fn e12_e4_a_utf8_file_with_damaged_bytes_is_edited_and_keeps_them() {
     assert_eq!(env.bytes("bom.txt"), b"\xEF\xBB\xBFa \xff\nc\n");
 }
 
+/// E12: lines holding damaged bytes that an edit moves take their own bytes along — with
+/// edit_file and apply_patch, and a real U+FFFD character stays one. Before, the bytes were put
+/// back in order of appearance, so swapping `A=\xff` and `B=\xfe` wrote `B=\xff` and `A=\xfe`
+/// and reported success. Where nothing tells which bytes go where, nothing is written.
+#[tokio::test]
+async fn e12_moved_lines_keep_their_own_damaged_bytes() {
+    let env = Env::new();
+    let head = "// Gr\u{f6}\u{df}e \u{2713} caf\u{e9}\n".as_bytes();
+    env.write("s.txt", [head, b"A=\xff\n", b"B=\xfe\n", b"end\n"].concat());
+    env.read("s.txt");
+    let out = env.edit("s.txt", &[("A=\u{FFFD}\nB=\u{FFFD}\n", "B=\u{FFFD}\nA=\u{FFFD}\n")]).await;
+    assert!(out.is_success(), "{}", out.text_content());
+    assert_eq!(env.bytes("s.txt"), [head, b"B=\xfe\n", b"A=\xff\n", b"end\n"].concat());
+
+    // A moved line that is also changed keeps its bytes; a real U+FFFD (EF BF BD) stays one.
+    let real = "real: \u{FFFD} here\n".as_bytes();
+    env.write("r.txt", [head, real, b"bad: \xff\n"].concat());
+    env.read("r.txt");
+    let patch = "*** Begin Patch\n*** Update File: r.txt\n@@\n-real: \u{FFFD} here\n-bad: \u{FFFD}\n\
+                 +bad: \u{FFFD} (fixed later)\n+real: \u{FFFD} here\n*** End Patch";
+    let out = env.patch(patch).await;
+    assert!(out.is_success(), "{}", out.text_content());
+    assert_eq!(env.bytes("r.txt"), [head, b"bad: \xff (fixed later)\n", real].concat());
+
+    // Both lines rewritten beyond recognition: which bytes belong to which U+FFFD is unknown.
+    env.write("u.txt", [head, b"A=\xff\nB=\xfe\n"].concat());
+    env.read("u.txt");
+    let out = env.edit("u.txt", &[("A=\u{FFFD}\nB=\u{FFFD}\n", "first line \u{FFFD}\nsecond line \u{FFFD}\n")]).await;
+    assert_eq!(out.status, ToolStatus::Error, "{}", out.text_content());
+    assert!(out.text_content().contains("cannot be told"), "{}", out.text_content());
+    assert_eq!(env.bytes("u.txt"), [head, b"A=\xff\nB=\xfe\n"].concat(), "a refused edit wrote");
+}
+
 #[tokio::test]
 async fn g16_ignored_file_cannot_be_edited_and_binary_is_refused() {
     let env = Env::new();
