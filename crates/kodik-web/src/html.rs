@@ -147,6 +147,7 @@ pub fn convert(html: &str, url: Option<&str>) -> Converted {
     let limited = limit_depth(html, MAX_DEPTH);
     let doc = Document::from(limited.as_ref());
     open_shadow_roots(&doc, &limited);
+    math_as_tex(&doc, &limited);
     let scan = scan(&doc.tree);
     let title = if scan.title.is_empty() { scan.og_title.clone() } else { scan.title.clone() };
     // Links are written absolute, so the model can fetch them as they stand: against
@@ -184,6 +185,7 @@ pub fn convert(html: &str, url: Option<&str>) -> Converted {
             // Extraction took the document apart; the whole page comes from a fresh parse.
             let doc = Document::from(limited.as_ref());
             open_shadow_roots(&doc, &limited);
+            math_as_tex(&doc, &limited);
             let root = doc.tree.body().map_or_else(|| doc.tree.root_id(), |b| b.id);
             (to_markdown(&doc.tree, root, Keep::WholePage, base), false, title)
         }
@@ -207,6 +209,40 @@ fn open_shadow_roots(doc: &Document, html: &str) {
         };
         let inner = doc.tree.get(&contents).map(|f| f.inner_html()).unwrap_or_default();
         t.replace_with_html(inner);
+    }
+}
+
+/// Puts each MathML formula back as the TeX it was written in (the `application/x-tex`
+/// annotation LaTeXML, arXiv, KaTeX and MathJax write, else `alttext`, else the formula's
+/// text), in the `<span class="math math-inline">` htmd writes as `$…$` (`$$…$$` for
+/// `display="block"`). `<math>` itself stays never-content: its presentation markup read as
+/// text is `softmaxQKT/dkV`, and before this the formula vanished mid-sentence. A KaTeX span
+/// carries a visible HTML copy beside its MathML; the whole span becomes the one formula.
+fn math_as_tex(doc: &Document, html: &str) {
+    if !html.contains("<math") && !html.contains("<MATH") {
+        return;
+    }
+    for math in doc.select("math").nodes() {
+        let annotation = math.descendants_it().find(|d| {
+            d.node_name().as_deref() == Some("annotation")
+                && d.attr("encoding").is_some_and(|e| e.to_ascii_lowercase().contains("tex"))
+        });
+        let tex = annotation
+            .map(|a| a.text().to_string())
+            .filter(|t| !t.trim().is_empty())
+            .or_else(|| math.attr("alttext").map(|a| a.to_string()).filter(|t| !t.trim().is_empty()))
+            .unwrap_or_else(|| math.text().to_string());
+        let tex = tex.split_whitespace().collect::<Vec<_>>().join(" ");
+        let target = math.ancestors_it(Some(3)).find(|a| a.has_class("katex")).unwrap_or_else(|| math.clone());
+        if tex.is_empty() {
+            target.remove_from_parent();
+            continue;
+        }
+        let display = math.attr("display").is_some_and(|d| d.eq_ignore_ascii_case("block"))
+            || target.parent().is_some_and(|p| p.has_class("katex-display"));
+        let class = if display { "math math-display" } else { "math math-inline" };
+        let text = tex.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
+        target.replace_with_html(format!("<span class=\"{class}\">{text}</span>"));
     }
 }
 

@@ -176,6 +176,38 @@ async fn w2_links_are_absolute_on_every_extraction_path_and_follow_base_href() {
 }
 
 #[tokio::test]
+async fn w2_mathml_formulas_are_kept_as_their_tex_instead_of_vanishing_mid_sentence() {
+    // The tester's math.html (arXiv/LaTeXML style): before, "The attention is where d_k is …".
+    let prose = "<p>Some prose that makes the page long enough to count as main content for the extractor. \
+        Some more prose here to fill it up nicely, and then a little more so that it is long.</p>";
+    let formulas = r#"<p>The attention is <math xmlns="http://www.w3.org/1998/Math/MathML" alttext="\mathrm{softmax}(QK^{T}/\sqrt{d_k})V" display="inline"><semantics><mrow><mi>softmax</mi><mo>(</mo><mi>Q</mi><msup><mi>K</mi><mi>T</mi></msup><mo>/</mo><msqrt><msub><mi>d</mi><mi>k</mi></msub></msqrt><mo>)</mo><mi>V</mi></mrow><annotation encoding="application/x-tex">\mathrm{softmax}(QK^{T}/\sqrt{d_k})V</annotation></semantics></math> where d_k is the key dimension.</p>
+        <math display="block" alttext="a < b_1"><mi>a</mi><mo>&lt;</mo><msub><mi>b</mi><mn>1</mn></msub></math>
+        <p>Energy is <span class="katex"><span class="katex-mathml"><math><semantics><mrow><mi>E</mi><mo>=</mo><mi>m</mi><msup><mi>c</mi><mn>2</mn></msup></mrow><annotation encoding="application/x-tex">E=mc^2</annotation></semantics></math></span><span class="katex-html" aria-hidden="true"><span class="mord">E=mc2</span></span></span> as known.</p>
+        <p>Plain MathML: <math><mi>x</mi><mo>+</mo><mn>1</mn></math> ends here.</p>"#;
+    let main = format!(
+        "<html><head><title>Paper</title></head><body><main><h1>Attention</h1>{prose}{formulas}{prose}</main></body></html>"
+    );
+    let article = format!(
+        "<html><head><title>Paper</title></head><body><div class=\"nav\"><a href=\"/a\">A</a></div><div class=\"content\"><h1>Attention</h1>{prose}{prose}{formulas}{prose}{prose}</div></body></html>"
+    );
+    let s = Server::start(move |r| Reply::html(if r.path == "/main" { main.clone() } else { article.clone() })).await;
+    let t = tool(WebConfig::default());
+    for path in ["/main", "/article"] {
+        let out = fetch(&t, &s.url(path), None, None).await.unwrap();
+        let md = framed(&out);
+        for want in [
+            r"The attention is $\mathrm{softmax}(QK^{T}/\sqrt{d_k})V$ where",
+            "$$a < b_1$$",
+            "Energy is $E=mc^2$ as known.",
+            "Plain MathML: $x+1$ ends here.",
+        ] {
+            assert!(md.contains(want), "{path}: missing {want:?} in {md}");
+        }
+        assert!(!md.contains("E=mc2"), "{path}: the KaTeX visible copy doubled the formula: {md}");
+    }
+}
+
+#[tokio::test]
 async fn w2_a_readme_keeps_nested_lists_tables_code_languages_and_image_alt_text() {
     let s = pages().await;
     let out = fetch(&tool(WebConfig::default()), &s.url("/readme"), None, None).await.unwrap();
