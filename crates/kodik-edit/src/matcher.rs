@@ -1055,13 +1055,16 @@ fn shorten(s: &str) -> String {
 }
 
 /// When no line matched even loosely: the window around the first place the longest word of
-/// `old` occurs, aligned to the pattern line that holds the word.
+/// `old` that is in the file occurs, aligned to the pattern line that holds the word. The
+/// longest word may be the one mistyped (`stepp` for `step`), so the next longest are tried.
 fn token_window(text: &str, lines: &LineIndex, pat: &[&str], old: &str) -> Option<Window> {
-    let tok = old
-        .split(|c: char| !(c.is_alphanumeric() || c == '_'))
-        .filter(|t| t.chars().count() >= 3)
-        .max_by_key(|t| t.len())?;
-    let p = *find_all(text, tok, 1).first()?;
+    // A few words, each a scan of the file: this only places a hint.
+    const TRIED: usize = 8;
+    let mut words: Vec<&str> =
+        old.split(|c: char| !(c.is_alphanumeric() || c == '_')).filter(|t| t.chars().count() >= 3).collect();
+    words.sort_by_key(|t| std::cmp::Reverse(t.len()));
+    words.dedup();
+    let (tok, p) = words.into_iter().take(TRIED).find_map(|t| Some((t, *find_all(text, t, 1).first()?)))?;
     let line = memchr::memchr_iter(b'\n', &text.as_bytes()[..p]).count();
     let j = pat.iter().position(|l| l.contains(tok)).unwrap_or(0);
     let k = pat.len();
@@ -1093,6 +1096,20 @@ fn line_number_prefix(line: &str) -> Option<usize> {
 fn without_line_numbers(pat: &[&str]) -> Option<Vec<String>> {
     line_number_prefix(pat.iter().find(|l| !l.trim().is_empty())?)?;
     Some(pat.iter().map(|l| line_number_prefix(l).map_or(*l, |n| &l[n..]).to_string()).collect())
+}
+
+/// Whether most of `pat`'s lines that start with a line-number prefix (`2→`) face a line of the
+/// file in window `w` that starts with the same prefix: the file's own text, such as a list
+/// written `1→2 first step`.
+fn prefixes_in_file(text: &str, lines: &LineIndex, pat: &[&str], w: Window) -> bool {
+    let prefix = |l: &str| line_number_prefix(l).map(|n| l[..n].trim_start().to_string());
+    let (mut prefixed, mut same) = (0, 0);
+    for (j, p) in pat.iter().enumerate().filter(|(j, _)| w.start + j < lines.len()) {
+        let Some(want) = prefix(p) else { continue };
+        prefixed += 1;
+        same += usize::from(prefix(lines.line(text, w.start + j)).as_ref() == Some(&want));
+    }
+    prefixed > 0 && same * 2 > prefixed
 }
 
 /// The window where most of `pat`'s non-blank lines are the file's lines at the same offsets,
@@ -1137,7 +1154,12 @@ pub(crate) fn nearest_hint(
     if budget.exhausted() {
         hint.push_str("(The search stopped at its work limit; a shorter, more exact old_string helps.) ");
     }
-    if let Some(stripped) = without_line_numbers(pat) {
+    // Where old_string as written is likeliest: when the file's lines there start with the same
+    // `N→` as its lines, the arrows are the file's own text, not read_file's numbering.
+    let raw = best.or_else(|| line_window(text, lines, pat)).or_else(|| token_window(text, lines, pat, old));
+    if let Some(stripped) =
+        without_line_numbers(pat).filter(|_| !raw.is_some_and(|w| prefixes_in_file(text, lines, pat, w)))
+    {
         // The likeliest cause by far: the model quoted read_file's output with its numbers.
         let refs: Vec<&str> = stripped.iter().map(String::as_str).collect();
         let example = pat.iter().find(|l| !l.trim().is_empty()).map_or("", |l| l.trim_start());
@@ -1158,7 +1180,7 @@ pub(crate) fn nearest_hint(
         }
         return hint;
     }
-    let w = match best.or_else(|| line_window(text, lines, pat)).or_else(|| token_window(text, lines, pat, old)) {
+    let w = match raw {
         Some(w) => w,
         None => {
             hint.push_str("None of its lines occurs in the file, even ignoring whitespace.");

@@ -370,6 +370,34 @@ async fn e11_p1_line_number_prefixes_are_named_and_short_lines_found_are_shown()
     assert_eq!(env.text("b.txt"), "b1\nb2\nb3\n");
 }
 
+/// A file whose lines really start with `N→` (a list written `1→2 first step`): a near miss
+/// gets the nearest candidate with what differs, in edit_file and apply_patch alike. Before, the
+/// arrows were taken for read_file's prefixes: the model was told to strip text that is in the
+/// file, and that "None of its lines occurs in the file" (E11). read_file's prefixes quoted
+/// over such a file are still named.
+#[tokio::test]
+async fn e11_arrows_that_are_the_files_own_text_get_the_nearest_candidate() {
+    let env = Env::new();
+    env.write("a.md", "steps:\n1→2 first step\nend\n");
+    env.read("a.md");
+    let out = env.edit("a.md", &[("1→2 first stepp", "1→2 first")]).await;
+    assert_eq!(out.status, ToolStatus::Error);
+    let t = out.text_content();
+    assert!(t.contains("line 2: the file has `1→2 first step`, old_string has `1→2 first stepp`"), "{t}");
+    assert!(!t.contains("line-number prefix") && !t.contains("None of its lines"), "{t}");
+    let out = env
+        .patch("*** Begin Patch\n*** Update File: a.md\n@@\n steps:\n-1→2 first stepp\n+1→2 first\n*** End Patch")
+        .await;
+    let t = out.text_content();
+    assert!(t.contains("the file has `1→2 first step`"), "{t}");
+    assert!(!t.contains("line-number prefix") && !t.contains("None of its lines"), "{t}");
+    // read_file's own prefix in front of the file's arrows is still read_file's.
+    let out = env.edit("a.md", &[("2→1→2 first step", "x")]).await;
+    let t = out.text_content();
+    assert!(t.contains("read_file's line-number prefix (`2→`)"), "{t}");
+    assert_eq!(env.text("a.md"), "steps:\n1→2 first step\nend\n");
+}
+
 #[tokio::test]
 async fn e11_no_match_explains_nearest_candidate_and_advises_re_read() {
     let env = Env::new();
