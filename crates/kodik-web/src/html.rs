@@ -233,7 +233,7 @@ fn math_as_tex(doc: &Document, html: &str) {
             .or_else(|| math.attr("alttext").map(|a| a.to_string()).filter(|t| !t.trim().is_empty()))
             .unwrap_or_else(|| math.text().to_string());
         let tex = tex.split_whitespace().collect::<Vec<_>>().join(" ");
-        let target = math.ancestors_it(Some(3)).find(|a| a.has_class("katex")).unwrap_or_else(|| math.clone());
+        let target = math.ancestors_it(Some(3)).find(|a| a.has_class("katex")).unwrap_or(*math);
         if tex.is_empty() {
             target.remove_from_parent();
             continue;
