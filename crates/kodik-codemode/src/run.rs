@@ -62,17 +62,35 @@ pub(crate) struct Finished {
     pub wall: Duration,
 }
 
-/// Asks the script thread to stop and cancels nested calls when the run ends or is dropped.
+/// Asks the script thread to stop and gives up the nested calls still running when the run
+/// ends or is dropped: nobody will read their results.
 struct StopOnDrop {
     abort: Arc<AbortFlag>,
     wake: std::sync::mpsc::Sender<ToScript>,
-    cancel: CancellationToken,
+    calls: NestedCalls,
 }
 
 impl Drop for StopOnDrop {
     fn drop(&mut self) {
         self.abort.set(ErrorKind::Cancelled);
         let _ = self.wake.send(ToScript::Wake);
+        self.calls.abandon();
+    }
+}
+
+/// The cancellation tokens of a script's nested calls, children of the `codemode` call's.
+#[derive(Clone)]
+struct NestedCalls {
+    cancel: CancellationToken,
+    abandoned: CancellationToken,
+}
+
+impl NestedCalls {
+    /// Stops the calls the script gave up (it ended, failed or ran out of time): given up for
+    /// good, so what they started stops too — a `shell` command is killed, not sent to the
+    /// background with a terminal id nobody is told about (K10, G6).
+    fn abandon(&self) {
+        self.abandoned.cancel();
         self.cancel.cancel();
     }
 }
@@ -204,11 +222,21 @@ pub(crate) async fn run(code: &str, setup: &Setup, cx: &ToolContext) -> Finished
     let abort = Arc::new(AbortFlag::default());
     let collected = Arc::new(Mutex::new(Collected::default()));
     let records = Arc::new(Mutex::new(Vec::new()));
-    let script_cancel = cx.cancel.child_token();
-    let _stop = StopOnDrop { abort: Arc::clone(&abort), wake: to_script.clone(), cancel: script_cancel.clone() };
+    // A bare cancel of the `codemode` call (a new user message) reaches its calls as it is; what
+    // the script itself gives up is abandoned.
+    let nested = NestedCalls { cancel: cx.cancel.child_token(), abandoned: cx.abandoned.child_token() };
+    let _stop = StopOnDrop { abort: Arc::clone(&abort), wake: to_script.clone(), calls: nested.clone() };
+    let give_up = || {
+        if cx.cancel.is_cancelled() && !cx.is_abandoned() {
+            nested.cancel.cancel();
+        } else {
+            nested.abandon();
+        }
+    };
 
     let mut script_cx = cx.clone();
-    script_cx.cancel = script_cancel.clone();
+    script_cx.cancel = nested.cancel.clone();
+    script_cx.abandoned = nested.abandoned.clone();
     // Nested results go to the script, never to the model: no "already read" notes or loop
     // guard answers in place of the content (K1, G15, R4).
     script_cx.session = Arc::new(cx.session.for_program());
@@ -326,7 +354,7 @@ pub(crate) async fn run(code: &str, setup: &Setup, cx: &ToolContext) -> Finished
         };
         abort.set(kind);
         let _ = to_script.send(ToScript::Wake);
-        script_cancel.cancel();
+        give_up();
         if let Some(w) = &worker {
             w.kill();
         }
@@ -371,8 +399,8 @@ pub(crate) async fn run(code: &str, setup: &Setup, cx: &ToolContext) -> Finished
             )
         });
     }
-    // Calls that an abort cut short are cancelled (K10) and report their final status.
-    script_cancel.cancel();
+    // Calls that an abort cut short are stopped (K10) and report their final status.
+    give_up();
     let drain_until = tokio::time::Instant::now() + CALL_DRAIN;
     while in_flight.load(Ordering::SeqCst) > 0 {
         if tokio::time::timeout_at(drain_until, settled.recv()).await.is_err() {
