@@ -573,18 +573,26 @@ pub(crate) async fn stop_loading(tab: &Tab) {
 /// a long poll) keeps `load` from ever firing, and the page is usable all the same.
 const LOAD_GRACE: Duration = Duration::from_secs(5);
 
-/// Waits until the document is fully loaded (`load` fired), bounded by `timeout`.
+/// Waits until the document is fully loaded (`load` fired), bounded by `timeout`. A navigation
+/// still waiting for its server at the end goes on: the wait is the model's, the navigation not.
 pub(crate) async fn wait_load(tab: &Tab, timeout: Duration) -> Result<(), BrowserError> {
-    wait_document(tab, timeout, false).await
+    wait_document(tab, timeout, false, false).await
 }
 
 /// Waits until the document is ready to use: loaded, or its DOM ready and `load` not come within
-/// [`LOAD_GRACE`] (waited once per document; the next result says it is still loading).
+/// [`LOAD_GRACE`] (waited once per document; the next result says it is still loading). A
+/// navigation still waiting for its server at the end is stopped: this is for the tool's own
+/// navigations (`navigate`, `reload`, `back`), whose bound the model set.
 pub(crate) async fn wait_ready(tab: &Tab, timeout: Duration) -> Result<(), BrowserError> {
-    wait_document(tab, timeout, true).await
+    wait_document(tab, timeout, true, true).await
 }
 
-async fn wait_document(tab: &Tab, timeout: Duration, ready_is_enough: bool) -> Result<(), BrowserError> {
+async fn wait_document(
+    tab: &Tab,
+    timeout: Duration,
+    ready_is_enough: bool,
+    stop_pending: bool,
+) -> Result<(), BrowserError> {
     let start = Instant::now();
     let mut ready_at: Option<Instant> = None;
     loop {
@@ -619,6 +627,15 @@ async fn wait_document(tab: &Tab, timeout: Duration, ready_is_enough: bool) -> R
         if start.elapsed() >= timeout {
             let ms = timeout.as_millis() as u64;
             let pending = tab.shared.lock().navigating.clone();
+            if let Some(nav) = pending.as_ref().filter(|_| !stop_pending) {
+                return Err(BrowserError::Timeout {
+                    what: format!(
+                        "{} to answer; it goes on loading, and tab {} shows its previous page until it answers",
+                        nav.url, tab.id
+                    ),
+                    ms,
+                });
+            }
             if let Some(nav) = pending {
                 // Left pending, it would hold every later call on this tab.
                 stop_loading(tab).await;
@@ -650,15 +667,20 @@ fn give_up_load(tab: &Tab, waited: Duration) {
     ));
 }
 
-/// After an action: let the page run its handlers and finish a navigation the action started.
-pub(crate) async fn settle(tab: &Tab) {
+/// After an action: let the page run its handlers and finish (within `bound`) a navigation the
+/// action started. One whose server has not answered by then is left to go on, never stopped:
+/// the page may already have acted on it (a form posted), so the caller says it is loading.
+pub(crate) async fn settle(tab: &Tab, bound: Duration) {
     let _ = tokio::time::timeout(
         Duration::from_secs(2),
         eval(tab, "new Promise((r) => requestAnimationFrame(() => setTimeout(r, 0)))"),
     )
     .await;
-    let _ = wait_ready(tab, Duration::from_secs(10)).await;
+    let _ = wait_document(tab, bound, true, false).await;
 }
+
+/// How long an action waits for a navigation it started, unless its `timeout` is longer.
+pub(crate) const SETTLE: Duration = Duration::from_secs(10);
 
 /// Polls `check` every 50 ms until it yields `Some`, `timeout` passes, or `cancel` fires.
 pub(crate) async fn poll<T, F, Fut>(

@@ -1010,7 +1010,12 @@ impl BrowserSession {
             }
         };
         let snapshot = !matches!(args.action, A::Hover | A::Scroll | A::Fill);
-        self.after_action(r, &id, before, message, snapshot).await
+        // A click's `timeout` also lets a navigation it starts (a slow form submission) finish.
+        let bound = match args.action {
+            A::Click => timeout_of(args, actions::SETTLE).max(actions::SETTLE),
+            _ => actions::SETTLE,
+        };
+        self.after_action(r, &id, before, message, snapshot, bound).await
     }
 
     /// The result of an acting action: its message, what changed, and a fresh snapshot.
@@ -1021,11 +1026,12 @@ impl BrowserSession {
         before: Before,
         message: String,
         snapshot: bool,
+        bound: Duration,
     ) -> Result<ToolOutput, BrowserError> {
         {
             let tab = r.tab(Some(id))?;
             if tab.shared.lock().dialog.is_none() {
-                actions::settle(tab).await;
+                actions::settle(tab, bound).await;
             }
         }
         let new_tabs = r.adopt_new_targets().await;
@@ -1040,7 +1046,9 @@ impl BrowserSession {
             return Ok(rep.into_output());
         };
         let dialog_open = tab.shared.lock().dialog.is_some();
-        if !dialog_open {
+        // Until its server answers, the page answers no evaluation: nothing below may ask it.
+        let loading = tab.shared.lock().navigating.clone();
+        if !dialog_open && loading.is_none() {
             let now = eval(tab, "[location.href, document.title, (window.__kodikBlocked || []).splice(0)]")
                 .await
                 .unwrap_or(Value::Null);
@@ -1098,6 +1106,17 @@ impl BrowserSession {
                     rep.line(format!("Download started: {} from {}", d.name, d.url));
                 }
             }
+        }
+        if let Some(nav) = loading {
+            rep.line(format!(
+                "The page is still loading {} (for {} s; the action started it, e.g. a form submission or a link), \
+                 and tab {id} shows its previous page until the server answers. The action was done: do not repeat \
+                 it; wait with condition url, text or load to see the result.",
+                nav.url,
+                nav.since.elapsed().as_secs()
+            ));
+            rep.meta.insert("loading".into(), json!(nav.url));
+            return Ok(rep.into_output());
         }
         self.page_state(r, tab, &mut rep, snapshot).await;
         if let Ok(Value::String(u)) = eval(tab, "location.href").await
@@ -1400,7 +1419,7 @@ impl BrowserSession {
                 .unwrap_or_default();
             b
         };
-        self.after_action(r, &id, before, message, true).await
+        self.after_action(r, &id, before, message, true, actions::SETTLE).await
     }
 
     async fn fill_credential(

@@ -55,18 +55,71 @@ async fn b5_timed_out_navigation_is_stopped_and_the_next_calls_answer() {
     let n = out.text_content();
     assert!(out.is_success() && n.contains("Title: Form"), "{n}");
 
-    // A navigation the page starts (a link to a server that never answers) is stopped when the
-    // click's settling gives up on it, and said so; it holds no later call.
+    // A navigation the page starts (a link to a server that never answers) is the user's action:
+    // the click stops waiting for it and says it is still loading, but does not cancel it (it may
+    // be a form already posted). It holds no later call that does not need the page.
     h.ok(json!({"action": "navigate", "url": format!("{base}/")})).await;
     let out =
         bounded(&h, Duration::from_secs(30), json!({"action": "click", "target": {"role": "link", "name": "Stuck"}}))
             .await;
     let c = out.text_content();
     assert!(out.is_success(), "{c}");
-    assert!(c.contains("/hang to answer; the navigation was stopped"), "{c}");
-    assert!(c.contains("Test Home"), "{c}");
+    assert!(c.contains(&format!("still loading {base}/hang")) && c.contains("do not repeat"), "{c}");
     let out = bounded(&h, Duration::from_secs(10), json!({"action": "list_tabs"})).await;
-    assert!(out.is_success() && out.text_content().contains(&format!("\"Home\" {base}/")), "{}", out.text_content());
+    assert!(out.is_success() && out.text_content().contains("t1"), "{}", out.text_content());
+    let out = bounded(&h, Duration::from_secs(10), json!({"action": "navigate", "url": format!("{base}/form")})).await;
+    let n = out.text_content();
+    assert!(out.is_success() && n.contains("Title: Form"), "{n}");
+    h.session.shutdown().await;
+}
+
+/// B5: a click that posts a form to a slow server does not cancel the submission when it stops
+/// waiting: the result says the page is still loading and not to click again, the server gets
+/// the form once, and a `wait` then sees the answer; a click's `timeout` lets it wait longer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn b5_a_click_whose_navigation_outlasts_the_wait_is_not_cancelled_and_says_it_is_loading() {
+    let mut routes = Routes::new();
+    routes.insert(
+        "/",
+        (
+            "text/html",
+            r#"<!doctype html><title>Order</title><form action="/order" method="post"><input name="q" aria-label="Q"><button>Place order</button></form><a href="/report">Report</a>"#.to_string(),
+            "",
+        ),
+    );
+    routes.insert("/order", ("text/html", "<!doctype html><title>Done</title><h1>order placed</h1>".to_string(), ""));
+    routes
+        .insert("/report", ("text/html", "<!doctype html><title>Report</title><h1>report ready</h1>".to_string(), ""));
+    let slow = Duration::from_secs(12);
+    let (base, log) = common::serve_logged(routes, &[("/order", slow), ("/report", slow)]).await;
+    let h = harness();
+    h.ok(json!({"action": "open", "url": format!("{base}/")})).await;
+
+    let out = bounded(
+        &h,
+        Duration::from_secs(20),
+        json!({"action": "click", "target": {"role": "button", "name": "Place order"}}),
+    )
+    .await;
+    let c = out.text_content();
+    assert!(out.is_success(), "{c}");
+    assert!(c.contains(&format!("still loading {base}/order")) && c.contains("do not repeat"), "{c}");
+    assert!(!c.contains("stopped"), "{c}");
+    let w = h.ok(json!({"action": "wait", "condition": "text", "text": "order placed", "timeout": 15000})).await;
+    assert!(w.contains("\"order placed\" is on the page"), "{w}");
+    let posts = log.lock().unwrap().iter().filter(|l| l.starts_with("POST /order")).count();
+    assert_eq!(posts, 1, "{:?}", log.lock().unwrap());
+
+    // With a `timeout` longer than the server takes, the click returns with the new page.
+    h.ok(json!({"action": "navigate", "url": format!("{base}/")})).await;
+    let out = bounded(
+        &h,
+        Duration::from_secs(30),
+        json!({"action": "click", "target": {"role": "link", "name": "Report"}, "timeout": 20000}),
+    )
+    .await;
+    let c = out.text_content();
+    assert!(out.is_success() && c.contains("report ready") && !c.contains("still loading"), "{c}");
     h.session.shutdown().await;
 }
 

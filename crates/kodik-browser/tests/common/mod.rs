@@ -24,6 +24,16 @@ pub async fn serve(routes: Routes) -> String {
 
 /// [`serve`], with the paths in `delays` answered only after their delay (a slow API).
 pub async fn serve_slow(routes: Routes, delays: &[(&'static str, std::time::Duration)]) -> String {
+    serve_logged(routes, delays).await.0
+}
+
+/// Requests a server received, as "METHOD /path?query", in order.
+pub type Log = Arc<std::sync::Mutex<Vec<String>>>;
+
+/// [`serve_slow`], also returning the log of the requests it received.
+pub async fn serve_logged(routes: Routes, delays: &[(&'static str, std::time::Duration)]) -> (String, Log) {
+    let log = Log::default();
+    let seen = log.clone();
     let delays: Arc<HashMap<&'static str, std::time::Duration>> = Arc::new(delays.iter().copied().collect());
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -33,6 +43,7 @@ pub async fn serve_slow(routes: Routes, delays: &[(&'static str, std::time::Dura
             let Ok((mut sock, _)) = listener.accept().await else { return };
             let routes = routes.clone();
             let delays = delays.clone();
+            let seen = seen.clone();
             tokio::spawn(async move {
                 let mut buf = vec![0u8; 16384];
                 let mut got = 0;
@@ -48,6 +59,8 @@ pub async fn serve_slow(routes: Routes, delays: &[(&'static str, std::time::Dura
                 }
                 let head = String::from_utf8_lossy(&buf[..got]).to_string();
                 let path = head.split_whitespace().nth(1).unwrap_or("/").to_string();
+                let method = head.split_whitespace().next().unwrap_or("").to_string();
+                seen.lock().unwrap().push(format!("{method} {path}"));
                 let path = path.split('?').next().unwrap_or("/").to_string();
                 if routes.get(path.as_str()).is_some_and(|r| r.0 == HANG) {
                     tokio::time::sleep(std::time::Duration::from_secs(600)).await;
@@ -70,7 +83,7 @@ pub async fn serve_slow(routes: Routes, delays: &[(&'static str, std::time::Dura
             });
         }
     });
-    format!("http://{addr}")
+    (format!("http://{addr}"), log)
 }
 
 pub struct Harness {
