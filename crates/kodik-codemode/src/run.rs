@@ -486,15 +486,27 @@ fn script_text(out: &ToolOutput) -> String {
 
 /// Longest string kept whole in a call record's arguments.
 const ARG_PREVIEW_CHARS: usize = 200;
+/// Most items of a list kept in a call record's arguments.
+const ARG_PREVIEW_ITEMS: usize = 10;
 
 /// A call's arguments for the result metadata (K11): long strings (a whole file's content) are
-/// cut to their first [`ARG_PREVIEW_CHARS`] characters with their length, so a script that
-/// writes ten large files does not return megabytes of metadata.
+/// cut to their first [`ARG_PREVIEW_CHARS`] characters with their length, long lists (an edit
+/// with thousands of replacements) to their first [`ARG_PREVIEW_ITEMS`] items and a count, so
+/// a script that writes ten large files does not return megabytes of metadata.
 fn preview_args(v: &Value) -> Value {
     match v {
         Value::String(s) if s.chars().count() > ARG_PREVIEW_CHARS => {
             let head: String = s.chars().take(ARG_PREVIEW_CHARS).collect();
             Value::String(format!("{head}… ({} chars)", s.chars().count()))
+        }
+        Value::Array(items) if items.len() > ARG_PREVIEW_ITEMS => {
+            let mut kept: Vec<Value> = items.iter().take(ARG_PREVIEW_ITEMS).map(preview_args).collect();
+            kept.push(Value::String(format!(
+                "… {} more items ({} in all)",
+                items.len() - ARG_PREVIEW_ITEMS,
+                items.len()
+            )));
+            Value::Array(kept)
         }
         Value::Array(items) => Value::Array(items.iter().map(preview_args).collect()),
         Value::Object(map) => Value::Object(map.iter().map(|(k, v)| (k.clone(), preview_args(v))).collect()),

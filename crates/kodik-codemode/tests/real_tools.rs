@@ -268,3 +268,24 @@ async fn k1_k9_a_json_file_is_parsed_the_way_the_require_error_says() {
     );
     assert!(s.tool.description().contains("fileText(out)"), "the helper is listed for the model");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn k8_k11_call_records_preview_long_lists_so_the_result_stays_small() {
+    let s = setup();
+    let path = s.dir.path().join("many.txt");
+    std::fs::write(&path, (0..3000).map(|i| format!("item{i} = old\n")).collect::<String>()).unwrap();
+    let code = "await tools.read_file({path: 'many.txt'});\n\
+        const edits = [];\n\
+        for (let i = 0; i < 3000; i++) edits.push({old_string: `item${i} = old`, new_string: `item${i} = new`});\n\
+        await tools.edit_file({path: 'many.txt', edits});\n\
+        return 'edited'";
+    let out = run(&s, code).await;
+    assert_eq!(out.status, ToolStatus::Success, "{}", out.text_content());
+    assert_eq!(std::fs::read_to_string(&path).unwrap().matches("= new").count(), 3000);
+    let meta = out.meta.to_string();
+    assert!(meta.len() < 20_000, "metadata of {} bytes", meta.len());
+    let edits = out.meta["codemode"]["calls"][1]["arguments"]["edits"].as_array().unwrap();
+    assert_eq!(edits.len(), 11, "{edits:?}");
+    assert_eq!(edits[0]["old_string"], "item0 = old");
+    assert_eq!(edits[10], "… 2990 more items (3000 in all)");
+}
