@@ -706,6 +706,17 @@ pub(crate) enum Reindent {
         /// Levels the file's lines are deeper (or, negative, shallower) than the model's.
         shift: isize,
     },
+    /// No one rule explains every pair, but each indentation of the model's is always the same
+    /// one of the file's: a tab file's continuation line (`\t    b)`, a level and alignment) the
+    /// model typed as eight spaces next to its four for `\t`. A line indented as one of the
+    /// model's is written with the file's; other lines follow `rest`, learnt from the pairs
+    /// without such alignment.
+    Known {
+        /// The model's indentations and the file's for each.
+        table: Vec<(String, String)>,
+        /// The rule for indentations not in `table`.
+        rest: Box<Reindent>,
+    },
 }
 
 /// One level of indentation.
@@ -771,7 +782,23 @@ impl Reindent {
         if let Some(rule) = Self::by_prefix(indents.clone()) {
             return rule;
         }
-        Self::by_unit(indents).unwrap_or(Reindent::Keep)
+        Self::by_unit(indents.clone()).or_else(|| Self::by_table(indents)).unwrap_or(Reindent::Keep)
+    }
+
+    /// [`Reindent::Known`], when each of the model's indentations pairs with one of the file's.
+    fn by_table<'a>(indents: impl Iterator<Item = (&'a str, &'a str)> + Clone) -> Option<Self> {
+        let mut table: Vec<(String, String)> = Vec::new();
+        for (oi, fi) in indents.clone() {
+            match table.iter().find(|(o, _)| o == oi) {
+                Some((_, f)) if f != fi => return None,
+                Some(_) => {}
+                None => table.push((oi.to_string(), fi.to_string())),
+            }
+        }
+        // Alignment after a tab is what no unit rule can write; the other pairs may have one.
+        let plain = indents.filter(|(_, fi)| !fi.contains("\t "));
+        let rest = Self::by_prefix(plain.clone()).or_else(|| Self::by_unit(plain)).unwrap_or(Reindent::Keep);
+        Some(Reindent::Known { table, rest: Box::new(rest) })
     }
 
     /// One prefix added to (or removed from) every line, when that explains every pair.
@@ -842,6 +869,13 @@ impl Reindent {
                     }
                     // Not written in the model's unit: as typed.
                     None => line.to_string(),
+                }
+            }
+            Reindent::Known { table, rest } => {
+                let indent = leading_ws(line);
+                match table.iter().find(|(o, _)| o == indent).filter(|_| !line.trim().is_empty()) {
+                    Some((_, file)) => format!("{file}{}", &line[indent.len()..]),
+                    None => rest.apply(line),
                 }
             }
         }

@@ -244,6 +244,29 @@ async fn e8_p1_indentation_in_another_unit_is_written_in_the_files_unit() {
     assert_eq!(env.text("b.py"), "def g():\n    x = 1\n    if x:\n        return 20\n");
 }
 
+/// A tab-indented file with a continuation line aligned by spaces after its tab (Go, C): the
+/// model types both in spaces, and a rewritten continuation line keeps the file's tab and
+/// alignment, a rewritten plain line gets a tab; with edit_file and apply_patch. Before, no
+/// unit explained both lines, so the new lines went in as typed: eight spaces next to the
+/// file's tabs (E8).
+#[tokio::test]
+async fn e8_a_tab_and_alignment_continuation_line_keeps_the_files_indentation() {
+    let env = Env::new();
+    let go = "func main() {\n\tx := foo(a,\n\t    b)\n\tfmt.Println(x)\n}\n";
+    env.write("m.go", go);
+    env.read("m.go");
+    let out = env.edit("m.go", &[("    x := foo(a,\n        b)", "    x := foo(a,\n        b, c)\n    y := x")]).await;
+    assert!(out.is_success(), "{}", out.text_content());
+    assert_eq!(env.text("m.go"), "func main() {\n\tx := foo(a,\n\t    b, c)\n\ty := x\n\tfmt.Println(x)\n}\n");
+
+    env.write("n.go", go);
+    env.read("n.go");
+    let patch = "*** Begin Patch\n*** Update File: n.go\n@@\n-    x := foo(a,\n-        b)\n+    x := bar(a,\n+        b)\n*** End Patch";
+    let out = env.patch(patch).await;
+    assert!(out.is_success(), "{}", out.text_content());
+    assert_eq!(env.text("n.go"), "func main() {\n\tx := bar(a,\n\t    b)\n\tfmt.Println(x)\n}\n");
+}
+
 #[tokio::test]
 async fn e8_ambiguous_lenient_match_leaves_file_untouched_and_asks_for_more_context() {
     let env = Env::new();
