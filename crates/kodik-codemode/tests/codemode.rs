@@ -1074,6 +1074,10 @@ async fn k9_an_unknown_name_is_reported_on_its_own_line() {
     let (out, _) = run(config(), "function f(){\n  return zzz;\n}\nawait tools.noop({});\nf();\n").await;
     assert_eq!(out.meta["codemode"]["error"]["line"], 2, "{}", out.text_content());
     assert!(out.text_content().contains("zzz is not defined"), "{}", out.text_content());
+    // An object key of the same name is no use of it.
+    let (out, _) = run(config(), "const o = {foo: 1};\nconsole.log(o.foo);\nreturn foo;\n").await;
+    assert_eq!(out.meta["codemode"]["error"]["line"], 3, "{}", out.text_content());
+    assert_eq!(out.meta["codemode"]["error"]["column"], 8, "{}", out.text_content());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

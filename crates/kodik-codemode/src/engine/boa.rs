@@ -900,8 +900,9 @@ fn classify(v: &JsValue, ctx: &mut Context, host: &Host) -> ScriptError {
 }
 
 /// The first use of the identifier `ident` in `code` from line index `from` on, as a 0-based line
-/// index and a 1-based column: whole words only, not after a `.` (a property), not in a `//`
-/// comment or on a line where it only appears inside quotes.
+/// index and a 1-based column: whole words only, not after a `.` (a property), not as an object
+/// literal's key (`{path: p}`, while `a ? path : b` is a use), not in a `//` comment or on a
+/// line where it only appears inside quotes.
 fn first_use(code: &str, ident: &str, from: usize) -> Option<(u32, u32)> {
     if ident.is_empty() || !ident.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '$') {
         return None;
@@ -915,7 +916,11 @@ fn first_use(code: &str, ident: &str, from: usize) -> Option<(u32, u32)> {
             let before = text[..at].chars().next_back();
             let after = text[at + ident.len()..].chars().next();
             let quotes = text[..at].chars().filter(|c| matches!(c, '"' | '\'' | '`')).count();
-            if !before.is_some_and(|c| is_word(c) || c == '.') && !after.is_some_and(is_word) && quotes % 2 == 0 {
+            let key = text[at + ident.len()..].trim_start().starts_with(':')
+                && !text[..at].trim_end().ends_with('?')
+                && !text[..at].trim_end().ends_with("case");
+            if !before.is_some_and(|c| is_word(c) || c == '.') && !after.is_some_and(is_word) && quotes % 2 == 0 && !key
+            {
                 let col = text[..at].chars().count() + 1;
                 return Some((u32::try_from(i).ok()?, u32::try_from(col).ok()?));
             }
@@ -1075,6 +1080,10 @@ mod tests {
         assert_eq!(first_use(code, "foo", 0), Some((3, 8)));
         assert_eq!(first_use("function f(){\n  return zzz;\n}", "zzz", 0), Some((1, 10)));
         assert_eq!(first_use("return foodstuff", "foo", 0), None);
+        assert_eq!(first_use("const o = {foo: 1, bar : 2};\nreturn foo;", "foo", 0), Some((1, 8)));
+        assert_eq!(first_use("const o = {\n  bar: 2,\n};\nreturn bar;", "bar", 0), Some((3, 8)));
+        assert_eq!(first_use("const v = x ? foo : 1;", "foo", 0), Some((0, 15)));
+        assert_eq!(first_use("switch (1) { case foo: }", "foo", 0), Some((0, 19)));
     }
 
     #[test]
