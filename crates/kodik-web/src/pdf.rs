@@ -21,8 +21,10 @@ use pdf_extract::{Dictionary, Document, Object, ObjectId, PlainTextOutput, Strea
 /// costs `pdf-extract` a large stack frame.
 const MAX_FORM_DEPTH: usize = 64;
 
-/// Most form drawings one document may cause in total (a form drawn twice by a form drawn twice
-/// … is exponential without being a cycle).
+/// Most form drawings one page may cause, counting every drawing its forms cause in turn (a
+/// form drawn twice by a form drawn twice … is exponential without being a cycle). Counted per
+/// page: a logo form drawn on each of 500 pages is linear work, and a document-wide total
+/// refused such a report outright.
 const MAX_FORM_DRAWS: u64 = 100_000;
 
 /// The document's text, or why it cannot be read.
@@ -77,15 +79,14 @@ fn prune_page_tree(doc: &mut Document) {
 pub fn check_recursion(doc: &Document) -> Result<(), String> {
     let empty = Dictionary::new();
     let mut walk = Walk { doc, done: HashMap::new(), stack: HashSet::new() };
-    let mut draws = 0u64;
-    for page_id in doc.page_iter() {
+    for (n, page_id) in doc.page_iter().enumerate() {
         let Ok(page) = doc.get_dictionary(page_id) else { continue };
         let resources = inherited(doc, page, b"Resources")?;
         inherited(doc, page, b"MediaBox")?;
         let resources = resources.and_then(|o| o.as_dict().ok()).unwrap_or(&empty);
         let Ok(content) = doc.get_page_content(page_id) else { continue };
-        draws = draws.saturating_add(walk.stream(&content, resources, 1)?);
-        too_many(draws)?;
+        let on_page = |e: String| format!("{e} (page {})", n.saturating_add(1));
+        too_many(walk.stream(&content, resources, 1).map_err(on_page)?).map_err(on_page)?;
     }
     Ok(())
 }
@@ -134,7 +135,10 @@ struct Walk<'a> {
 
 fn too_many(draws: u64) -> Result<(), String> {
     if draws > MAX_FORM_DRAWS {
-        return Err(format!("the PDF could not be read: its pages draw more than {MAX_FORM_DRAWS} nested drawings"));
+        return Err(format!(
+            "the PDF could not be read: a page of it draws more than {MAX_FORM_DRAWS} forms, counting the forms \
+             those forms draw"
+        ));
     }
     Ok(())
 }

@@ -717,6 +717,58 @@ async fn w2_a_pdf_whose_drawings_recurse_is_an_error_and_the_process_lives_on() 
 }
 
 #[tokio::test]
+async fn w2_a_pdf_drawing_one_form_on_every_page_is_read_and_only_a_page_whose_forms_fan_out_is_refused() {
+    // The tester's manyforms.pdf at 420 pages x 250 draws (105 000 in all, each page flat):
+    // before, "its pages draw more than 100000 nested drawings" and none of its text was shown.
+    let pages = 420;
+    let per_page = 250;
+    let mut objects = vec![
+        "<< /Type /Catalog /Pages 2 0 R >>".to_string(),
+        String::new(),
+        "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>".to_string(),
+        form("", "0 0 m 1 1 l S"),
+    ];
+    let mut kids = Vec::new();
+    for i in 0..pages {
+        let body =
+            format!("BT /F1 10 Tf 72 750 Td (Report page {i} is fine) Tj ET {}", "q /Fm1 Do Q ".repeat(per_page));
+        objects.push(format!("<< /Length {} >>\nstream\n{body}\nendstream", body.len()));
+        let contents = objects.len();
+        objects.push(format!(
+            "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents {contents} 0 R \
+             /Resources << /Font << /F1 3 0 R >> /XObject << /Fm1 4 0 R >> >> >>"
+        ));
+        kids.push(format!("{} 0 R", objects.len()));
+    }
+    objects[1] = format!("<< /Type /Pages /Kids [{}] /Count {pages} >>", kids.join(" "));
+    let flat = common::pdf_of(&objects);
+    // Five forms, each drawing the next 20 times: 20^4 = 160 000 drawings from one page.
+    let twenty = |next: usize| format!("/Resources << /XObject << /N {next} 0 R >> >>");
+    let fan_out = pdf_page(
+        "/Resources << /Font << /F1 5 0 R >> /XObject << /N 6 0 R >> >>",
+        "/N Do",
+        &[
+            form(&twenty(7), &"/N Do ".repeat(20)),
+            form(&twenty(8), &"/N Do ".repeat(20)),
+            form(&twenty(9), &"/N Do ".repeat(20)),
+            form(&twenty(10), &"/N Do ".repeat(20)),
+            form("", "0 0 m 1 1 l S"),
+        ],
+    );
+    let s = Server::start(move |r| {
+        Reply::ok("application/pdf", if r.path == "/flat.pdf" { flat.clone() } else { fan_out.clone() })
+    })
+    .await;
+    let t = tool(WebConfig::default());
+    let out = fetch(&t, &s.url("/flat.pdf"), None, None).await.unwrap();
+    for i in [0, 1, 419] {
+        assert!(out.contains(&format!("Report page {i} is fine")), "page {i}: {}", &out[..600.min(out.len())]);
+    }
+    let err = fetch(&t, &s.url("/fan.pdf"), None, None).await.unwrap_err();
+    assert!(err.contains("draws more than 100000 forms") && err.contains("(page 1)"), "{err}");
+}
+
+#[tokio::test]
 async fn w2_a_pdf_nested_thousands_of_levels_deep_is_an_error_and_the_process_lives_on() {
     // The tester's deeparr.pdf, deepcontent.pdf and deepdict.pdf: before, each overflowed the
     // reader's stack and aborted the whole process (a stack overflow cannot be caught).
