@@ -111,8 +111,12 @@ pub(crate) struct Dialog {
 #[derive(Debug, Clone)]
 pub(crate) struct Shot {
     pub id: String,
+    /// The image's size in pixels: x/y targets are read off the image.
     pub width: f64,
     pub height: f64,
+    /// CSS pixels per image pixel, across and down: a phone viewport shows a page without a
+    /// viewport meta tag at its 980 px layout width scaled down to the screen.
+    pub scale: (f64, f64),
     pub url: String,
 }
 

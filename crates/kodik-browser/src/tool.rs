@@ -794,22 +794,43 @@ impl BrowserSession {
         let viewport = args.target.is_none() && args.clip.is_none() && args.full_page != Some(true);
         let url =
             eval(tab, "location.href").await.ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+        // The image may not be the viewport's CSS size (a phone viewport scales a page without a
+        // viewport meta tag down to the screen): the model reads x/y off the image.
+        let (img_w, img_h) = png_size(&png).unwrap_or((width, height));
+        let scale = (width / img_w.max(1.0), height / img_h.max(1.0));
+        let scaled = viewport && ((scale.0 - 1.0).abs() > 0.01 || (scale.1 - 1.0).abs() > 0.01);
         let id = {
             let mut d = tab.shared.lock();
             d.shots += 1;
             let id = format!("{}-s{}", tab.id, d.shots);
             // Only viewport screenshots define a coordinate space for x/y targets.
             if viewport {
-                d.shot = Some(Shot { id: id.clone(), width, height, url });
+                d.shot = Some(Shot { id: id.clone(), width: img_w, height: img_h, scale, url });
             }
             id
         };
-        let mut rep = Report::new(format!(
-            "Screenshot {id} of {what} ({}×{} CSS pixels{}).",
-            width.round(),
-            height.round(),
-            if viewport { "; x/y targets may refer to it with screenshot_id" } else { "" }
-        ));
+        let mut rep = Report::new(if scaled {
+            format!(
+                "Screenshot {id} of {what}: a {}×{} px image of a {}×{} CSS px page area (scaled by {:.2}, as the \
+                 device shows it); x/y targets are image pixels of it, with screenshot_id.",
+                img_w.round(),
+                img_h.round(),
+                width.round(),
+                height.round(),
+                img_w / width.max(1.0)
+            )
+        } else {
+            format!(
+                "Screenshot {id} of {what} ({}×{} CSS pixels{}).",
+                width.round(),
+                height.round(),
+                if viewport { "; x/y targets may refer to it with screenshot_id" } else { "" }
+            )
+        });
+        if scaled {
+            rep.meta.insert("image_width".into(), json!(img_w));
+            rep.meta.insert("image_height".into(), json!(img_h));
+        }
         if let Some(cut) = cut {
             rep.line(cut);
             rep.meta.insert("cut".into(), json!(true));
@@ -1737,9 +1758,17 @@ async fn point(tab: &Tab, t: &Target, enabled: bool) -> Result<(String, f64, f64
                 shot.width, shot.height
             )));
         }
-        return Ok((format!("the point ({x}, {y}) of {sid}"), x, y));
+        // Mouse events take CSS pixels of the page's viewport.
+        return Ok((format!("the point ({x}, {y}) of {sid}"), x * shot.scale.0, y * shot.scale.1));
     }
     actions::point_of(tab, t, enabled).await
+}
+
+/// Width and height of a PNG image, from its header.
+fn png_size(png: &[u8]) -> Option<(f64, f64)> {
+    let w = u32::from_be_bytes(png.get(16..20)?.try_into().ok()?);
+    let h = u32::from_be_bytes(png.get(20..24)?.try_into().ok()?);
+    (png.starts_with(b"\x89PNG") && w > 0 && h > 0).then_some((f64::from(w), f64::from(h)))
 }
 
 async fn viewport_size(tab: &Tab) -> Result<(f64, f64), BrowserError> {
