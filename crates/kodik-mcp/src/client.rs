@@ -7,7 +7,6 @@
 //! again for the next call, a bounded number of times.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::process::Stdio;
 use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
@@ -18,7 +17,6 @@ use rmcp::model::{
     Implementation, ResourceContents, ToolAnnotations,
 };
 use rmcp::service::{NotificationContext, Peer, RunningService, ServiceError};
-use rmcp::transport::TokioChildProcess;
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::{Value, json};
 use tokio::io::AsyncBufReadExt as _;
@@ -215,6 +213,8 @@ struct Server {
     restarts: AtomicU32,
     /// The process group of the running stdio server (0: none).
     pgid: AtomicI32,
+    /// Why kodik closed the connection itself, when it did (a message too long to read).
+    close_reason: crate::child::CloseReason,
 }
 
 impl Server {
@@ -247,9 +247,10 @@ impl Server {
             // Its own process group: killing the server also kills what it started.
             wrap.wrap(process_wrap::tokio::ProcessGroup::leader());
             wrap.wrap(process_wrap::tokio::KillOnDrop);
-            let (transport, stderr) = TokioChildProcess::builder(wrap)
-                .stderr(Stdio::piped())
-                .spawn()
+            if let Ok(mut reason) = self.close_reason.lock() {
+                *reason = None;
+            }
+            let (transport, stderr) = crate::child::ServerProcess::spawn(wrap, Arc::clone(&self.close_reason))
                 .map_err(|source| ClientError::Spawn { server: self.name.clone(), command: command.clone(), source })?;
             // The leader's pid is its group's id.
             self.pgid.store(transport.id().and_then(|id| i32::try_from(id).ok()).unwrap_or(0), Ordering::Relaxed);
@@ -416,12 +417,15 @@ impl Server {
                 } else {
                     "it is not started again"
                 };
-                ToolOutput::error(format!(
-                    "MCP server `{}` stopped during the call to `{tool}` ({e}); {again}{}",
-                    self.name,
-                    self.stderr.render()
-                ))
-                .with_meta(json!({"server": self.name, "tool": tool, "error_kind": "mcp_server_stopped"}))
+                let why = self.close_reason.lock().ok().and_then(|r| r.clone());
+                let what = match why {
+                    Some(why) => {
+                        format!("MCP server `{}` was disconnected during the call to `{tool}`: {why}", self.name)
+                    }
+                    None => format!("MCP server `{}` stopped during the call to `{tool}` ({e})", self.name),
+                };
+                ToolOutput::error(format!("{what}; {again}{}", self.stderr.render()))
+                    .with_meta(json!({"server": self.name, "tool": tool, "error_kind": "mcp_server_stopped"}))
             }
             Ok(Err(e)) => ToolOutput::error(format!("MCP call `{}__{tool}` failed: {e}", self.name)).with_meta(meta()),
             Err(_) => ToolOutput::with_status(
@@ -674,6 +678,7 @@ impl McpClient {
                 conn: tokio::sync::Mutex::new(None),
                 restarts: AtomicU32::new(0),
                 pgid: AtomicI32::new(0),
+                close_reason: Arc::default(),
             });
             async move {
                 let service = server.start().await?;

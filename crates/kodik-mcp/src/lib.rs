@@ -40,6 +40,7 @@
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
+mod child;
 pub mod client;
 pub mod config;
 mod convert;

@@ -232,6 +232,27 @@ async fn a8_list_changed_refreshes_the_servers_tools() {
     m.client.shutdown().await;
 }
 
+/// G8: an answer of 20 MiB (rmcp's own stdio transport silently dropped anything over 16 MiB,
+/// and the call waited for its 10-minute timeout) arrives whole; one over kodik's 128 MiB
+/// limit fails that call at once, saying why, and the server is started again.
+#[tokio::test(flavor = "multi_thread")]
+async fn g8_a_20_mib_answer_arrives_and_one_over_the_limit_fails_at_once_saying_why() {
+    let m = Mounted::new(ClientOptions::default()).await;
+    let out = m.call("py__sized", json!({"mib": 20})).await;
+    assert_eq!(out.status, ToolStatus::Success, "{}", text(&out).chars().take(300).collect::<String>());
+    let full = out.meta["full_output"].as_str().map(std::fs::read_to_string);
+    let len = match full {
+        Some(saved) => saved.unwrap().trim_end().len(),
+        None => text(&out).len(),
+    };
+    assert_eq!(len, 20 * 1024 * 1024, "the whole answer was kept");
+    let out = m.call("py__sized", json!({"mib": 129})).await;
+    assert_eq!(out.status, ToolStatus::Error, "{out:?}");
+    assert!(text(&out).contains("message of over 128 MiB"), "{}", text(&out));
+    assert_eq!(m.call("py__echo", json!({"text": "again"})).await.status, ToolStatus::Success);
+    m.client.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a8_a_server_killed_mid_call_fails_that_call_and_is_restarted_once() {
     let m = Mounted::new(ClientOptions::default()).await;
