@@ -440,7 +440,9 @@ fn banner_named<'a>(name: &LocalName, attr: &impl Fn(&str) -> Option<&'a str>) -
 
 /// Whether a banner-named element acts like a banner: it is a dialog, or it offers something
 /// to click or fill in (accept, reject, settings), and it is not long text under headings. A
-/// section of content about cookies has neither controls nor a dialog role.
+/// section of content about cookies has no dialog role, and when it has controls they sit
+/// beside code (sphinx-design tabs are radio inputs, copy buttons are buttons): a consent
+/// banner never shows code, so an element holding `<pre>` or `<code>` is content.
 fn banner_shaped<'a>(tree: &Tree, id: &NodeId, attr: &impl Fn(&str) -> Option<&'a str>) -> bool {
     if matches!(attr("role"), Some("dialog" | "alertdialog")) || attr("aria-modal") == Some("true") {
         return true;
@@ -454,6 +456,7 @@ fn banner_shaped<'a>(tree: &Tree, id: &NodeId, attr: &impl Fn(&str) -> Option<&'
             "button" | "input" | "select" => controls = true,
             "a" if d.attr("role").as_deref() == Some("button") => controls = true,
             "h1" | "h2" | "h3" => headed_text = true,
+            "pre" | "code" => return false,
             _ if d.attr("role").as_deref() == Some("button") => controls = true,
             _ => {}
         }

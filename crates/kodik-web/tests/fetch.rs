@@ -95,6 +95,40 @@ async fn w2_sections_about_cookies_are_kept_while_consent_banners_with_buttons_g
 }
 
 #[tokio::test]
+async fn w2_a_docs_section_about_cookies_with_tabs_or_a_copy_button_beside_its_code_is_kept() {
+    // The tester's cookietabs.html (sphinx-design tabs are radio inputs) and cookiedoc.html (a
+    // copy button): before, both sections were dropped as consent banners and `query: cookies`
+    // said "No section mentions".
+    let tabs = r#"<html><head><title>Quickstart</title></head><body><div class="bd-sidebar"><a href="index.html">Home</a></div><main id="main-content"><article class="bd-article">
+<div class="cookie-consent">We use cookies BANNERTEXT. <button>Accept all</button></div>
+<section id="quickstart"><h1>Quickstart</h1><p>Install the library and make your first request in a minute.</p>
+<section id="cookies"><h2>Cookies</h2><p>Any cookies that are set on the response can be easily accessed.</p>
+<div class="sd-tab-set docutils"><input checked="checked" id="sd-tab-item-0" name="sd-tab-set-0" type="radio"><label class="sd-tab-label" for="sd-tab-item-0">sync</label><div class="sd-tab-content docutils"><div class="highlight-python notranslate"><div class="highlight"><pre><span></span>r = client.get(url, cookies={"peanut": "butter"})</pre></div></div></div>
+<input id="sd-tab-item-1" name="sd-tab-set-0" type="radio"><label class="sd-tab-label" for="sd-tab-item-1">async</label><div class="sd-tab-content docutils"><div class="highlight-python notranslate"><div class="highlight"><pre><span></span>r = await client.get(url, cookies={"peanut": "butter"})</pre></div></div></div></div>
+</section>
+<section id="cookie-settings"><h2>Cookie settings</h2><p>Set SESSION_COOKIE_SECURE in production.</p><div class="highlight"><button class="copybtn">Copy</button><pre>SESSION_COOKIE_SECURE = True</pre></div></section>
+<section id="timeouts"><h2>Timeouts</h2><p>The default timeout is five seconds for network inactivity.</p></section>
+</section></article></main></body></html>"#;
+    let s = Server::start(move |_| Reply::html(tabs)).await;
+    let t = tool(WebConfig::default());
+    let out = fetch(&t, &s.url("/tabs"), None, None).await.unwrap();
+    let md = framed(&out);
+    for want in [
+        "## Cookies",
+        "cookies={\"peanut\": \"butter\"}",
+        "await client.get",
+        "## Cookie settings",
+        "SESSION_COOKIE_SECURE = True",
+        "## Timeouts",
+    ] {
+        assert!(md.contains(want), "missing {want:?}: {md}");
+    }
+    assert!(!md.contains("BANNERTEXT"), "the consent banner stays dropped: {md}");
+    let out = fetch(&t, &s.url("/tabs"), Some("cookies"), None).await.unwrap();
+    assert!(!out.contains("No section mentions") && framed(&out).contains("await client.get"), "{out}");
+}
+
+#[tokio::test]
 async fn w2_a_callout_aside_inside_main_is_kept_and_a_link_list_aside_goes() {
     let prose =
         "<p>Ordinary documentation prose that explains the feature in detail for the reader, long enough to count.</p>";
