@@ -180,34 +180,6 @@ fn utf16_without_bom(bytes: &[u8]) -> Option<&'static Encoding> {
     (!had_errors).then_some(enc)
 }
 
-/// Encodes `text` — a [`lossy`](Decoded::lossy) UTF-8 decode of `original`, edited — as UTF-8
-/// with each invalid byte sequence of `original` put back where its U+FFFD still stands, so an
-/// edit elsewhere in a file with a few damaged bytes keeps them as they were. `None` when the
-/// text's U+FFFD count differs from the decode's (an edit removed or added one): which bytes
-/// belong where is then unknown, and writing would corrupt the file.
-pub fn encode_utf8_keeping_invalid(text: &str, original: &[u8]) -> Option<Vec<u8>> {
-    // What each U+FFFD of the decoded text stood for: invalid bytes, or a real U+FFFD.
-    let mut stood_for: Vec<Option<&[u8]>> = Vec::new();
-    for chunk in original.utf8_chunks() {
-        stood_for.extend(chunk.valid().matches('\u{FFFD}').map(|_| None));
-        if !chunk.invalid().is_empty() {
-            stood_for.push(Some(chunk.invalid()));
-        }
-    }
-    let mut pieces = text.split('\u{FFFD}');
-    let mut out = Vec::with_capacity(text.len());
-    out.extend_from_slice(pieces.next().unwrap_or_default().as_bytes());
-    let mut stood_for = stood_for.into_iter();
-    for piece in pieces {
-        match stood_for.next()? {
-            Some(bytes) => out.extend_from_slice(bytes),
-            None => out.extend_from_slice("\u{FFFD}".as_bytes()),
-        }
-        out.extend_from_slice(piece.as_bytes());
-    }
-    stood_for.next().is_none().then_some(out)
-}
-
 /// UTF-16 without a BOM needs a NUL in at least one of this many characters: the high byte of
 /// an ASCII character (space, newline, digit, punctuation), which even text in Cyrillic or
 /// Greek has in one character of five or so.
@@ -333,23 +305,6 @@ mod tests {
         let mixed = [b"ok needle \xff\xfe bad\n".as_slice(), "Привет utf8\n".as_bytes()].concat();
         let d = decode(&mixed, None).unwrap();
         assert_eq!((d.format.encoding, d.text.lines().nth(1)), (UTF_8, Some("Привет utf8")));
-    }
-
-    #[test]
-    fn e12_an_edit_of_utf8_with_invalid_bytes_keeps_them() {
-        // Two bad bytes, a truncated character (one U+FFFD for two bytes) and a real U+FFFD.
-        let original = [b"a \xff\xfe b\n".as_slice(), "日本語 ✓ \u{FFFD}\n".as_bytes(), b"cut \xe6\x97\n"].concat();
-        let d = decode(&original, None).unwrap();
-        assert!(d.lossy);
-        assert_eq!(d.text, "a \u{FFFD}\u{FFFD} b\n日本語 ✓ \u{FFFD}\ncut \u{FFFD}\n");
-        assert_eq!(encode_utf8_keeping_invalid(&d.text, &original).as_deref(), Some(original.as_slice()));
-        let edited = d.text.replace(" b\n", " B ✓\n");
-        let expected =
-            [b"a \xff\xfe B \xe2\x9c\x93\n".as_slice(), "日本語 ✓ \u{FFFD}\n".as_bytes(), b"cut \xe6\x97\n"].concat();
-        assert_eq!(encode_utf8_keeping_invalid(&edited, &original), Some(expected));
-        // An edit that drops a replacement character leaves no way to place the bytes.
-        assert_eq!(encode_utf8_keeping_invalid(&d.text.replacen('\u{FFFD}', "", 1), &original), None);
-        assert_eq!(encode_utf8_keeping_invalid(&format!("{}\u{FFFD}", d.text), &original), None);
     }
 
     #[test]
