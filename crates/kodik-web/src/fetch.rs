@@ -171,6 +171,7 @@ impl WebFetchTool {
         continuing: bool,
         cancel: &CancellationToken,
     ) -> Result<(Arc<FetchedPage>, Source), ToolError> {
+        let started = Instant::now();
         let config = self.client.config();
         let cached = self.cache().get(url);
         if let Some(c) = &cached {
@@ -229,10 +230,30 @@ impl WebFetchTool {
         let freshness = freshness(header(reqwest::header::CACHE_CONTROL).as_deref(), config.cache_ttl);
         let body = fetched.body.clone();
         let (ct, u) = (content_type.clone(), final_url.clone());
-        let convert = tokio::task::spawn_blocking(move || to_page(&body, ct.as_deref(), &u));
+        // Conversion shares the fetch's time limit. It runs on a thread of its own rather than
+        // tokio's blocking pool: a page that outlasts the limit (or a cancelled call) is left to
+        // finish there while the call answers, and a blocking-pool task would also hold up the
+        // runtime's shutdown (`kodik serve` could not exit until it ended).
+        let left = config.total_timeout.saturating_sub(started.elapsed());
+        let (done, convert) = tokio::sync::oneshot::channel();
+        std::thread::Builder::new()
+            .name("kodik-web-convert".into())
+            .spawn(move || {
+                let _ = done.send(to_page(&body, ct.as_deref(), &u));
+            })
+            .map_err(|e| ToolError::failed(format!("could not start converting {final_url}: {e}")))?;
         let mut page = tokio::select! {
             () = cancel.cancelled() => return Err(ToolError::Cancelled),
-            r = convert => r.map_err(|e| ToolError::failed(format!("converting {final_url} failed: {e}")))?
+            () = tokio::time::sleep(left) => return Err(ToolError::failed(format!(
+                "converting {final_url} ({} of {}) took longer than the {:.1} s left of the fetch's {} s limit; the \
+        page is too large or too complex to convert. Look for a smaller page with the same content (a raw file, an API, \
+        a single section's URL).",
+                size(fetched.body.len()),
+                content_type.as_deref().unwrap_or("unlabelled"),
+                left.as_secs_f64(),
+                config.total_timeout.as_secs(),
+            ))),
+            r = convert => r.map_err(|_| ToolError::failed(format!("converting {final_url} failed (the converter stopped)")))?
                 .map_err(|e| ToolError::failed(format!("{final_url}: {e}")))?,
         };
         if !(200..300).contains(&fetched.status) {

@@ -467,6 +467,24 @@ async fn w2_a_one_byte_per_interval_body_hits_the_total_deadline() {
 }
 
 #[tokio::test]
+async fn w2_a_page_too_complex_to_convert_within_the_time_limit_is_an_error_at_the_limit() {
+    // The tester's manyattr20000.html: one element with 20 000 attributes, which html5ever
+    // checks against each other. Before, conversion had no deadline: 21 s here (debug), past
+    // 120 s at 50 000, returned as success long after the 30-second limit.
+    let attrs: Vec<String> = (0..20_000).map(|i| format!("a{i}=x")).collect();
+    let html = format!(
+        "<html><head><title>A</title></head><body><main><h1>A</h1><div {}>text</div></main></body></html>",
+        attrs.join(" ")
+    );
+    let s = Server::start(move |_| Reply::html(html.clone())).await;
+    let t = tool(WebConfig { total_timeout: Duration::from_millis(1500), ..WebConfig::default() });
+    let started = Instant::now();
+    let err = fetch(&t, &s.url("/manyattr"), None, None).await.unwrap_err();
+    assert!(err.contains("took longer than") && err.contains("too large or too complex"), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+}
+
+#[tokio::test]
 async fn w4_stopping_mid_body_closes_the_connection_at_once() {
     let s = Server::start(drip_server()).await;
     let t = tool(WebConfig::default());
