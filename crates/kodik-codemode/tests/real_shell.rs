@@ -107,3 +107,15 @@ async fn s3_a_command_the_script_sent_to_the_background_keeps_running_after_it()
     drop(s);
     assert!(ended(pid).await, "dropping the toolset stops it");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn k10_k11_an_unawaited_command_at_the_time_limit_is_stopped_and_recorded_cancelled() {
+    let s = setup(Duration::from_secs(2));
+    let code = format!("tools.shell({{command: {COMMAND:?}, timeout_ms: 60000}});\nreturn 'started'");
+    let out = run(&s, &code).await;
+    let text = out.text_content();
+    assert!(text.contains("had not finished at the time limit and were cancelled: shell"), "{text}");
+    let pid = pid_in(&s.dir.path().join("pid.txt")).await;
+    assert!(ended(pid).await, "`sleep 289` (pid {pid}) still runs after the note said it was cancelled");
+    assert_eq!(out.meta["codemode"]["calls"][0]["status"], "cancelled", "{}", out.meta);
+}
