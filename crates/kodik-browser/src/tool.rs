@@ -9,6 +9,7 @@ use base64::Engine as _;
 use chromiumoxide::cdp::browser_protocol::browser::SetPermissionParams;
 use chromiumoxide::cdp::browser_protocol::dom::SetFileInputFilesParams;
 use chromiumoxide::cdp::browser_protocol::emulation::{SetDeviceMetricsOverrideParams, SetFocusEmulationEnabledParams};
+use chromiumoxide::cdp::browser_protocol::input::InsertTextParams;
 use chromiumoxide::cdp::browser_protocol::page::{
     CaptureScreenshotFormat, CaptureScreenshotParams, HandleJavaScriptDialogParams, Viewport,
 };
@@ -898,23 +899,50 @@ impl BrowserSession {
                         if (K.disabled(el) || el.readOnly) return { __error: 'actionable', detail: desc + ' is ' + (el.readOnly ? 'read-only' : 'disabled') };
                         el.scrollIntoView({ block: 'center', behavior: 'instant' });
                         el.focus();
-                        if (el.isContentEditable) { el.textContent = args.value; }
-                        else {
-                          const proto = el.tagName === 'TEXTAREA' ? HTMLTextAreaElement.prototype : HTMLInputElement.prototype;
-                          const set = Object.getOwnPropertyDescriptor(proto, 'value').set;
-                          set.call(el, args.value);
+                        if (el.isContentEditable) {
+                          // Selected, to be replaced by typed text (below).
+                          const doc = el.ownerDocument, range = doc.createRange();
+                          range.selectNodeContents(el);
+                          const sel = doc.getSelection(); sel.removeAllRanges(); sel.addRange(range);
+                          return { desc, editable: true };
                         }
+                        const proto = el.tagName === 'TEXTAREA' ? HTMLTextAreaElement.prototype : HTMLInputElement.prototype;
+                        const set = Object.getOwnPropertyDescriptor(proto, 'value').set;
+                        set.call(el, args.value);
                         el.dispatchEvent(new InputEvent('input', { bubbles: true, composed: true, inputType: 'insertText', data: args.value }));
                         el.dispatchEvent(new Event('change', { bubbles: true }));
                         return { desc };
                         "#,
                     )
                     .await?;
-                    format!(
-                        "Filled {} with {} characters.",
-                        v.get("desc").and_then(Value::as_str).unwrap_or("the field"),
-                        value.chars().count()
-                    )
+                    let desc = v.get("desc").and_then(Value::as_str).unwrap_or("the field").to_string();
+                    if v.get("editable") == Some(&Value::Bool(true)) {
+                        // A rich-text editor (Lexical, Slate, ProseMirror) keeps its own model of
+                        // the text, fed by the input events of typing; a DOM write is undone by
+                        // it. Text inserted as a user's typing arrives goes through it.
+                        if value.is_empty() {
+                            actions::press(tab, "Delete").await?;
+                        } else {
+                            tab.page
+                                .execute(InsertTextParams::new(value.clone()))
+                                .await
+                                .map_err(cdp("type the text"))?;
+                        }
+                        let after = with_element(
+                            tab,
+                            target(args)?,
+                            json!({ "value": value }),
+                            "return { text: K.norm(el.innerText), want: K.norm(args.value) };",
+                        )
+                        .await?;
+                        if after.get("text") != after.get("want") {
+                            return Err(BrowserError::NotActionable(format!(
+                                "{desc} did not keep the text: it shows {}; click it and type with press, key by key",
+                                after.get("text").map(Value::to_string).unwrap_or_default()
+                            )));
+                        }
+                    }
+                    format!("Filled {desc} with {} characters.", value.chars().count())
                 }
                 A::Press => {
                     let key = args.key.clone().unwrap_or_default();

@@ -36,3 +36,43 @@ async fn b3_b4_a_point_read_off_a_scaled_phone_screenshot_clicks_what_the_image_
     assert!(e.contains("outside screenshot"), "{e}");
     h.session.shutdown().await;
 }
+
+/// A rich-text editor in the manner of Lexical or Slate: it keeps its own model of the text, fed
+/// by `beforeinput`, and renders the model back over any other change of its DOM.
+const EDITOR: &str = r#"<!doctype html><title>Editor</title>
+<div id="ed" contenteditable="true" role="textbox" aria-label="Message" style="border:1px solid;min-height:30px"></div>
+<button onclick="out.textContent='sent: '+JSON.stringify(model)">Send</button><div id="out">-</div>
+<div id="plain" contenteditable="true" role="textbox" aria-label="Notes">old notes</div>
+<script>
+let model=''; const ed=document.getElementById('ed'); let rendering=false;
+function render(){ rendering=true; ed.textContent=model; rendering=false; }
+ed.addEventListener('beforeinput', e => { e.preventDefault();
+  if (e.inputType==='insertText'||e.inputType==='insertReplacementText') { const sel=getSelection();
+    const all=sel.toString()===ed.textContent&&ed.textContent.length>0; model=(all?'':model)+(e.data||''); }
+  else if (e.inputType.startsWith('delete')) { model=model.slice(0,-1) }
+  render(); });
+new MutationObserver(() => { if (!rendering&&ed.textContent!==model) render() }).observe(ed, {childList:true,characterData:true,subtree:true});
+</script>"#;
+
+/// B3: `fill` on a rich-text editor types the text as a user's input arrives, so the editor's
+/// own model gets it (and sends it); a plain contenteditable has its text replaced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn b3_fill_reaches_a_rich_text_editor_that_keeps_its_own_model() {
+    let mut routes = Routes::new();
+    routes.insert("/", ("text/html", EDITOR.to_string(), ""));
+    let base = serve(routes).await;
+    let h = harness();
+    h.ok(json!({"action": "open", "url": format!("{base}/")})).await;
+    let f = h.ok(json!({"action": "fill", "target": {"label": "Message"}, "value": "hello team"})).await;
+    assert!(f.contains("Filled"), "{f}");
+    let c = h.ok(json!({"action": "click", "target": {"role": "button", "name": "Send"}})).await;
+    assert!(c.contains(r#"sent: "hello team""#), "{c}");
+    // Filling again replaces the text, as select-all and typing does.
+    h.ok(json!({"action": "fill", "target": {"label": "Message"}, "value": "second"})).await;
+    let c = h.ok(json!({"action": "click", "target": {"role": "button", "name": "Send"}})).await;
+    assert!(c.contains(r#"sent: "second""#), "{c}");
+    h.ok(json!({"action": "fill", "target": {"label": "Notes"}, "value": "new notes"})).await;
+    let s = h.ok(json!({"action": "snapshot"})).await;
+    assert!(s.contains("new notes") && !s.contains("old notes"), "{s}");
+    h.session.shutdown().await;
+}
