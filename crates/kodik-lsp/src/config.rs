@@ -43,6 +43,11 @@ pub struct ServerConfig {
     /// document is saved (clangd): after files change on disk, an open document's diagnostics
     /// are then awaited from a publish after that save, not taken from before it.
     pub republishes_on_save: bool,
+    /// Extensions (without the dot) of the files other files can depend on, when only some
+    /// can (C and C++: headers; a `.c` file is no part of another file's build). A change to
+    /// any other file leaves other open documents' diagnostics as they were. Empty: any file
+    /// of the server's language may be a dependency.
+    pub dependency_extensions: Vec<String>,
     /// Runs on the project root before the server starts there: for servers that write files
     /// of their own into the user's project (clangd's background index), to keep them out of
     /// `git status` and a model's `git add -A`.
@@ -77,6 +82,7 @@ impl ServerConfig {
             grace_markers: Vec::new(),
             diagnostics_quiet: None,
             republishes_on_save: false,
+            dependency_extensions: Vec::new(),
             before_start: None,
             sibling_projects: false,
             build_root: None,
@@ -141,6 +147,16 @@ impl ServerConfig {
     pub fn language_id(&self, path: &Path) -> Option<&str> {
         let ext = path.extension()?.to_str()?;
         self.extensions.iter().find(|(e, _)| e == ext).map(|(_, l)| l.as_str())
+    }
+
+    /// Whether `path` may be a file other files depend on (see
+    /// [`ServerConfig::dependency_extensions`]).
+    pub fn may_be_included(&self, path: &Path) -> bool {
+        self.dependency_extensions.is_empty()
+            || path
+                .extension()
+                .and_then(|e| e.to_str())
+                .is_some_and(|e| self.dependency_extensions.iter().any(|d| d == e))
     }
 
     /// The program's full path when it can be run (absolute and present, or found on `PATH`).
@@ -298,6 +314,7 @@ pub fn default_servers() -> Vec<ServerConfig> {
         // keeps it in the project, so it is made invisible to git first.
         ServerConfig {
             republishes_on_save: true,
+            dependency_extensions: ["h", "hh", "hpp", "hxx"].map(String::from).to_vec(),
             // References into other files come from the index, which clangd builds after the
             // first file opens: asked before that (a loaded machine), a header's declaration
             // was missing from the answer. The first queries wait for that indexing.

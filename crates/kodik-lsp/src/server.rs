@@ -195,6 +195,10 @@ struct Doc {
     text: Arc<str>,
     /// `State::seq` when the last change went out: pushes older than that are stale.
     sent_seq: u64,
+    /// `State::seq` when the server was last told of a change to another file this one may
+    /// depend on: a push older than that was made before it, and is taken only once the
+    /// server has had time to publish again ([`DEPENDENCY_QUIET`]).
+    dep_seq: u64,
     /// How the file looked on disk when `text` was read from it, and when that was.
     disk: Option<(Stamp, SystemTime)>,
 }
@@ -213,6 +217,12 @@ struct Stamp {
 
 /// How long a server's rescan after files were created or deleted is waited for.
 const RESCAN_WAIT: Duration = Duration::from_secs(3);
+
+/// A document's diagnostics published before another file it may depend on changed stand once
+/// the server has sent nothing for this long while idle: servers re-check the dependents of a
+/// changed file, but publish only the lists that changed (gopls, clangd), so a newer publish
+/// may never come. (gopls published the dependent's new error 0.3 s after the change.)
+const DEPENDENCY_QUIET: Duration = Duration::from_secs(1);
 
 /// Files changed this recently before they were read are read again on the next request:
 /// file times come from a clock that may lag by a scheduler tick.
@@ -702,6 +712,7 @@ impl Server {
         // Files are looked at in place: a trip through tokio's blocking pool per file costs
         // more than a `stat` or reading a source file, and this runs before every request.
         let mut docs = self.docs.lock().await;
+        let began = self.seq();
         // Unopened files changed on disk by anything (a shell command, git): told as watched
         // file changes, and every open document is saved again after them, which makes servers
         // that keep open files' dependencies themselves (clangd's preambles) re-check them.
@@ -761,23 +772,37 @@ impl Server {
                 if modified.is_some_and(|m| m >= self.started) {
                     watched.push(json!({"uri": path_to_uri(path), "type": 1}));
                 }
-                docs.insert(path.to_path_buf(), Doc { version: 1, text: now.clone(), sent_seq: seq, disk: None });
+                docs.insert(
+                    path.to_path_buf(),
+                    Doc { version: 1, text: now.clone(), sent_seq: seq, dep_seq: seq, disk: None },
+                );
             }
         }
         if let Some(d) = docs.get_mut(path) {
             d.disk = disk;
         }
+        // Other open documents' earlier publishes may predate these changes (a `sed -i` of a
+        // module they import): their diagnostics are awaited from after them. (Those opened
+        // or changed just now wait for a publish after that anyway.)
+        let told_at = self.seq();
+        let dependencies_changed = watched.iter().any(|c| {
+            c.get("uri").and_then(Value::as_str).and_then(uri_to_path).is_some_and(|p| self.config.may_be_included(&p))
+        });
         if !watched.is_empty() {
             self.files_created_or_deleted(&watched);
             self.conn.notify("workspace/didChangeWatchedFiles", &json!({"changes": watched})).await;
         }
-        if resave {
-            if self.config.republishes_on_save {
-                let seq = self.seq();
-                for d in docs.values_mut() {
-                    d.sent_seq = d.sent_seq.max(seq);
+        if dependencies_changed {
+            for d in docs.values_mut() {
+                if d.sent_seq < began {
+                    d.dep_seq = d.dep_seq.max(told_at);
+                }
+                if self.config.republishes_on_save {
+                    d.sent_seq = d.sent_seq.max(told_at);
                 }
             }
+        }
+        if resave {
             for p in docs.keys() {
                 self.conn.notify("textDocument/didSave", &json!({"textDocument": {"uri": path_to_uri(p)}})).await;
             }
@@ -824,9 +849,9 @@ impl Server {
         if self.pulls_diagnostics() {
             return self.pull(path, text).await;
         }
-        let (version, sent_seq) = {
+        let (version, sent_seq, dep_seq) = {
             let docs = self.docs.lock().await;
-            docs.get(path).map(|d| (d.version, d.sent_seq)).unwrap_or((1, 0))
+            docs.get(path).map(|d| (d.version, d.sent_seq, d.dep_seq)).unwrap_or((1, 0, 0))
         };
         let deadline = Instant::now() + self.timing.diagnostics_cap;
         let mut rx = self.changes.clone();
@@ -843,7 +868,11 @@ impl Server {
             }
             if let Some(p) = published.filter(fresh) {
                 // Settled: nothing newer within the quiet window while no work is in progress.
-                let window = self.config.diagnostics_quiet.unwrap_or(self.timing.diagnostics_quiet);
+                let window = if p.seq <= dep_seq {
+                    DEPENDENCY_QUIET
+                } else {
+                    self.config.diagnostics_quiet.unwrap_or(self.timing.diagnostics_quiet)
+                };
                 let quiet = tokio::time::timeout(window, rx.changed()).await.is_err();
                 if quiet && idle {
                     return Ok(FileDiagnostics {
@@ -878,7 +907,7 @@ mod tests {
     use super::*;
 
     fn doc(text: &str, disk: Option<(Stamp, SystemTime)>) -> Doc {
-        Doc { version: 1, text: text.into(), sent_seq: 0, disk }
+        Doc { version: 1, text: text.into(), sent_seq: 0, dep_seq: 0, disk }
     }
 
     /// Documents are not re-read before every request when their stamp is unchanged, yet a

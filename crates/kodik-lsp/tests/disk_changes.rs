@@ -95,3 +95,55 @@ async fn l1_a_header_changed_on_disk_rechecks_open_files_that_include_it_in_clan
     let hover = h.lsp(json!({"operation": "hover", "path": "src/main.c", "line": 3, "symbol": "add"})).await;
     assert!(hover.contains("int c"), "{hover}");
 }
+
+/// L1: in Go, a package rewritten on disk changes the diagnostics of an open file that calls
+/// it on the next `read_lints` (before: the caller's publish from before the change passed as
+/// current: "No errors or warnings", and the error only on the call after).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l1_a_go_package_changed_on_disk_reaches_its_callers_lints_at_once() {
+    let Some(cfg) = configured("gopls", "gopls") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let h = Harness::new(dir.path(), cfg);
+    h.write("go.mod", "module example.com/m\n\ngo 1.19\n");
+    h.write("util/util.go", "package util\n\n// Add adds.\nfunc Add(a, b int) int { return a + b }\n");
+    h.write("main.go", "package main\n\nimport (\n\t\"fmt\"\n\n\t\"example.com/m/util\"\n)\n\nfunc main() {\n\tfmt.Println(util.Add(1, 2))\n}\n");
+
+    h.lsp(json!({"operation": "hover", "path": "util/util.go", "line": 4, "symbol": "Add"})).await;
+    let lints = h.call("read_lints", json!({"paths": ["main.go"]})).await.text_content();
+    assert!(lints.contains("No errors or warnings in 1 checked file"), "{lints}");
+    // Like `sed -i 's/func Add(a, b int)/func Add(a, b, c int)/' util/util.go`.
+    h.write("util/util.go", "package util\n\n// Add adds.\nfunc Add(a, b, c int) int { return a + b + c }\n");
+    let lints = h.call("read_lints", json!({"paths": ["main.go"]})).await.text_content();
+    assert!(lints.contains("main.go:10:") && lints.contains("not enough arguments"), "{lints}");
+}
+
+/// L1: after an edit of one C file, another open C file's diagnostics come at once and without
+/// a "may be from before the last change" note (before: the edit made every open file wait
+/// 10 s for a publish clangd never sends for a file whose inputs did not change).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l1_an_edit_of_one_c_file_leaves_other_files_lints_current_in_clangd() {
+    let Some(cfg) = configured("clangd", "clangd") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let config = kodik_lsp::LspConfig {
+        servers: vec![cfg],
+        diagnostics_cap: std::time::Duration::from_secs(5),
+        ..kodik_lsp::LspConfig::default()
+    };
+    let h = Harness::with_config(dir.path(), config);
+    let root = h.root.display().to_string();
+    let entry = |f: &str| json!({"directory": root, "file": f, "arguments": ["cc", "-Iinclude", "-c", f]});
+    h.write("compile_commands.json", &json!([entry("src/main.c"), entry("src/util.c")]).to_string());
+    h.write("include/util.h", "#ifndef UTIL_H\n#define UTIL_H\nint add(int a, int b);\n#endif\n");
+    h.write("src/util.c", "#include \"util.h\"\nint add(int a, int b) { return a + b; }\n");
+    let main = h.write("src/main.c", "#include \"util.h\"\nint main(void) {\n    return add(1, 2);\n}\n");
+
+    let lints = h.call("read_lints", json!({"paths": ["src/util.c"]})).await.text_content();
+    assert!(lints.contains("No errors or warnings"), "{lints}");
+    let edited = "#include \"util.h\"\nint main(void) {\n    return add(1, 3);\n}\n";
+    std::fs::write(&main, edited).unwrap();
+    let server = h.servers.server_for(&main).await.unwrap();
+    server.diagnostics(&main, Some(edited)).await.unwrap();
+    let lints = h.call("read_lints", json!({"paths": ["src/util.c"]})).await.text_content();
+    assert!(lints.contains("No errors or warnings in 1 checked file"), "{lints}");
+    assert!(!lints.contains("may be from before"), "{lints}");
+}
