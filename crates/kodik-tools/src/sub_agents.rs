@@ -4,7 +4,7 @@
 //! Its conversation tools are its own (its todo list, its sub-agents one level deeper, its way
 //! back to the parent), and [`ConversationNotes`] hands it what arrives between requests.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, Weak};
 
@@ -27,8 +27,9 @@ pub struct AgentLoopRunner {
     context: ToolContext,
     config: AgentConfig,
     scheduler: SchedulerConfig,
-    /// Each child's mode, so a resumed child goes on in the mode it started in.
-    modes: Mutex<HashMap<String, Option<AgentMode>>>,
+    /// Each child's mode, so a resumed child goes on in the mode it started in, and its own
+    /// sub-agents are held to it.
+    modes: Mutex<HashMap<String, Mode>>,
 }
 
 impl std::fmt::Debug for AgentLoopRunner {
@@ -104,6 +105,12 @@ fn mode_of(mode: AgentMode) -> Mode {
     }
 }
 
+/// The tools a request in `mode` offers `model`, directly or deferred.
+fn offered(harness: &Harness, mode: Mode, model: &str) -> BTreeSet<String> {
+    let plan = harness.plan(mode, model);
+    plan.tools.iter().chain(&plan.deferred).map(|t| t.name.clone()).collect()
+}
+
 impl AgentLoopRunner {
     pub(crate) fn new(
         model: Arc<dyn kodik_model::ModelClient>,
@@ -115,10 +122,36 @@ impl AgentLoopRunner {
         Self { model, tools, context, config, scheduler, modes: Mutex::default() }
     }
 
-    fn agent(&self, mode: Option<AgentMode>, own: &ConversationToolset) -> Result<Agent, RunnerError> {
+    /// The mode conversation `id` runs in: a child's own, else the top-level one's.
+    fn mode_of_conversation(&self, id: &str) -> Mode {
+        self.modes.lock().unwrap_or_else(|p| p.into_inner()).get(id).copied().unwrap_or(self.config.mode)
+    }
+
+    /// An agent for a child in `mode`. With `parent` (a new child), the child may not be
+    /// offered a tool its parent's mode does not offer: otherwise an Ask or Plan conversation,
+    /// which the user started so that nothing changes, could change files through a Code-mode
+    /// child (G11).
+    fn agent(&self, mode: Mode, parent: Option<Mode>, own: &ConversationToolset) -> Result<Agent, RunnerError> {
         let tools = self.tools.upgrade().ok_or_else(|| RunnerError("the toolbox was dropped".into()))?;
         // The tools in force now, but its own conversation tools.
         let (registry, harness) = tools.for_child(own);
+        if let Some(parent) = parent.filter(|p| *p != mode) {
+            let model = self.model.model();
+            let allowed = offered(&harness, parent, model);
+            let widened: Vec<String> =
+                offered(&harness, mode, model).into_iter().filter(|t| !allowed.contains(t)).collect();
+            if !widened.is_empty() {
+                return Err(RunnerError(format!(
+                    "this conversation runs in {} mode, and a sub-agent in {} mode would get tools it does not \
+                     offer ({}): leave `mode` out (the sub-agent then runs in {} mode) or pick a mode that \
+                     offers no more than this one",
+                    parent.as_str(),
+                    mode.as_str(),
+                    widened.join(", "),
+                    parent.as_str(),
+                )));
+            }
+        }
         let mut harness = Harness::clone(&harness);
         let limits = own.config();
         if limits.depth >= limits.max_depth {
@@ -128,9 +161,7 @@ impl AgentLoopRunner {
             }
         }
         let mut config = self.config.clone();
-        if let Some(m) = mode {
-            config.mode = mode_of(m);
-        }
+        config.mode = mode;
         // Its own context: what the child read is not what the parent read (E2, R4).
         let mut context = self.context.clone();
         context.session = Arc::new(Session::new());
@@ -171,16 +202,21 @@ impl ChildConversation for LoopChild {
 
 impl AgentRunner for AgentLoopRunner {
     fn start(&self, task: &ChildTask) -> Result<Box<dyn ChildConversation>, RunnerError> {
-        let conversation =
-            self.agent(task.mode, &task.tools)?.start_child(&task.parent).map_err(|e| RunnerError(e.to_string()))?;
+        // Without `mode` a child works in its parent's mode, which for a child is its own.
+        let parent = self.mode_of_conversation(&task.parent);
+        let mode = task.mode.map_or(parent, mode_of);
+        let conversation = self
+            .agent(mode, Some(parent), &task.tools)?
+            .start_child(&task.parent)
+            .map_err(|e| RunnerError(e.to_string()))?;
         let id = conversation.id().to_string();
-        self.modes.lock().unwrap_or_else(|p| p.into_inner()).insert(id.clone(), task.mode);
+        self.modes.lock().unwrap_or_else(|p| p.into_inner()).insert(id.clone(), mode);
         Ok(Box::new(LoopChild { id, conversation }))
     }
 
     fn resume(&self, id: &str, tools: &ConversationToolset) -> Result<Box<dyn ChildConversation>, RunnerError> {
-        let mode = self.modes.lock().unwrap_or_else(|p| p.into_inner()).get(id).copied().flatten();
-        let conversation = self.agent(mode, tools)?.resume(id).map_err(|e| RunnerError(e.to_string()))?;
+        let mode = self.mode_of_conversation(id);
+        let conversation = self.agent(mode, None, tools)?.resume(id).map_err(|e| RunnerError(e.to_string()))?;
         Ok(Box::new(LoopChild { id: id.to_string(), conversation }))
     }
 }

@@ -428,3 +428,54 @@ async fn a3_a_childs_script_writes_the_childs_todo_list_not_its_parents() {
     assert!(second.contains("child step"), "the script's call succeeded: {second}");
     assert!(tb.conversation().todos().is_empty(), "the parent's list: {:?}", tb.conversation().todos());
 }
+
+/// G11, A3: a conversation the user started in Ask mode cannot change files through a
+/// sub-agent. A child asked for in Code mode is refused (before any model request), naming the
+/// tools it would have gained; a child without `mode` runs in Ask mode, and its own Code-mode
+/// grandchild is refused too, so nothing is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn g11_a3_a_sub_agent_of_an_ask_mode_conversation_cannot_run_in_code_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = replay(
+        vec![
+            // The child (no mode given) tries to escape through a Code-mode grandchild.
+            body(&[Step::Call(
+                "call_sub",
+                "sub_agent",
+                json!({"description": "write", "prompt": "Create escaped.txt.", "mode": "code"}),
+            )]),
+            body(&[Step::Text("child done: nothing changed")]),
+        ],
+        ReplayOptions::default(),
+    )
+    .await;
+    let tb = Toolbox::builder().workspace(dir.path()).build().unwrap();
+    let config = AgentConfig::default().max_turns(5).mode(kodik_tools::harness::Mode::Ask);
+    assert!(tb.enable_sub_agents(model_at(&server), config));
+
+    let out = call(
+        &tb,
+        "sub_agent",
+        json!({"description": "write", "prompt": "Run `echo x > escaped.txt`.", "mode": "code"}),
+    )
+    .await;
+    assert!(!out.is_success(), "{}", out.text_content());
+    let text = out.text_content();
+    assert!(text.contains("ask mode") && text.contains("code mode") && text.contains("shell"), "{text}");
+    assert!(server.requests().is_empty(), "the refused child made no model request");
+
+    let out = call(&tb, "sub_agent", json!({"description": "look", "prompt": "Look around."})).await;
+    assert!(out.is_success(), "{}", out.text_content());
+    assert!(out.text_content().contains("child done: nothing changed"), "{}", out.text_content());
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    let tools = offered(&requests[0].body);
+    assert!(
+        tools.iter().any(|t| t == "read_file") && !tools.iter().any(|t| t == "shell" || t == "apply_patch"),
+        "the child runs in Ask mode: {tools:?}"
+    );
+    let reply = input_texts(&requests[1].body).join("\n");
+    assert!(reply.contains("runs in ask mode") && reply.contains("code mode"), "{reply}");
+    let entries: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(!dir.path().join("escaped.txt").exists(), "{entries:?}");
+}
