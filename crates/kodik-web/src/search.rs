@@ -208,23 +208,40 @@ impl SearchProvider for Misconfigured {
 /// SearXNG's JSON API (`/search?format=json`; JSON must be enabled in its settings).
 #[derive(Debug, Clone)]
 pub struct SearxngProvider {
-    base: String,
+    /// The `/search` endpoint, with any parameters the configured address carried.
+    endpoint: url::Url,
     http: reqwest::Client,
 }
 
 impl SearxngProvider {
-    /// The instance at `base` (e.g. `http://127.0.0.1:8888`).
+    /// The instance at `base` (e.g. `http://127.0.0.1:8888`, or `https://host/searx/`). A
+    /// search URL copied from the browser bar works too: a trailing `/search` is the endpoint
+    /// itself, and query parameters other than `q`/`format` (an access token) are kept and sent
+    /// with every search.
     pub fn new(base: impl Into<String>) -> Result<Self, SearchError> {
-        let base = base.into().trim().trim_end_matches('/').to_string();
-        match url::Url::parse(&base) {
-            Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {}
+        let base = base.into().trim().to_string();
+        let mut endpoint = match url::Url::parse(&base) {
+            Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => u,
             _ => {
                 return Err(SearchError::Config(format!(
                     "the SearXNG address {base:?} is not an http:// or https:// URL (write it like http://127.0.0.1:8888)"
                 )));
             }
+        };
+        let path = endpoint.path().trim_end_matches('/');
+        let path = path.strip_suffix("/search").unwrap_or(path).trim_end_matches('/').to_string();
+        endpoint.set_path(&format!("{path}/search"));
+        let kept: Vec<(String, String)> = endpoint
+            .query_pairs()
+            .filter(|(k, _)| k != "q" && k != "format")
+            .map(|(k, v)| (k.into_owned(), v.into_owned()))
+            .collect();
+        endpoint.set_query(None);
+        endpoint.set_fragment(None);
+        if !kept.is_empty() {
+            endpoint.query_pairs_mut().extend_pairs(kept);
         }
-        Ok(Self { base, http: http_client()? })
+        Ok(Self { endpoint, http: http_client()? })
     }
 }
 
@@ -237,10 +254,21 @@ impl SearchProvider for SearxngProvider {
     async fn search(&self, query: &str, limit: usize) -> Result<SearchResults, SearchError> {
         let req = self
             .http
-            .get(format!("{}/search", self.base))
+            .get(self.endpoint.clone())
             .query(&[("q", query), ("format", "json")])
             .header(reqwest::header::ACCEPT, "application/json");
-        let v = send_json("searxng", req, None).await?;
+        let v = send_json("searxng", req, None).await.map_err(|e| match e {
+            // What SearXNG answers when its settings do not enable the JSON format.
+            SearchError::Http { provider, status: 403, message } => SearchError::Http {
+                provider,
+                status: 403,
+                message: format!(
+                    "{message} (SearXNG refuses `format=json` unless its settings.yml lists json under \
+search.formats; ask the user to enable it)"
+                ),
+            },
+            other => other,
+        })?;
         let mut hits = hits_from("searxng", v.get("results"), &["content"], &["publishedDate"])?;
         // Engines pass their highlighting through (`<b>term</b>`, `&amp;`).
         for h in &mut hits {

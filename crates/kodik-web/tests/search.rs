@@ -352,6 +352,39 @@ async fn w5_web_search_has_its_own_auto_approve_switch_apart_from_web_fetch() {
 }
 
 #[tokio::test]
+async fn w5_a_searxng_address_copied_with_search_or_a_token_reaches_the_search_endpoint() {
+    // Before, the address was joined as text: `/search/search?…`, `/?token=T/search&q=…`.
+    let s = Server::start(|r| {
+        if r.path.starts_with("/search?") && r.path.contains("q=rust") && r.path.contains("format=json") {
+            Reply::ok("application/json", searxng_json())
+        } else if r.path.starts_with("/searx/search?") {
+            Reply::ok("application/json", searxng_json())
+        } else if r.path.starts_with("/nojson/search?") {
+            Reply::Full { status: 403, headers: vec![], body: b"<html>403 Forbidden</html>".to_vec() }
+        } else {
+            Reply::not_found()
+        }
+    })
+    .await;
+    for base in [
+        format!("http://{}/search", s.addr),
+        format!("http://{}/?token=SECRETTOK", s.addr),
+        format!("http://{}/search?format=json", s.addr),
+        format!("http://{}/searx/", s.addr),
+        format!("http://{}", s.addr),
+    ] {
+        let t = tool(SearxngProvider::new(base.clone()).unwrap(), WebConfig::default());
+        let out = search(&t, "rust", Some(2)).await.unwrap_or_else(|e| panic!("{base}: {e}"));
+        assert!(out.contains("results for \"rust\" from searxng"), "{base}: {out}");
+    }
+    assert_eq!(s.hits("/search?token=SECRETTOK&q=rust&format=json"), 1, "the token is kept as a parameter");
+    // An instance without the JSON format enabled answers 403: the error says what to change.
+    let t = tool(SearxngProvider::new(format!("http://{}/nojson", s.addr)).unwrap(), WebConfig::default());
+    let err = search(&t, "rust", Some(2)).await.unwrap_err();
+    assert!(err.contains("403") && err.contains("search.formats"), "{err}");
+}
+
+#[tokio::test]
 async fn w5_an_unreadable_auto_approve_switch_refuses_only_its_own_web_tool_and_names_the_variable() {
     // Before, KODIK_WEB_FETCH_AUTO_APPROVE=maybe failed the whole toolset: `kodik call
     // read_file` and `kodik serve` exited 2 under a "search provider configuration" label.
