@@ -263,6 +263,28 @@ fn look(path: &Path, known: Option<(Stamp, SystemTime)>) -> std::io::Result<Disk
     Ok(Disk::Read(String::from_utf8_lossy(&bytes).into_owned(), Some((stamp, read_at))))
 }
 
+/// An LSP `Diagnostic` from a tsserver one (1-based line and UTF-16 offset), as
+/// typescript-language-server converts it.
+fn tsserver_diagnostic(d: &Value) -> Option<Value> {
+    let pos = |p: &Value| -> Option<Value> {
+        let line = p.get("line")?.as_u64()?.saturating_sub(1);
+        let character = p.get("offset")?.as_u64()?.saturating_sub(1);
+        Some(json!({"line": line, "character": character}))
+    };
+    let severity = match d.get("category").and_then(Value::as_str) {
+        Some("warning") => 2,
+        Some("suggestion") => 4,
+        _ => 1,
+    };
+    Some(json!({
+        "range": {"start": pos(d.get("start")?)?, "end": pos(d.get("end")?)?},
+        "message": d.get("text").and_then(Value::as_str).unwrap_or(""),
+        "severity": severity,
+        "code": d.get("code"),
+        "source": d.get("source").and_then(Value::as_str).unwrap_or("typescript"),
+    }))
+}
+
 /// Diagnostics of one file as the server reported them for the current content.
 #[derive(Debug, Clone)]
 pub struct FileDiagnostics {
@@ -833,6 +855,33 @@ impl Server {
             || self.state.read(|i| i.pull_registered).unwrap_or(false)
     }
 
+    /// `path`'s diagnostics as tsserver computes them now (syntactic, semantic and suggestion
+    /// diagnostics, asked through typescript-language-server's `typescript.tsserverRequest`),
+    /// in the shape typescript-language-server publishes them. `None` when the server does not
+    /// answer them (then pushes are awaited). typescript-language-server publishes nothing
+    /// when a file's list stays empty (an edit that leaves a file clean waited out the cap),
+    /// and re-checks open files seconds after another file changes on disk (the dependent's
+    /// old list passed for current).
+    async fn ask_tsserver(&self, path: &Path) -> Option<Vec<Value>> {
+        let mut items = Vec::new();
+        for command in ["syntacticDiagnosticsSync", "semanticDiagnosticsSync", "suggestionDiagnosticsSync"] {
+            let params = json!({
+                "command": "typescript.tsserverRequest",
+                "arguments": [command, {"file": path.display().to_string()}],
+            });
+            let answer = match self.request("workspace/executeCommand", params).await {
+                Ok(a) => a,
+                Err(e) => {
+                    tracing::debug!(error = %e, "typescript.tsserverRequest failed; awaiting pushed diagnostics");
+                    return None;
+                }
+            };
+            let body = answer.get("body").and_then(Value::as_array)?;
+            items.extend(body.iter().filter_map(tsserver_diagnostic));
+        }
+        Some(items)
+    }
+
     async fn pull(&self, path: &Path, text: String) -> Result<FileDiagnostics, LspError> {
         let params = json!({"textDocument": {"uri": path_to_uri(path)}});
         let answer = self.request("textDocument/diagnostic", params).await.map_err(LspError::Rpc)?;
@@ -848,6 +897,11 @@ impl Server {
         let text = self.sync(path, text).await?.to_string();
         if self.pulls_diagnostics() {
             return self.pull(path, text).await;
+        }
+        if self.config.tsserver_diagnostics
+            && let Some(items) = self.ask_tsserver(path).await
+        {
+            return Ok(FileDiagnostics { path: path.to_path_buf(), text, items, possibly_stale: false });
         }
         let (version, sent_seq, dep_seq) = {
             let docs = self.docs.lock().await;

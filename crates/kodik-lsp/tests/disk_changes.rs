@@ -96,6 +96,62 @@ async fn l1_a_header_changed_on_disk_rechecks_open_files_that_include_it_in_clan
     assert!(hover.contains("int c"), "{hover}");
 }
 
+/// L1, L6: in TypeScript, a module rewritten or deleted on disk (a shell `printf >`, `rm`)
+/// changes an importing file's `read_lints` at once (before: "No errors or warnings" for
+/// seconds, with no stale note, while hover already showed the new type).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l1_l6_a_dependency_changed_on_disk_reaches_typescript_lints_at_once() {
+    let Some(cfg) = configured("typescript-language-server", "typescript-language-server") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let h = Harness::new(dir.path(), cfg);
+    h.write("tsconfig.json", r#"{"compilerOptions":{"strict":true},"include":["src"]}"#);
+    h.write("src/c.ts", "export const c = 1;\n");
+    h.write("src/d.ts", "import { c } from \"./c\";\nexport const d: number = c;\n");
+
+    let lints = h.call("read_lints", json!({"paths": ["src/d.ts"]})).await.text_content();
+    assert!(lints.contains("No errors or warnings in 1 checked file"), "{lints}");
+    h.write("src/c.ts", "export const c = \"now a string\";\n");
+    let lints = h.call("read_lints", json!({"paths": ["src/d.ts"]})).await.text_content();
+    assert!(lints.contains("src/d.ts:2:14: error [typescript 2322]"), "{lints}");
+    std::fs::remove_file(h.root.join("src/c.ts")).unwrap();
+    let lints = h.call("read_lints", json!({"paths": ["src/d.ts"]})).await.text_content();
+    assert!(lints.contains("src/d.ts:1:19: error [typescript 2307]"), "{lints}");
+}
+
+/// E9, L1: a TypeScript edit that leaves a file without errors, and a shell change that does,
+/// get their (empty) diagnostics for the written version, not the cap's "may be from before
+/// the last change" (before: typescript-language-server published nothing for a list that
+/// stayed empty, and every clean → clean edit waited out the cap).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e9_l1_a_typescript_edit_that_leaves_a_file_clean_is_answered_as_checked() {
+    let Some(cfg) = configured("typescript-language-server", "typescript-language-server") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let config = kodik_lsp::LspConfig {
+        servers: vec![cfg],
+        diagnostics_cap: std::time::Duration::from_secs(4),
+        ..kodik_lsp::LspConfig::default()
+    };
+    let h = Harness::with_config(dir.path(), config);
+    h.write("tsconfig.json", r#"{"compilerOptions":{"strict":true},"include":["src"]}"#);
+    let c = h.write("src/c.ts", "export function c(): number { return 1; }\n");
+    let server = h.servers.server_for(&c).await.unwrap();
+    for n in 2..5 {
+        let text = format!("export function c(): number {{ return {n}; }}\n");
+        std::fs::write(&c, &text).unwrap();
+        let d = server.diagnostics(&c, Some(&text)).await.unwrap();
+        assert!(d.items.is_empty() && !d.possibly_stale, "edit {n}: {d:?}");
+    }
+    let bad = "export function c(): number { return \"x\"; }\n";
+    std::fs::write(&c, bad).unwrap();
+    let d = server.diagnostics(&c, Some(bad)).await.unwrap();
+    assert!(d.items.len() == 1 && !d.possibly_stale, "{d:?}");
+    // Like `sed -i` in a shell, back to a clean file.
+    h.write("src/c.ts", "export function c(): number { return 7; }\n");
+    let lints = h.call("read_lints", json!({"paths": ["src/c.ts"]})).await.text_content();
+    assert!(lints.contains("No errors or warnings in 1 checked file"), "{lints}");
+    assert!(!lints.contains("may be from before"), "{lints}");
+}
+
 /// L1: in Go, a package rewritten on disk changes the diagnostics of an open file that calls
 /// it on the next `read_lints` (before: the caller's publish from before the change passed as
 /// current: "No errors or warnings", and the error only on the call after).
