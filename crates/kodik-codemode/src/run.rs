@@ -29,6 +29,8 @@ use crate::worker::{HostSide, Worker};
 const STOP_GRACE: Duration = Duration::from_millis(300);
 /// How long the host waits for cancelled calls to report their final status.
 const CALL_DRAIN: Duration = Duration::from_millis(1000);
+/// How long calls in flight when a script fails may go on before they are stopped.
+const FAILED_GRACE: Duration = Duration::from_millis(1000);
 /// Stack of the script thread: deep native recursion must hit boa's limit, never the guard page.
 const SCRIPT_STACK: usize = 64 * 1024 * 1024;
 
@@ -399,6 +401,44 @@ pub(crate) async fn run(code: &str, setup: &Setup, cx: &ToolContext) -> Finished
             )
         });
     }
+    // A script that failed (threw, a call failed, the call limit) with calls in flight: a write
+    // already under way is not stopped by a cancel, so they get a moment to finish on their own
+    // before the rest are stopped, and the model learns which did — before it re-runs the
+    // script and repeats them (K10, K11). An abort (time, memory, cancel) stops them at once.
+    let failed_with_calls = match &outcome {
+        Err(e)
+            if !matches!(
+                e.kind,
+                ErrorKind::TimeoutExceeded | ErrorKind::Cancelled | ErrorKind::MemoryLimitExceeded
+            ) =>
+        {
+            running_calls(&records)
+        }
+        _ => Vec::new(),
+    };
+    if !failed_with_calls.is_empty() {
+        let limit = tokio::time::Instant::from_std(deadline).min(tokio::time::Instant::now() + FAILED_GRACE);
+        let limit = tokio::time::sleep_until(limit);
+        tokio::pin!(limit);
+        while in_flight.load(Ordering::SeqCst) > 0 {
+            tokio::select! {
+                _ = settled.recv() => {}
+                () = &mut limit => break,
+                () = cx.cancel.cancelled() => break,
+            }
+        }
+        let left = running_calls(&records);
+        let finished: Vec<_> = failed_with_calls.iter().filter(|c| !left.contains(c)).cloned().collect();
+        let mut note = format!("{} call(s) were still running when the script failed", failed_with_calls.len());
+        if !finished.is_empty() {
+            note.push_str(&format!("; {} finished (their changes are made): {}", finished.len(), name_list(&finished)));
+        }
+        if !left.is_empty() {
+            note.push_str(&format!("; {} were stopped: {}", left.len(), name_list(&left)));
+        }
+        note.push_str(". The call records say how each ended.");
+        notes.push(note);
+    }
     // Calls that an abort cut short are stopped (K10) and report their final status.
     give_up();
     let drain_until = tokio::time::Instant::now() + CALL_DRAIN;
@@ -410,24 +450,27 @@ pub(crate) async fn run(code: &str, setup: &Setup, cx: &ToolContext) -> Finished
     finish(outcome, notes)
 }
 
-/// The first ten names, and how many more.
-fn name_list(names: &[String]) -> String {
-    let shown = names.iter().take(10).cloned().collect::<Vec<_>>().join(", ");
-    match names.len().saturating_sub(10) {
+/// The first ten names of `calls` (id, name), and how many more.
+fn name_list(calls: &[(String, String)]) -> String {
+    let shown = calls.iter().take(10).map(|(_, n)| n.as_str()).collect::<Vec<_>>().join(", ");
+    match calls.len().saturating_sub(10) {
         0 => shown,
         more => format!("{shown} and {more} more"),
     }
 }
 
-/// `edit_file (a.txt)`-style names of the calls still running.
-fn running_calls(records: &Mutex<Vec<CallRecord>>) -> Vec<String> {
+/// `edit_file (a.txt)`-style names of the calls still running, each with its call id.
+fn running_calls(records: &Mutex<Vec<CallRecord>>) -> Vec<(String, String)> {
     let records = records.lock().unwrap_or_else(|p| p.into_inner());
     records
         .iter()
         .filter(|c| c.status == "running")
-        .map(|c| match c.arguments.get("path").and_then(Value::as_str) {
-            Some(p) => format!("{} ({p})", c.name),
-            None => c.name.clone(),
+        .map(|c| {
+            let name = match c.arguments.get("path").and_then(Value::as_str) {
+                Some(p) => format!("{} ({p})", c.name),
+                None => c.name.clone(),
+            };
+            (c.id.clone(), name)
         })
         .collect()
 }

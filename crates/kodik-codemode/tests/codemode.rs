@@ -468,6 +468,34 @@ async fn k1_k11_returning_a_calls_promise_without_await_resolves_to_its_result()
     assert!(!out.text_content().contains("stack overflow"), "{}", out.text_content());
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn k10_k11_calls_in_flight_when_a_script_fails_may_finish_and_are_named() {
+    // A short call finishes and is recorded as it ended; a long one is stopped. The note says
+    // which, so the model does not repeat what was done.
+    let code = "tools.sleep_ms({ms: 300});\ntools.sleep_ms({ms: 20000});\nawait sleep(10);\nthrow new Error('oops')";
+    let started = Instant::now();
+    let (out, f) = run(config(), code).await;
+    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    assert_eq!(error_kind(&out).as_deref(), Some("ExecutionFailure"), "{}", out.text_content());
+    let calls = out.meta["codemode"]["calls"].as_array().unwrap();
+    assert_eq!(calls[0]["status"], "success", "{calls:?}");
+    assert_eq!(calls[1]["status"], "cancelled", "{calls:?}");
+    assert_eq!(f.probe.finished.load(Ordering::SeqCst), 1);
+    let text = out.text_content();
+    assert!(
+        text.contains(
+            "2 call(s) were still running when the script failed; 1 finished (their changes are made): sleep_ms; \
+             1 were stopped: sleep_ms."
+        ),
+        "{text}"
+    );
+    // An abort stops them at once, with no such wait.
+    let (out, f) = run(config().timeout(Duration::from_secs(1)), "tools.sleep_ms({ms: 1500});\nwhile (true) {}").await;
+    assert_eq!(error_kind(&out).as_deref(), Some("TimeoutExceeded"), "{}", out.text_content());
+    assert_eq!(out.meta["codemode"]["calls"][0]["status"], "cancelled", "{}", out.meta);
+    assert_eq!(f.probe.finished.load(Ordering::SeqCst), 0);
+}
+
 // ---- K3: sandbox ----
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

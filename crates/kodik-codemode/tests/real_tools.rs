@@ -289,3 +289,22 @@ async fn k8_k11_call_records_preview_long_lists_so_the_result_stays_small() {
     assert_eq!(edits[0]["old_string"], "item0 = old");
     assert_eq!(edits[10], "… 2990 more items (3000 in all)");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn k10_k11_an_edit_in_flight_when_the_script_throws_is_recorded_as_applied() {
+    let s = setup();
+    let path = s.dir.path().join("ue.txt");
+    std::fs::write(&path, "v=old\n").unwrap();
+    let code = "await tools.read_file({path: 'ue.txt'});\n\
+                tools.edit_file({path: 'ue.txt', edits: [{old_string: 'v=old', new_string: 'v=new'}]});\n\
+                throw new Error('oops')";
+    let out = run(&s, code).await;
+    assert_eq!(out.meta["codemode"]["error_kind"], "ExecutionFailure", "{}", out.text_content());
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "v=new\n");
+    assert_eq!(out.meta["codemode"]["calls"][1]["status"], "success", "{}", out.meta);
+    assert!(
+        out.text_content().contains("1 finished (their changes are made): edit_file (ue.txt)"),
+        "{}",
+        out.text_content()
+    );
+}
