@@ -908,7 +908,23 @@ impl BrowserSession {
                         }
                         const proto = el.tagName === 'TEXTAREA' ? HTMLTextAreaElement.prototype : HTMLInputElement.prototype;
                         const set = Object.getOwnPropertyDescriptor(proto, 'value').set;
+                        const old = el.value;
                         set.call(el, args.value);
+                        // A field keeps only values of its type (a date as YYYY-MM-DD, a range
+                        // within its bounds): a value it turned into another is not filled.
+                        const lines = (s) => s.replace(/\r\n?/g, '\n');
+                        if (lines(el.value) !== lines(args.value)) {
+                          const held = el.value;
+                          set.call(el, old);
+                          const type = (el.type || '').toLowerCase();
+                          const formats = { date: 'YYYY-MM-DD, e.g. 2024-02-29', month: 'YYYY-MM, e.g. 2024-03', week: 'YYYY-Www, e.g. 2024-W09',
+                            time: 'HH:MM or HH:MM:SS in 24 hours, e.g. 13:45', 'datetime-local': 'YYYY-MM-DDTHH:MM, e.g. 2024-02-29T13:45',
+                            number: 'a number written like 42 or -3.5', color: '#rrggbb, e.g. #ff8800' };
+                          let why = formats[type] ? ' (a ' + type + ' field takes ' + formats[type] + ')' : '';
+                          if (type === 'range') why = ' (its range is ' + (el.min || '0') + ' to ' + (el.max || '100') + (el.step && el.step !== 'any' ? ', step ' + el.step : '') + ')';
+                          return { __error: 'actionable', detail: desc + ' did not take ' + JSON.stringify(args.value) + why + ': it would hold ' +
+                            JSON.stringify(held) + ', so it was left as it was (' + JSON.stringify(old) + ')' };
+                        }
                         el.dispatchEvent(new InputEvent('input', { bubbles: true, composed: true, inputType: 'insertText', data: args.value }));
                         el.dispatchEvent(new Event('change', { bubbles: true }));
                         return { desc };

@@ -76,3 +76,35 @@ async fn b3_fill_reaches_a_rich_text_editor_that_keeps_its_own_model() {
     assert!(s.contains("new notes") && !s.contains("old notes"), "{s}");
     h.session.shutdown().await;
 }
+
+const DATES: &str = r#"<!doctype html><title>Dates</title>
+<label for="d">Date</label><input type="date" id="d">
+<label for="n">Num</label><input type="number" id="n">
+<label for="r">Range</label><input type="range" id="r" min=0 max=100>
+<label for="t">Notes</label><textarea id="t"></textarea>"#;
+
+/// B3: a value the field does not keep (a date in another format, letters in a number field, a
+/// range value out of bounds) is an error that says the format and what the field holds, and
+/// leaves the field as it was; values the field keeps are filled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn b3_fill_with_a_value_the_field_rejects_fails_and_says_the_format() {
+    let mut routes = Routes::new();
+    routes.insert("/", ("text/html", DATES.to_string(), ""));
+    let base = serve(routes).await;
+    let h = harness();
+    h.ok(json!({"action": "open", "url": format!("{base}/")})).await;
+    let e = h.err(json!({"action": "fill", "target": {"label": "Date"}, "value": "02/29/2024"})).await;
+    assert!(e.contains("did not take \"02/29/2024\"") && e.contains("YYYY-MM-DD"), "{e}");
+    let e = h.err(json!({"action": "fill", "target": {"label": "Num"}, "value": "abc"})).await;
+    assert!(e.contains("did not take \"abc\"") && e.contains("number"), "{e}");
+    h.ok(json!({"action": "fill", "target": {"label": "Range"}, "value": "40"})).await;
+    let e = h.err(json!({"action": "fill", "target": {"label": "Range"}, "value": "150"})).await;
+    assert!(e.contains("0 to 100") && e.contains("would hold \"100\"") && e.contains("(\"40\")"), "{e}");
+    h.ok(json!({"action": "fill", "target": {"label": "Date"}, "value": "2024-02-29"})).await;
+    h.ok(json!({"action": "fill", "target": {"label": "Notes"}, "value": "line one\r\nline two"})).await;
+    let v = h.ok(json!({"action": "eval", "expression": "element.value", "target": {"label": "Range"}})).await;
+    assert!(v.contains("\"40\""), "{v}");
+    let v = h.ok(json!({"action": "eval", "expression": "element.value", "target": {"label": "Date"}})).await;
+    assert!(v.contains("2024-02-29"), "{v}");
+    h.session.shutdown().await;
+}
