@@ -110,6 +110,12 @@ impl Session {
         }
     }
 
+    /// Whether results go to a program rather than the model ([`Session::for_program`]): it
+    /// reads only what tools return, never the events they send on their own.
+    pub fn is_for_program(&self) -> bool {
+        self.unseen
+    }
+
     /// The host cannot tell when its client compacts its context: an MCP server (the protocol
     /// has no such message) or `kodik batch`. From now on the loop guard (G15) answers an
     /// identical unchanged repeat with its "unchanged" hint once, and runs the repeat after

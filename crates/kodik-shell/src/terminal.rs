@@ -111,6 +111,8 @@ pub(crate) struct Terminal {
     life: Mutex<Lifecycle>,
     done: watch::Sender<bool>,
     events: Arc<dyn EventSink>,
+    /// Started by a program (code mode), which reads results but no events.
+    for_program: bool,
     announcements: Arc<Mutex<Vec<TerminalEvent>>>,
     prompt_markers: Arc<Vec<String>>,
     reaper: Option<Arc<process::Reaper>>,
@@ -298,9 +300,19 @@ impl Terminal {
 
     /// Only what was not shown before; it counts as read now (S5, G15).
     pub fn take_unread(&self) -> Shown {
+        self.unread(true)
+    }
+
+    /// What was not shown before, counted as read when `consume`.
+    fn unread(&self, consume: bool) -> Shown {
         let mut o = lock(&self.out);
-        let mut unread = std::mem::replace(&mut o.unread, OutputPreview::new(self.unread_cfg.clone()));
-        let unread = Output::summary(o.binary, &mut unread);
+        let unread = if consume {
+            let mut unread = std::mem::replace(&mut o.unread, OutputPreview::new(self.unread_cfg.clone()));
+            Output::summary(o.binary, &mut unread)
+        } else {
+            let binary = o.binary;
+            Output::summary(binary, &mut o.unread)
+        };
         let total = Output::summary(o.binary, &mut o.total);
         let mut text = unread.text;
         if unread.truncated
@@ -358,9 +370,11 @@ impl Terminal {
         })
     }
 
-    /// The terminal event for the command's end, carrying only unread output (S5).
+    /// The terminal event for the command's end, carrying only unread output (S5). A program
+    /// that started the command (code mode) sees no events: what it has not read stays for its
+    /// get_terminal_output, or a script polling a command never saw its last lines.
     pub fn event(&self) -> TerminalEvent {
-        let shown = self.take_unread();
+        let shown = self.unread(!self.for_program);
         let exit_code = match self.exit() {
             Some(Exit::Code(c)) => Some(c),
             _ => None,
@@ -626,12 +640,14 @@ impl Table {
         lock(&self.inner).live.values().any(|t| t.is_running() && t.is_attached())
     }
 
-    /// Starts `command` in `workdir`; its end is reported to `events` unless a result carries it.
+    /// Starts `command` in `workdir`; its end is reported to `events` unless a result carries it
+    /// (and kept for get_terminal_output too when `for_program`: a program reads no events).
     pub fn start(
         &self,
         command: &str,
         workdir: &Path,
         events: Arc<dyn EventSink>,
+        for_program: bool,
     ) -> Result<Arc<Terminal>, ShellError> {
         self.sweep();
         let id = format!("term-{}", self.next.fetch_add(1, Ordering::Relaxed));
@@ -656,6 +672,7 @@ impl Table {
             life: Mutex::new(Lifecycle { attached: true, ..Lifecycle::default() }),
             done: watch::channel(false).0,
             events,
+            for_program,
             announcements: Arc::clone(&self.announcements),
             prompt_markers: Arc::clone(&self.prompt_markers),
             reaper: self.reaper.get_or_init(|| process::Reaper::start().map(Arc::new)).clone(),

@@ -342,7 +342,7 @@ impl ShellTool {
             let changed = slot_changed.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
-            let full = match self.table.start(command, workdir, Arc::clone(&cx.events)) {
+            let full = match self.table.start(command, workdir, Arc::clone(&cx.events), cx.session.is_for_program()) {
                 Ok(t) => return Ok(t),
                 Err(e @ ShellError::TooManyRunning { .. }) if self.table.foreground_running() => e,
                 Err(e) => return Err(shell_error(e)),

@@ -229,6 +229,24 @@ async fn s3_s5_a_timeout_backgrounds_and_the_end_arrives_as_a_terminal_event() {
     assert!(!ev.unread_output.contains("first"), "only unread output: {:?}", ev.unread_output);
 }
 
+/// S5, K1: a program (a code-mode script) reads results, never events: a script polling a
+/// command with get_terminal_output gets its last lines even after the end event went out (the
+/// event took them as read before, and the script's next check said "no new output").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s5_k1_a_program_polling_a_command_gets_its_last_lines_after_the_end_event() {
+    let mut e = env();
+    e.cx.session = Arc::new(kodik_core::Session::new().for_program());
+    let (id, _) = e.background("echo one; sleep 1.5; echo LAST").await;
+    // The end event goes out while nobody checks.
+    let events = e.events(1, Duration::from_secs(10)).await;
+    assert_eq!(events.len(), 1, "the end is still announced");
+    let done = e.call("get_terminal_output", json!({"terminal_id": id})).await;
+    assert_eq!(done.meta["running"], false, "{}", done.text_content());
+    assert!(done.text_content().contains("LAST"), "{}", done.text_content());
+    let again = e.call("get_terminal_output", json!({"terminal_id": id})).await;
+    assert!(!again.text_content().contains("LAST"), "read once: {}", again.text_content());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s5_g15_get_terminal_output_returns_only_new_output_then_completion() {
     let e = env();
