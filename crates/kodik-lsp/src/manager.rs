@@ -1,5 +1,5 @@
 //! `LanguageServers`: one server per (server, project root), started on first use, restarted
-//! after a crash, killed with its process group when the manager drops.
+//! after a crash, asked to exit and then killed with its process group when the manager drops.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -44,6 +44,10 @@ pub struct LanguageServers {
     /// Each server's projects in the workspace, found once (see [`LanguageServers::projects`]).
     projects: Mutex<HashMap<String, Vec<(PathBuf, PathBuf)>>>,
 }
+
+/// How long servers asked to exit are given before they are killed (they take a few
+/// milliseconds).
+const EXIT_WAIT: Duration = Duration::from_secs(2);
 
 /// How long "not installed" is believed before `PATH` is searched again.
 const PROGRAM_RECHECK: Duration = Duration::from_secs(10);
@@ -279,15 +283,23 @@ impl LanguageServers {
         }
     }
 
-    /// Kills every server now.
+    /// Stops every server: asks each to exit as the protocol says (`shutdown`, `exit`), waits
+    /// for them together at most [`EXIT_WAIT`], then kills each process group (the servers'
+    /// own children, and any server that did not exit). A killed server leaves its temporary
+    /// files behind (clangd's precompiled preambles, pyright's and gopls' folders in `/tmp`):
+    /// one set per session fills a CI machine's `/tmp`. Blocks the calling thread meanwhile
+    /// (it runs from `Drop`).
     pub fn shutdown(&self) {
         let slots: Vec<_> = self.slots.lock().map(|mut s| s.drain().map(|(_, v)| v).collect()).unwrap_or_default();
-        for slot in slots {
-            if let Ok(slot) = slot.try_lock()
-                && let Some(s) = &slot.server
-            {
-                s.kill();
-            }
+        let servers: Vec<Arc<Server>> =
+            slots.iter().filter_map(|slot| slot.try_lock().ok().and_then(|s| s.server.clone())).collect();
+        let asked: Vec<&Arc<Server>> = servers.iter().filter(|s| s.ask_to_exit()).collect();
+        let deadline = Instant::now() + EXIT_WAIT;
+        while Instant::now() < deadline && !asked.iter().all(|s| s.has_exited()) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        for s in &servers {
+            s.kill();
         }
     }
 }

@@ -592,6 +592,17 @@ impl Server {
         self.conn.kill();
     }
 
+    /// Asks the server to stop (LSP `shutdown` and `exit`) without waiting; see
+    /// [`Connection::ask_to_exit`]. Returns whether the request went out.
+    pub fn ask_to_exit(&self) -> bool {
+        !self.conn.is_closed() && self.conn.ask_to_exit()
+    }
+
+    /// Whether the server process has ended.
+    pub fn has_exited(&self) -> bool {
+        self.conn.has_exited()
+    }
+
     /// Waits until nothing is in progress, at most `limit`. Returns whether it got there.
     pub async fn wait_ready(&self, limit: Duration) -> bool {
         let deadline = Instant::now() + limit;

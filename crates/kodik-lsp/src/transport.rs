@@ -656,6 +656,38 @@ impl Connection {
         }
     }
 
+    /// Asks the server to stop as the protocol says (`shutdown`, then `exit`), without waiting
+    /// for its answer: written from this thread at once, so it works from a destructor. A
+    /// server stopped this way removes its temporary files (clangd's `preamble-*.pch`,
+    /// pyright's and gopls' folders in `$TMPDIR`), which a kill leaves behind. Returns whether
+    /// both messages went out whole (not when another write holds the pipe, or the server is
+    /// gone or does not read).
+    pub fn ask_to_exit(&self) -> bool {
+        let Ok(mut writer) = self.writer.try_lock() else { return false };
+        let id = self.next_id.fetch_add(1, Ordering::SeqCst);
+        let mut buf = frame_body(&format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"shutdown"}}"#));
+        buf.extend_from_slice(&frame_body(r#"{"jsonrpc":"2.0","method":"exit"}"#));
+        let mut cx = Context::from_waker(Waker::noop());
+        let mut written = 0;
+        while written < buf.len() {
+            match Pin::new(&mut **writer).poll_write(&mut cx, &buf[written..]) {
+                Poll::Ready(Ok(n)) if n > 0 => written += n,
+                _ => return false,
+            }
+        }
+        !matches!(Pin::new(&mut **writer).poll_flush(&mut cx), Poll::Ready(Err(_)))
+    }
+
+    /// Whether the server process has ended (gone, or a zombie not yet reaped).
+    pub fn has_exited(&self) -> bool {
+        let Some(pid) = self.pid else { return true };
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            // The state follows the command name, which is in parentheses and may hold spaces.
+            Ok(stat) => stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with(['Z', 'X'])),
+            Err(_) => true,
+        }
+    }
+
     /// Kills the server's process group now.
     pub fn kill(&self) {
         if let Some(pid) = self.pid.and_then(|p| rustix::process::Pid::from_raw(p as i32)) {

@@ -65,5 +65,7 @@ while True:
         uri = msg["params"]["textDocument"]["uri"]
         result = [{"uri": uri, "range": {"start": {"line": 0, "character": 4}, "end": {"line": 0, "character": 8}}}] if indexed.is_set() else []
         send({"jsonrpc": "2.0", "id": msg["id"], "result": result})
+    elif method == "exit":
+        break
     elif "id" in msg and method is not None:
         send({"jsonrpc": "2.0", "id": msg["id"], "result": None})
