@@ -52,6 +52,12 @@ pub(crate) struct CallRecord {
     pub duration_ms: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The script got a cut output (the tool's display limit, a page of matches).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub truncated: bool,
+    /// Where the tool saved its whole output, when it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub full_output: Option<String>,
 }
 
 /// What a finished run hands to the renderer.
@@ -145,6 +151,8 @@ impl Calls {
                 status: "running".into(),
                 duration_ms: 0.0,
                 error: None,
+                truncated: false,
+                full_output: None,
             });
             records.len() - 1
         };
@@ -447,7 +455,26 @@ pub(crate) async fn run(code: &str, setup: &Setup, cx: &ToolContext) -> Finished
             break;
         }
     }
-    finish(outcome, notes)
+    let mut done = finish(outcome, notes);
+    if let Some(note) = cut_note(&done.calls) {
+        done.notes.push(note);
+    }
+    done
+}
+
+/// What the model must know when the script worked on cut outputs: anything it counted or
+/// concluded from them may be incomplete, though the script succeeded (K11).
+fn cut_note(calls: &[CallRecord]) -> Option<String> {
+    let cut: Vec<(String, String)> = calls.iter().filter(|c| c.truncated).map(labelled).collect();
+    (!cut.is_empty()).then(|| {
+        format!(
+            "{} call output(s) the script got were cut at the tool's limit: {}. What it computed from them may \
+             be incomplete: read on with the ranges or offset the output names, narrow the search, or read the \
+             saved full output (`full_output` in the call records).",
+            cut.len(),
+            name_list(&cut)
+        )
+    })
 }
 
 /// The first ten names of `calls` (id, name), and how many more.
@@ -459,20 +486,19 @@ fn name_list(calls: &[(String, String)]) -> String {
     }
 }
 
-/// `edit_file (a.txt)`-style names of the calls still running, each with its call id.
+/// The calls still running, [`labelled`].
 fn running_calls(records: &Mutex<Vec<CallRecord>>) -> Vec<(String, String)> {
     let records = records.lock().unwrap_or_else(|p| p.into_inner());
-    records
-        .iter()
-        .filter(|c| c.status == "running")
-        .map(|c| {
-            let name = match c.arguments.get("path").and_then(Value::as_str) {
-                Some(p) => format!("{} ({p})", c.name),
-                None => c.name.clone(),
-            };
-            (c.id.clone(), name)
-        })
-        .collect()
+    records.iter().filter(|c| c.status == "running").map(labelled).collect()
+}
+
+/// A call's id and its `edit_file (a.txt)`-style name.
+fn labelled(c: &CallRecord) -> (String, String) {
+    let name = match c.arguments.get("path").and_then(Value::as_str) {
+        Some(p) => format!("{} ({p})", c.name),
+        None => c.name.clone(),
+    };
+    (c.id.clone(), name)
 }
 
 /// Records a settled call, emits its end event, and says what the script sees of it.
@@ -491,6 +517,9 @@ fn finish_call(
         rec.status = out.status.as_str().into();
         rec.duration_ms = (duration_ms * 1000.0).round() / 1000.0;
         rec.error = (!ok).then(|| crate::error::failure_gist(&text, 300));
+        // Tools say so in their metadata (`truncated`) or by saving the whole output (G9).
+        rec.truncated = out.meta.get("truncated").and_then(Value::as_bool) == Some(true) || out.full_output.is_some();
+        rec.full_output = out.full_output.as_ref().map(|p| p.display().to_string());
         name = rec.name.clone();
     }
     let message = if ok {

@@ -308,3 +308,33 @@ async fn k10_k11_an_edit_in_flight_when_the_script_throws_is_recorded_as_applied
         out.text_content()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn k11_a_script_that_worked_on_cut_outputs_is_told_so() {
+    let s = setup();
+    let log: String = (0..5000)
+        .map(|i| if i % 10 == 0 { format!("ERROR failed {i}\n") } else { format!("INFO good {i}\n") })
+        .collect();
+    std::fs::write(s.dir.path().join("app.log"), log).unwrap();
+    std::fs::write(s.dir.path().join("small.txt"), "ERROR one\n").unwrap();
+    let code = "const t = await tools.read_file({path: 'app.log'});\n\
+                const g = await tools.grep({pattern: 'ERROR', path: 'app.log'});\n\
+                const small = await tools.read_file({path: 'small.txt'});\n\
+                return grep(t, 'ERROR').length";
+    let out = run(&s, code).await;
+    assert_eq!(out.status, ToolStatus::Success, "{}", out.text_content());
+    let text = out.text_content();
+    assert!(
+        text.contains(
+            "2 call output(s) the script got were cut at the tool's limit: read_file (app.log), grep (app.log)."
+        ),
+        "{text}"
+    );
+    let calls = out.meta["codemode"]["calls"].as_array().unwrap();
+    assert_eq!(calls[0]["truncated"], true, "{calls:?}");
+    assert_eq!(calls[1]["truncated"], true, "{calls:?}");
+    assert!(calls[2].get("truncated").is_none(), "{calls:?}");
+    // A script whose outputs were whole gets no such note.
+    let out = run(&s, "return await tools.read_file({path: 'small.txt'})").await;
+    assert!(!out.text_content().contains("were cut"), "{}", out.text_content());
+}
