@@ -148,6 +148,7 @@ pub fn convert(html: &str, url: Option<&str>) -> Converted {
     let doc = Document::from(limited.as_ref());
     open_shadow_roots(&doc, &limited);
     math_as_tex(&doc, &limited);
+    expand_row_spans(&doc, &limited);
     let scan = scan(&doc.tree);
     let title = if scan.title.is_empty() { scan.og_title.clone() } else { scan.title.clone() };
     // Links are written absolute, so the model can fetch them as they stand: against
@@ -186,6 +187,7 @@ pub fn convert(html: &str, url: Option<&str>) -> Converted {
             let doc = Document::from(limited.as_ref());
             open_shadow_roots(&doc, &limited);
             math_as_tex(&doc, &limited);
+            expand_row_spans(&doc, &limited);
             let root = doc.tree.body().map_or_else(|| doc.tree.root_id(), |b| b.id);
             (to_markdown(&doc.tree, root, Keep::WholePage, base), false, title)
         }
@@ -243,6 +245,87 @@ fn math_as_tex(doc: &Document, html: &str) {
         let class = if display { "math math-display" } else { "math math-inline" };
         let text = tex.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
         target.replace_with_html(format!("<span class=\"{class}\">{text}</span>"));
+    }
+}
+
+/// Most rows a spanned cell's text is repeated into (a `rowspan` beyond the table's rows
+/// changes nothing; this bounds the work on a hostile page).
+const MAX_ROW_SPAN: usize = 1000;
+
+/// Writes the cells a `rowspan` covers into the rows below it, as htmd lays a table out row by
+/// row and knows nothing of spans: without this the next row's cells slid left under the wrong
+/// headers (`| str | Duration. |` under Option and Type). The filler repeats the spanning cell's
+/// text when it is short (a name, a type), else stays empty.
+fn expand_row_spans(doc: &Document, html: &str) {
+    if !html.contains("rowspan") && !html.contains("ROWSPAN") {
+        return;
+    }
+    for table in doc.select("table").nodes() {
+        if !table.descendants_it().any(|d| d.attr("rowspan").is_some()) {
+            continue;
+        }
+        let own = |d: &dom_query::NodeRef| {
+            d.ancestors_it(None).find(|a| a.node_name().as_deref() == Some("table")).is_some_and(|t| t.id == table.id)
+        };
+        let rows: Vec<_> =
+            table.descendants_it().filter(|d| d.node_name().as_deref() == Some("tr") && own(d)).collect();
+        // Column → (rows still covered below, cell name, filler text).
+        let mut pending: std::collections::BTreeMap<usize, (usize, String, String)> = Default::default();
+        for (r, row) in rows.iter().enumerate() {
+            let covered: Vec<(usize, String, String)> =
+                pending.iter().map(|(c, (_, name, text))| (*c, name.clone(), text.clone())).collect();
+            let cells: Vec<_> = row
+                .element_children()
+                .into_iter()
+                .filter(|c| matches!(c.node_name().as_deref(), Some("td" | "th")))
+                .collect();
+            let filler = |name: &str, text: &str| {
+                let td = doc.tree.new_element(name);
+                if !text.is_empty() {
+                    td.append_child(&doc.tree.new_text(text));
+                }
+                td
+            };
+            let mut spans = Vec::new();
+            let mut col = 0usize;
+            let mut next_covered = covered.iter().peekable();
+            for cell in &cells {
+                while let Some((c, name, text)) = next_covered.peek() {
+                    if *c > col {
+                        break;
+                    }
+                    if *c == col {
+                        cell.insert_before(&filler(name, text));
+                        col += 1;
+                    }
+                    next_covered.next();
+                }
+                let number = |a: &str| cell.attr(a).and_then(|v| v.trim().parse::<usize>().ok());
+                let width = number("colspan").unwrap_or(1).clamp(1, 1000);
+                let height = match number("rowspan") {
+                    Some(0) => rows.len() - r,
+                    Some(n) => n.min(MAX_ROW_SPAN),
+                    None => 1,
+                };
+                if height > 1 {
+                    let text = cell.text().split_whitespace().collect::<Vec<_>>().join(" ");
+                    let text = if text.chars().count() <= 60 { text } else { String::new() };
+                    let name = cell.node_name().map_or_else(|| "td".to_string(), |n| n.to_string());
+                    spans.extend((col..col + width).map(|c| (c, height - 1, name.clone(), text.clone())));
+                }
+                col += width;
+            }
+            for (_, name, text) in next_covered {
+                row.append_child(&filler(name, text));
+            }
+            pending.retain(|_, (left, _, _)| {
+                *left -= 1;
+                *left > 0
+            });
+            for (c, left, name, text) in spans {
+                pending.insert(c, (left, name, text));
+            }
+        }
     }
 }
 
@@ -514,6 +597,9 @@ fn copy_tree(tree: &Tree, root: NodeId, keep: Keep, base: Option<&url::Url>) -> 
     let md_root = MdNode::new(MdData::Document);
     // `code` elements that take the language found on their `pre` or its parent.
     let mut code_langs: HashMap<NodeId, String> = HashMap::new();
+    // The rows and cells of tables that lay out code blocks beside line numbers: not copied,
+    // their contents are.
+    let mut unwrapped_parts: std::collections::HashSet<NodeId> = std::collections::HashSet::new();
     let mut stack: Vec<CopyWork> = vec![(Some(root), md_root.clone(), None, false)];
     while let Some((id, parent, parent_lang, in_pre)) = stack.pop() {
         let Some(id) = id else {
@@ -577,22 +663,45 @@ fn copy_tree(tree: &Tree, root: NodeId, keep: Keep, base: Option<&url::Url>) -> 
         if check_anchor && matches!(node.text().trim(), "" | "§" | "#" | "¶" | "🔗") {
             continue;
         }
-        // A table that lays out a code block beside its line numbers (Pygments' `linenos`,
-        // MkDocs, Sphinx) is no data table: its code block stands on its own, fenced.
-        if matches!(
+        // A table that lays out code beside its line numbers is no data table. Pygments'
+        // `linenos`, MkDocs and Sphinx put a `<pre>` in a cell: that block stands on its own,
+        // fenced. GitHub's blob and gist views (and diff views) put one line per row, the code
+        // straight in a `blob-code` cell: those rows are joined into one fenced block, their
+        // indentation kept. A data table with a `<pre>` in a cell stays a table.
+        let table_part = matches!(
             name.local,
-            local_name!("table")
-                | local_name!("thead")
+            local_name!("thead")
                 | local_name!("tbody")
                 | local_name!("tfoot")
                 | local_name!("tr")
                 | local_name!("td")
                 | local_name!("th")
-        ) && node.descendants_it().any(|d| d.node_name().as_deref() == Some("pre"))
-        {
+        );
+        if table_part && unwrapped_parts.contains(&id) {
             stack.extend(
                 tree.child_ids_of_it(&id, true).map(|c| (Some(c), parent.clone(), parent_lang.clone(), in_pre)),
             );
+            continue;
+        }
+        if name.local == local_name!("table")
+            && let Some(code) = code_table(&node)
+        {
+            match code {
+                CodeTable::Blocks => {
+                    unwrapped_parts.extend(node.descendants_it().map(|d| d.id));
+                    stack.extend(
+                        tree.child_ids_of_it(&id, true).map(|c| (Some(c), parent.clone(), parent_lang.clone(), in_pre)),
+                    );
+                }
+                CodeTable::Lines { text, lang: named } => {
+                    let lang = named.or_else(|| lang.clone()).or_else(|| parent_lang.as_deref().map(str::to_string));
+                    let pre = element(local_name!("pre"), Vec::new());
+                    let code = element(local_name!("code"), lang.iter().map(|l| class_attr(l)).collect());
+                    append(&code, MdNode::new(MdData::Text { contents: RefCell::new(StrTendril::from_slice(&text)) }));
+                    append(&pre, code);
+                    append(&parent, pre);
+                }
+            }
             continue;
         }
         // Highlighters write code lines as `<div class="line">` or end them with `<br>`; in a
@@ -659,6 +768,66 @@ fn copy_tree(tree: &Tree, root: NodeId, keep: Keep, base: Option<&url::Url>) -> 
         stack.extend(tree.child_ids_of_it(&id, true).map(|c| (Some(c), children_parent.clone(), lang.clone(), in_pre)));
     }
     md_root
+}
+
+/// What a table laying out code is.
+enum CodeTable {
+    /// Its code is in `<pre>` blocks (beside a gutter of line numbers): copy them on their own.
+    Blocks,
+    /// One line of code per row (GitHub's blob, gist and diff views): the lines, and the
+    /// language the view names.
+    Lines { text: String, lang: Option<String> },
+}
+
+/// Whether `table` lays out code rather than data, and how.
+fn code_table(table: &dom_query::NodeRef) -> Option<CodeTable> {
+    let class_has = |n: &dom_query::NodeRef, f: &dyn Fn(&str) -> bool| {
+        n.attr("class").is_some_and(|c| c.split_ascii_whitespace().any(|t| f(t)))
+    };
+    let mut gutter = false;
+    let mut pre = false;
+    let mut blob_code = false;
+    for d in table.descendants_it() {
+        match d.node_name().as_deref() {
+            Some("pre") => pre = true,
+            Some("td" | "th" | "div") => {
+                gutter |= is_line_numbers(d.attr("class").as_deref());
+                blob_code |= class_has(&d, &|t| t == "blob-code" || t == "blob-code-inner");
+            }
+            _ => {}
+        }
+    }
+    if pre && (gutter || class_has(table, &|t| t == "highlighttable")) {
+        return Some(CodeTable::Blocks);
+    }
+    if !blob_code {
+        return None;
+    }
+    let mut lines = Vec::new();
+    for row in table.descendants_it().filter(|d| d.node_name().as_deref() == Some("tr")) {
+        let line: String = row
+            .element_children()
+            .into_iter()
+            .filter(|c| matches!(c.node_name().as_deref(), Some("td" | "th")))
+            .filter(|c| !is_line_numbers(c.attr("class").as_deref()))
+            .map(|c| c.text().trim_end_matches(['\n', '\r']).to_string())
+            .collect();
+        lines.push(line);
+    }
+    // GitHub names the language on the table (`data-tagsearch-lang="Python"`) or on the blob's
+    // wrapper (`type-python`).
+    let lang =
+        table.attr("data-tagsearch-lang").map(|l| l.trim().to_ascii_lowercase()).filter(|l| !l.is_empty()).or_else(
+            || {
+                table.ancestors_it(Some(4)).find_map(|a| {
+                    a.attr("class").and_then(|c| {
+                        c.split_ascii_whitespace()
+                            .find_map(|t| t.strip_prefix("type-").filter(|l| !l.is_empty()).map(str::to_string))
+                    })
+                })
+            },
+        );
+    Some(CodeTable::Lines { text: lines.join("\n"), lang })
 }
 
 /// The line-number gutter highlighters put beside code (Pygments, highlight.js plugins,

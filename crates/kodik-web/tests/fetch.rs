@@ -261,6 +261,64 @@ async fn w2_a_readme_keeps_nested_lists_tables_code_languages_and_image_alt_text
 }
 
 #[tokio::test]
+async fn w2_a_gist_or_blob_code_table_is_one_fenced_block_with_its_indentation_and_language() {
+    // The tester's gist.html: before, `def f(x):\n\nif x:\n\nreturn 1` — loose paragraphs,
+    // the indentation gone.
+    let row = |n: usize, code: &str| {
+        format!(
+            "<tr><td id=\"L{n}\" class=\"blob-num js-line-number\" data-line-number=\"{n}\"></td>\
+             <td id=\"LC{n}\" class=\"blob-code blob-code-inner js-file-line\">{code}</td></tr>"
+        )
+    };
+    let gist = format!(
+        "<html><head><title>gist</title></head><body><main><h1>example.py</h1><p>A gist with a small Python file, \
+         shown the way GitHub gists render it on the page for everyone.</p><div class=\"file\"><div \
+         class=\"Box-body p-0 blob-wrapper data type-python\"><table class=\"highlight tab-size js-file-line-container\" \
+         data-tagsearch-lang=\"Python\">{}{}{}{}</table></div></div></main></body></html>",
+        row(1, "<span class=\"pl-k\">def</span> <span class=\"pl-en\">f</span>(<span class=\"pl-s1\">x</span>):"),
+        row(2, "    <span class=\"pl-k\">if</span> <span class=\"pl-s1\">x</span>:"),
+        row(3, "        <span class=\"pl-k\">return</span> <span class=\"pl-c1\">1</span>"),
+        row(4, "    <span class=\"pl-k\">return</span> <span class=\"pl-c1\">2</span>"),
+    );
+    let s = Server::start(move |_| Reply::html(gist.clone())).await;
+    let out = fetch(&tool(WebConfig::default()), &s.url("/gist"), None, None).await.unwrap();
+    assert!(framed(&out).contains("```python\ndef f(x):\n    if x:\n        return 1\n    return 2\n```"), "{out}");
+}
+
+#[tokio::test]
+async fn w2_a_rowspan_cell_keeps_the_next_rows_under_their_headers_and_a_pre_in_a_cell_keeps_the_table() {
+    // The tester's t_rowspan.html and t_pre.html: before, `| str | Duration. |` slid under
+    // Option and Type, and a `<pre>` in a cell turned the whole table into loose paragraphs.
+    let head = "<html><head><title>T</title></head><body><main><h1>Options</h1><p>Prose to make this page count \
+        as main content for the extractor, a little bit longer than needed for sure.</p><table><thead><tr><th>Option\
+        </th><th>Type</th><th>Description</th></tr></thead><tbody><tr><td>a</td><td>int</td><td>plain row</td></tr>";
+    let rowspan = format!(
+        "{head}<tr><td rowspan=\"2\">timeout</td><td>float</td><td>Seconds.</td></tr><tr><td>str</td><td>Duration.\
+         </td></tr><tr><td>b</td><td colspan=\"2\" rowspan=\"2\">wide and tall</td></tr><tr><td>c</td></tr>\
+         </tbody></table></main></body></html>"
+    );
+    let pre = format!(
+        "{head}<tr><td>codeopt</td><td>str</td><td><pre><code>line1\nline2</code></pre></td></tr></tbody></table>\
+         </main></body></html>"
+    );
+    let s = Server::start(move |r| Reply::html(if r.path == "/rowspan" { rowspan.clone() } else { pre.clone() })).await;
+    let t = tool(WebConfig::default());
+    let out = fetch(&t, &s.url("/rowspan"), None, None).await.unwrap();
+    let rows: Vec<Vec<String>> = framed(&out)
+        .lines()
+        .filter(|l| l.starts_with('|') && !l.contains("---"))
+        .map(|l| l.trim_matches('|').split('|').map(|c| c.trim().to_string()).collect())
+        .collect();
+    let row = |first: &str| rows.iter().find(|r| r[0] == first).cloned().unwrap_or_default();
+    assert_eq!(row("timeout"), ["timeout", "float", "Seconds."], "{out}");
+    assert!(rows.iter().any(|r| r == &["timeout", "str", "Duration."]), "{out}");
+    assert_eq!(row("c"), ["c", "wide and tall", "wide and tall"], "{out}");
+    let out = fetch(&t, &s.url("/pre"), None, None).await.unwrap();
+    let md = framed(&out);
+    assert!(md.contains("| Option") && md.lines().any(|l| l.starts_with("| codeopt") && l.contains("line1")), "{out}");
+}
+
+#[tokio::test]
 async fn w2_data_uri_images_and_inline_svg_never_reach_the_model() {
     let data = format!("data:image/png;base64,{}", "iVBORw0KGgo".repeat(30_000));
     let mut html = String::from("<html><head><title>Gallery</title></head><body><article><h1>Gallery</h1>");
