@@ -333,13 +333,69 @@ fn format_locations(ws: &Workspace, server: &Server, locs: Vec<Loc>, header: &st
     (out, json!({"total": total, "shown": total.min(MAX_LOCATIONS), "hidden": hidden}))
 }
 
-fn document_symbols(result: &Value, out: &mut String, depth: usize, count: &mut usize) {
+/// At most this many symbols are listed in an outline.
+pub const MAX_SYMBOLS: usize = 500;
+
+/// How many symbols an outline holds at each nesting level (index 0: top level).
+fn symbols_per_level(result: &Value, depth: usize, counts: &mut Vec<usize>) {
     let Some(items) = result.as_array() else { return };
+    if counts.len() <= depth {
+        counts.resize(depth + 1, 0);
+    }
+    counts[depth] += items.len();
     for s in items {
-        *count += 1;
-        if *count > 500 {
+        if let Some(children) = s.get("children") {
+            symbols_per_level(children, depth + 1, counts);
+        }
+    }
+}
+
+/// Writes the outline `result` into `out`: every symbol when there are at most
+/// [`MAX_SYMBOLS`], else as many whole levels as fit (a file's functions before their
+/// parameters and locals), then a note of what was left out. Returns `(total, shown)`.
+fn outline(result: &Value, out: &mut String) -> (usize, usize) {
+    let mut counts = Vec::new();
+    symbols_per_level(result, 0, &mut counts);
+    let total: usize = counts.iter().sum();
+    // The deepest level to list: all of them when they fit, else the levels that fit whole.
+    let mut levels = counts.len();
+    while levels > 1 && counts[..levels].iter().sum::<usize>() > MAX_SYMBOLS {
+        levels -= 1;
+    }
+    let mut shown = 0;
+    document_symbols(result, out, 0, levels, &mut shown);
+    if shown < total {
+        let _ = if levels < counts.len() && shown == counts[..levels].iter().sum::<usize>() {
+            let nested = if levels == 1 {
+                "nested in another symbol".to_owned()
+            } else {
+                format!("nested more than {} levels deep", levels - 1)
+            };
+            writeln!(
+                out,
+                "({shown} of {total} symbols shown: the {} {nested} are left out; ask `hover` or `definition` on a symbol for its details)",
+                total - shown
+            )
+        } else {
+            writeln!(
+                out,
+                "({shown} of {total} symbols shown: the first {MAX_SYMBOLS} top-level ones; `workspace_symbols` with a name finds the others)"
+            )
+        };
+    }
+    (total, shown)
+}
+
+fn document_symbols(result: &Value, out: &mut String, depth: usize, levels: usize, shown: &mut usize) {
+    let Some(items) = result.as_array() else { return };
+    if depth >= levels {
+        return;
+    }
+    for s in items {
+        if *shown >= MAX_SYMBOLS {
             return;
         }
+        *shown += 1;
         let name = s.get("name").and_then(Value::as_str).unwrap_or("?");
         // DocumentSymbol has selectionRange; SymbolInformation has location.range.
         let line = s
@@ -349,7 +405,7 @@ fn document_symbols(result: &Value, out: &mut String, depth: usize, count: &mut 
             .unwrap_or(0);
         let _ = writeln!(out, "{}{} {} (line {})", "  ".repeat(depth), kind_name(s), name, line + 1);
         if let Some(children) = s.get("children") {
-            document_symbols(children, out, depth + 1, count);
+            document_symbols(children, out, depth + 1, levels, shown);
         }
     }
 }
@@ -718,12 +774,11 @@ impl LspTool {
                         let params = json!({"textDocument": {"uri": uri}});
                         let (res, partial) = self.ask(&server, "textDocument/documentSymbol", params).await?;
                         let mut out = format!("Outline of {}:\n", ws.display(&path));
-                        let mut count = 0;
-                        document_symbols(&res, &mut out, 0, &mut count);
-                        if count == 0 {
+                        let (total, shown) = outline(&res, &mut out);
+                        if total == 0 {
                             out = format!("{} has no symbols.\n", ws.display(&path));
                         }
-                        return Ok(finish(out, partial, json!({"symbols": count})));
+                        return Ok(finish(out, partial, json!({"symbols": total, "shown": shown})));
                     }
                     let line = args.line.unwrap_or(1);
                     let idx =

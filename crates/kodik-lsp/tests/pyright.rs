@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Harness, server_program, wait_group_gone};
+use common::{Harness, configured, server_program, wait_group_gone};
 use kodik_core::{DiagnosticSeverity, DiagnosticsProvider};
 use kodik_lsp::ServerConfig;
 use serde_json::json;
@@ -402,4 +402,38 @@ async fn l2_references_in_a_python_monorepo_include_the_other_projects() {
         .lsp(json!({"operation": "incoming_calls", "path": "services/lib/shared.py", "line": 1, "symbol": "helper"}))
         .await;
     assert!(calls.contains("services/app/main.py:4:5: (function run)"), "{calls}");
+}
+
+/// L4, L6: the outline of a file with more symbols than an outline lists keeps every function
+/// and leaves out their parameters and locals, saying so with the total (before: it stopped at
+/// the 500th symbol, mid-file, with no note, and meta gave 501 as the count).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l4_l6_a_long_outline_keeps_every_top_level_symbol_and_says_what_it_left_out() {
+    let Some(cfg) = configured("pyright", "pyright-langserver") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let h = Harness::new(dir.path(), cfg);
+    h.write("pyproject.toml", "[project]\nname = \"o\"\nversion = \"0\"\n");
+    let mut views: String = (0..150)
+        .map(|i| format!("def handler_{i}(request, user):\n    data = request.json\n    result = data.get(\"x\")\n    return result\n\n"))
+        .collect();
+    views.push_str("def the_last_function():\n    return 1\n");
+    h.write("views.py", &views);
+    let out = h.call("lsp", json!({"operation": "document_symbols", "path": "views.py"})).await;
+    let text = out.text_content();
+    assert!(out.is_success(), "{text}");
+    assert!(
+        text.contains("function handler_149 (line 746)") && text.contains("function the_last_function (line 751)"),
+        "{text}"
+    );
+    assert!(!text.contains("variable request"), "{text}");
+    let total = out.meta["symbols"].as_u64().unwrap();
+    assert!(total > 500, "{}", out.meta);
+    assert_eq!(out.meta["shown"], 151, "{}", out.meta);
+    assert!(
+        text.contains(&format!(
+            "(151 of {total} symbols shown: the {} nested in another symbol are left out",
+            total - 151
+        )),
+        "{text}"
+    );
 }
