@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use chromiumoxide::cdp::browser_protocol::input::{DispatchKeyEventParams, DispatchMouseEventParams};
-use chromiumoxide::cdp::browser_protocol::page::{NavigateParams, StopLoadingParams};
+use chromiumoxide::cdp::browser_protocol::page::{NavigateParams, ReloadParams, StopLoadingParams};
 use chromiumoxide::cdp::js_protocol::runtime::EvaluateParams;
 use kodik_core::CancellationToken;
 use kodik_schema::browser::Target;
@@ -450,8 +450,7 @@ pub(crate) async fn press(tab: &Tab, combo: &str) -> Result<(), BrowserError> {
 pub(crate) async fn goto(tab: &Tab, url: &str, timeout: Duration) -> Result<(), BrowserError> {
     check_url(url)?;
     let start = Instant::now();
-    let session =
-        tab.nav.get_or_try_init(|| async { tab.raw.get().await?.attach(tab.page.target_id().clone()).await }).await?;
+    let session = nav_session(tab).await?;
     let mut events = tab.shared.dialog_opened.subscribe();
     events.mark_unchanged();
     let res = tokio::select! {
@@ -481,6 +480,53 @@ pub(crate) async fn goto(tab: &Tab, url: &str, timeout: Duration) -> Result<(), 
     let loaded = wait_ready(tab, timeout.saturating_sub(start.elapsed())).await;
     if loaded.is_err() {
         // The error says it; the next result need not say it again.
+        tab.shared.lock().note = None;
+    }
+    loaded
+}
+
+/// The tab's session on the second connection, for its navigations (see [`crate::raw`]).
+async fn nav_session(tab: &Tab) -> Result<&crate::raw::Session, BrowserError> {
+    tab.nav.get_or_try_init(|| async { tab.raw.get().await?.attach(tab.page.target_id().clone()).await }).await
+}
+
+/// Reloads the tab's page and waits for it as [`goto`] does: ready once its DOM is (a request that
+/// never finishes does not hold it), stopped when it does not answer within `timeout`.
+pub(crate) async fn reload(tab: &Tab, timeout: Duration) -> Result<(), BrowserError> {
+    let start = Instant::now();
+    let before = tab.shared.lock().loader.clone();
+    let session = nav_session(tab).await?;
+    let stopped = |tab: &Tab| BrowserError::Timeout {
+        what: format!("the reload; it was stopped and tab {} keeps its page", tab.id),
+        ms: timeout.as_millis() as u64,
+    };
+    match tokio::time::timeout(timeout, session.execute(ReloadParams::default())).await {
+        Ok(r) => {
+            r?;
+        }
+        Err(_) => {
+            stop_loading(tab).await;
+            return Err(stopped(tab));
+        }
+    }
+    // Page.reload answers before the new document exists: until it does, the old one would
+    // pass for the reloaded page.
+    loop {
+        let started = {
+            let s = tab.shared.lock();
+            s.navigating.is_some() || s.loader != before || s.dialog.is_some() || s.closed || s.crashed
+        };
+        if started {
+            break;
+        }
+        if start.elapsed() >= timeout {
+            stop_loading(tab).await;
+            return Err(stopped(tab));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let loaded = wait_ready(tab, timeout.saturating_sub(start.elapsed())).await;
+    if loaded.is_err() {
         tab.shared.lock().note = None;
     }
     loaded

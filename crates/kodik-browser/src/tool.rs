@@ -670,21 +670,7 @@ impl BrowserSession {
             }
             match args.action {
                 BrowserAction::Navigate => actions::goto(tab, args.url.as_deref().unwrap_or(""), timeout).await?,
-                BrowserAction::Reload => {
-                    match tokio::time::timeout(timeout, tab.page.reload()).await {
-                        Ok(r) => {
-                            r.map_err(cdp("reload"))?;
-                        }
-                        Err(_) => {
-                            actions::stop_loading(tab).await;
-                            return Err(BrowserError::Timeout {
-                                what: format!("the reload; it was stopped and tab {} keeps its page", tab.id),
-                                ms: timeout.as_millis() as u64,
-                            });
-                        }
-                    }
-                    actions::wait_ready(tab, timeout).await?;
-                }
+                BrowserAction::Reload => actions::reload(tab, timeout).await?,
                 BrowserAction::Back | BrowserAction::Forward => {
                     let step = if args.action == BrowserAction::Back { "-1" } else { "1" };
                     let before = eval(tab, "location.href").await.ok();

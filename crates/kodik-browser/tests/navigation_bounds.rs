@@ -231,6 +231,36 @@ async fn b3_b5_a_page_whose_load_never_fires_opens_once_ready_and_later_actions_
     h.session.shutdown().await;
 }
 
+/// B3, B5: `reload` of a page whose `load` never fires returns once its new DOM is ready, with the
+/// same note as `navigate` (it waited the whole 30 s and failed), and takes a `timeout`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn b3_b5_reload_of_a_page_whose_load_never_fires_returns_once_ready_and_takes_a_timeout() {
+    const STUCK: &str = r#"<!doctype html><title>ImgHang</title><h1>Visible content</h1><img src="/hang.png" alt="stuck">
+<button onclick="document.getElementById('out').textContent = 'clicked'">Works</button><p id="out">none</p>"#;
+    let mut routes = Routes::new();
+    routes.insert("/", ("text/html", HOME.to_string(), ""));
+    routes.insert("/stuck", ("text/html", STUCK.to_string(), ""));
+    routes.insert("/hang.png", (HANG, String::new(), ""));
+    let base = serve(routes).await;
+    let h = harness();
+    h.ok(json!({"action": "open", "url": format!("{base}/"), "timeout": 8000})).await;
+    let r = h.ok(json!({"action": "reload"})).await;
+    assert!(r.contains("reload done") && r.contains("Test Home"), "{r}");
+
+    h.ok(json!({"action": "navigate", "url": format!("{base}/stuck"), "timeout": 8000})).await;
+    let c = h.ok(json!({"action": "click", "target": {"role": "button", "name": "Works"}})).await;
+    assert!(c.contains("paragraph: clicked"), "{c}");
+    for args in [json!({"action": "reload"}), json!({"action": "reload", "timeout": 8000})] {
+        let out = bounded(&h, Duration::from_secs(15), args.clone()).await;
+        let r = out.text_content();
+        assert!(out.is_success(), "{args}: {r}");
+        assert!(r.contains("has not finished loading") && r.contains("Visible content"), "{r}");
+        // A new document: the click's change is gone.
+        assert!(r.contains("paragraph: none") && !r.contains("paragraph: clicked"), "{r}");
+    }
+    h.session.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn b8_g16_file_urls_open_workspace_files_only() {
     let h = harness();

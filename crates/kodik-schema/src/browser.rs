@@ -41,7 +41,7 @@ pub enum BrowserAction {
     ClosePreview,
     /// Go to `url` in the current tab, waiting up to `timeout` for it.
     Navigate,
-    /// Reload the current page.
+    /// Reload the current page, waiting up to `timeout` for it.
     Reload,
     /// Go back in history.
     Back,
@@ -146,7 +146,6 @@ impl BrowserAction {
         match self {
             Self::ListTabs
             | Self::ClosePreview
-            | Self::Reload
             | Self::Back
             | Self::Forward
             | Self::Snapshot
@@ -157,6 +156,7 @@ impl BrowserAction {
             Self::Open => &["url", "storage", "timeout"],
             Self::Preview => &["url", "command", "workdir", "timeout"],
             Self::Navigate => &["url", "timeout"],
+            Self::Reload => &["timeout"],
             Self::Resize => &["breakpoint", "width", "height"],
             Self::Screenshot => &["target", "clip", "full_page"],
             Self::Inspect | Self::Hover => &["target"],
@@ -461,7 +461,7 @@ pub struct BrowserArgs {
     pub text: Option<String>,
     /// For `wait` with condition `element`: the state `target` must reach (default visible).
     pub state: Option<ElementState>,
-    /// Longest wait in milliseconds. Only these actions take it: `wait` (default 10000), `open` and `navigate` (for the page to load; default 30000), `click` (for a missing, hidden, disabled or covered `target` to become clickable; default 0, no wait) and `preview` with `command` (for the dev server to answer; default 60000).
+    /// Longest wait in milliseconds. Only these actions take it: `wait` (default 10000), `open`, `navigate` and `reload` (for the page to load; default 30000), `click` (for a missing, hidden, disabled or covered `target` to become clickable; default 0, no wait) and `preview` with `command` (for the dev server to answer; default 60000).
     #[schemars(range(min = 1, max = 300_000))]
     pub timeout: Option<u64>,
     /// For `handle_dialog`: true accepts (OK), false dismisses (Cancel; a prompt then returns null).

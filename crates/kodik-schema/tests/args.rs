@@ -420,7 +420,7 @@ fn b3_browser_check_refuses_fields_an_action_does_not_use() {
     let (field, message) = check_err(a.check());
     assert_eq!(field, "value");
     assert!(message.contains("`click`") && message.contains("target"), "{message}");
-    let b: BrowserArgs = parse(json!({"action": "reload", "url": "https://a.b"}));
+    let b: BrowserArgs = parse(json!({"action": "back", "url": "https://a.b"}));
     let (field, message) = check_err(b.check());
     assert_eq!(field, "url");
     assert!(message.contains("no other fields"), "{message}");
