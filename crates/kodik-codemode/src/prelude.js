@@ -91,17 +91,26 @@
         return (args) => invoke(prefix + p, args);
       },
     });
+  // A tool set as a property, also over a function's own `name` or `length`.
+  const setTool = (obj, key, fn) =>
+    Object.defineProperty(obj, key, { value: fn, writable: true, enumerable: true, configurable: true });
   const base = {};
+  const servers = new Map();
   for (const t of catalog) {
-    const fn = (args) => invoke(t.name, args);
     if (t.namespace) {
-      if (!Object.prototype.hasOwnProperty.call(base, t.namespace) || typeof base[t.namespace] !== "object") {
-        base[t.namespace] = namespace({}, t.namespace + "__");
-      }
-      base[t.namespace][t.tool] = fn;
-    } else if (!Object.prototype.hasOwnProperty.call(base, t.name)) {
-      base[t.name] = fn;
+      if (!servers.has(t.namespace)) servers.set(t.namespace, []);
+      servers.get(t.namespace).push(t);
+    } else {
+      setTool(base, t.name, (args) => invoke(t.name, args));
     }
+  }
+  // An MCP server named like a built-in tool (the usual `memory` server) is a namespace that
+  // can still be called as that tool: `tools.memory({...})` and `tools.memory.recall({...})`.
+  for (const [server, list] of servers) {
+    const builtin = Object.prototype.hasOwnProperty.call(base, server) && typeof base[server] === "function";
+    const target = builtin ? (args) => invoke(server, args) : {};
+    for (const t of list) setTool(target, t.tool, (args) => invoke(t.name, args));
+    setTool(base, server, namespace(target, server + "__"));
   }
   const define = (name, value) =>
     Object.defineProperty(g, name, { value, writable: false, enumerable: false, configurable: false });

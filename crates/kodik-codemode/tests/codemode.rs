@@ -254,6 +254,22 @@ async fn k1_mcp_tools_are_grouped_by_server_and_odd_names_use_brackets() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn k1_an_mcp_server_named_like_a_built_in_tool_leaves_both_callable() {
+    // The official MCP memory server is usually keyed `memory`, like the built-in tool.
+    let mut registry = ToolRegistry::new();
+    registry.register(Noop::named("memory__name", "A server tool named like a function's own property."));
+    registry.register(Noop::named("memory", "The built-in memory tool."));
+    registry.register(Noop::named("memory__recall", "Recall from the memory server."));
+    let dir = tempfile::tempdir().unwrap();
+    let cx = ToolContext::new(Workspace::new(dir.path()).unwrap());
+    let tool = CodeModeTool::new(CodeModeConfig::default().timeout(Duration::from_secs(10)), registry);
+    let code = "return [await tools.memory({value: 1}), await tools.memory.recall({value: 2}), \
+                await tools.memory.name({value: 3}), await call('memory', {value: 4})].join('|')";
+    let out = run_with(&tool, &cx, code).await;
+    assert_eq!(output_section(&out), "1|2|3|4", "{}", out.text_content());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn k4_call_by_name_reaches_builtin_and_mcp_tools() {
     let (out, f) =
         run(config(), "return (await call('noop', {})) + (await call('github__create_issue', {value: 1}))").await;
