@@ -119,21 +119,21 @@ pub async fn run(args: Args) -> ExitCode {
     if person {
         conversation_tools = conversation_tools.asker(Arc::new(kodik_tools::conversation::TerminalAsker));
     }
+    // The model's key stays with the model client: a command's `env`, or a mounted server that
+    // reads its environment, would show it to the model (and put it in the transcript and in
+    // --record files). A server that needs a key names it in its `env`.
+    let keys = [Provider::OpenAiResponses.key_var(), Provider::Anthropic.key_var()];
     // MCP servers of the workspace, the user and --mcp-config join the tools (A8); the demo is
     // a fixed recording and mounts none.
     let (tools, mcp) = if args.demo {
         (builder(workspace.clone()), None)
     } else {
-        match crate::builder_with_mcp(workspace.clone(), &args.mcp_config).await {
+        match crate::builder_with_mcp(workspace.clone(), &args.mcp_config, &keys).await {
             Ok(b) => b,
             Err(code) => return code,
         }
     };
-    // The model's key stays with the model client: a command's `env` would show it to the model
-    // (and put it in the transcript and in --record files).
-    let shell = [Provider::OpenAiResponses, Provider::Anthropic]
-        .into_iter()
-        .fold(kodik_tools::shell::ShellToolset::new(), |shell, p| shell.unset_env(p.key_var()));
+    let shell = keys.into_iter().fold(kodik_tools::shell::ShellToolset::new(), |shell, k| shell.unset_env(k));
     // With nobody at a terminal ask_questions could only ever fail: not offered (G11).
     let tools = if person { tools } else { tools.disable("ask_questions") };
     let toolbox =

@@ -275,7 +275,12 @@ fn schema(format: Format, names: &[String]) -> ExitCode {
 
 /// Connects the MCP servers of the workspace's and the user's `mcp.json` and of `files`;
 /// servers that fail are reported on stderr and left out. `None` when none is configured.
-async fn mount_mcp(workspace: &std::path::Path, files: &[PathBuf]) -> Result<Option<Arc<McpClient>>, ExitCode> {
+/// `unset_env`: variables the servers do not inherit unless their `env` names them.
+async fn mount_mcp(
+    workspace: &std::path::Path,
+    files: &[PathBuf],
+    unset_env: &[&str],
+) -> Result<Option<Arc<McpClient>>, ExitCode> {
     let mut config = McpConfig::load_default(workspace).map_err(usage_error)?;
     for file in files {
         config.merge(McpConfig::load(file).map_err(usage_error)?);
@@ -283,7 +288,11 @@ async fn mount_mcp(workspace: &std::path::Path, files: &[PathBuf]) -> Result<Opt
     if config.is_empty() {
         return Ok(None);
     }
-    let options = ClientOptions { base_dir: Some(workspace.to_path_buf()), ..ClientOptions::default() };
+    let options = ClientOptions {
+        base_dir: Some(workspace.to_path_buf()),
+        unset_env: unset_env.iter().map(|v| (*v).to_owned()).collect(),
+        ..ClientOptions::default()
+    };
     // Interrupted while servers start (up to their 30 s deadline): dropping the connection
     // attempt kills the servers started so far; exiting in the signal's default way would
     // leave them running.
@@ -325,8 +334,9 @@ fn without_model_or_person(b: kodik_tools::ToolboxBuilder) -> kodik_tools::Toolb
 async fn builder_with_mcp(
     workspace: PathBuf,
     mcp_config: &[PathBuf],
+    unset_env: &[&str],
 ) -> Result<(kodik_tools::ToolboxBuilder, Option<Arc<McpClient>>), ExitCode> {
-    let mcp = mount_mcp(&workspace, mcp_config).await?;
+    let mcp = mount_mcp(&workspace, mcp_config, unset_env).await?;
     let b = builder(workspace);
     Ok(match &mcp {
         Some(client) => (b.mcp(Arc::clone(client)), mcp),
@@ -335,7 +345,7 @@ async fn builder_with_mcp(
 }
 
 async fn toolbox(workspace: PathBuf, mcp_config: &[PathBuf]) -> Result<(Toolbox, Option<Arc<McpClient>>), ExitCode> {
-    let (b, mcp) = builder_with_mcp(workspace, mcp_config).await?;
+    let (b, mcp) = builder_with_mcp(workspace, mcp_config, &[]).await?;
     let b = without_model_or_person(b);
     let tb = b.events(Arc::new(StderrEvents)).build().map_err(usage_error)?;
     // SIGINT and SIGTERM end `call` and `batch` after the browser (its profile and temporary
@@ -754,7 +764,7 @@ fn session_server(
 /// Serves the mode's tool set over MCP on stdin/stdout until the client disconnects or
 /// SIGTERM/SIGINT, or over streamable HTTP until SIGTERM/SIGINT.
 async fn serve(workspace: PathBuf, mcp_config: Vec<PathBuf>, opts: ServeOptions) -> ExitCode {
-    let mcp = match mount_mcp(&workspace, &mcp_config).await {
+    let mcp = match mount_mcp(&workspace, &mcp_config, &[]).await {
         Ok(m) => m,
         Err(code) => return code,
     };

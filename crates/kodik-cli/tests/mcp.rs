@@ -1338,6 +1338,69 @@ async fn a8_agent_mounts_mcp_config_and_the_model_calls_the_servers_tool() {
     assert!(requests[1].body.to_string().contains("hello through mcp"), "{}", requests[1].body);
 }
 
+/// A8, README `kodik agent` (keys never shown to the model): a mounted server does not inherit
+/// the provider's API key, so a third-party server cannot hand it to the model; a server whose
+/// `env` names the key gets it.
+#[tokio::test]
+async fn a8_agent_mounted_servers_get_the_api_key_only_when_their_env_names_it() {
+    use kodik_tools::model::Provider;
+    use kodik_tools::model::replay::{Exchange, Recording, ReplayServer};
+    let ws = tempfile::tempdir().unwrap();
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../kodik-mcp/tests/fixture/server.py");
+    let markers = ws.path().join("markers");
+    std::fs::create_dir_all(&markers).unwrap();
+    let config = ws.path().join("servers.json");
+    let server_entry =
+        |env: Value| serde_json::json!({"command": mcp_python(), "args": [&fixture, &markers], "env": env});
+    let body = serde_json::json!({"mcpServers": {
+        "plain": server_entry(serde_json::json!({})),
+        "named": server_entry(serde_json::json!({"OPENAI_API_KEY": "${OPENAI_API_KEY}"})),
+    }});
+    std::fs::write(&config, body.to_string()).unwrap();
+    let event = |v: Value| format!("event: {}\ndata: {v}\n\n", v["type"].as_str().unwrap());
+    let completed =
+        event(serde_json::json!({"type": "response.completed", "response": {"id": "r", "status": "completed",
+        "usage": {"input_tokens": 10, "output_tokens": 5}}}));
+    let call = |i: usize, name: &str, var: &str| {
+        event(serde_json::json!({"type": "response.output_item.done", "output_index": i,
+            "item": {"type": "function_call", "id": format!("fc_{i}"), "call_id": format!("call_{i}"), "name": name,
+                "arguments": serde_json::json!({"name": var}).to_string()}}))
+    };
+    let calls = call(0, "plain__getenv", "OPENAI_API_KEY")
+        + &call(1, "plain__getenv", "ANTHROPIC_API_KEY")
+        + &call(2, "named__getenv", "OPENAI_API_KEY");
+    let answer = event(serde_json::json!({"type": "response.output_text.delta", "output_index": 0,
+        "content_index": 0, "delta": "Looked."}));
+    let recording = Recording::new(Provider::OpenAiResponses, "gpt-5")
+        .with(Exchange::sse(calls + &completed))
+        .with(Exchange::sse(answer + &completed));
+    let server = ReplayServer::start(recording).await.unwrap();
+    let out = tokio::process::Command::new(KODIK)
+        .args(["agent", "--workspace", ws.path().to_str().unwrap(), "--model", "gpt-5"])
+        .args(["--base-url", &server.base_url(), "--mcp-config", config.to_str().unwrap(), "look"])
+        .env("OPENAI_API_KEY", "sk-test-openai-secret")
+        .env("ANTHROPIC_API_KEY", "sk-ant-test-secret")
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2, "{stderr}");
+    let outputs: Vec<String> = requests[1].body["input"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["type"] == "function_call_output")
+        .map(|i| i["output"].to_string())
+        .collect();
+    assert_eq!(outputs.len(), 3, "{outputs:?}");
+    assert!(outputs[0].contains("(unset)") && outputs[1].contains("(unset)"), "{outputs:?}");
+    assert!(outputs[2].contains("sk-test-openai-secret"), "a server naming the key in `env` gets it: {outputs:?}");
+    assert!(!outputs[..2].iter().any(|o| o.contains("secret")), "{outputs:?}");
+}
+
 /// Waits (at most 20 s) until `done` holds, polling.
 async fn eventually(what: &str, mut done: impl FnMut() -> bool) {
     let start = Instant::now();

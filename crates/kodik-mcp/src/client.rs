@@ -37,6 +37,10 @@ pub struct ClientOptions {
     /// The folder stdio servers without a `cwd` run in, and a relative `cwd` is taken from
     /// (the workspace root).
     pub base_dir: Option<std::path::PathBuf>,
+    /// Variables left out of stdio servers' environment unless a server's `env` names them
+    /// (e.g. `"OPENAI_API_KEY": "${OPENAI_API_KEY}"`): a host's own secrets, such as the model
+    /// provider's API key, which a third-party server could otherwise return to the model.
+    pub unset_env: Vec<String>,
 }
 
 impl Default for ClientOptions {
@@ -46,6 +50,7 @@ impl Default for ClientOptions {
             call_timeout: Duration::from_secs(600),
             max_restarts: 1,
             base_dir: None,
+            unset_env: Vec::new(),
         }
     }
 }
@@ -233,6 +238,10 @@ impl Server {
         };
         if let Some(command) = &self.config.command {
             let mut cmd = tokio::process::Command::new(command);
+            // Removed first: the server's own `env` may set the same name again.
+            for name in &self.options.unset_env {
+                cmd.env_remove(name);
+            }
             cmd.args(&self.config.args).envs(&self.config.env).env(DEPTH_VAR, (own_depth() + 1).to_string());
             // Without a `cwd` the server runs in the workspace, as in Claude Code and Cursor (a
             // `node server.js` of the project's own config finds its file), not wherever the
