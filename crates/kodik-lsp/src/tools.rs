@@ -1282,6 +1282,8 @@ impl ReadLintsTool {
         targets.sort();
         targets.dedup();
         let truncated_files = targets.len().saturating_sub(MAX_LINT_FILES);
+        // Named, so the model can pass them in `paths` (a flat folder has no smaller one to ask for).
+        let truncated: Vec<String> = targets.iter().skip(MAX_LINT_FILES).take(5).map(|f| ws.display(f)).collect();
         targets.truncate(MAX_LINT_FILES);
         let mut lines = Vec::new();
         let (mut errors, mut warnings, mut stale_files) = (0usize, 0usize, Vec::new());
@@ -1373,7 +1375,16 @@ impl ReadLintsTool {
             );
         }
         if truncated_files > 0 {
-            let _ = writeln!(out, "({truncated_files} more files not checked; ask for a smaller folder)");
+            let more = if truncated_files > truncated.len() {
+                format!(" and {} more", truncated_files - truncated.len())
+            } else {
+                String::new()
+            };
+            let _ = writeln!(
+                out,
+                "({truncated_files} more files not checked (at most {MAX_LINT_FILES} at a time): {}{more}; pass them in `paths` to check them)",
+                truncated.join(", ")
+            );
         }
         for (ext, tried, n) in &missing {
             let _ = writeln!(
@@ -1406,7 +1417,7 @@ impl ReadLintsTool {
                 stale_files.join(", ")
             );
         }
-        let not_checked: usize = unchecked.iter().map(|(_, _, f)| f.len()).sum();
+        let not_checked: usize = unchecked.iter().map(|(_, _, f)| f.len()).sum::<usize>() + truncated_files;
         let meta = json!({"errors": errors, "warnings": warnings, "total": total, "files": checked, "not_checked": not_checked, "possibly_stale": stale_files, "bad_paths": bad.iter().map(ToString::to_string).collect::<Vec<_>>()});
         Ok(ToolOutput::text(out.trim_end().to_owned()).with_meta(meta))
     }

@@ -66,3 +66,31 @@ async fn l1_g16_read_lints_of_a_folder_skips_files_kodikignore_hides_despite_a_g
     assert!(text.contains("sub/tool.py:1:10: error"), "{text}");
     assert!(!text.contains("secret"), "a hidden file was checked: {text}");
 }
+
+/// L1: a folder with more files than one `read_lints` checks names the first files left out
+/// and says to pass them in `paths`, and meta counts them as not checked (before: "ask for a
+/// smaller folder", which a flat folder does not have, and `not_checked: 0`). Passing the named
+/// file then finds its error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l1_read_lints_past_the_file_cap_names_the_files_left_out() {
+    let Some(cfg) = configured("pyright", "pyright-langserver") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let h = Harness::new(dir.path(), cfg);
+    h.write("pyproject.toml", "[project]\nname = \"a\"\nversion = \"0\"\n");
+    for i in 100..410 {
+        h.write(&format!("app/m{i}.py"), &format!("def f{i}() -> int:\n    return {i}\n"));
+    }
+    h.write("app/aa_first.py", "y: int = \"bad\"\n");
+    h.write("app/zz_last.py", "x: int = \"bad\"\n");
+    let out = h.call("read_lints", json!({"paths": ["app"]})).await;
+    let text = out.text_content();
+    assert!(out.is_success(), "{text}");
+    assert!(text.contains("app/aa_first.py:1:10: error"), "{text}");
+    assert!(
+        text.contains("(12 more files not checked (at most 300 at a time): app/m399.py, app/m400.py, app/m401.py, app/m402.py, app/m403.py and 7 more; pass them in `paths` to check them)"),
+        "{text}"
+    );
+    assert_eq!(out.meta["not_checked"], 12, "{}", out.meta);
+    let text = h.call("read_lints", json!({"paths": ["app/zz_last.py"]})).await.text_content();
+    assert!(text.contains("app/zz_last.py:1:10: error"), "{text}");
+}
