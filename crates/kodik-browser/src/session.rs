@@ -118,6 +118,8 @@ pub(crate) struct Shot {
     /// viewport meta tag at its 980 px layout width scaled down to the screen.
     pub scale: (f64, f64),
     pub url: String,
+    /// The page's scroll position when it was taken: scrolled, the image shows other places.
+    pub scroll: (f64, f64),
 }
 
 /// What a tab's event listeners collect.

@@ -779,8 +779,7 @@ impl BrowserSession {
             .decode(shot.result.data.as_ref() as &str)
             .map_err(|e| BrowserError::Other(format!("the screenshot was not valid base64: {e}")))?;
         let viewport = args.target.is_none() && args.clip.is_none() && args.full_page != Some(true);
-        let url =
-            eval(tab, "location.href").await.ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+        let (url, scroll) = place(tab).await;
         // The image may not be the viewport's CSS size (a phone viewport scales a page without a
         // viewport meta tag down to the screen): the model reads x/y off the image.
         let (img_w, img_h) = png_size(&png).unwrap_or((width, height));
@@ -792,7 +791,7 @@ impl BrowserSession {
             let id = format!("{}-s{}", tab.id, d.shots);
             // Only viewport screenshots define a coordinate space for x/y targets.
             if viewport {
-                d.shot = Some(Shot { id: id.clone(), width: img_w, height: img_h, scale, url });
+                d.shot = Some(Shot { id: id.clone(), width: img_w, height: img_h, scale, url, scroll });
             }
             id
         };
@@ -1775,11 +1774,17 @@ async fn point(tab: &Tab, t: &Target, enabled: bool) -> Result<(String, f64, f64
                 tab.id, shot.id
             )));
         }
-        let url =
-            eval(tab, "location.href").await.ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+        let (url, scroll) = place(tab).await;
         if url != shot.url {
             return Err(BrowserError::StaleScreenshot(format!(
                 "the page changed since screenshot {sid} (now {url}); take a new screenshot"
+            )));
+        }
+        if scroll != shot.scroll {
+            return Err(BrowserError::StaleScreenshot(format!(
+                "the page was scrolled since screenshot {sid} (from ({}, {}) to ({}, {})), so its points show other \
+                 places now; take a new screenshot",
+                shot.scroll.0, shot.scroll.1, scroll.0, scroll.1
             )));
         }
         if x < 0.0 || y < 0.0 || x > shot.width || y > shot.height {
@@ -1792,6 +1797,13 @@ async fn point(tab: &Tab, t: &Target, enabled: bool) -> Result<(String, f64, f64
         return Ok((format!("the point ({x}, {y}) of {sid}"), x * shot.scale.0, y * shot.scale.1));
     }
     actions::point_of(tab, t, enabled).await
+}
+
+/// The page's URL and scroll position, which a screenshot's points depend on.
+async fn place(tab: &Tab) -> (String, (f64, f64)) {
+    let v = eval(tab, "[location.href, window.scrollX, window.scrollY]").await.unwrap_or(Value::Null);
+    let at = |i: usize| v.get(i).and_then(Value::as_f64).unwrap_or(0.0);
+    (v.get(0).and_then(Value::as_str).unwrap_or("").to_string(), (at(1), at(2)))
 }
 
 /// Width and height of a PNG image, from its header.

@@ -108,3 +108,34 @@ async fn b3_fill_with_a_value_the_field_rejects_fails_and_says_the_format() {
     assert!(v.contains("2024-02-29"), "{v}");
     h.session.shutdown().await;
 }
+
+/// B4: a point of a screenshot taken before the page scrolled is refused (it shows another place
+/// now); a screenshot after the scroll is good for points again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn b4_a_screenshot_taken_before_a_scroll_is_refused_for_points() {
+    let buttons: String = (0..30)
+        .map(|i| {
+            format!(
+                "<button style=\"display:block;height:100px;width:300px\" onclick=\"out.textContent='B{i}'\">B{i}</button>"
+            )
+        })
+        .collect();
+    let page = format!(
+        "<!doctype html><title>SC</title><div id=\"out\" style=\"position:fixed;right:0;top:0\">-</div>{buttons}"
+    );
+    let mut routes = Routes::new();
+    routes.insert("/", ("text/html", page, ""));
+    let base = serve(routes).await;
+    let h = harness();
+    h.ok(json!({"action": "open", "url": format!("{base}/")})).await;
+    let shot = h.call(json!({"action": "screenshot"})).await;
+    let sid = shot.meta["screenshot_id"].as_str().unwrap().to_string();
+    h.ok(json!({"action": "scroll", "direction": "down", "amount": 1000})).await;
+    let e = h.err(json!({"action": "click", "target": {"x": 100, "y": 60, "screenshot_id": sid}})).await;
+    assert!(e.contains("scrolled since screenshot") && e.contains("take a new screenshot"), "{e}");
+    let shot = h.call(json!({"action": "screenshot"})).await;
+    let sid = shot.meta["screenshot_id"].as_str().unwrap().to_string();
+    let c = h.ok(json!({"action": "click", "target": {"x": 100, "y": 60, "screenshot_id": sid}})).await;
+    assert!(c.contains("text: B10"), "{c}");
+    h.session.shutdown().await;
+}
