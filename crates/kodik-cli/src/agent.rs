@@ -176,15 +176,16 @@ pub async fn run(args: Args) -> ExitCode {
 
     let cancel = CancellationToken::new();
     let on_interrupt = cancel.clone();
+    // SIGTERM (`timeout`, `docker stop`, a CI cancel) ends the run as Ctrl-C does: its calls are
+    // cancelled and the browser and mounted servers stopped before exiting. Once the servers'
+    // start-up has listened for SIGTERM, it would otherwise not end the process at all.
     tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            on_interrupt.cancel();
-            // A second Ctrl-C does not wait for the calls to wind down.
-            if tokio::signal::ctrl_c().await.is_ok() {
-                eprintln!("kodik: interrupted twice; exiting without waiting for the run to stop");
-                std::process::exit(130);
-            }
-        }
+        crate::interrupted().await;
+        on_interrupt.cancel();
+        // A second signal does not wait for the calls to wind down.
+        crate::interrupted().await;
+        eprintln!("kodik: interrupted twice; exiting without waiting for the run to stop");
+        std::process::exit(130);
     });
 
     let mut out: Box<dyn Output> = if args.json { Box::new(JsonLines::default()) } else { Box::new(Human::new()) };

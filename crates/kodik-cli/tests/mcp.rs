@@ -1401,6 +1401,66 @@ async fn a8_agent_mounted_servers_get_the_api_key_only_when_their_env_names_it()
     assert!(!outputs[..2].iter().any(|o| o.contains("secret")), "{outputs:?}");
 }
 
+/// G6, README `kodik agent` exit codes: with a server mounted, SIGTERM (`timeout`, `docker stop`,
+/// a CI cancel) during a call to the server's tool ends the run as Ctrl-C does: the call is
+/// cancelled, the server stopped, exit 130; before, the signal was swallowed and the run went on.
+#[tokio::test]
+async fn g6_agent_with_a_mounted_server_ends_on_sigterm_and_stops_the_server() {
+    use kodik_tools::model::Provider;
+    use kodik_tools::model::replay::{Exchange, Recording, ReplayServer};
+    let ws = tempfile::tempdir().unwrap();
+    let config = fixture_config(ws.path());
+    let event = |v: Value| format!("event: {}\ndata: {v}\n\n", v["type"].as_str().unwrap());
+    let completed =
+        event(serde_json::json!({"type": "response.completed", "response": {"id": "r", "status": "completed",
+        "usage": {"input_tokens": 10, "output_tokens": 5}}}));
+    let call = event(serde_json::json!({"type": "response.output_item.done", "output_index": 0,
+        "item": {"type": "function_call", "id": "fc_1", "call_id": "call_slow", "name": "py__slow",
+            "arguments": "{\"seconds\":120,\"tag\":\"term\"}"}}));
+    let recording = Recording::new(Provider::OpenAiResponses, "gpt-5")
+        .with(Exchange::sse(call + &completed))
+        .with(Exchange::sse(completed.clone()));
+    let server = ReplayServer::start(recording).await.unwrap();
+    let mut child = tokio::process::Command::new(KODIK)
+        .args(["agent", "--workspace", ws.path().to_str().unwrap(), "--model", "gpt-5", "--json"])
+        .args(["--base-url", &server.base_url(), "--mcp-config", config.to_str().unwrap(), "wait"])
+        .env("OPENAI_API_KEY", "sk-test")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = ws.path().join("markers/started-term");
+    eventually("the server's tool started", || started.exists()).await;
+    let pid: i32 = std::fs::read_to_string(&started).unwrap().trim().parse().unwrap();
+    assert!(Command::new("kill").args(["-TERM", &child.id().unwrap().to_string()]).status().unwrap().success());
+    let status = match tokio::time::timeout(Duration::from_secs(20), child.wait()).await {
+        Ok(status) => status.unwrap(),
+        Err(_) => {
+            let _ = child.kill().await;
+            panic!("kodik agent still ran 20 s after SIGTERM");
+        }
+    };
+    let alive = || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|s| s.rsplit(')').next().is_some_and(|rest| !rest.trim_start().starts_with('Z')))
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while alive() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let left = alive();
+    if left {
+        let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).status();
+    }
+    assert!(!left, "the MCP server {pid} outlived the terminated kodik agent");
+    let mut stdout = String::new();
+    tokio::io::AsyncReadExt::read_to_string(&mut child.stdout.take().unwrap(), &mut stdout).await.unwrap();
+    assert_eq!(status.code(), Some(130), "{stdout}");
+    let last: Value = serde_json::from_str(stdout.lines().last().unwrap_or_default()).unwrap();
+    assert_eq!(last["status"], "cancelled", "{stdout}");
+}
+
 /// Waits (at most 20 s) until `done` holds, polling.
 async fn eventually(what: &str, mut done: impl FnMut() -> bool) {
     let start = Instant::now();
