@@ -127,7 +127,13 @@ pub enum LspError {
 }
 
 fn tried_suffix(tried: &[String]) -> String {
-    if tried.is_empty() { String::new() } else { format!(" (none installed: tried {})", tried.join(", ")) }
+    if tried.is_empty() {
+        String::new()
+    } else if tried.iter().any(|t| t.ends_with("(failed to start)")) {
+        format!(" (none could be used: tried {})", tried.join(", "))
+    } else {
+        format!(" (none installed: tried {})", tried.join(", "))
+    }
 }
 
 /// Both tools over one manager; what the `kodik-tools` facade registers.

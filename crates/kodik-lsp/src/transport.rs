@@ -356,11 +356,14 @@ pub struct Connection {
     stderr: Arc<StderrTail>,
 }
 
-/// The end of what the server wrote to stderr: why it failed to start (rustup's proxy says
-/// "Unknown binary 'rust-analyzer' in official toolchain"). Read all along, so a chatty server
-/// (clangd logs there) never blocks on a full pipe.
+/// The start and the end of what the server wrote to stderr: why it failed to start (rustup's
+/// proxy says "error: Unknown binary 'rust-analyzer' in official toolchain" first, and with
+/// `RUST_BACKTRACE=1` a backtrace after it). Read all along, so a chatty server (clangd logs
+/// there) never blocks on a full pipe.
 #[derive(Default)]
 struct StderrTail {
+    /// The first [`STDERR_TAIL`] bytes, and the last ones of what came after them.
+    head: Mutex<Vec<u8>>,
     tail: Mutex<Vec<u8>>,
     ended: AtomicBool,
     end: Notify,
@@ -376,14 +379,45 @@ async fn read_stderr(mut from: tokio::process::ChildStderr, into: Arc<StderrTail
         if n == 0 {
             break;
         }
+        let mut rest = &buf[..n];
+        if let Ok(mut head) = into.head.lock() {
+            let take = rest.len().min(STDERR_TAIL - head.len());
+            head.extend_from_slice(&rest[..take]);
+            rest = &rest[take..];
+        }
         if let Ok(mut tail) = into.tail.lock() {
-            tail.extend_from_slice(&buf[..n]);
+            tail.extend_from_slice(rest);
             let excess = tail.len().saturating_sub(STDERR_TAIL);
             tail.drain(..excess);
         }
     }
     into.ended.store(true, Ordering::SeqCst);
     into.end.notify_waiters();
+}
+
+/// The lines of a server's stderr that say why it stopped, at most 5 (500 characters): from
+/// the first line that names an error (rustup's "error: Unknown binary …"), else the last
+/// ones; a backtrace (`stack backtrace:` and what follows) is left out either way.
+fn said_on_stderr(stderr: &str) -> String {
+    let lines: Vec<&str> = stderr
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .take_while(|l| !l.to_ascii_lowercase().starts_with("stack backtrace:"))
+        .collect();
+    let error = lines.iter().position(|l| {
+        let l = l.to_ascii_lowercase();
+        l.starts_with("error") || l.contains("error:") || l.starts_with("fatal") || l.contains("panicked")
+    });
+    let shown = match error {
+        Some(at) => &lines[at..lines.len().min(at + 5)],
+        None => &lines[lines.len().saturating_sub(5)..],
+    };
+    let said = shown.join(" | ");
+    match said.char_indices().nth(500) {
+        Some((at, _)) => format!("{}…", &said[..at]),
+        None => said,
+    }
 }
 
 impl std::fmt::Debug for Connection {
@@ -510,20 +544,19 @@ impl Connection {
         self.pid
     }
 
-    /// The last lines the server wrote to stderr (at most 5, 500 characters), once it has
-    /// closed it or `wait` has passed: for the message when it fails to start.
+    /// What the server said on stderr about why it stopped (see [`said_on_stderr`]), once it
+    /// has closed stderr or `wait` has passed: for the message when it fails to start.
     pub async fn stderr_tail(&self, wait: Duration) -> String {
         let ended = self.stderr.end.notified();
         if !self.stderr.ended.load(Ordering::SeqCst) {
             let _ = tokio::time::timeout(wait, ended).await;
         }
-        let tail = self.stderr.tail.lock().map(|t| String::from_utf8_lossy(&t).into_owned()).unwrap_or_default();
-        let lines: Vec<&str> = tail.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
-        let last = lines[lines.len().saturating_sub(5)..].join(" | ");
-        match last.char_indices().nth(500) {
-            Some((at, _)) => format!("{}…", &last[..at]),
-            None => last,
+        let mut all = self.stderr.head.lock().map(|h| h.clone()).unwrap_or_default();
+        if let Ok(tail) = self.stderr.tail.lock() {
+            all.push(b'\n');
+            all.extend_from_slice(&tail);
         }
+        said_on_stderr(&String::from_utf8_lossy(&all))
     }
 
     /// Whether the server's output has ended.

@@ -92,3 +92,30 @@ async fn l6_e9_a_server_that_cannot_start_is_reported_once_then_passed_over() {
     assert!(out.text_content().contains("no language server for .brk files"), "{}", out.text_content());
     assert!(out.text_content().contains("failed to start"), "{}", out.text_content());
 }
+
+/// L6: a server that fails to start is quoted by its error line, not by the end of the
+/// backtrace printed after it (`RUST_BACKTRACE=1`, as rustup's proxy does); and the later
+/// message says it could not be used, not that none is installed (before: "it said: 13:
+/// __libc_start_call_main | …" and "none installed: tried … (failed to start)").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l6_a_failed_start_quotes_the_error_line_not_the_backtrace_after_it() {
+    let Some(sh) =
+        std::env::split_paths(&std::env::var_os("PATH").unwrap()).map(|d| d.join("sh")).find(|p| p.is_file())
+    else {
+        panic!("sh is needed")
+    };
+    let script = "echo \"error: Unknown binary 'rust-analyzer' in official toolchain 'stable'.\" >&2; \
+                  echo 'Stack backtrace:' >&2; \
+                  i=0; while [ $i -lt 200 ]; do echo \"  $i: std::rt::lang_start_internal at /rustc/src/rt.rs:$i:5\" >&2; i=$((i+1)); done; \
+                  exit 1";
+    let server = ServerConfig::new("broken", sh, &["-c", script], &[("brk", "brk")]);
+    let dir = tempfile::tempdir().unwrap();
+    let h = Harness::new(dir.path(), server);
+    h.write("a.brk", "x\n");
+    let out = h.call("lsp", json!({"operation": "document_symbols", "path": "a.brk"})).await;
+    let text = out.text_content();
+    assert!(text.contains("it said: error: Unknown binary 'rust-analyzer' in official toolchain 'stable'."), "{text}");
+    assert!(!text.contains("lang_start") && !text.contains("Stack backtrace"), "{text}");
+    let text = h.call("lsp", json!({"operation": "document_symbols", "path": "a.brk"})).await.text_content();
+    assert!(text.contains("(none could be used: tried") && !text.contains("none installed"), "{text}");
+}
