@@ -28,6 +28,36 @@
     }
     return e;
   };
+  // A Map or Set becomes what a model means by it (an object, or [key, value] pairs when a key
+  // is no string or number; a list), never the `{}` JSON.stringify makes of it.
+  const MapC = Map;
+  const SetC = Set;
+  const fromEntries = Object.fromEntries;
+  const plain = (value) => {
+    if (value instanceof MapC) {
+      const entries = Array.from(value.entries());
+      const simple = entries.every(([k]) => typeof k === "string" || typeof k === "number");
+      return simple ? fromEntries(entries) : entries;
+    }
+    if (value instanceof SetC) return Array.from(value);
+    return value;
+  };
+  // A JSON.stringify replacer for plain data: BigInts as digits, Maps and Sets as above, and a
+  // value met again inside itself replaced by what `onCycle` returns (or throws).
+  const jsonData = (onCycle) => {
+    const ancestors = [];
+    return function (key, value) {
+      if (typeof value === "bigint") return value.toString();
+      if (typeof value !== "object" || value === null) return value;
+      while (ancestors.length && ancestors[ancestors.length - 1] !== this) ancestors.pop();
+      if (ancestors.indexOf(value) !== -1) return onCycle();
+      ancestors.push(value);
+      const converted = plain(value);
+      // The converted value is the holder of the children: it goes on the chain too.
+      if (converted !== value) ancestors.push(converted);
+      return converted;
+    };
+  };
   const fmt = (v) => {
     if (typeof v === "string") return v;
     if (v === undefined) return "undefined";
@@ -36,22 +66,9 @@
     if (v instanceof Error) return (v.name || "Error") + ": " + v.message;
     // Like Node's inspection, a cycle is shown as "[Circular]" instead of failing; BigInts
     // inside become their digits. A value whose toJSON throws is an error, never "[object Object]".
-    const ancestors = [];
     let s;
     try {
-      s = JSON.stringify(
-        v,
-        function (key, value) {
-          if (typeof value === "bigint") return value.toString();
-          if (typeof value === "object" && value !== null) {
-            while (ancestors.length && ancestors[ancestors.length - 1] !== this) ancestors.pop();
-            if (ancestors.indexOf(value) !== -1) return "[Circular]";
-            ancestors.push(value);
-          }
-          return value;
-        },
-        2,
-      );
+      s = JSON.stringify(v, jsonData(() => "[Circular]"), 2);
     } catch (e) {
       throw new TypeError("a value could not be converted to JSON (" + (e && e.message) + "); return or log plain data");
     }
@@ -134,7 +151,18 @@
   });
   define("ALL_TOOLS", Object.freeze(JSON.parse(N.all())));
   define("store", (key, value) => {
-    const r = N.store(String(key), value === undefined ? undefined : JSON.stringify(value));
+    let json;
+    if (value !== undefined) {
+      json = JSON.stringify(
+        value,
+        jsonData(() => {
+          throw new TypeError("store(): the value contains itself (a cycle); store plain data");
+        }),
+      );
+      // A function or a symbol has no JSON: storing it must not delete the key.
+      if (json === undefined) throw new TypeError("store(): a " + typeof value + " cannot be stored; store plain data");
+    }
+    const r = N.store(String(key), json);
     if (r && r.error) throw mkError(r.error, r.message);
   });
   define("load", (key) => {

@@ -572,6 +572,33 @@ async fn k4_store_keeps_values_across_runs_of_one_tool() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn k2_k4_maps_and_sets_are_returned_and_stored_as_data_and_a_function_is_refused() {
+    let f = fixture();
+    let tool = CodeModeTool::new(config(), f.registry.clone());
+    let cx = ToolContext::new(f.workspace.clone());
+    let code = "const counts = new Map([['a.ts', 3], ['b.ts', 1]]);\n\
+                store('m', counts);\n\
+                const self = new Map(); self.set('me', self);\n\
+                return {counts, seen: new Set(['x', 'y', 'x']), pairs: new Map([[{id: 1}, 'one']]), self}";
+    let out = run_with(&tool, &cx, code).await;
+    let v: Value = serde_json::from_str(&output_section(&out)).unwrap_or_else(|_| panic!("{}", out.text_content()));
+    assert_eq!(
+        v,
+        json!({"counts": {"a.ts": 3, "b.ts": 1}, "seen": ["x", "y"], "pairs": [[{"id": 1}, "one"]], "self": {"me": "[Circular]"}})
+    );
+    // Storing a function fails and leaves the key as it was.
+    let code = "store('k', 1);\n\
+                let refused = '';\n\
+                try { store('k', () => 1) } catch (e) { refused = e.name + ': ' + e.message }\n\
+                return {refused, k: load('k'), m: load('m')}";
+    let out = run_with(&tool, &cx, code).await;
+    let v: Value = serde_json::from_str(&output_section(&out)).unwrap_or_else(|_| panic!("{}", out.text_content()));
+    assert_eq!(v["refused"], "TypeError: store(): a function cannot be stored; store plain data", "{v}");
+    assert_eq!(v["k"], 1, "{v}");
+    assert_eq!(v["m"], json!({"a.ts": 3, "b.ts": 1}), "{v}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn k4_describe_tool_gives_the_signature_text() {
     let (out, _) = run(config(), "return describeTool('read')").await;
     let t = output_section(&out);
