@@ -34,6 +34,14 @@ const MIN_ARTICLE_CHARS: usize = 250;
 
 /// Below this much text in the whole page, a page with scripts is taken for an application shell.
 const SHELL_TEXT_CHARS: usize = 200;
+/// Below this much text, a page with scripts and an empty mount point (`<div id="root">`) is an
+/// application shell: navigation and a footer fit, an article does not.
+const SHELL_WITH_MOUNT_CHARS: usize = 1500;
+
+/// Ids React, Vue, Next.js, Nuxt, Angular, Svelte and Quasar apps are mounted on.
+fn is_mount_id(id: &str) -> bool {
+    matches!(id, "root" | "app" | "__next" | "__nuxt" | "svelte" | "q-app" | "react-root" | "app-root" | "main-app")
+}
 
 /// A converted page.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -192,7 +200,11 @@ pub fn convert(html: &str, url: Option<&str>) -> Converted {
             (to_markdown(&doc.tree, root, Keep::WholePage, base), false, title)
         }
     };
-    let client_rendered = scan.had_scripts && scan.body_chars.saturating_sub(scan.noscript_chars) < SHELL_TEXT_CHARS;
+    let text = scan.body_chars.saturating_sub(scan.noscript_chars);
+    // An empty mount point beside a bundle is the shell whatever chrome surrounds it: a header
+    // of links and a footer are text, not the page the script renders into `#root`.
+    let client_rendered =
+        scan.had_scripts && (text < SHELL_TEXT_CHARS || (scan.empty_mount && text < SHELL_WITH_MOUNT_CHARS));
     Converted { title, markdown, extracted: is_extracted, client_rendered }
 }
 
@@ -345,6 +357,8 @@ struct Scan {
     articles: Vec<(NodeId, usize)>,
     /// The first `<base href>`.
     base_href: Option<String>,
+    /// An empty element with an id frameworks mount their app on (`root`, `app`, `__next` …).
+    empty_mount: bool,
 }
 
 impl Scan {
@@ -373,6 +387,7 @@ enum Visit {
     Head,
     Script,
     Noscript,
+    EmptyMount,
     Skip,
 }
 
@@ -405,6 +420,13 @@ fn scan(tree: &Tree) -> Scan {
                         local_name!("script") => Visit::Script,
                         local_name!("noscript") => Visit::Noscript,
                         local_name!("head") => Visit::Head,
+                        _ if attr("id").is_some_and(is_mount_id)
+                            && node
+                                .children_it(false)
+                                .all(|c| c.is_text() && c.text().trim().is_empty() || c.is_comment()) =>
+                        {
+                            Visit::EmptyMount
+                        }
                         local_name!("main") => Visit::Candidate { main: true },
                         local_name!("article") if attr("role") != Some("main") => Visit::Candidate { main: false },
                         ref n if never_content(n) => Visit::Skip,
@@ -426,6 +448,7 @@ fn scan(tree: &Tree) -> Scan {
                 continue;
             }
             Visit::Script => s.had_scripts = true,
+            Visit::EmptyMount => s.empty_mount = true,
             Visit::Noscript => s.noscript_chars += text_weight(&node.text()),
             Visit::Head => {
                 for d in node.descendants_it() {
@@ -782,7 +805,7 @@ enum CodeTable {
 /// Whether `table` lays out code rather than data, and how.
 fn code_table(table: &dom_query::NodeRef) -> Option<CodeTable> {
     let class_has = |n: &dom_query::NodeRef, f: &dyn Fn(&str) -> bool| {
-        n.attr("class").is_some_and(|c| c.split_ascii_whitespace().any(|t| f(t)))
+        n.attr("class").is_some_and(|c| c.split_ascii_whitespace().any(f))
     };
     let mut gutter = false;
     let mut pre = false;

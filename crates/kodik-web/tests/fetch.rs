@@ -869,7 +869,9 @@ async fn w2_a_pdf_drawing_one_form_on_every_page_is_read_and_only_a_page_whose_f
         Reply::ok("application/pdf", if r.path == "/flat.pdf" { flat.clone() } else { fan_out.clone() })
     })
     .await;
-    let t = tool(WebConfig::default());
+    // 105 000 drawings take a debug build seconds, longer on a loaded machine: this is about
+    // the drawing limit, not the time limit.
+    let t = tool(WebConfig { total_timeout: Duration::from_secs(600), ..WebConfig::default() });
     let out = fetch(&t, &s.url("/flat.pdf"), None, None).await.unwrap();
     for i in [0, 1, 419] {
         assert!(out.contains(&format!("Report page {i} is fine")), "page {i}: {}", &out[..600.min(out.len())]);
@@ -1424,6 +1426,45 @@ JavaScript to run this app.</noscript><div id=\"root\"></div></body></html>"
     // A short server-rendered page with an async analytics script is text, not a shell.
     let out = fetch(&t, &s.url("/thanks"), None, None).await.unwrap();
     assert!(framed(&out).contains("Thanks, your message was sent."), "{out}");
+}
+
+#[tokio::test]
+async fn w2_an_app_shell_with_a_link_header_and_footer_around_an_empty_root_is_client_rendered() {
+    // The tester's shell2.html: before, 11 header links and a copyright line came back as the
+    // page (success), and the content the bundle renders into #root was never fetched.
+    let links: String = [
+        "Products and services",
+        "Pricing plans",
+        "Documentation",
+        "Engineering blog",
+        "Community forum",
+        "Careers at Acme",
+        "Contact sales",
+        "System status",
+        "Sign in",
+        "Create a free account",
+    ]
+    .iter()
+    .map(|l| format!("<a href=\"/x\">{l}</a> "))
+    .collect();
+    let shell = format!(
+        "<!doctype html><html><head><title>Acme Docs</title><script type=\"module\" src=\"/shell2.js\"></script></head>\
+         <body><div class=\"topbar\"><a href=\"/\">Acme</a> {links}</div><div id=\"root\"></div><div class=\"site-footer\">\
+         © 2026 Acme Corporation. All rights reserved. Privacy policy. Terms of service. Cookie settings. Acme is a \
+         registered trademark.</div></body></html>"
+    );
+    // A server-rendered article that also mounts a small widget on an empty #app is a page.
+    let article = format!(
+        "<html><head><title>Post</title><script type=\"module\" src=\"/widget.js\"></script></head><body><main><h1>Post\
+         </h1><p>{}</p><div id=\"app\"></div></main></body></html>",
+        "A long server-rendered article paragraph with plenty of words in it. ".repeat(30)
+    );
+    let s = Server::start(move |r| Reply::html(if r.path == "/shell" { shell.clone() } else { article.clone() })).await;
+    let t = tool(WebConfig::default());
+    let err = fetch(&t, &s.url("/shell"), None, None).await.unwrap_err();
+    assert!(err.contains("probably client-rendered"), "{err}");
+    let out = fetch(&t, &s.url("/article"), None, None).await.unwrap();
+    assert!(framed(&out).contains("A long server-rendered article"), "{out}");
 }
 
 #[tokio::test]

@@ -355,9 +355,8 @@ async fn w5_web_search_has_its_own_auto_approve_switch_apart_from_web_fetch() {
 async fn w5_a_searxng_address_copied_with_search_or_a_token_reaches_the_search_endpoint() {
     // Before, the address was joined as text: `/search/search?…`, `/?token=T/search&q=…`.
     let s = Server::start(|r| {
-        if r.path.starts_with("/search?") && r.path.contains("q=rust") && r.path.contains("format=json") {
-            Reply::ok("application/json", searxng_json())
-        } else if r.path.starts_with("/searx/search?") {
+        let at_search = r.path.starts_with("/search?") || r.path.starts_with("/searx/search?");
+        if at_search && r.path.contains("q=rust") && r.path.contains("format=json") {
             Reply::ok("application/json", searxng_json())
         } else if r.path.starts_with("/nojson/search?") {
             Reply::Full { status: 403, headers: vec![], body: b"<html>403 Forbidden</html>".to_vec() }
