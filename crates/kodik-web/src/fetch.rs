@@ -189,7 +189,14 @@ impl WebFetchTool {
         if config.respect_robots_txt {
             self.check_robots(url, cancel).await?;
         }
-        let mut fetched = self.client.fetch(url, validators.as_ref(), cancel).await.map_err(fetch_error)?;
+        // One deadline for the whole call: robots.txt, the page, refreshes, conversion and a
+        // render each get what is left of it, never a fresh 30 s (59 s were measured before).
+        let left = || config.total_timeout.saturating_sub(started.elapsed());
+        let mut fetched = self
+            .client
+            .fetch_within(url, validators.as_ref(), cancel, left(), config.max_bytes)
+            .await
+            .map_err(fetch_error)?;
         if config.respect_robots_txt && fetched.redirects > 0 {
             // A redirect may land on another site, or on a path this one disallows.
             self.check_robots(fetched.final_url.as_str(), cancel).await?;
@@ -209,7 +216,11 @@ impl WebFetchTool {
                 self.check_robots(next.as_str(), cancel).await?;
             }
             let hops = fetched.redirects + 1;
-            fetched = self.client.fetch(next.as_str(), None, cancel).await.map_err(fetch_error)?;
+            fetched = self
+                .client
+                .fetch_within(next.as_str(), None, cancel, left(), config.max_bytes)
+                .await
+                .map_err(fetch_error)?;
             fetched.redirects += hops;
             refreshes += 1;
         }
@@ -234,7 +245,7 @@ impl WebFetchTool {
         // tokio's blocking pool: a page that outlasts the limit (or a cancelled call) is left to
         // finish there while the call answers, and a blocking-pool task would also hold up the
         // runtime's shutdown (`kodik serve` could not exit until it ended).
-        let left = config.total_timeout.saturating_sub(started.elapsed());
+        let converting = left();
         let (done, convert) = tokio::sync::oneshot::channel();
         std::thread::Builder::new()
             .name("kodik-web-convert".into())
@@ -244,13 +255,13 @@ impl WebFetchTool {
             .map_err(|e| ToolError::failed(format!("could not start converting {final_url}: {e}")))?;
         let mut page = tokio::select! {
             () = cancel.cancelled() => return Err(ToolError::Cancelled),
-            () = tokio::time::sleep(left) => return Err(ToolError::failed(format!(
+            () = tokio::time::sleep(converting) => return Err(ToolError::failed(format!(
                 "converting {final_url} ({} of {}) took longer than the {:.1} s left of the fetch's {} s limit; the \
         page is too large or too complex to convert. Look for a smaller page with the same content (a raw file, an API, \
         a single section's URL).",
                 size(fetched.body.len()),
                 content_type.as_deref().unwrap_or("unlabelled"),
-                left.as_secs_f64(),
+                converting.as_secs_f64(),
                 config.total_timeout.as_secs(),
             ))),
             r = convert => r.map_err(|_| ToolError::failed(format!("converting {final_url} failed (the converter stopped)")))?
@@ -282,7 +293,7 @@ elsewhere (an API, a raw file, documentation source, or a server-rendered page).
                     size(page.markdown.len())
                 )));
             };
-            (page, incomplete) = self.render(renderer.as_ref(), &final_url, cancel).await?;
+            (page, incomplete) = self.render(renderer.as_ref(), &final_url, left(), cancel).await?;
             rendered = true;
         }
         if page.markdown.trim().is_empty() {
@@ -402,6 +413,7 @@ kodik-web honours robots.txt for the model's own fetches. Find the content elsew
         &self,
         renderer: &dyn PageRenderer,
         url: &str,
+        timeout: Duration,
         cancel: &CancellationToken,
     ) -> Result<(Page, Option<String>), ToolError> {
         let client = self.client.clone();
@@ -422,7 +434,7 @@ kodik-web honours robots.txt for the model's own fetches. Find the content elsew
             }
             Ok(())
         };
-        let request = RenderRequest { url, allow_request: &allow, timeout: self.client.config().total_timeout, cancel };
+        let request = RenderRequest { url, allow_request: &allow, timeout, cancel };
         let RenderedPage { html, incomplete } =
             renderer.render_page(request).await.map_err(|e| ToolError::failed(format!("rendering {url}: {e}")))?;
         let u = url.to_string();

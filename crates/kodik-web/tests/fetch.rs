@@ -543,6 +543,27 @@ async fn w2_a_page_too_complex_to_convert_within_the_time_limit_is_an_error_at_t
 }
 
 #[tokio::test]
+async fn w2_robots_txt_and_the_page_share_one_time_limit() {
+    // The tester's slowall.py, scaled down: before, robots.txt, the download and the render each
+    // got a fresh limit and one call took 59 s against its "30-second timeout".
+    let s = Server::start(|r| {
+        let (body, every) = if r.path == "/robots.txt" {
+            (b"#ok\n\n".to_vec(), Duration::from_millis(250))
+        } else {
+            (b"<html><body><p>slow page</p></body></html>".to_vec(), Duration::from_millis(100))
+        };
+        Reply::Drip { headers: vec![("Content-Type".into(), "text/html".into())], body, every }
+    })
+    .await;
+    let t = tool(WebConfig { total_timeout: Duration::from_millis(2500), ..WebConfig::default() });
+    let started = Instant::now();
+    let err = fetch(&t, &s.url("/page"), None, None).await.unwrap_err();
+    assert!(err.contains("timed out after"), "{err}");
+    // robots.txt took ~1.5 s; the page alone would take ~4 s. One limit: done by ~2.5 s.
+    assert!(started.elapsed() < Duration::from_millis(3500), "{:?}", started.elapsed());
+}
+
+#[tokio::test]
 async fn w4_stopping_mid_body_closes_the_connection_at_once() {
     let s = Server::start(drip_server()).await;
     let t = tool(WebConfig::default());
