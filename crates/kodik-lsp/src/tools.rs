@@ -457,17 +457,30 @@ async fn uses(
         ("callHierarchy/outgoingCalls", "to")
     };
     let calls = server.request(method, json!({"item": item})).await.map_err(LspError::Rpc)?;
-    let locs = calls
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|c| {
-            let it = c.get(key)?;
-            let label = format!("{} {}", kind_name(it), it.get("name").and_then(Value::as_str).unwrap_or("?"));
-            let l = json!({"uri": it.get("uri")?, "range": it.get("selectionRange")?});
-            loc_from(&l, Some(format!("({label})")), enc)
-        })
-        .collect();
+    let mut locs = Vec::new();
+    for c in calls.as_array().into_iter().flatten() {
+        let Some(it) = c.get(key) else { continue };
+        let kind = kind_name(it);
+        // pyright names a module caller "(module) uni.py".
+        let name = it.get("name").and_then(Value::as_str).unwrap_or("?");
+        let name = name.strip_prefix("(module) ").unwrap_or(name);
+        let label = Some(format!("({kind} {name})"));
+        let Some(uri) = it.get("uri") else { continue };
+        // A function caller is shown at its name; code at a file's top level has no such
+        // line (its "declaration" is line 1: a comment, an import), so its calls are shown.
+        let sites = c.get("fromRanges").and_then(Value::as_array).filter(|r| !r.is_empty());
+        match sites {
+            Some(ranges) if op == LspOperation::IncomingCalls && matches!(kind, "file" | "module") => {
+                locs.extend(
+                    ranges.iter().filter_map(|r| loc_from(&json!({"uri": uri, "range": r}), label.clone(), enc)),
+                );
+            }
+            _ => {
+                let Some(range) = it.get("selectionRange") else { continue };
+                locs.extend(loc_from(&json!({"uri": uri, "range": range}), label, enc));
+            }
+        }
+    }
     Ok(Some(locs))
 }
 

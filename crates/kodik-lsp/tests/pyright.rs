@@ -437,3 +437,22 @@ async fn l4_l6_a_long_outline_keeps_every_top_level_symbol_and_says_what_it_left
         "{text}"
     );
 }
+
+/// L4: a call from a file's top level is shown where it is, with the call's line, and the
+/// caller named once as the module (before: line 1 of the file, a comment, labelled "(module
+/// (module) uni.py)"); a call from a function is still shown at the function.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l4_incoming_calls_from_top_level_code_show_the_call_line() {
+    let Some(cfg) = configured("pyright", "pyright-langserver") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let h = Harness::new(dir.path(), cfg);
+    h.write("pyproject.toml", "[project]\nname = \"pkg\"\nversion = \"0.1\"\n");
+    h.write("pkg/__init__.py", "");
+    h.write("pkg/core.py", "def compute(x: int) -> int:\n    return x * 2\n");
+    h.write("pkg/uni.py", "# -*- coding: utf-8 -*-\nfrom pkg.core import compute\n\nresult = compute(3)\n\n\ndef twice() -> int:\n    return compute(compute(1))\n");
+    let calls =
+        h.lsp(json!({"operation": "incoming_calls", "path": "pkg/core.py", "line": 1, "symbol": "compute"})).await;
+    assert!(calls.contains("pkg/uni.py:4:10: (module uni.py) result = compute(3)"), "{calls}");
+    assert!(calls.contains("pkg/uni.py:7:5: (function twice) def twice() -> int:"), "{calls}");
+    assert!(!calls.contains("pkg/uni.py:1:1:") && !calls.contains("(module) "), "{calls}");
+}
