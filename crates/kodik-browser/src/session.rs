@@ -128,7 +128,11 @@ pub(crate) struct TabData {
     pub console: VecDeque<ConsoleEntry>,
     pub console_seen: u64,
     pub errors: VecDeque<String>,
-    pub failed: VecDeque<String>,
+    /// Failed requests: the request whose method and URL name it (see [`TabData::requested`]),
+    /// when only its id is known, and the failure.
+    pub failed: VecDeque<(Option<String>, String)>,
+    /// The latest requests by id, as "METHOD URL": a network failure comes with the id only.
+    pub requested: VecDeque<(String, String)>,
     pub dialog: Option<Dialog>,
     pub inflight: HashSet<String>,
     pub requests: u64,
@@ -181,10 +185,14 @@ pub(crate) struct PendingNav {
 }
 
 impl TabData {
-    /// A request was sent (or redirected).
-    pub(crate) fn request_sent(&mut self, id: &str) {
+    /// A request was sent (or redirected): `what` is its method and URL.
+    pub(crate) fn request_sent(&mut self, id: &str, what: String) {
         if !self.ended_requests.iter().any(|r| r == id) {
             self.inflight.insert(id.to_string());
+        }
+        match self.requested.iter_mut().rev().find(|(r, _)| r == id) {
+            Some(entry) => entry.1 = what,
+            None => push_bounded(&mut self.requested, (id.to_string(), what)),
         }
         self.requests += 1;
         self.last_network = Some(Instant::now());
@@ -198,6 +206,26 @@ impl TabData {
             self.ended_requests.pop_front();
         }
         self.last_network = Some(Instant::now());
+    }
+
+    /// The method and URL of request `id`, when it is still known; else its id.
+    pub(crate) fn request_name(&self, id: &str) -> String {
+        self.requested
+            .iter()
+            .rev()
+            .find(|(r, _)| r == id)
+            .map_or_else(|| format!("request {id}"), |(_, what)| what.clone())
+    }
+
+    /// The failed requests, each named by its method and URL when known.
+    pub(crate) fn failures(&self) -> Vec<String> {
+        self.failed
+            .iter()
+            .map(|(id, text)| match id {
+                Some(id) => format!("{} ({text})", self.request_name(id)),
+                None => text.clone(),
+            })
+            .collect()
     }
 
     /// Records that the navigation of `loader` committed or failed.
@@ -703,7 +731,7 @@ async fn listen(page: &Page, shared: &Arc<TabShared>) -> Vec<JoinHandle<()>> {
             d.navigating =
                 Some(PendingNav { loader: loader.clone(), url: e.request.url.clone(), since: Instant::now() });
         }
-        d.request_sent(e.request_id.inner());
+        d.request_sent(e.request_id.inner(), format!("{} {}", e.request.method, e.request.url));
     })
     .await;
     on_event(page, shared, &mut tasks, |shared, e: &EventLoadingFinished| {
@@ -740,7 +768,8 @@ async fn listen(page: &Page, shared: &Arc<TabShared>) -> Vec<JoinHandle<()>> {
         d.end_navigation(e.request_id.inner());
         d.request_ended(e.request_id.inner());
         if e.canceled != Some(true) {
-            push_bounded(&mut d.failed, format!("{} ({})", e.request_id.inner(), e.error_text));
+            // Named when shown: this event has no URL, and the request's own may come after it.
+            push_bounded(&mut d.failed, (Some(e.request_id.inner().clone()), e.error_text.clone()));
         }
     })
     .await;
@@ -755,7 +784,7 @@ async fn listen(page: &Page, shared: &Arc<TabShared>) -> Vec<JoinHandle<()>> {
         }
         if e.response.status >= 400 {
             let line = format!("{} {} {}", e.response.status, e.response.status_text, e.response.url);
-            push_bounded(&mut shared.lock().failed, line);
+            push_bounded(&mut shared.lock().failed, (None, line));
         }
     })
     .await;
@@ -1256,9 +1285,9 @@ mod tests {
     #[test]
     fn b5_a_request_whose_end_is_handled_first_is_not_left_in_flight() {
         let mut d = TabData::default();
-        d.request_sent("1");
+        d.request_sent("1", "GET /a".into());
         d.request_ended("2");
-        d.request_sent("2");
+        d.request_sent("2", "GET /b".into());
         assert_eq!(d.inflight.len(), 1, "{:?}", d.inflight);
         d.request_ended("1");
         assert!(d.inflight.is_empty(), "{:?}", d.inflight);

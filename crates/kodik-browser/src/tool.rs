@@ -1340,7 +1340,13 @@ impl BrowserSession {
                         Ok((d.inflight.is_empty() && quiet).then_some(()))
                     }
                 })
-                .await?;
+                .await
+                .map_err(|e| match e {
+                    BrowserError::Timeout { what, ms } => {
+                        BrowserError::Timeout { what: format!("{what}{}", in_flight(&tab.shared.lock())), ms }
+                    }
+                    e => e,
+                })?;
                 "The network is idle (no requests for 500 ms).".to_string()
             }
             WaitCondition::Url => {
@@ -1976,15 +1982,28 @@ async fn diagnostics(r: &Running, limit: usize) -> Result<ToolOutput, BrowserErr
     for e in d.errors.iter().skip(d.errors.len().saturating_sub(limit)) {
         rep.line(format!("- {}", clip_chars(e, 500)));
     }
-    rep.line(format!("Failed requests ({}):", d.failed.len()));
-    for e in d.failed.iter().skip(d.failed.len().saturating_sub(limit)) {
+    let failed = d.failures();
+    rep.line(format!("Failed requests ({}):", failed.len()));
+    for e in failed.iter().skip(failed.len().saturating_sub(limit)) {
         rep.line(format!("- {}", clip_chars(e, 500)));
     }
-    rep.line(format!("Requests: {} sent, {} in flight", d.requests, d.inflight.len()));
+    rep.line(format!("Requests: {} sent, {} in flight{}", d.requests, d.inflight.len(), in_flight(&d)));
     rep.line(format!("Performance and assets: {perf}"));
     rep.meta.insert("errors".into(), json!(d.errors.len()));
     rep.meta.insert("failed_requests".into(), json!(d.failed.len()));
     Ok(rep.into_output())
+}
+
+/// "; in flight: GET http://…, …" naming the requests still waiting for an answer (a few).
+fn in_flight(d: &crate::session::TabData) -> String {
+    if d.inflight.is_empty() {
+        return String::new();
+    }
+    let mut names: Vec<String> = d.inflight.iter().map(|id| clip_chars(&d.request_name(id), 200)).collect();
+    names.sort();
+    let more = names.len().saturating_sub(5);
+    names.truncate(5);
+    format!("; in flight: {}{}", names.join(", "), if more > 0 { format!(" and {more} more") } else { String::new() })
 }
 
 /// The tabs as the browser lists them: asking each page would wait on a busy or navigating one.

@@ -392,3 +392,32 @@ async fn b3_a_full_page_screenshot_of_a_very_long_page_is_cut_to_what_models_tak
     assert!(height <= 8000, "image is {height} px tall");
     h.session.shutdown().await;
 }
+
+/// B11: diagnostics names a request that failed at the network level by its method and URL (it
+/// showed an internal id), and a network_idle wait that times out names what is still in flight.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn b11_failed_and_pending_requests_are_named_by_their_url() {
+    let refused = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let page = format!(
+        r#"<!doctype html><title>Fail</title><h1>fail</h1><script>
+fetch("http://127.0.0.1:{refused}/api/users").catch(() => {{}}); fetch("/poll").catch(() => {{}});
+</script><img src="http://127.0.0.1:{refused}/logo.png">"#
+    );
+    let mut routes = Routes::new();
+    routes.insert("/", ("text/html", page, ""));
+    routes.insert("/poll", (HANG, String::new(), ""));
+    let base = serve(routes).await;
+    let h = harness();
+    h.ok(json!({"action": "open", "url": format!("{base}/")})).await;
+    let e = h.err(json!({"action": "wait", "condition": "network_idle", "timeout": 1500})).await;
+    assert!(e.contains(&format!("in flight: GET {base}/poll")), "{e}");
+    let d = h.ok(json!({"action": "diagnostics"})).await;
+    for url in [format!("http://127.0.0.1:{refused}/api/users"), format!("http://127.0.0.1:{refused}/logo.png")] {
+        assert!(d.contains(&format!("- GET {url} (net::ERR_CONNECTION_REFUSED)")), "{d}");
+    }
+    assert!(d.contains(&format!("in flight: GET {base}/poll")), "{d}");
+    h.session.shutdown().await;
+}
