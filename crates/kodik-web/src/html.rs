@@ -429,7 +429,7 @@ fn scan(tree: &Tree) -> Scan {
                         }
                         local_name!("main") => Visit::Candidate { main: true },
                         local_name!("article") if attr("role") != Some("main") => Visit::Candidate { main: false },
-                        ref n if never_content(n) => Visit::Skip,
+                        ref n if never_content(n) || is_hidden(&attr) => Visit::Skip,
                         ref n if banner_named(n, &attr) && banner_shaped(tree, &id, &attr) => Visit::Skip,
                         _ if attr("role") == Some("main") => Visit::Candidate { main: true },
                         _ => Visit::Children,
@@ -515,6 +515,23 @@ fn never_content(name: &LocalName) -> bool {
             | local_name!("nav")
             | local_name!("footer")
     )
+}
+
+/// Whether an element is hidden from every reader as the page is served: the `hidden`
+/// attribute (not `hidden="until-found"`, whose text find-in-page reveals) or an inline
+/// `display: none` / `visibility: hidden`. Browsers never show it, and it is where hidden
+/// instructions for an agent are put.
+fn is_hidden<'a>(attr: &impl Fn(&str) -> Option<&'a str>) -> bool {
+    if attr("hidden").is_some_and(|v| !v.trim().eq_ignore_ascii_case("until-found")) {
+        return true;
+    }
+    attr("style").is_some_and(|style| {
+        let style: String = style.chars().filter(|c| !c.is_whitespace()).collect::<String>().to_ascii_lowercase();
+        style.split(';').any(|d| {
+            let d = d.trim_end_matches("!important");
+            d == "display:none" || d == "visibility:hidden"
+        })
+    })
 }
 
 /// Words in the id or class of cookie and consent banners.
@@ -644,6 +661,7 @@ fn copy_tree(tree: &Tree, root: NodeId, keep: Keep, base: Option<&url::Url>) -> 
                     let attr = |n: &str| e.attrs.iter().find(|a| &*a.name.local == n).map(|a| &*a.value);
                     let name = &e.name.local;
                     if never_content(name)
+                        || is_hidden(&attr)
                         || is_line_numbers(attr("class"))
                         || dropped_by(keep, name, attr("role"), || mostly_links(tree, &id))
                         || (banner_named(name, &attr) && banner_shaped(tree, &id, &attr))
