@@ -544,7 +544,14 @@ fn format_page(
     let md = &p.page.markdown;
     let mut out = String::new();
     if !p.page.title.is_empty() {
-        let _ = writeln!(out, "Title: {}", p.page.title);
+        // Outside the frame and chosen by the site: one line of at most 120 characters, as the
+        // outline's headings (a 110 KB `<title>` was printed whole before).
+        let title: String = if p.page.title.chars().count() > 120 {
+            p.page.title.chars().take(119).chain(['…']).collect()
+        } else {
+            p.page.title.clone()
+        };
+        let _ = writeln!(out, "Title: {title}");
     }
     let _ = write!(out, "URL: {}", p.final_url);
     if p.redirects > 0 && p.final_url != args.url {

@@ -922,9 +922,12 @@ fn mostly_links(tree: &Tree, id: &NodeId) -> bool {
 /// The attributes htmd reads; the rest (styles, data-*, event handlers, …) are not copied.
 fn kept_attr(element: &LocalName, attr: &LocalName, value: &str) -> bool {
     match *attr {
-        local_name!("href")
-        | local_name!("src")
-        | local_name!("alt")
+        // A script URL leads nowhere the model can fetch: the link's text stays, not its target.
+        local_name!("href") | local_name!("src") => {
+            let scheme = value.trim_start().get(..11).unwrap_or("").to_ascii_lowercase();
+            !(scheme.starts_with("javascript:") || scheme.starts_with("vbscript:"))
+        }
+        local_name!("alt")
         | local_name!("title")
         | local_name!("start")
         | local_name!("colspan")

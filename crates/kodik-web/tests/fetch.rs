@@ -334,6 +334,25 @@ async fn w2_g8_text_hidden_from_readers_is_not_content() {
 }
 
 #[tokio::test]
+async fn w2_a_huge_title_is_one_capped_line_and_javascript_links_keep_only_their_text() {
+    // The tester's bigtitle.html and links.html: before, a 110 KB title was the result's first
+    // line, and `[js link](javascript:alert\(1\))` was written as a link.
+    let html = format!(
+        "<html><head><title>{}</title></head><body><main><h1>Links</h1><p>A <a href=\"javascript:alert(1)\">js \
+         link</a>, a <a href=\" JavaScript:void(0)\">void link</a> and <a href=\"/real\">a real one</a> in a \
+         paragraph long enough to be the main content of this page.</p></main></body></html>",
+        "Very long title words ".repeat(5000)
+    );
+    let s = Server::start(move |_| Reply::html(html.clone())).await;
+    let out = fetch(&tool(WebConfig::default()), &s.url("/links"), None, None).await.unwrap();
+    let title = out.lines().find(|l| l.starts_with("Title: ")).unwrap();
+    assert!(title.chars().count() <= 127 && title.ends_with('…'), "{title}");
+    let md = framed(&out);
+    assert!(md.contains("A js link, a void link and [a real one](http://"), "{md}");
+    assert!(!md.to_ascii_lowercase().contains("javascript:"), "{md}");
+}
+
+#[tokio::test]
 async fn w2_data_uri_images_and_inline_svg_never_reach_the_model() {
     let data = format!("data:image/png;base64,{}", "iVBORw0KGgo".repeat(30_000));
     let mut html = String::from("<html><head><title>Gallery</title></head><body><article><h1>Gallery</h1>");
