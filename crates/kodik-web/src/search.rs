@@ -633,7 +633,14 @@ the JSON format enabled), BRAVE_API_KEY, TAVILY_API_KEY or EXA_API_KEY",
                 Ok(r) => r.map_err(|e| ToolError::failed(e.to_string()))?,
             },
         };
-        let hits: Vec<SearchHit> = results.hits.into_iter().filter(|h| self.keep(&h.url)).take(limit).collect();
+        // Engines and metasearch return the same page more than once: listed once, first place.
+        let mut seen = std::collections::HashSet::new();
+        let hits: Vec<SearchHit> = results
+            .hits
+            .into_iter()
+            .filter(|h| self.keep(&h.url) && seen.insert(h.url.trim().trim_end_matches('/').to_string()))
+            .take(limit)
+            .collect();
         let mut out = String::new();
         let _ = writeln!(
             out,
@@ -654,7 +661,17 @@ the JSON format enabled), BRAVE_API_KEY, TAVILY_API_KEY or EXA_API_KEY",
         }
         // Results are untrusted: every field is put on its own line with line breaks collapsed,
         // so a title cannot forge further numbered results.
-        let one_line = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+        // Control and bidi-override characters (terminal escapes, U+202E) are dropped, and a
+        // field is cut at 500 characters: a snippet is a preview, not the page.
+        let one_line = |s: &str| {
+            let clean: String = s
+                .chars()
+                .filter(|c| !c.is_control() || c.is_whitespace())
+                .filter(|c| !matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}'))
+                .collect();
+            let line = clean.split_whitespace().collect::<Vec<_>>().join(" ");
+            if line.chars().count() > 500 { line.chars().take(499).chain(['…']).collect() } else { line }
+        };
         for (i, h) in hits.iter().enumerate() {
             let _ = writeln!(out, "{}. {}\n   {}", i + 1, one_line(&h.title), one_line(&h.url));
             if let Some(p) = &h.published {

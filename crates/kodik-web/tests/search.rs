@@ -226,6 +226,31 @@ async fn w5_a_result_title_cannot_forge_more_results_and_non_web_urls_are_not_li
 }
 
 #[tokio::test]
+async fn w5_duplicate_results_are_listed_once_and_control_characters_and_long_snippets_are_cut() {
+    // The tester's sx2.py q=dup / q=ctrl / q=longsnip: before, the same URL was results 1-3,
+    // a title kept ESC and U+202E, and a 15 KB snippet was printed whole.
+    let s = Server::start(|_| {
+        let long = "word ".repeat(3000);
+        let body = serde_json::json!({"query": "q", "results": [
+            {"title": "Dup", "url": "https://a.example/page", "content": "first"},
+            {"title": "Dup again", "url": "https://a.example/page", "content": "second"},
+            {"title": "Dup slash", "url": "https://a.example/page/", "content": "third"},
+            {"title": "a\u{0}b\u{1b}[31mred\u{202e}gnp.exe", "url": "https://b.example/", "content": long}
+        ]});
+        Reply::ok("application/json", body.to_string())
+    })
+    .await;
+    let t = tool(SearxngProvider::new(format!("http://{}", s.addr)).unwrap(), WebConfig::default());
+    let out = search(&t, "q", None).await.unwrap();
+    assert!(out.starts_with("2 results for \"q\""), "{out}");
+    assert_eq!(out.matches("https://a.example/page").count(), 1, "{out}");
+    assert!(out.contains("2. ab[31mredgnp.exe\n"), "{out}");
+    assert!(!out.contains('\u{1b}') && !out.contains('\u{202e}') && !out.contains('\u{0}'), "{out}");
+    let snippet = out.lines().find(|l| l.starts_with("   word")).unwrap();
+    assert!(snippet.chars().count() <= 503 && snippet.ends_with('…'), "{}", snippet.len());
+}
+
+#[tokio::test]
 async fn w5_a_timed_out_search_is_not_sent_again() {
     let s = Server::start(|_| Reply::Drip {
         headers: vec![("Content-Type".into(), "application/json".into())],
