@@ -45,6 +45,9 @@ pub fn to_page(body: &[u8], content_type: Option<&str>, url: &str) -> Result<Pag
     let declared = content_type.map(|c| c.split(';').next().unwrap_or("").trim().to_ascii_lowercase());
     let ct = match declared.as_deref() {
         None | Some("" | "application/octet-stream" | "binary/octet-stream" | "application/unknown") => sniff(body),
+        // A PDF served under a text label (a misconfigured server) is still a PDF: its source is
+        // no page to read.
+        Some(_) if body.starts_with(b"%PDF-") => "application/pdf".to_string(),
         Some(c) => c.to_string(),
     };
     if ct == "text/html" || ct == "application/xhtml+xml" {

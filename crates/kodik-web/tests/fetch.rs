@@ -772,13 +772,15 @@ async fn w2_json_is_pretty_printed_pdf_is_text_and_a_png_is_described() {
         "/api" => Reply::ok("application/json", r#"{"name":"widget","versions":[1,2],"ok":true}"#),
         "/report.pdf" => Reply::ok("application/pdf", pdf.clone()),
         "/unlabelled" => Reply::ok("application/octet-stream", pdf.clone()),
+        // The tester's /pdfashtml: before, the PDF's source was shown as the page.
+        "/pdfashtml" => Reply::ok("text/html", pdf.clone()),
         _ => Reply::ok("image/png", png.clone()),
     })
     .await;
     let t = tool(WebConfig::default());
     let out = fetch(&t, &s.url("/api"), None, None).await.unwrap();
     assert!(framed(&out).contains("{\n  \"name\": \"widget\",\n  \"versions\": [\n    1,"), "{out}");
-    for path in ["/report.pdf", "/unlabelled"] {
+    for path in ["/report.pdf", "/unlabelled", "/pdfashtml"] {
         let out = fetch(&t, &s.url(path), None, None).await.unwrap();
         assert!(out.contains("Quarterly report: revenue grew nine percent"), "{path}: {out}");
         assert!(out.contains("PDF text"), "{out}");
