@@ -383,6 +383,22 @@ async fn k9_parse_error_points_at_the_models_line() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn k9_unterminated_literals_and_a_stray_bracket_are_placed_where_they_are() {
+    for (code, line, column, says) in [
+        ("const a = 1;\nconst b = \"unterminated string;\nreturn a", 2, 11, "never closed"),
+        ("const a = 1;\nconst s = `unterminated\nreturn 1", 2, 11, "never closed"),
+        ("return 1 }", 1, 10, "unexpected `}`: it closes no bracket"),
+    ] {
+        let (out, _) = run(config(), code).await;
+        let text = out.text_content();
+        assert_eq!(error_kind(&out).as_deref(), Some("ParseError"), "{code}: {text}");
+        assert_eq!(out.meta["codemode"]["error"]["line"], line, "{code}: {text}");
+        assert_eq!(out.meta["codemode"]["error"]["column"], column, "{code}: {text}");
+        assert!(text.contains(says), "{code}: {text}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn k9_runtime_error_points_at_the_models_line() {
     let (out, _) = run(config(), "const x = await tools.noop({});\n\nconst y = null;\ny.field.deeper;").await;
     assert_eq!(error_kind(&out).as_deref(), Some("ExecutionFailure"));

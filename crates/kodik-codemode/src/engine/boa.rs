@@ -959,6 +959,23 @@ fn parse_error(err: &JsError, code: &str, host: &Host) -> ScriptError {
     // Line 1 of the compiled text is the wrapper's head, the code follows, then its tail.
     let code_lines = u32::try_from(code.split('\n').count()).unwrap_or(u32::MAX);
     let in_tail = position.is_some_and(|(l, _)| l > code_lines.saturating_add(1));
+    let found = scan(code);
+    // boa reports an unterminated string or template with no position: the scan finds where it
+    // opens.
+    if head.starts_with("unterminated")
+        && (position.is_none() || in_tail)
+        && let Some((quote, line, col)) = found.unterminated
+    {
+        let what = if quote == '`' { "template literal" } else { "string" };
+        let message = format!("{head}: the {what} opened here with {quote} is never closed");
+        return ScriptError::new(ErrorKind::ParseError, message).at(Some(line + host.line_offset), Some(col));
+    }
+    // A closing bracket too many closes the hidden wrapper, and the parser only stumbles at its
+    // end: the stray bracket is the spot.
+    if in_tail && let Some((close, line, col)) = found.stray {
+        let message = format!("unexpected `{close}`: it closes no bracket (one too many?)");
+        return ScriptError::new(ErrorKind::ParseError, message).at(Some(line + host.line_offset), Some(col));
+    }
     if in_tail {
         let (last_line, last_col) = end_of(code);
         let message = if head.starts_with("unterminated") {
@@ -992,7 +1009,7 @@ fn end_of(code: &str) -> (u32, u32) {
 /// What the parser still needed when the code ended: the closer of the innermost bracket left
 /// open, or else the parser's own expectation (`primary expression` after a dangling `+`).
 fn expected_at_end(code: &str, parser_message: &str, line_offset: u32) -> String {
-    if let Some((open, line, col)) = unclosed_bracket(code) {
+    if let Some((open, line, col)) = scan(code).open {
         let close = match open {
             '(' => ')',
             '[' => ']',
@@ -1011,17 +1028,45 @@ fn expected_at_end(code: &str, parser_message: &str, line_offset: u32) -> String
     if expected.is_empty() { "the code stops mid-statement".into() } else { format!("expected {expected}") }
 }
 
-/// The innermost bracket of `code` still open at its end, with its 1-based line and column.
-/// Strings, template literals and comments are skipped; a regular expression holding a bracket
-/// can mislead it, which only makes the hint fall back to the parser's own words.
-fn unclosed_bracket(code: &str) -> Option<(char, u32, u32)> {
+/// What a plain scan of `code` finds wrong with its brackets and quotes, each with its 1-based
+/// line and column. Comments are skipped; a regular expression holding a quote or a bracket can
+/// mislead it, which only makes the hints fall back to the parser's own words.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Scan {
+    /// The innermost bracket still open at the end.
+    open: Option<(char, u32, u32)>,
+    /// The first closing bracket that closes nothing.
+    stray: Option<(char, u32, u32)>,
+    /// The opening quote of a string the line ends in, or of a template literal never closed.
+    unterminated: Option<(char, u32, u32)>,
+}
+
+fn scan(code: &str) -> Scan {
+    let mut found = Scan::default();
     let mut stack: Vec<(char, u32, u32)> = Vec::new();
     let (mut line, mut col) = (1u32, 0u32);
     let mut chars = code.chars().peekable();
-    let mut quote: Option<char> = None;
+    let mut quote: Option<(char, u32, u32)> = None;
     let (mut line_comment, mut block_comment, mut escaped) = (false, false, false);
     while let Some(c) = chars.next() {
         col += 1;
+        if let Some((q, ql, qc)) = quote {
+            match c {
+                // A backslash before a newline continues a string on the next line.
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                _ if c == q => quote = None,
+                '\n' if q != '`' => {
+                    found.unterminated = Some((q, ql, qc));
+                    break;
+                }
+                _ => {}
+            }
+            if c == '\n' {
+                (line, col) = (line + 1, 0);
+            }
+            continue;
+        }
         if c == '\n' {
             (line, col, line_comment) = (line + 1, 0, false);
             continue;
@@ -1037,17 +1082,8 @@ fn unclosed_bracket(code: &str) -> Option<(char, u32, u32)> {
             }
             continue;
         }
-        if let Some(q) = quote {
-            match c {
-                _ if escaped => escaped = false,
-                '\\' => escaped = true,
-                _ if c == q => quote = None,
-                _ => {}
-            }
-            continue;
-        }
         match c {
-            '\'' | '"' | '`' => quote = Some(c),
+            '\'' | '"' | '`' => quote = Some((c, line, col)),
             '/' if chars.peek() == Some(&'/') => line_comment = true,
             '/' if chars.peek() == Some(&'*') => {
                 chars.next();
@@ -1056,12 +1092,18 @@ fn unclosed_bracket(code: &str) -> Option<(char, u32, u32)> {
             }
             '(' | '[' | '{' => stack.push((c, line, col)),
             ')' | ']' | '}' => {
-                stack.pop();
+                if stack.pop().is_none() && found.stray.is_none() {
+                    found.stray = Some((c, line, col));
+                }
             }
             _ => {}
         }
     }
-    stack.pop()
+    if found.unterminated.is_none() {
+        found.unterminated = quote;
+    }
+    found.open = stack.pop();
+    found
 }
 
 #[cfg(test)]
@@ -1092,6 +1134,15 @@ mod tests {
         assert_eq!(file_text(read), "{\"a\": 1,\n\n  \"x→y\": \"12→z\"}\n");
         assert_eq!(file_text("[`e.txt` is empty (0 lines).]"), "");
         assert_eq!(file_text("plain text → not numbered"), "");
+    }
+
+    #[test]
+    fn k9_the_scan_finds_open_brackets_stray_closers_and_unterminated_literals() {
+        assert_eq!(scan("f(a, [1, {x: 2}]").open, Some(('(', 1, 2)));
+        assert_eq!(scan("return 1 }").stray, Some(('}', 1, 10)));
+        assert_eq!(scan("const a = 1;\nconst b = \"oops;\nreturn a").unterminated, Some(('"', 2, 11)));
+        assert_eq!(scan("const s = `multi\nline").unterminated, Some(('`', 1, 11)));
+        assert_eq!(scan("const s = 'a\\\nb'; // ' in a comment\nreturn s"), Scan::default());
     }
 
     #[test]
