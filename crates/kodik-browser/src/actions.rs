@@ -474,6 +474,13 @@ pub(crate) async fn goto(tab: &Tab, url: &str, timeout: Duration) -> Result<(), 
             return Ok(());
         }
     };
+    if res.is_download == Some(true) {
+        // Not a page: Chromium saves it (B8) and the tab keeps its page; the caller says so.
+        let mut s = tab.shared.lock();
+        s.navigating = None;
+        s.download_nav = Some(url.to_string());
+        return Ok(());
+    }
     if let Some(err) = &res.error_text {
         return Err(BrowserError::Other(format!("{url} did not load: {err}")));
     }

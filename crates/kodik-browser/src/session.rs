@@ -174,6 +174,8 @@ pub(crate) struct TabData {
     pub doc_error: Option<(i64, String, String)>,
     /// The document whose `load` was given up on (see `actions::wait_ready`).
     pub load_given_up: Option<String>,
+    /// A URL the tab was sent to that turned out to be a download: the tab kept its page.
+    pub download_nav: Option<String>,
 }
 
 /// A top-level navigation waiting for its server (see [`TabData::navigating`]).

@@ -415,6 +415,7 @@ impl BrowserSession {
                 let id = r.open_tab(&url, ephemeral, timeout_of(args, NAVIGATION_TIMEOUT)).await?;
                 let tab = r.tab(Some(&id))?;
                 let mut rep = Report::new(format!("Opened tab {id}."));
+                download_lines(r, tab, &mut rep).await;
                 if !self.trusted() && args.storage.is_some_and(|s| s != StorageMode::Ephemeral) {
                     rep.line(
                         "Storage: ephemeral, since this workspace is not trusted (nothing is kept after the tab).",
@@ -704,7 +705,9 @@ impl BrowserSession {
         }
         let tab = r.tab(Some(&id))?;
         let pending = tab.shared.lock().dialog.as_ref().map(|d| d.kind.clone());
+        let download = tab.shared.lock().download_nav.is_some();
         let mut rep = Report::new(match pending {
+            _ if download => format!("{} did not change the page:", args.action.as_str()),
             // A beforeunload dialog holds the navigation: it has not happened.
             Some(kind) => format!(
                 "{} has not happened yet: the page opened {} {kind} dialog and waits for it (accept it with \
@@ -714,6 +717,7 @@ impl BrowserSession {
             ),
             None => format!("{} done.", args.action.as_str()),
         });
+        download_lines(r, tab, &mut rep).await;
         self.page_state(r, tab, &mut rep, true).await;
         Ok(rep.into_output())
     }
@@ -1666,6 +1670,44 @@ impl BrowserSession {
         rep.meta.insert("tab_id".into(), json!(id));
         self.page_state(r, tab, &mut rep, true).await;
         Ok(rep.into_output())
+    }
+}
+
+/// When the tab was sent to a URL that is a download: says so, and where the file is (waiting
+/// a moment for a small one to finish).
+async fn download_lines(r: &Running, tab: &Tab, rep: &mut Report) {
+    let Some(url) = tab.shared.lock().download_nav.take() else { return };
+    rep.line(format!("{url} is a download, not a page; tab {} keeps the page it had.", tab.id));
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        let found = {
+            let mut dl = r.downloads.lock().unwrap_or_else(|p| p.into_inner());
+            let entry = dl.iter_mut().rev().find(|d| d.url == url && !d.reported);
+            match entry {
+                Some(d) if d.state != "in progress" || Instant::now() >= deadline => {
+                    d.reported = d.state != "in progress";
+                    Some(d.clone())
+                }
+                Some(_) => None,
+                None if Instant::now() >= deadline => {
+                    rep.line("Its download has not begun yet; wait with condition download for it.");
+                    return;
+                }
+                None => None,
+            }
+        };
+        if let Some(d) = found {
+            let path = d.path.as_deref().map(crate::session::display_path).unwrap_or_default();
+            rep.line(if d.state == "in progress" {
+                format!("Download started: {}; wait with condition download for it to finish.", d.name)
+            } else {
+                format!("Download {}: {} ({} bytes) at {path}", d.state, d.name, d.bytes)
+            });
+            rep.meta
+                .insert("download".into(), json!({"name": d.name, "bytes": d.bytes, "path": path, "state": d.state}));
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 

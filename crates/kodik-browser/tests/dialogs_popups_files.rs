@@ -259,3 +259,35 @@ async fn b3_b6_results_show_a_multi_select_choice_a_held_navigation_and_no_title
     assert!(!r.contains("navigate done"), "{r}");
     h.session.shutdown().await;
 }
+
+/// B5, B8: `navigate` or `open` to a URL that is a download succeeds, saying it is a download,
+/// where the file was saved, and that the tab keeps its page (it failed as
+/// "did not load: net::ERR_ABORTED", and after `open` the download could not be waited for).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn b5_b8_navigating_to_a_download_says_where_the_file_went_and_keeps_the_page() {
+    let mut routes = Routes::new();
+    routes.insert("/", ("text/html", "<!doctype html><title>Home</title><h1>home page</h1>".to_string(), ""));
+    routes.insert(
+        "/dl",
+        ("application/octet-stream", "x".repeat(1000), "Content-Disposition: attachment; filename=\"data.bin\"\r\n"),
+    );
+    let base = serve(routes).await;
+    let h = harness();
+    h.ok(json!({"action": "open", "url": format!("{base}/")})).await;
+    let out = h.call(json!({"action": "navigate", "url": format!("{base}/dl")})).await;
+    let n = out.text_content();
+    assert!(out.is_success(), "{n}");
+    assert!(n.contains(&format!("{base}/dl is a download, not a page")), "{n}");
+    assert!(n.contains("Download completed: data.bin (1000 bytes) at "), "{n}");
+    assert!(n.contains("home page"), "the tab keeps its page: {n}");
+    let path = out.meta["download"]["path"].as_str().unwrap().to_string();
+    assert_eq!(std::fs::read(&path).unwrap().len(), 1000);
+
+    let out = h.call(json!({"action": "open", "url": format!("{base}/dl")})).await;
+    let o = out.text_content();
+    assert!(out.is_success(), "{o}");
+    assert!(o.contains("is a download, not a page") && o.contains("data.bin (1000 bytes)"), "{o}");
+    let l = h.ok(json!({"action": "list_tabs"})).await;
+    assert!(l.contains("2 tab(s)"), "{l}");
+    h.session.shutdown().await;
+}
