@@ -367,8 +367,13 @@ impl Agent {
 
     fn reopen(&self, id: String, path: PathBuf, dir: PathBuf) -> Result<Conversation, AgentError> {
         let s = &self.shared;
+        // Locked before it is read: its last line may be one the running writer is still
+        // writing, which must not be cut off as a crash's remains.
+        let Some(mut writer) = Writer::open(&path)? else {
+            return Err(AgentError::Running { id });
+        };
         let (loaded, keep) = transcript::load(&path)?;
-        let mut writer = Writer::reopen(&path, keep)?;
+        writer.truncate_to(&path, keep)?;
         let resumed = Record::Resumed {
             model: s.model.model().to_string(),
             mode: s.config.mode.as_str().to_string(),

@@ -37,6 +37,17 @@ pub enum AgentError {
         /// Where transcripts were looked for.
         dir: PathBuf,
     },
+    /// The conversation is open elsewhere: another process (another `kodik agent`) is running
+    /// it, or it is still open in this one. Resuming it too would interleave two runs in one
+    /// transcript.
+    #[error(
+        "conversation `{id}` is running in another kodik process: wait until it ends, leave it a message with \
+         send_message, or start a new conversation"
+    )]
+    Running {
+        /// The conversation's session id.
+        id: String,
+    },
     /// A transcript line (other than a partial last line) that is not a transcript record.
     #[error("{}:{line}: not a transcript record: {message}", path.display())]
     BadTranscript {

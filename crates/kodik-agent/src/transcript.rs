@@ -64,21 +64,47 @@ pub(crate) struct Writer {
 }
 
 impl Writer {
-    /// Creates `path`, failing if it exists.
+    /// Creates `path`, failing if it exists. The new conversation is locked at once (see
+    /// [`open`](Self::open)).
     pub fn create(path: &Path) -> std::io::Result<Self> {
-        Ok(Self { file: OpenOptions::new().append(true).create_new(true).open(path)? })
+        let file = OpenOptions::new().append(true).create_new(true).open(path)?;
+        // A file nobody else has opened yet: the lock cannot be taken; failing to lock
+        // (a file system without locks) leaves it unlocked, as before locks existed.
+        let _ = file.try_lock();
+        Ok(Self { file })
     }
 
-    /// Opens `path` for appending after its first `keep` bytes (a partial last line is cut off,
-    /// so the next record starts on a line of its own).
-    pub fn reopen(path: &Path, keep: u64) -> Result<Self, AgentError> {
-        let io = |action, source| AgentError::Io { action, path: path.to_path_buf(), source };
-        let file = OpenOptions::new().append(true).open(path).map_err(|e| io("cannot open", e))?;
-        let len = file.metadata().map_err(|e| io("cannot read", e))?.len();
-        if len > keep {
-            file.set_len(keep).map_err(|e| io("cannot truncate the partial last line of", e))?;
+    /// Opens `path` for appending and takes its lock, which this process holds as long as the
+    /// conversation is open (the system drops it when the process dies, however it ends).
+    /// `None`: another conversation holds it — running in another process, or still open in
+    /// this one. Two writers would interleave their turns in one transcript, answering one
+    /// call twice, which no provider accepts on the next resume.
+    pub fn open(path: &Path) -> Result<Option<Self>, AgentError> {
+        let file = OpenOptions::new().append(true).open(path).map_err(|source| AgentError::Io {
+            action: "cannot open",
+            path: path.to_path_buf(),
+            source,
+        })?;
+        match file.try_lock() {
+            Ok(()) => Ok(Some(Self { file })),
+            Err(std::fs::TryLockError::WouldBlock) => Ok(None),
+            // A file system without locks: go on unlocked, as before locks existed.
+            Err(std::fs::TryLockError::Error(e)) => {
+                tracing::debug!(path = %path.display(), "transcript not locked: {e}");
+                Ok(Some(Self { file }))
+            }
         }
-        Ok(Self { file })
+    }
+
+    /// Cuts the transcript to its first `keep` bytes (a partial last line is cut off, so the
+    /// next record starts on a line of its own).
+    pub fn truncate_to(&mut self, path: &Path, keep: u64) -> Result<(), AgentError> {
+        let io = |action, source| AgentError::Io { action, path: path.to_path_buf(), source };
+        let len = self.file.metadata().map_err(|e| io("cannot read", e))?.len();
+        if len > keep {
+            self.file.set_len(keep).map_err(|e| io("cannot truncate the partial last line of", e))?;
+        }
+        Ok(())
     }
 
     /// Appends one record as one line; it reaches the file before this returns.

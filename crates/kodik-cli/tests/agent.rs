@@ -335,6 +335,65 @@ async fn agent_max_time_stops_a_stalled_run_with_exit_1() {
     assert_eq!(json_lines(&out).last().unwrap()["status"], "max_wall");
 }
 
+/// A5, G7: `--last` and `--resume ID` refuse a conversation another `kodik agent` is still
+/// running (exit 2, naming it), without touching its transcript or asking the model; once that
+/// run has ended, `--last` continues it.
+#[tokio::test]
+async fn a5_g7_last_and_resume_refuse_a_conversation_another_process_is_running() {
+    let ws = tempfile::tempdir().unwrap();
+    let recording = Recording::new(Provider::OpenAiResponses, "gpt-5")
+        .with(Exchange::sse(text_body("never finished")))
+        .with(Exchange::sse(text_body("continued after the first run")));
+    let options = ReplayOptions { stall: Some((0, 20)), ..ReplayOptions::default() };
+    let server = ReplayServer::start_with(recording, options).await.unwrap();
+    let first = tokio::spawn({
+        let (url, ws) = (server.base_url(), ws.path().to_path_buf());
+        async move {
+            tokio::process::Command::new(KODIK)
+                .arg("agent")
+                .arg("--workspace")
+                .arg(&ws)
+                .args(["--model", "gpt-5", "--base-url", &url, "--json", "--max-time", "6", "task A"])
+                .env("OPENAI_API_KEY", "sk-test")
+                .stdin(Stdio::null())
+                .output()
+                .await
+                .unwrap()
+        }
+    });
+    for _ in 0..400 {
+        if !server.requests().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(server.requests().len(), 1, "the first run never sent its request");
+    let sessions = ws.path().join(".kodik/sessions");
+    let transcript = std::fs::read_dir(&sessions)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "jsonl"))
+        .unwrap();
+    let id = transcript.file_stem().unwrap().to_str().unwrap().to_owned();
+    let before = std::fs::read_to_string(&transcript).unwrap();
+    for args in [vec!["--last", "task B"], vec!["--resume", id.as_str(), "task B"]] {
+        let out = agent_against(&server, ws.path(), &args).await;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(&id) && stderr.contains("running in another kodik process"), "{args:?}: {stderr}");
+    }
+    assert_eq!(server.requests().len(), 1, "a refused resume asks the model nothing");
+    assert_eq!(std::fs::read_to_string(&transcript).unwrap(), before, "a refused resume writes nothing");
+
+    let out = tokio::time::timeout(Duration::from_secs(30), first).await.unwrap().unwrap();
+    assert_eq!(json_lines(&out).last().unwrap()["status"], "max_wall", "{}", String::from_utf8_lossy(&out.stderr));
+    let out = agent_against(&server, ws.path(), &["--json", "--last", "go on"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(json_lines(&out)[0]["thread_id"], id.as_str());
+    let sent = server.requests()[1].body.to_string();
+    assert!(sent.contains("task A") && sent.contains("go on") && !sent.contains("task B"), "{sent}");
+}
+
 /// No model configured: a usage error naming what to set, before anything runs.
 #[test]
 fn agent_without_a_model_says_what_to_set() {

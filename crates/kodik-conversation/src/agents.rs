@@ -204,6 +204,9 @@ pub(crate) async fn drive(
         let report = conv.run(&message, cancel.clone()).await;
         let mut inbox = child.inbox.lock().unwrap_or_else(|p| p.into_inner());
         if inbox.is_empty() || report.status == ChildStatus::Cancelled {
+            // Closed before it shows settled: a message that then resumes it reopens its
+            // transcript, which the open conversation still holds.
+            drop(conv);
             // The report is queued before the child shows settled, so an `agent_status` wait
             // that returns it can take it back out and the model does not read it twice.
             if let Some(children) = reports.and_then(|w| w.upgrade()) {
