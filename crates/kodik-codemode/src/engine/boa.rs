@@ -1092,7 +1092,8 @@ fn scan(code: &str) -> Scan {
             }
             '(' | '[' | '{' => stack.push((c, line, col)),
             ')' | ']' | '}' => {
-                if stack.pop().is_none() && found.stray.is_none() {
+                let closes_nothing = stack.pop().is_none();
+                if closes_nothing && found.stray.is_none() {
                     found.stray = Some((c, line, col));
                 }
             }
