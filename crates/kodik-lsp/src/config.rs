@@ -22,6 +22,9 @@ pub struct ServerConfig {
     pub initialization_options: Value,
     /// Settings answered to `workspace/configuration`, looked up by dotted section.
     pub settings: Value,
+    /// Adds what depends on the project to [`ServerConfig::settings`] before the server starts
+    /// there (pyright: the project's own virtualenv).
+    pub settings_for_root: Option<fn(&Path, &mut Value)>,
     /// `window/logMessage` texts (substrings), any of which says the scan of the project is
     /// done; until one arrives the server counts as indexing (pyright: "Found 12 source files",
     /// or "No source files found."). Empty for servers that report `$/progress` instead.
@@ -81,6 +84,7 @@ impl ServerConfig {
             root_markers: Vec::new(),
             initialization_options: Value::Null,
             settings: Value::Null,
+            settings_for_root: None,
             ready_log: Vec::new(),
             first_progress_grace: None,
             grace_markers: Vec::new(),
@@ -134,6 +138,15 @@ impl ServerConfig {
     pub fn sibling_projects(mut self) -> Self {
         self.sibling_projects = true;
         self
+    }
+
+    /// The settings for a server started at `root` (see [`ServerConfig::settings_for_root`]).
+    pub fn settings_for(&self, root: &Path) -> Value {
+        let mut settings = self.settings.clone();
+        if let Some(add) = self.settings_for_root {
+            add(root, &mut settings);
+        }
+        settings
     }
 
     /// Adds a text to [`ServerConfig::ready_log`].
@@ -289,21 +302,27 @@ pub fn default_servers() -> Vec<ServerConfig> {
         ServerConfig::new("rust-analyzer", "rust-analyzer", &[], &[("rs", "rust")])
             .root_markers(&["Cargo.toml"])
             .build_root(is_cargo_workspace_of),
-        ServerConfig::new("pyright", "pyright-langserver", &["--stdio"], PY)
-            .root_markers(&py_markers)
-            .settings(py_settings.clone())
-            // pyright answers references from the files it has found so far; these log lines
-            // say the search is done. Not "source file" alone: "Searching for source files"
-            // comes before the search, and under load a query then missed a new file.
-            .ready_log("Found ")
-            .ready_log("No source files found")
-            .sibling_projects(),
-        ServerConfig::new("basedpyright", "basedpyright-langserver", &["--stdio"], PY)
-            .root_markers(&py_markers)
-            .settings(py_settings)
-            .ready_log("Found ")
-            .ready_log("No source files found")
-            .sibling_projects(),
+        ServerConfig {
+            settings_for_root: Some(project_python),
+            ..ServerConfig::new("pyright", "pyright-langserver", &["--stdio"], PY)
+        }
+        .root_markers(&py_markers)
+        .settings(py_settings.clone())
+        // pyright answers references from the files it has found so far; these log lines
+        // say the search is done. Not "source file" alone: "Searching for source files"
+        // comes before the search, and under load a query then missed a new file.
+        .ready_log("Found ")
+        .ready_log("No source files found")
+        .sibling_projects(),
+        ServerConfig {
+            settings_for_root: Some(project_python),
+            ..ServerConfig::new("basedpyright", "basedpyright-langserver", &["--stdio"], PY)
+        }
+        .root_markers(&py_markers)
+        .settings(py_settings)
+        .ready_log("Found ")
+        .ready_log("No source files found")
+        .sibling_projects(),
         ServerConfig {
             diagnostics_quiet: Some(Duration::from_millis(600)),
             // tsserver loads the project after the first file opens, and its syntax-only
@@ -336,6 +355,40 @@ pub fn default_servers() -> Vec<ServerConfig> {
             .root_markers(&["go.work", "go.mod"])
             .build_root(is_go_work_of),
     ]
+}
+
+/// The project's own virtualenv (`.venv`, as uv and poetry make it, or `venv`: a folder with
+/// `pyvenv.cfg` and `bin/python`) as pyright's `python.pythonPath`, unless the settings or a
+/// `pyrightconfig.json` name an interpreter or virtualenv. Without it pyright uses the
+/// `python` on `PATH`, and when kodik was started without the project's virtualenv activated,
+/// every import of an installed package was an error ("Import … could not be resolved") and
+/// the type errors involving those packages were missed.
+pub fn project_python(root: &Path, settings: &mut Value) {
+    let configured = std::fs::read_to_string(root.join("pyrightconfig.json"))
+        .is_ok_and(|c| c.contains("\"venv") || c.contains("\"pythonPath"))
+        || std::fs::read_to_string(root.join("pyproject.toml"))
+            .is_ok_and(|c| c.contains("[tool.pyright]") && (c.contains("venv") || c.contains("pythonPath")));
+    if configured || settings.pointer("/python/pythonPath").is_some() {
+        return;
+    }
+    let Some(python) = [".venv", "venv"]
+        .iter()
+        .map(|v| root.join(v))
+        .filter(|v| v.join("pyvenv.cfg").is_file())
+        .map(|v| v.join("bin/python"))
+        .find(|p| p.exists())
+    else {
+        return;
+    };
+    if !settings.is_object() {
+        *settings = json!({});
+    }
+    if let Some(obj) = settings.as_object_mut() {
+        let py = obj.entry("python").or_insert_with(|| json!({}));
+        if let Some(py) = py.as_object_mut() {
+            py.insert("pythonPath".into(), json!(python.display().to_string()));
+        }
+    }
 }
 
 /// Whether `folder`'s `Cargo.toml` declares the cargo workspace `project` (a package folder at

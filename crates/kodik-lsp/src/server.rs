@@ -458,7 +458,7 @@ impl Server {
             ..Inner::default()
         };
         let state =
-            Arc::new(State { inner: Mutex::new(inner), changed: tx, settings: config.settings.clone(), folders });
+            Arc::new(State { inner: Mutex::new(inner), changed: tx, settings: config.settings_for(root), folders });
         let conn = Connection::spawn(program, &config.args, root, state.clone()).map_err(|e| LspError::Spawn {
             server: config.name.clone(),
             program: program.display().to_string(),
@@ -482,8 +482,8 @@ impl Server {
             }
         };
         conn.notify("initialized", &json!({})).await;
-        if !config.settings.is_null() {
-            conn.notify("workspace/didChangeConfiguration", &json!({"settings": config.settings})).await;
+        if !state.settings.is_null() {
+            conn.notify("workspace/didChangeConfiguration", &json!({"settings": state.settings})).await;
         }
         state.with(|i| i.initialized = true);
         let capabilities = init.get("capabilities").cloned().unwrap_or(Value::Null);

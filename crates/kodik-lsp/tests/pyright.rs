@@ -456,3 +456,30 @@ async fn l4_incoming_calls_from_top_level_code_show_the_call_line() {
     assert!(calls.contains("pkg/uni.py:7:5: (function twice) def twice() -> int:"), "{calls}");
     assert!(!calls.contains("pkg/uni.py:1:1:") && !calls.contains("(module) "), "{calls}");
 }
+
+/// E9, L1: a project with its own `.venv` (uv's and poetry's layout) is checked against it
+/// when kodik runs without it activated: a package installed there resolves, and a type error
+/// involving it is reported (before: "Import \"fakepkg\" could not be resolved", and the real
+/// error was missed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e9_l1_the_projects_own_virtualenv_resolves_its_packages() {
+    let Some(cfg) = configured("pyright", "pyright-langserver") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let h = Harness::new(dir.path(), cfg);
+    h.write("pyproject.toml", "[project]\nname = \"v\"\nversion = \"0\"\n");
+    let made = std::process::Command::new("python3")
+        .args(["-m", "venv", "--without-pip", ".venv"])
+        .current_dir(&h.root)
+        .status()
+        .expect("python3 is needed to make a virtualenv");
+    assert!(made.success());
+    let site =
+        std::fs::read_dir(h.root.join(".venv/lib")).unwrap().next().unwrap().unwrap().path().join("site-packages");
+    std::fs::create_dir_all(site.join("fakepkg")).unwrap();
+    std::fs::write(site.join("fakepkg/__init__.py"), "def hello() -> str:\n    return \"hi\"\n").unwrap();
+    let text = "import fakepkg\n\ny: int = fakepkg.hello()\n";
+    let app = h.write("app.py", text);
+    let diags = h.servers.diagnostics(&app, text).await;
+    assert!(diags.iter().all(|d| !d.message.contains("could not be resolved")), "{diags:?}");
+    assert!(diags.iter().any(|d| d.line == 3 && d.column == 10 && d.message.contains("\"str\"")), "{diags:?}");
+}
