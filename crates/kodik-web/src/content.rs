@@ -10,6 +10,9 @@ use crate::sections::size;
 pub struct Page {
     /// Title, when the content has one.
     pub title: String,
+    /// HTML only: each `id` on the page with the start of its element's text (see
+    /// [`crate::html::Converted::anchors`]).
+    pub anchors: Vec<(String, String)>,
     /// The text shown to the model (Markdown for HTML).
     pub markdown: String,
     /// The content type, as sent or as sniffed.
@@ -55,6 +58,7 @@ pub fn to_page(body: &[u8], content_type: Option<&str>, url: &str) -> Result<Pag
         let c = html::convert_on_big_stack(text, Some(url.to_string()))?;
         return Ok(Page {
             title: c.title,
+            anchors: c.anchors,
             markdown: c.markdown,
             content_type: ct,
             kind: Kind::Html { extracted: c.extracted, client_rendered: c.client_rendered },
@@ -64,9 +68,21 @@ pub fn to_page(body: &[u8], content_type: Option<&str>, url: &str) -> Result<Pag
         let (text, _) = decode(body, content_type, false);
         if let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) {
             let pretty = serde_json::to_string_pretty(&v).unwrap_or(text);
-            return Ok(Page { title: String::new(), markdown: pretty, content_type: ct, kind: Kind::Json });
+            return Ok(Page {
+                title: String::new(),
+                anchors: Vec::new(),
+                markdown: pretty,
+                content_type: ct,
+                kind: Kind::Json,
+            });
         }
-        return Ok(Page { title: String::new(), markdown: text, content_type: ct, kind: Kind::Text });
+        return Ok(Page {
+            title: String::new(),
+            anchors: Vec::new(),
+            markdown: text,
+            content_type: ct,
+            kind: Kind::Text,
+        });
     }
     if ct == "application/pdf" {
         let bytes = body.to_vec();
@@ -81,7 +97,13 @@ pub fn to_page(body: &[u8], content_type: Option<&str>, url: &str) -> Result<Pag
         if text.is_empty() {
             return Err(format!("the PDF ({}) holds no extractable text (scanned pages?)", size(body.len())));
         }
-        return Ok(Page { title: String::new(), markdown: text, content_type: ct, kind: Kind::Pdf });
+        return Ok(Page {
+            title: String::new(),
+            anchors: Vec::new(),
+            markdown: text,
+            content_type: ct,
+            kind: Kind::Pdf,
+        });
     }
     if ct.starts_with("text/")
         || ct.ends_with("+xml")
@@ -90,9 +112,21 @@ pub fn to_page(body: &[u8], content_type: Option<&str>, url: &str) -> Result<Pag
         || (ct.starts_with("application/") && looks_like_text(body))
     {
         let (text, _) = decode(body, content_type, false);
-        return Ok(Page { title: String::new(), markdown: text, content_type: ct, kind: Kind::Text });
+        return Ok(Page {
+            title: String::new(),
+            anchors: Vec::new(),
+            markdown: text,
+            content_type: ct,
+            kind: Kind::Text,
+        });
     }
-    Ok(Page { title: String::new(), markdown: describe_binary(body, &ct), content_type: ct, kind: Kind::Binary })
+    Ok(Page {
+        title: String::new(),
+        anchors: Vec::new(),
+        markdown: describe_binary(body, &ct),
+        content_type: ct,
+        kind: Kind::Binary,
+    })
 }
 
 /// Whether a body declared as some `application/*` type is text after all: servers label YAML,

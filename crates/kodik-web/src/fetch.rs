@@ -527,6 +527,32 @@ impl TypedTool for WebFetchTool {
     }
 }
 
+/// Sets `offset` to the line of the Markdown where the element the URL's fragment names begins
+/// (found by the start of its text) and says so; nothing without a fragment.
+fn fragment_note(p: &FetchedPage, url: &str, offset: &mut usize) -> String {
+    let Some((_, raw)) = url.split_once('#') else { return String::new() };
+    let fragment = url::form_urlencoded::parse(format!("f={raw}").as_bytes())
+        .next()
+        .map_or_else(|| raw.to_string(), |(_, v)| v.into_owned());
+    if fragment.is_empty() || p.page.anchors.is_empty() {
+        return String::new();
+    }
+    let Some((_, text)) = p.page.anchors.iter().find(|(id, _)| *id == fragment) else {
+        return format!("The URL's #{fragment} names no element of this page; showing the start.\n");
+    };
+    let md = &p.page.markdown;
+    let needle = text.to_lowercase();
+    let mut at = 0;
+    for line in md.split_inclusive('\n') {
+        if sections::plain(line).to_lowercase().contains(&needle) {
+            *offset = at;
+            return format!("Shown from the URL's #{fragment} (offset {at}).\n");
+        }
+        at += line.len();
+    }
+    format!("The URL's #{fragment} names an element whose text is not in the Markdown; showing the start.\n")
+}
+
 /// The framing nonce: the page cannot know it, so it cannot fake the end of the frame.
 pub(crate) fn nonce() -> String {
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
@@ -607,6 +633,11 @@ call renders it again."
     let mut next_offset = None;
     let mut note = String::new();
     let mut offset = args.offset.unwrap_or(0) as usize;
+    // A URL's `#fragment` says where the model wants to read, as a browser scrolls there: the
+    // page is shown from the element it names, unless `offset` or `query` say otherwise.
+    if args.offset.is_none() && args.query.as_deref().is_none_or(|q| q.trim().is_empty()) {
+        note.push_str(&fragment_note(p, &args.url, &mut offset));
+    }
     // An offset at the very end (or where only whitespace is left) would show nothing at all.
     if offset > md.len() || (offset > 0 && md[sections::floor_char(md, offset)..].trim().is_empty()) {
         note = format!("offset {offset} is past the end ({} bytes); showing the start.\n", md.len());
@@ -777,6 +808,7 @@ mod tests {
             status: 200,
             page: Page {
                 title: String::new(),
+                anchors: Vec::new(),
                 markdown: "x".repeat(bytes),
                 content_type: "text/plain".into(),
                 kind: Kind::Text,

@@ -54,6 +54,9 @@ pub struct Converted {
     pub extracted: bool,
     /// The page looks client-rendered: scripts and almost no text.
     pub client_rendered: bool,
+    /// Each `id` (and `<a name>`) on the page with the start of its element's text: what a
+    /// URL's `#fragment` points at, found again in the Markdown by that text.
+    pub anchors: Vec<(String, String)>,
 }
 
 /// Converts on a thread with a 256 MB stack (reserved, not committed): deep documents recurse.
@@ -158,6 +161,7 @@ pub fn convert(html: &str, url: Option<&str>) -> Converted {
     math_as_tex(&doc, &limited);
     expand_row_spans(&doc, &limited);
     let scan = scan(&doc.tree);
+    let anchors = anchors(&doc);
     let title = if scan.title.is_empty() { scan.og_title.clone() } else { scan.title.clone() };
     // Links are written absolute, so the model can fetch them as they stand: against
     // `<base href>` when the page has one, else against the page's own URL.
@@ -172,7 +176,7 @@ pub fn convert(html: &str, url: Option<&str>) -> Converted {
     // together on a large page.
     if let Some(main) = scan.marked_main() {
         let markdown = to_markdown(&doc.tree, main, Keep::Main, base);
-        return Converted { title, markdown, extracted: true, client_rendered: false };
+        return Converted { title, markdown, extracted: true, client_rendered: false, anchors };
     }
 
     // Classes carry the code blocks' languages (normalised first) through extraction.
@@ -205,7 +209,7 @@ pub fn convert(html: &str, url: Option<&str>) -> Converted {
     // of links and a footer are text, not the page the script renders into `#root`.
     let client_rendered =
         scan.had_scripts && (text < SHELL_TEXT_CHARS || (scan.empty_mount && text < SHELL_WITH_MOUNT_CHARS));
-    Converted { title, markdown, extracted: is_extracted, client_rendered }
+    Converted { title, markdown, extracted: is_extracted, client_rendered, anchors }
 }
 
 /// Puts the content of declarative shadow roots (`<template shadowrootmode="open">`, how
@@ -258,6 +262,52 @@ fn math_as_tex(doc: &Document, html: &str) {
         let text = tex.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
         target.replace_with_html(format!("<span class=\"{class}\">{text}</span>"));
     }
+}
+
+/// Most anchors kept from one page.
+const MAX_ANCHORS: usize = 20_000;
+
+/// Each element's `id` (and each `<a name>`) with the first words of its text, or of the next
+/// element's when it has none (`<a id="x"></a><h2>…`). Only the start of the text is read.
+fn anchors(doc: &Document) -> Vec<(String, String)> {
+    let first_words = |n: &dom_query::NodeRef| {
+        let mut out = String::new();
+        for d in n.descendants_it() {
+            if d.is_text() {
+                out.push_str(&d.text());
+                out.push(' ');
+                if out.len() > 200 {
+                    break;
+                }
+            }
+        }
+        let words: Vec<&str> = out.split_whitespace().collect();
+        let mut line = String::new();
+        for w in words {
+            if line.len() + w.len() > 80 {
+                break;
+            }
+            if !line.is_empty() {
+                line.push(' ');
+            }
+            line.push_str(w);
+        }
+        line
+    };
+    let mut out = Vec::new();
+    for n in doc.select("[id], a[name]").nodes().iter().take(MAX_ANCHORS) {
+        let Some(id) = n.attr("id").or_else(|| n.attr("name")) else { continue };
+        let mut text = first_words(n);
+        if text.is_empty()
+            && let Some(next) = n.next_element_sibling()
+        {
+            text = first_words(&next);
+        }
+        if !text.is_empty() {
+            out.push((id.to_string(), text));
+        }
+    }
+    out
 }
 
 /// Most rows a spanned cell's text is repeated into (a `rowspan` beyond the table's rows

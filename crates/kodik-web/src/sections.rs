@@ -302,6 +302,34 @@ pub fn best_match(md: &str, start: usize, end: usize, words: &[String], context:
 
 /// `md` without Markdown's backslash escapes: the converter writes `max\_connections` and
 /// `2\*3`, while a query names `max_connections`, so matching runs on the text as read.
+/// A Markdown line as its text reads: backslash escapes, emphasis and code marks, heading and
+/// list markers and link targets gone, whitespace collapsed (matching an element's text).
+pub fn plain(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = unescaped(line).chars().collect::<Vec<_>>().into_iter().peekable();
+    let mut in_target = false;
+    let mut prev = ' ';
+    while let Some(c) = chars.next() {
+        if in_target {
+            in_target = c != ')';
+            continue;
+        }
+        if c == ']' && chars.peek() == Some(&'(') {
+            in_target = true;
+            chars.next();
+            continue;
+        }
+        if matches!(c, '*' | '`' | '#' | '[' | ']' | '>')
+            || (c == '_' && (prev == ' ' || chars.peek().is_none_or(|n| n.is_whitespace())))
+        {
+            continue;
+        }
+        out.push(c);
+        prev = c;
+    }
+    out.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 fn unescaped(md: &str) -> String {
     let mut out = String::with_capacity(md.len());
     let mut chars = md.chars().peekable();

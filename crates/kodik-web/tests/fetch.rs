@@ -1122,6 +1122,39 @@ async fn w3_query_returns_the_matching_sections_with_their_heading_path_in_page_
 }
 
 #[tokio::test]
+async fn w2_w3_a_url_fragment_shows_the_page_from_the_element_it_names() {
+    // The tester's frag.html: before, `#s45` was ignored and the first 32 KB came back.
+    let mut html = String::from("<html><head><title>Frag</title></head><body><main><h1>Top</h1>");
+    for i in 0..60 {
+        html.push_str(&format!(
+            "<h2 id=\"s{i}\">Sec {i}</h2><p>{}</p>",
+            format!("words of the section {i}. ").repeat(40)
+        ));
+    }
+    html.push_str(
+        "<dl><dt id=\"os.walk\"><code>os.walk(top, topdown=True)</code></dt><dd>Generate the file names.</dd></dl>",
+    );
+    html.push_str("</main></body></html>");
+    let s = Server::start(move |_| Reply::html(html.clone())).await;
+    let t = tool(WebConfig::default());
+    let out = fetch(&t, &s.url("/frag#s45"), None, None).await.unwrap();
+    assert!(out.contains("Shown from the URL's #s45 (offset "), "{}", &out[..600.min(out.len())]);
+    let md = framed(&out);
+    assert!(
+        md.trim_start().starts_with("[… from offset") && md.contains("## Sec 45") && !md.contains("## Sec 44"),
+        "{md}"
+    );
+    let out = fetch(&t, &s.url("/frag#os.walk"), None, None).await.unwrap();
+    assert!(framed(&out).contains("os.walk(top, topdown=True)"), "{}", &out[..600.min(out.len())]);
+    assert!(!framed(&out).contains("## Sec 0\n"), "{}", &out[..600.min(out.len())]);
+    let out = fetch(&t, &s.url("/frag#nowhere"), None, None).await.unwrap();
+    assert!(out.contains("The URL's #nowhere names no element of this page; showing the start."), "{out}");
+    // `offset` and `query` still decide where to read.
+    let out = fetch(&t, &s.url("/frag#s45"), Some("section 3."), None).await.unwrap();
+    assert!(!out.contains("Shown from the URL's"), "{out}");
+}
+
+#[tokio::test]
 async fn w3_query_finds_a_snake_case_identifier_that_markdown_escapes() {
     let html = "<html><head><title>T</title></head><body><main><h1>Intro</h1><p>Some intro text for the page that is long enough.</p>\
         <h2>Config</h2><p>Set max_connections in the config file to limit clients. Also see read_timeout and 2*3 math.</p>\
