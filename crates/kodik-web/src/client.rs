@@ -207,6 +207,9 @@ impl GuardedResolver {
 
     /// Resolves `host` and keeps the allowed addresses; none left is an error naming each rule.
     pub async fn lookup(&self, host: &str) -> Result<Vec<SocketAddr>, FetchError> {
+        if let Some(addrs) = localhost_addrs(host) {
+            return self.filter(host, addrs);
+        }
         let addrs = tokio::net::lookup_host((host, 0))
             .await
             .map_err(|e| FetchError::Resolve { host: host.to_string(), reason: e.to_string() })?;
@@ -256,6 +259,17 @@ impl reqwest::dns::Resolve for GuardedResolver {
             }
         })
     }
+}
+
+/// `localhost` and `*.localhost` names resolve to both loopback addresses, IPv4 first, without
+/// asking the system (RFC 6761 §6.3, as curl and browsers do): a dev server bound to `::1` alone
+/// (Node ≥ 17, Vite) was "nothing is listening there" when the hosts file lists only 127.0.0.1,
+/// and `app.localhost` did not resolve at all. `None` for any other name.
+pub fn localhost_addrs(host: &str) -> Option<Vec<SocketAddr>> {
+    let h = host.trim_end_matches('.').to_ascii_lowercase();
+    (h == "localhost" || h.ends_with(".localhost")).then(|| {
+        vec![SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, 0)), SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, 0))]
+    })
 }
 
 /// Whether a URL host is "local" in W1's sense: `localhost` (or a `.localhost` name),

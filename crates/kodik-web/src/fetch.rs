@@ -428,7 +428,10 @@ kodik-web honours robots.txt for the model's own fetches. Find the content elsew
             }
             if let Some(url::Host::Domain(d)) = parsed.host() {
                 use std::net::ToSocketAddrs;
-                let addrs = (d, 0).to_socket_addrs().map_err(|e| format!("could not resolve `{d}`: {e}"))?;
+                let addrs = match crate::client::localhost_addrs(d) {
+                    Some(a) => a,
+                    None => (d, 0).to_socket_addrs().map_err(|e| format!("could not resolve `{d}`: {e}"))?.collect(),
+                };
                 let local = crate::client::is_local_host(&url::Host::Domain(d));
                 GuardedResolver::new(local).filter(d, addrs).map_err(|e| e.to_string())?;
             }

@@ -723,6 +723,20 @@ async fn w1_a_redirect_to_another_loopback_port_or_address_is_refused() {
 }
 
 #[tokio::test]
+async fn w1_localhost_reaches_a_server_on_ipv6_loopback_only_and_app_localhost_resolves_to_loopback() {
+    // The tester's v6.py: before, "could not connect to localhost:…: Connection refused (nothing
+    // is listening there: is the server running…?)" while it was, and "could not resolve
+    // app.localhost".
+    let v6 = Server::start_on("[::1]:0", |_| Reply::html("<p>served on ipv6 loopback only</p>")).await;
+    let v4 = Server::start(|_| Reply::html("<p>served to app.localhost</p>")).await;
+    let t = tool(WebConfig::default());
+    let out = fetch(&t, &format!("http://localhost:{}/", v6.addr.port()), None, None).await.unwrap();
+    assert!(framed(&out).contains("served on ipv6 loopback only"), "{out}");
+    let out = fetch(&t, &format!("http://app.localhost:{}/", v4.addr.port()), None, None).await.unwrap();
+    assert!(framed(&out).contains("served to app.localhost"), "{out}");
+}
+
+#[tokio::test]
 async fn w1_forbidden_urls_are_refused_before_any_request() {
     let t = tool(WebConfig::default());
     for (url, says) in [
