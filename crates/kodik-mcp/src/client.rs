@@ -14,7 +14,7 @@ use std::time::Duration;
 use kodik_core::{Content, Effect, Tool, ToolContext, ToolError, ToolOutput, ToolSpec, ToolStatus};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig, ContentBlock,
-    Implementation, ResourceContents, ToolAnnotations,
+    Implementation, JsonObject, ResourceContents, ToolAnnotations,
 };
 use rmcp::service::{NotificationContext, Peer, RunningService, ServiceError};
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
@@ -53,6 +53,28 @@ impl Default for ClientOptions {
             unset_env: Vec::new(),
         }
     }
+}
+
+/// A server's input schema as model providers take it, with the tool's description. Anthropic
+/// refuses a whole request (every tool, every turn) over one tool whose schema lacks
+/// `"type": "object"` or has `anyOf`/`oneOf`/`allOf` at its top level, which MCP servers send (an
+/// empty `{}` for a tool without arguments; "give `paths` or `scopes`"). The type is added, and
+/// each such top-level combination is taken out of the schema and told in the description, so
+/// the model still knows it; the server checks the arguments as before.
+fn model_schema(mut schema: JsonObject, description: &str) -> (Value, String) {
+    let mut description = description.to_owned();
+    if !schema.contains_key("type") {
+        schema.insert("type".into(), json!("object"));
+    }
+    for (key, meaning) in [("anyOf", "at least one of"), ("oneOf", "exactly one of"), ("allOf", "all of")] {
+        if let Some(parts) = schema.remove(key) {
+            if !description.is_empty() {
+                description.push_str("\n\n");
+            }
+            description.push_str(&format!("The arguments must match {meaning} these JSON schemas: {parts}"));
+        }
+    }
+    (Value::Object(schema), description)
 }
 
 /// The environment variable that tells a process how many MCP clients started it as a
@@ -744,12 +766,9 @@ impl McpClient {
                 hints.insert(name.clone(), upstream_hints(tool.annotations.as_ref()));
                 let read_only = tool.annotations.as_ref().and_then(|a| a.read_only_hint) == Some(true);
                 let effect = if read_only { Effect::ReadOnly } else { Effect::Process };
-                let mut spec = ToolSpec::new(
-                    name,
-                    tool.description.as_deref().unwrap_or_default(),
-                    Value::Object(tool.input_schema.as_ref().clone()),
-                    effect,
-                );
+                let (schema, description) =
+                    model_schema(tool.input_schema.as_ref().clone(), tool.description.as_deref().unwrap_or_default());
+                let mut spec = ToolSpec::new(name, description, schema, effect);
                 spec.streaming_start = true;
                 out.push(McpTool { server: Arc::clone(server), remote: tool.name.to_string(), spec });
             }

@@ -462,6 +462,13 @@ for line in sys.stdin:
     if msg["method"] == "initialize":
         result = {"protocolVersion": msg["params"]["protocolVersion"], "capabilities": {"tools": {}},
                   "serverInfo": {"name": "raw", "version": "0"}}
+    elif msg["method"] == "tools/list" and mode == "oddschema":
+        result = {"tools": [
+            {"name": "anyof", "description": "Finds things.", "inputSchema": {"type": "object",
+             "properties": {"paths": {"type": "array"}, "scopes": {"type": "array"}},
+             "anyOf": [{"required": ["paths"]}, {"required": ["scopes"]}]}},
+            {"name": "empty", "inputSchema": {}},
+        ]}
     elif msg["method"] == "tools/list" and mode != "nolist":
         result = {"tools": []}
     else:
@@ -473,6 +480,34 @@ for line in sys.stdin:
 fn raw_server(mode: &str, pidfile: &Path) -> ServerConfig {
     let python = mcp_python().to_string_lossy().into_owned();
     ServerConfig::stdio(python, ["-c", RAW_SERVER, mode, &pidfile.to_string_lossy()])
+}
+
+/// A8: tools whose input schemas Anthropic refuses (no top-level `"type": "object"`, a top-level
+/// `anyOf`) are offered with `"type": "object"` and the combination told in the description, so
+/// one such server does not make every request of a Claude run fail with HTTP 400.
+#[tokio::test(flavor = "multi_thread")]
+async fn a8_a_tools_schema_is_given_to_the_model_as_an_object_without_top_level_any_of() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = McpConfig::new().server("o", raw_server("oddschema", &dir.path().join("pid")));
+    let client = McpClient::connect(&config, ClientOptions::default()).await;
+    assert!(client.errors().is_empty(), "{:?}", client.errors());
+    let tools = client.tools(&HashSet::new());
+    let spec = |name: &str| tools.iter().map(|t| t.spec().clone()).find(|s| s.name == name).unwrap();
+    let anyof = spec("o__anyof");
+    assert_eq!(anyof.input_schema["type"], "object");
+    for key in ["anyOf", "oneOf", "allOf"] {
+        assert!(anyof.input_schema.get(key).is_none(), "{}", anyof.input_schema);
+    }
+    assert!(anyof.input_schema["properties"]["paths"].is_object(), "{}", anyof.input_schema);
+    assert!(
+        anyof.description.starts_with("Finds things.")
+            && anyof.description.contains("at least one of")
+            && anyof.description.contains(r#"{"required":["scopes"]}"#),
+        "{}",
+        anyof.description
+    );
+    assert_eq!(spec("o__empty").input_schema, serde_json::json!({"type": "object"}));
+    client.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
