@@ -285,10 +285,26 @@ pub(crate) async fn mouse(
     let mut dialog = tab.shared.dialog_opened.subscribe();
     dialog.mark_unchanged();
     tokio::select! {
-        r = tab.page.execute(params) => { r.map_err(cdp("send a mouse event"))?; }
+        r = tokio::time::timeout(INPUT_LIMIT, tab.page.execute(params)) => match r {
+            Ok(r) => { r.map_err(cdp("send a mouse event"))?; }
+            Err(_) => return Err(frozen(tab, "the mouse")),
+        },
         _ = dialog.changed() => {}
     }
     Ok(())
+}
+
+/// How long the page may take to handle one input event: Chromium answers the event once the
+/// page's handlers ran, and a handler that runs this long has frozen the page.
+const INPUT_LIMIT: Duration = Duration::from_secs(5);
+
+fn frozen(tab: &Tab, what: &str) -> BrowserError {
+    BrowserError::Unresponsive(format!(
+        "the page of tab {} did not handle {what} within {} s: a script keeps it busy (the page is frozen). \
+         close_tab or navigate elsewhere to get out of it",
+        tab.id,
+        INPUT_LIMIT.as_secs()
+    ))
 }
 
 /// A real click (pressed and released) at a viewport point, so the page sees a user gesture.
@@ -437,7 +453,10 @@ pub(crate) async fn press(tab: &Tab, combo: &str) -> Result<(), BrowserError> {
         let mut dialog = tab.shared.dialog_opened.subscribe();
         dialog.mark_unchanged();
         tokio::select! {
-            r = tab.page.execute(params) => { r.map_err(cdp("press a key"))?; }
+            r = tokio::time::timeout(INPUT_LIMIT, tab.page.execute(params)) => match r {
+                Ok(r) => { r.map_err(cdp("press a key"))?; }
+                Err(_) => return Err(frozen(tab, "the key")),
+            },
             _ = dialog.changed() => { return Ok(()); }
         }
     }
@@ -748,11 +767,24 @@ where
 {
     let start = Instant::now();
     loop {
-        if let Some(v) = check().await? {
-            return Ok(v);
-        }
+        // One check may not outlast the wait (a frozen page answers no evaluation).
+        let left = timeout.saturating_sub(start.elapsed()).max(Duration::from_millis(100));
+        let answered = match tokio::time::timeout(left, check()).await {
+            Ok(r) => {
+                if let Some(v) = r? {
+                    return Ok(v);
+                }
+                true
+            }
+            Err(_) => false,
+        };
         if start.elapsed() >= timeout {
-            return Err(BrowserError::Timeout { what: what.to_string(), ms: timeout.as_millis() as u64 });
+            let what = if answered {
+                what.to_string()
+            } else {
+                format!("{what}; the page did not answer (a script keeps it busy?)")
+            };
+            return Err(BrowserError::Timeout { what, ms: timeout.as_millis() as u64 });
         }
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_millis(50)) => {}

@@ -606,7 +606,17 @@ impl BrowserSession {
                 .insert("dialog".into(), json!({"type": d.kind, "message": d.message, "default": d.default_prompt}));
             return None;
         }
-        let blocked = eval(tab, "(window.__kodikBlocked || []).splice(0)").await;
+        // Without a snapshot to take, the probes below are extras: a busy page does not hold the
+        // result (a wait that succeeded) for long.
+        let probe_limit = if snapshot { Duration::from_secs(30) } else { Duration::from_secs(2) };
+        let blocked = tokio::time::timeout(probe_limit, eval(tab, "(window.__kodikBlocked || []).splice(0)"))
+            .await
+            .unwrap_or_else(|_| {
+                Err(BrowserError::Unresponsive(format!(
+                    "the page of tab {} does not answer (a script keeps it busy?)",
+                    tab.id
+                )))
+            });
         if let Err(e @ BrowserError::Unresponsive(_)) = blocked {
             if snapshot {
                 rep.line(format!("(no snapshot: {e})"));
@@ -1365,7 +1375,12 @@ impl BrowserSession {
                     return Err(BrowserError::Other(format!("`{want}` is not a valid regular expression: {e}")));
                 }
                 let url = actions::poll(&format!("the URL to match {want:?}"), timeout, cancel, || async {
-                    let u = eval(tab, "location.href").await.ok().and_then(|v| v.as_str().map(str::to_string));
+                    // The URL the tab's events tell needs no answer from the page (it may be busy).
+                    let known = tab.shared.lock().url.clone();
+                    let u = match known {
+                        Some(u) if regex.is_none() => Some(u),
+                        _ => eval(tab, "location.href").await.ok().and_then(|v| v.as_str().map(str::to_string)),
+                    };
                     let Some(u) = u else { return Ok(None) };
                     let hit = match &regex {
                         Some(re) => matches!(

@@ -421,3 +421,52 @@ fetch("http://127.0.0.1:{refused}/api/users").catch(() => {{}}); fetch("/poll").
     assert!(d.contains(&format!("in flight: GET {base}/poll")), "{d}");
     h.session.shutdown().await;
 }
+
+/// B5: on a page a script has frozen, a click fails within seconds saying the page is frozen and
+/// how to get out (it blocked 30 s and blamed the browser), waits end at their own `timeout`
+/// (they took 15 s), a URL wait needs no answer from the page, and close_tab gets out of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn b5_a_frozen_page_costs_no_more_than_the_timeouts_and_says_it_is_frozen() {
+    const LOOP: &str = r#"<!doctype html><title>Loop</title><button onclick="while (true) {}">Freeze</button>
+<button onclick="setTimeout(() => { while (true) {} }, 1500)">Later</button>"#;
+    let mut routes = Routes::new();
+    routes.insert("/", ("text/html", LOOP.to_string(), ""));
+    let base = serve(routes).await;
+    let h = harness();
+    h.ok(json!({"action": "open", "url": format!("{base}/")})).await;
+    let out = bounded(
+        &h,
+        Duration::from_secs(12),
+        json!({"action": "click", "target": {"role": "button", "name": "Freeze"}}),
+    )
+    .await;
+    let e = out.text_content();
+    assert!(!out.is_success(), "{e}");
+    assert!(e.contains("frozen") && e.contains("close_tab"), "{e}");
+    let out = bounded(&h, Duration::from_secs(10), json!({"action": "close_tab"})).await;
+    assert!(out.is_success(), "{}", out.text_content());
+
+    h.ok(json!({"action": "open", "url": format!("{base}/")})).await;
+    h.ok(json!({"action": "click", "target": {"role": "button", "name": "Later"}})).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let started = std::time::Instant::now();
+    let out = bounded(
+        &h,
+        Duration::from_secs(6),
+        json!({"action": "wait", "condition": "text", "text": "xyz", "timeout": 1000}),
+    )
+    .await;
+    let e = out.text_content();
+    assert!(!out.is_success() && e.contains("timed out after 1000 ms") && e.contains("did not answer"), "{e}");
+    let out = bounded(
+        &h,
+        Duration::from_secs(6),
+        json!({"action": "wait", "condition": "url", "url": format!("{base}/"), "timeout": 1000}),
+    )
+    .await;
+    assert!(out.is_success(), "a URL wait needs no script: {}", out.text_content());
+    assert!(started.elapsed() < Duration::from_secs(8), "{:?}", started.elapsed());
+    let out = bounded(&h, Duration::from_secs(10), json!({"action": "close_tab"})).await;
+    assert!(out.is_success(), "{}", out.text_content());
+    h.session.shutdown().await;
+}
