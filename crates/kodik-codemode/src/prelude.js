@@ -42,8 +42,13 @@
     if (value instanceof SetC) return Array.from(value);
     return value;
   };
-  // A JSON.stringify replacer for plain data: BigInts as digits, Maps and Sets as above, and a
-  // value met again inside itself replaced by what `onCycle` returns (or throws).
+  // How deep a returned, logged or stored value may nest. boa's JSON.stringify recurses on the
+  // native stack and builds indented text in time that grows with the square of the depth: far
+  // deeper data would take seconds, or overflow that stack and kill the script unannounced.
+  const MAX_DEPTH = 500;
+  // A JSON.stringify replacer for plain data: BigInts as digits, Maps and Sets as above, a value
+  // met again inside itself replaced by what `onCycle` returns (or throws), and a RangeError past
+  // MAX_DEPTH levels.
   const jsonData = (onCycle) => {
     const ancestors = [];
     return function (key, value) {
@@ -51,6 +56,9 @@
       if (typeof value !== "object" || value === null) return value;
       while (ancestors.length && ancestors[ancestors.length - 1] !== this) ancestors.pop();
       if (ancestors.indexOf(value) !== -1) return onCycle();
+      if (ancestors.length >= MAX_DEPTH) {
+        throw new RangeError("the value is nested more than " + MAX_DEPTH + " levels deep; use flatter data");
+      }
       ancestors.push(value);
       const converted = plain(value);
       // The converted value is the holder of the children: it goes on the chain too.

@@ -615,6 +615,25 @@ async fn k2_k4_maps_and_sets_are_returned_and_stored_as_data_and_a_function_is_r
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn k2_k9_a_value_nested_too_deep_is_a_clear_error_not_a_crash() {
+    let deep = "let o = {}; let c = o; for (let i = 0; i < 10000; i++) { c.a = {}; c = c.a }\n";
+    let started = Instant::now();
+    let (out, _) = run(config(), &format!("{deep}return o")).await;
+    assert_eq!(error_kind(&out).as_deref(), Some("ExecutionFailure"), "{}", out.text_content());
+    assert!(out.text_content().contains("nested more than 500 levels deep"), "{}", out.text_content());
+    let (out, _) = run(config(), &format!("{deep}try {{ store('deep', o) }} catch (e) {{ return e.name }}")).await;
+    assert_eq!(output_section(&out), "RangeError", "{}", out.text_content());
+    // A worker process, whose native stack such a value overflowed (SIGABRT), says the same.
+    let (out, _) = run(worker_config(), &format!("{deep}return o")).await;
+    assert!(out.text_content().contains("nested more than 500 levels deep"), "{}", out.text_content());
+    assert!(started.elapsed() < Duration::from_secs(15), "{:?}", started.elapsed());
+    // Data a script really returns is not near the limit.
+    let (out, _) =
+        run(config(), "let o = {}; let c = o; for (let i = 0; i < 50; i++) { c.a = {}; c = c.a }\nreturn o").await;
+    assert_eq!(out.status, ToolStatus::Success, "{}", out.text_content());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn k4_describe_tool_gives_the_signature_text() {
     let (out, _) = run(config(), "return describeTool('read')").await;
     let t = output_section(&out);
