@@ -73,6 +73,10 @@ fn request_body(request: &Request, default_model: &str) -> Result<Value, ModelEr
     for item in &request.items {
         match item {
             Item::User { text } => push("user", json!({"type": "text", "text": text})),
+            // Claude streams whitespace-only text ("\n\n") before a tool call at times, and
+            // refuses it when it comes back ("text content blocks must contain non-whitespace
+            // text"): sent as it is, it would fail this request and every resume after it.
+            Item::Assistant { text } if text.trim().is_empty() => {}
             Item::Assistant { text } => push("assistant", json!({"type": "text", "text": text})),
             Item::Reasoning { .. } => {}
             Item::ToolCall { call_id, name, input } => {
@@ -88,7 +92,10 @@ fn request_body(request: &Request, default_model: &str) -> Result<Value, ModelEr
                     json!(output)
                 } else {
                     // tool_result content may be a list of blocks, images included.
-                    let mut blocks = vec![json!({"type": "text", "text": output})];
+                    let mut blocks = Vec::new();
+                    if !output.trim().is_empty() {
+                        blocks.push(json!({"type": "text", "text": output}));
+                    }
                     blocks.extend(images.iter().map(|i| {
                         json!({"type": "image", "source": {"type": "base64", "media_type": i.mime_type, "data": i.data}})
                     }));

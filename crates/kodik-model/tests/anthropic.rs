@@ -205,6 +205,45 @@ async fn error_event_and_malformed_event_end_the_stream_with_clear_errors() {
     assert!(message.contains("\"text\":\"unterminated}}"), "{message}");
 }
 
+/// G7: a whitespace-only text Claude streamed before a tool call is not sent back (Anthropic
+/// refuses blank text blocks, so the request and every resume of the conversation failed with
+/// HTTP 400); the tool_use alone is the assistant message. A blank text before an image in a
+/// tool result is left out too.
+#[tokio::test]
+async fn g7_blank_assistant_text_is_not_sent_back_to_claude() {
+    let server = ReplayServer::start(recording(&fixture("anthropic_text.sse"))).await.unwrap();
+    let mut req = request();
+    req.items.extend([
+        Item::Assistant { text: "\n\n".into() },
+        Item::ToolCall { call_id: "t1".into(), name: "grep".into(), input: ToolInput::Json(json!({"pattern": "x"})) },
+        Item::ToolResult {
+            call_id: "t1".into(),
+            name: "grep".into(),
+            output: " ".into(),
+            is_error: false,
+            images: vec![kodik_model::Image { mime_type: "image/png".into(), data: "iVBORw0KGgo=".into() }],
+        },
+        Item::Assistant { text: " \t".into() },
+        Item::User { text: "and now?".into() },
+    ]);
+    let (_, error) = collect(client_for(&server).stream(&req, CancellationToken::new()).await.unwrap()).await;
+    assert!(error.is_none(), "{error:?}");
+    let body = &server.requests()[0].body;
+    let messages = body["messages"].as_array().unwrap();
+    let roles: Vec<&str> = messages.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["user", "assistant", "user"], "{body}");
+    assert_eq!(messages[1]["content"].as_array().unwrap().len(), 1, "{body}");
+    assert_eq!(messages[1]["content"][0]["type"], "tool_use");
+    let result = &messages[2]["content"][0];
+    assert_eq!(result["content"].as_array().unwrap().len(), 1, "{result}");
+    assert_eq!(result["content"][0]["type"], "image");
+    for block in messages.iter().flat_map(|m| m["content"].as_array().unwrap()) {
+        if block["type"] == "text" {
+            assert!(!block["text"].as_str().unwrap().trim().is_empty(), "{body}");
+        }
+    }
+}
+
 /// R5: a tool result's image goes to Claude as an image block inside the tool_result.
 #[test]
 fn a_tool_results_image_goes_as_an_image_block() {
