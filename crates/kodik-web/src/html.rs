@@ -160,6 +160,7 @@ pub fn convert(html: &str, url: Option<&str>) -> Converted {
     open_shadow_roots(&doc, &limited);
     math_as_tex(&doc, &limited);
     expand_row_spans(&doc, &limited);
+    frames_as_links(&doc, &limited);
     let scan = scan(&doc.tree);
     let anchors = anchors(&doc);
     let title = if scan.title.is_empty() { scan.og_title.clone() } else { scan.title.clone() };
@@ -200,6 +201,7 @@ pub fn convert(html: &str, url: Option<&str>) -> Converted {
             open_shadow_roots(&doc, &limited);
             math_as_tex(&doc, &limited);
             expand_row_spans(&doc, &limited);
+            frames_as_links(&doc, &limited);
             let root = doc.tree.body().map_or_else(|| doc.tree.root_id(), |b| b.id);
             (to_markdown(&doc.tree, root, Keep::WholePage, base), false, title)
         }
@@ -261,6 +263,42 @@ fn math_as_tex(doc: &Document, html: &str) {
         let class = if display { "math math-display" } else { "math math-inline" };
         let text = tex.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
         target.replace_with_html(format!("<span class=\"{class}\">{text}</span>"));
+    }
+}
+
+/// Puts each `<frame src>` and `<iframe src>` in place as a link the model can fetch, `(frame:
+/// [name](url))`, and a frameset's `<noframes>` text as the markup it is: a frame's content is
+/// another document, and before, a javadoc frameset read as escaped `\<h2>Frame Alert\</h2>`
+/// and an iframe vanished without its address.
+fn frames_as_links(doc: &Document, html: &str) {
+    let lower_has = |needle: &str| html.contains(needle) || html.contains(&needle.to_ascii_uppercase());
+    if !lower_has("<frame") && !lower_has("<iframe") {
+        return;
+    }
+    let escape = |t: &str| t.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;");
+    for f in doc.select("frame[src], iframe[src]").nodes() {
+        let src = f.attr("src").unwrap_or_default();
+        let src = src.trim();
+        let lower = src.to_ascii_lowercase();
+        if src.is_empty()
+            || lower.starts_with("about:")
+            || lower.starts_with("javascript:")
+            || lower.starts_with("data:")
+        {
+            f.remove_from_parent();
+            continue;
+        }
+        let name = f
+            .attr("title")
+            .or_else(|| f.attr("name"))
+            .map(|n| n.trim().to_string())
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| src.to_string());
+        f.replace_with_html(format!("<p>(frame: <a href=\"{}\">{}</a>)</p>", escape(src), escape(&name)));
+    }
+    for n in doc.select("noframes").nodes() {
+        let markup = n.text().to_string();
+        n.replace_with_html(markup);
     }
 }
 

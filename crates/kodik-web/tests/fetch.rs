@@ -353,6 +353,24 @@ async fn w2_a_huge_title_is_one_capped_line_and_javascript_links_keep_only_their
 }
 
 #[tokio::test]
+async fn w2_frames_and_iframes_are_links_to_fetch_and_noframes_text_is_text() {
+    // The tester's frameset.html (javadoc) and iframe.html: before, `\<h2>Frame Alert\</h2>…`
+    // as escaped tags and no address, and an iframe vanished.
+    let frameset = r#"<!DOCTYPE HTML PUBLIC "-//W3C//DTD HTML 4.01 Frameset//EN"><html><head><title>Generated Documentation (Untitled)</title></head>
+<frameset cols="20%,80%"><frame src="allclasses-frame.html" name="packageFrame"><frame src="overview-summary.html" name="classFrame"><noframes><h2>Frame Alert</h2><p>This document is designed to be viewed using the frames feature.</p></noframes></frameset></html>"#;
+    let iframe = r#"<html><head><title>Embed</title></head><body><h1>Report</h1><iframe src="snake.html" title="The report" width="100%" height="600"></iframe></body></html>"#;
+    let s = Server::start(move |r| Reply::html(if r.path == "/frameset" { frameset } else { iframe })).await;
+    let t = tool(WebConfig::default());
+    let out = fetch(&t, &s.url("/frameset"), None, None).await.unwrap();
+    let md = framed(&out);
+    assert!(md.contains(&format!("(frame: [classFrame]({}))", s.url("/overview-summary.html"))), "{md}");
+    assert!(md.contains(&format!("(frame: [packageFrame]({}))", s.url("/allclasses-frame.html"))), "{md}");
+    assert!(md.contains("Frame Alert") && !md.contains("\\<h2>"), "{md}");
+    let out = fetch(&t, &s.url("/iframe"), None, None).await.unwrap();
+    assert!(framed(&out).contains(&format!("(frame: [The report]({}))", s.url("/snake.html"))), "{out}");
+}
+
+#[tokio::test]
 async fn w2_data_uri_images_and_inline_svg_never_reach_the_model() {
     let data = format!("data:image/png;base64,{}", "iVBORw0KGgo".repeat(30_000));
     let mut html = String::from("<html><head><title>Gallery</title></head><body><article><h1>Gallery</h1>");
