@@ -51,10 +51,13 @@ pub struct ServerConfig {
     /// any other file leaves other open documents' diagnostics as they were. Empty: any file
     /// of the server's language may be a dependency.
     pub dependency_extensions: Vec<String>,
-    /// Diagnostics are asked from tsserver through typescript-language-server's
-    /// `typescript.tsserverRequest` command instead of awaited as pushes (see
-    /// `Server::diagnostics`).
-    pub tsserver_diagnostics: bool,
+    /// The server is typescript-language-server, which passes requests on to tsserver
+    /// (`typescript.tsserverRequest`): diagnostics are asked of tsserver instead of awaited as
+    /// pushes (see `Server::diagnostics`), and after files of its language are created or
+    /// deleted on disk tsserver is told to reload its projects before the next query (it
+    /// notices them itself only after its own delayed rescan: references and callers
+    /// missed a file just created or moved).
+    pub tsserver_requests: bool,
     /// Runs on the project root before the server starts there: for servers that write files
     /// of their own into the user's project (clangd's background index), to keep them out of
     /// `git status` and a model's `git add -A`.
@@ -91,7 +94,7 @@ impl ServerConfig {
             diagnostics_quiet: None,
             republishes_on_save: false,
             dependency_extensions: Vec::new(),
-            tsserver_diagnostics: false,
+            tsserver_requests: false,
             before_start: None,
             sibling_projects: false,
             build_root: None,
@@ -331,7 +334,7 @@ pub fn default_servers() -> Vec<ServerConfig> {
             first_progress_grace: Some(Duration::from_secs(10)),
             grace_markers: vec!["tsconfig.json".into(), "jsconfig.json".into()],
             sibling_projects: true,
-            tsserver_diagnostics: true,
+            tsserver_requests: true,
             ..ServerConfig::new("typescript-language-server", "typescript-language-server", &["--stdio"], TS)
                 .root_markers(&["tsconfig.json", "jsconfig.json", "package.json"])
         },

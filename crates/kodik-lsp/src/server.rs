@@ -662,6 +662,21 @@ impl Server {
         if !changes.is_empty() {
             self.files_created_or_deleted(&changes);
             self.conn.notify("workspace/didChangeWatchedFiles", &json!({"changes": changes})).await;
+            self.reload_projects_after(&changes).await;
+        }
+    }
+
+    /// For typescript-language-server, after files were created or deleted: tsserver's
+    /// `reloadProjects`, answered once its projects' file lists are current (see
+    /// [`ServerConfig::tsserver_requests`]).
+    async fn reload_projects_after(&self, changes: &[Value]) {
+        let created_or_deleted = changes.iter().any(|c| c.get("type").and_then(Value::as_u64).is_some_and(|t| t != 2));
+        if !self.config.tsserver_requests || !created_or_deleted {
+            return;
+        }
+        let params = json!({"command": "typescript.tsserverRequest", "arguments": ["reloadProjects", {}]});
+        if let Err(e) = self.request("workspace/executeCommand", params).await {
+            tracing::debug!(error = %e, "tsserver's reloadProjects failed");
         }
     }
 
@@ -824,6 +839,7 @@ impl Server {
         if !watched.is_empty() {
             self.files_created_or_deleted(&watched);
             self.conn.notify("workspace/didChangeWatchedFiles", &json!({"changes": watched})).await;
+            self.reload_projects_after(&watched).await;
         }
         if dependencies_changed {
             for d in docs.values_mut() {
@@ -909,7 +925,7 @@ impl Server {
         if self.pulls_diagnostics() {
             return self.pull(path, text).await;
         }
-        if self.config.tsserver_diagnostics
+        if self.config.tsserver_requests
             && let Some(items) = self.ask_tsserver(path).await
         {
             return Ok(FileDiagnostics { path: path.to_path_buf(), text, items, possibly_stale: false });

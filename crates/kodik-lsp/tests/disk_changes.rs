@@ -203,3 +203,33 @@ async fn l1_an_edit_of_one_c_file_leaves_other_files_lints_current_in_clangd() {
     assert!(lints.contains("No errors or warnings in 1 checked file"), "{lints}");
     assert!(!lints.contains("may be from before"), "{lints}");
 }
+
+/// L2, L6: in TypeScript, a file created and a file moved by a shell command are in the very
+/// next `references` and `incoming_calls` (before: 3 of 7 references and "No results" for the
+/// callers until tsserver's own rescan, seconds later).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l2_l6_files_created_and_moved_on_disk_reach_typescript_references_at_once() {
+    let Some(cfg) = configured("typescript-language-server", "typescript-language-server") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let h = Harness::new(dir.path(), cfg);
+    h.write(
+        "tsconfig.json",
+        r#"{"compilerOptions": {"strict": true, "target": "es2020", "module": "commonjs"}, "include": ["src"]}"#,
+    );
+    h.write("package.json", r#"{"name": "tsproj", "version": "1.0.0"}"#);
+    h.write("src/lib/config.ts", "export interface Config { name: string; port: number; }\n\n\n\n\n/** Parse */\nexport function parseConfig(text: string): Config {\n  return { name: text, port: 1 };\n}\n");
+    h.write("src/lib/index.ts", "export { parseConfig as parse } from \"./config\";\n");
+    h.write("src/main.ts", "import { parse } from \"./lib\";\nparse(\"a:1\");\n");
+    let ask = |op: &str| json!({"operation": op, "path": "src/lib/config.ts", "line": 7, "symbol": "parseConfig"});
+    let refs = h.lsp(ask("references")).await;
+    assert!(refs.contains("src/main.ts:2:1:"), "{refs}");
+
+    // Like `printf … > src/extra.ts && mv src/main.ts src/entry.ts`.
+    h.write("src/extra.ts", "import { parseConfig } from \"./lib/config\";\nparseConfig(\"x\");\n");
+    std::fs::rename(h.root.join("src/main.ts"), h.root.join("src/entry.ts")).unwrap();
+    let refs = h.lsp(ask("references")).await;
+    assert!(refs.contains("src/extra.ts:2:1:") && refs.contains("src/entry.ts:2:1:"), "{refs}");
+    assert!(!refs.contains("src/main.ts"), "{refs}");
+    let calls = h.lsp(ask("incoming_calls")).await;
+    assert!(calls.contains("src/extra.ts:2:1:"), "{calls}");
+}
