@@ -382,15 +382,8 @@ pub(crate) async fn run(code: &str, setup: &Setup, cx: &ToolContext) -> Finished
     let mut notes = Vec::new();
     let unawaited = if outcome.is_ok() { running_calls(&records) } else { Vec::new() };
     if !unawaited.is_empty() {
-        let limit = tokio::time::sleep_until(tokio::time::Instant::from_std(deadline));
-        tokio::pin!(limit);
-        while in_flight.load(Ordering::SeqCst) > 0 {
-            tokio::select! {
-                _ = settled.recv() => {}
-                () = &mut limit => break,
-                () = cx.cancel.cancelled() => break,
-            }
-        }
+        let until = tokio::time::Instant::from_std(deadline);
+        settle_until(&in_flight, &mut settled, until, &cx.cancel).await;
         let left = running_calls(&records);
         notes.push(if left.is_empty() {
             format!(
@@ -425,16 +418,8 @@ pub(crate) async fn run(code: &str, setup: &Setup, cx: &ToolContext) -> Finished
         _ => Vec::new(),
     };
     if !failed_with_calls.is_empty() {
-        let limit = tokio::time::Instant::from_std(deadline).min(tokio::time::Instant::now() + FAILED_GRACE);
-        let limit = tokio::time::sleep_until(limit);
-        tokio::pin!(limit);
-        while in_flight.load(Ordering::SeqCst) > 0 {
-            tokio::select! {
-                _ = settled.recv() => {}
-                () = &mut limit => break,
-                () = cx.cancel.cancelled() => break,
-            }
-        }
+        let until = tokio::time::Instant::from_std(deadline).min(tokio::time::Instant::now() + FAILED_GRACE);
+        settle_until(&in_flight, &mut settled, until, &cx.cancel).await;
         let left = running_calls(&records);
         let finished: Vec<_> = failed_with_calls.iter().filter(|c| !left.contains(c)).cloned().collect();
         let mut note = format!("{} call(s) were still running when the script failed", failed_with_calls.len());
@@ -475,6 +460,24 @@ fn cut_note(calls: &[CallRecord]) -> Option<String> {
             name_list(&cut)
         )
     })
+}
+
+/// Waits until every call in flight has settled, `until` passes, or `cancel` fires.
+async fn settle_until(
+    in_flight: &AtomicUsize,
+    settled: &mut tokio::sync::mpsc::UnboundedReceiver<()>,
+    until: tokio::time::Instant,
+    cancel: &CancellationToken,
+) {
+    let limit = tokio::time::sleep_until(until);
+    tokio::pin!(limit);
+    while in_flight.load(Ordering::SeqCst) > 0 {
+        tokio::select! {
+            _ = settled.recv() => {}
+            () = &mut limit => break,
+            () = cancel.cancelled() => break,
+        }
+    }
 }
 
 /// The first ten names of `calls` (id, name), and how many more.
