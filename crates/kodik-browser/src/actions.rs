@@ -412,6 +412,9 @@ pub(crate) async fn press(tab: &Tab, combo: &str) -> Result<(), BrowserError> {
         "del" => "Delete",
         _ => key,
     };
+    // Shift held on a character key types its shifted character, as on a US keyboard.
+    let shifted = (modifiers & 8 != 0).then(|| shifted(key)).flatten();
+    let key = shifted.as_deref().unwrap_or(key);
     let def = chromiumoxide::keys::USKEYBOARD_LAYOUT.iter().find(|d| d.key == key).ok_or_else(|| {
         BrowserError::NotActionable(format!(
             "unknown key `{key}`; use names like Enter, Tab, Escape, Backspace, ArrowDown, a, A, 1"
@@ -461,6 +464,18 @@ pub(crate) async fn press(tab: &Tab, combo: &str) -> Result<(), BrowserError> {
         }
     }
     Ok(())
+}
+
+/// The character Shift makes of `key` on a US keyboard (`b` → `B`, `1` → `!`), if it changes.
+fn shifted(key: &str) -> Option<String> {
+    const PAIRS: &str = "1!2@3#4$5%6^7&8*9(0)-_=+[{]}\\|;:'\"`~,<.>/?";
+    let mut chars = key.chars();
+    let (Some(c), None) = (chars.next(), chars.next()) else { return None };
+    if c.is_ascii_lowercase() {
+        return Some(c.to_ascii_uppercase().to_string());
+    }
+    let pairs: Vec<char> = PAIRS.chars().collect();
+    pairs.chunks(2).find(|p| p[0] == c).map(|p| p[1].to_string())
 }
 
 /// Navigates the tab and waits (bounded) for the load event. A navigation that does not answer
@@ -795,7 +810,18 @@ where
 
 #[cfg(test)]
 mod tests {
-    use super::check_url;
+    use super::{check_url, shifted};
+
+    #[test]
+    fn b3_shift_gives_the_shifted_character_of_a_us_keyboard() {
+        assert_eq!(shifted("b").as_deref(), Some("B"));
+        assert_eq!(shifted("1").as_deref(), Some("!"));
+        assert_eq!(shifted("/").as_deref(), Some("?"));
+        assert_eq!(shifted("'").as_deref(), Some("\""));
+        assert_eq!(shifted("\\").as_deref(), Some("|"));
+        assert_eq!(shifted("B"), None);
+        assert_eq!(shifted("Tab"), None);
+    }
 
     #[test]
     fn b3_a_url_without_a_scheme_the_browser_opens_is_refused_with_the_fix() {

@@ -139,3 +139,23 @@ async fn b4_a_screenshot_taken_before_a_scroll_is_refused_for_points() {
     assert!(c.contains("text: B10"), "{c}");
     h.session.shutdown().await;
 }
+
+/// B3: `press` with Shift types the shifted character, as a user's keyboard does (`Shift+b` typed
+/// "b", `Shift+1` typed "1"); the page sees the shifted key with Shift held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn b3_press_with_shift_types_the_shifted_character() {
+    const KEYS: &str = r#"<!doctype html><title>Keys</title>
+<input id="k" aria-label="Keys" value="hello world" onkeydown="kd.textContent+='['+event.key+(event.shiftKey?'+shift':'')+']'"><div id="kd">log:</div>"#;
+    let mut routes = Routes::new();
+    routes.insert("/", ("text/html", KEYS.to_string(), ""));
+    let base = serve(routes).await;
+    let h = harness();
+    h.ok(json!({"action": "open", "url": format!("{base}/")})).await;
+    h.ok(json!({"action": "click", "target": {"label": "Keys"}})).await;
+    h.ok(json!({"action": "press", "key": "End"})).await;
+    h.ok(json!({"action": "press", "key": "Shift+b"})).await;
+    let p = h.ok(json!({"action": "press", "key": "Shift+1"})).await;
+    assert!(p.contains("hello worldB!"), "{p}");
+    assert!(p.contains("[B+shift][!+shift]"), "{p}");
+    h.session.shutdown().await;
+}
