@@ -1205,12 +1205,21 @@ pub fn limit_depth(html: &str, max: usize) -> Cow<'_, str> {
             }
             continue;
         }
+        let self_closing = b[..end].ends_with(b"/>");
+        let removed = !(uncounted(&name) || self_closing) && depth >= max;
+        if !removed && let Some(cut) = attributes_cut(b, name_start + name_len, end) {
+            // html5ever compares each attribute with the ones before it: 50 000 of them on one
+            // element cost minutes. The first MAX_ATTRIBUTES are kept.
+            let o = out.get_or_insert_with(|| String::with_capacity(html.len()));
+            o.push_str(&html[copied..cut]);
+            o.push_str(if self_closing { "/>" } else { ">" });
+            copied = end;
+        }
         if RAW_TEXT.contains(&name.as_str()) {
             let close = format!("</{name}");
             i = find_ci(b, i, close.as_bytes()).unwrap_or(b.len());
             continue;
         }
-        let self_closing = b[..end].ends_with(b"/>");
         if uncounted(&name) || self_closing {
             continue;
         }
@@ -1286,6 +1295,59 @@ fn find_ci(b: &[u8], from: usize, needle: &[u8]) -> Option<usize> {
 }
 
 /// The index just past the `>` ending a tag whose name ends at `from`, quotes respected.
+/// Most attributes one element keeps (real pages use a few dozen at most).
+const MAX_ATTRIBUTES: usize = 256;
+
+/// Where to cut a start tag whose attributes (in `b[from..end]`, `end` just past its `>`)
+/// number more than [`MAX_ATTRIBUTES`]: just after the last one kept. `None` when they fit.
+/// The cut is always at an ASCII byte (after a quote or before whitespace or `/`).
+fn attributes_cut(b: &[u8], from: usize, end: usize) -> Option<usize> {
+    let stop = end.saturating_sub(1);
+    let mut i = from;
+    let mut count = 0;
+    loop {
+        let after = i;
+        while i < stop && (b[i].is_ascii_whitespace() || b[i] == b'/') {
+            i += 1;
+        }
+        if i >= stop {
+            return None;
+        }
+        if count == MAX_ATTRIBUTES {
+            return Some(after);
+        }
+        while i < stop && !b[i].is_ascii_whitespace() && !matches!(b[i], b'=' | b'/' | b'>') {
+            i += 1;
+        }
+        let mut j = i;
+        while j < stop && b[j].is_ascii_whitespace() {
+            j += 1;
+        }
+        if j < stop && b[j] == b'=' {
+            j += 1;
+            while j < stop && b[j].is_ascii_whitespace() {
+                j += 1;
+            }
+            match b.get(j) {
+                Some(&q @ (b'"' | b'\'')) if j < stop => {
+                    j += 1;
+                    while j < stop && b[j] != q {
+                        j += 1;
+                    }
+                    j = (j + 1).min(stop);
+                }
+                _ => {
+                    while j < stop && !b[j].is_ascii_whitespace() {
+                        j += 1;
+                    }
+                }
+            }
+            i = j;
+        }
+        count += 1;
+    }
+}
+
 fn tag_end(b: &[u8], from: usize) -> Option<usize> {
     let mut quote = None;
     for (k, &c) in b.get(from..)?.iter().enumerate() {
@@ -1303,6 +1365,19 @@ fn tag_end(b: &[u8], from: usize) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn w2_an_element_with_thousands_of_attributes_keeps_the_first_256_and_its_text() {
+        let attrs: Vec<String> = (0..50_000).map(|i| format!("a{i}=\"x y\"")).collect();
+        let html = format!("<main><h1>A</h1><div {} data-last='z'>text after</div><p>é</p></main>", attrs.join(" "));
+        let limited = limit_depth(&html, MAX_DEPTH);
+        assert!(limited.contains("a255=\"x y\">text after</div>") && !limited.contains("a256="), "{}", &limited[..200]);
+        let md = convert(&html, None).markdown;
+        assert!(md.contains("text after") && md.contains('é'), "{md}");
+        // A tag under the limit is left as written.
+        let few = "<div a=1 b='2' c=\"3\" d>x</div>";
+        assert_eq!(limit_depth(few, MAX_DEPTH), few);
+    }
 
     #[test]
     fn w2_code_lines_written_as_divs_or_br_stay_lines_in_the_code_block() {
