@@ -413,7 +413,8 @@ fn said_on_stderr(stderr: &str) -> String {
         Some(at) => &lines[at..lines.len().min(at + 5)],
         None => &lines[lines.len().saturating_sub(5)..],
     };
-    let said = shown.join(" | ");
+    // The quote ends a sentence of the message it goes into: its own full stop would double.
+    let said = shown.join(" | ").trim_end_matches('.').to_owned();
     match said.char_indices().nth(500) {
         Some((at, _)) => format!("{}…", &said[..at]),
         None => said,
