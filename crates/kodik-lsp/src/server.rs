@@ -35,6 +35,8 @@ struct Published {
     version: Option<i64>,
     items: Vec<Value>,
     seq: u64,
+    /// When it arrived.
+    at: Option<Instant>,
 }
 
 #[derive(Debug, Default)]
@@ -175,7 +177,7 @@ impl Handler for State {
                 let items = params.get("diagnostics").and_then(Value::as_array).cloned().unwrap_or_default();
                 self.with(|i| {
                     let seq = i.seq + 1;
-                    i.diagnostics.insert(path, Published { version, items, seq });
+                    i.diagnostics.insert(path, Published { version, items, seq, at: Some(Instant::now()) });
                 });
             }
             _ => {}
@@ -199,6 +201,8 @@ struct Doc {
     /// depend on: a push older than that was made before it, and is taken only once the
     /// server has had time to publish again ([`DEPENDENCY_QUIET`]).
     dep_seq: u64,
+    /// When the last change (or the opening) went out.
+    sent_at: Instant,
     /// How the file looked on disk when `text` was read from it, and when that was.
     disk: Option<(Stamp, SystemTime)>,
 }
@@ -219,9 +223,10 @@ struct Stamp {
 const RESCAN_WAIT: Duration = Duration::from_secs(3);
 
 /// A document's diagnostics published before another file it may depend on changed stand once
-/// the server has sent nothing for this long while idle: servers re-check the dependents of a
-/// changed file, but publish only the lists that changed (gopls, clangd), so a newer publish
-/// may never come. (gopls published the dependent's new error 0.3 s after the change.)
+/// the server has sent nothing for this long (or three times as long as it recently took to
+/// publish after a change, when that is longer: a loaded machine) while idle. Servers re-check
+/// the dependents of a changed file, but not every open file depends on it, so a newer publish
+/// may never come. (gopls published the dependent's new error 0.3–0.4 s after the change.)
 const DEPENDENCY_QUIET: Duration = Duration::from_secs(1);
 
 /// Files changed this recently before they were read are read again on the next request:
@@ -313,6 +318,9 @@ pub struct Server {
     timing: LspConfig,
     /// The project's files this server serves and the watcher that keeps them current.
     tracked: Mutex<Tracked>,
+    /// How long the server recently took to publish a document's diagnostics after it was
+    /// changed (a decaying maximum): scales [`DEPENDENCY_QUIET`] on a loaded machine.
+    latency: Mutex<Duration>,
     /// Files read for the source lines shown with results, with how they looked on disk: a
     /// file is read again only when its stamp changed, not for every answer that points into it.
     sources: Mutex<HashMap<PathBuf, (Arc<str>, Seen)>>,
@@ -501,6 +509,7 @@ impl Server {
             started_at: Instant::now(),
             timing: timing.clone(),
             tracked: Mutex::new(track(root, config)),
+            latency: Mutex::default(),
             sources: Mutex::default(),
         })
     }
@@ -822,7 +831,14 @@ impl Server {
                 }
                 docs.insert(
                     path.to_path_buf(),
-                    Doc { version: 1, text: now.clone(), sent_seq: seq, dep_seq: seq, disk: None },
+                    Doc {
+                        version: 1,
+                        text: now.clone(),
+                        sent_seq: seq,
+                        dep_seq: seq,
+                        sent_at: Instant::now(),
+                        disk: None,
+                    },
                 );
             }
         }
@@ -870,6 +886,7 @@ impl Server {
         self.conn.notify("textDocument/didSave", &json!({"textDocument": {"uri": uri}})).await;
         doc.text = text;
         doc.sent_seq = seq;
+        doc.sent_at = Instant::now();
     }
 
     fn seq(&self) -> u64 {
@@ -930,10 +947,12 @@ impl Server {
         {
             return Ok(FileDiagnostics { path: path.to_path_buf(), text, items, possibly_stale: false });
         }
-        let (version, sent_seq, dep_seq) = {
+        let (version, sent_seq, dep_seq, sent_at) = {
             let docs = self.docs.lock().await;
-            docs.get(path).map(|d| (d.version, d.sent_seq, d.dep_seq)).unwrap_or((1, 0, 0))
+            docs.get(path).map(|d| (d.version, d.sent_seq, d.dep_seq, d.sent_at)).unwrap_or((1, 0, 0, Instant::now()))
         };
+        let recent = self.latency.lock().map(|l| *l).unwrap_or_default();
+        let dependency_quiet = (recent * 3).clamp(DEPENDENCY_QUIET, self.timing.diagnostics_cap / 2);
         let deadline = Instant::now() + self.timing.diagnostics_cap;
         let mut rx = self.changes.clone();
         let fresh = |p: &Published| p.seq > sent_seq && p.version.is_none_or(|v| v == version);
@@ -950,12 +969,17 @@ impl Server {
             if let Some(p) = published.filter(fresh) {
                 // Settled: nothing newer within the quiet window while no work is in progress.
                 let window = if p.seq <= dep_seq {
-                    DEPENDENCY_QUIET
+                    dependency_quiet
                 } else {
                     self.config.diagnostics_quiet.unwrap_or(self.timing.diagnostics_quiet)
                 };
                 let quiet = tokio::time::timeout(window, rx.changed()).await.is_err();
                 if quiet && idle {
+                    if p.seq > sent_seq.max(dep_seq)
+                        && let (Some(at), Ok(mut l)) = (p.at, self.latency.lock())
+                    {
+                        *l = (*l / 2).max(at.saturating_duration_since(sent_at));
+                    }
                     return Ok(FileDiagnostics {
                         path: path.to_path_buf(),
                         text,
@@ -988,7 +1012,7 @@ mod tests {
     use super::*;
 
     fn doc(text: &str, disk: Option<(Stamp, SystemTime)>) -> Doc {
-        Doc { version: 1, text: text.into(), sent_seq: 0, dep_seq: 0, disk }
+        Doc { version: 1, text: text.into(), sent_seq: 0, dep_seq: 0, sent_at: Instant::now(), disk }
     }
 
     /// Documents are not re-read before every request when their stamp is unchanged, yet a
