@@ -482,7 +482,8 @@ fn shifted(key: &str) -> Option<String> {
 /// within `timeout` is stopped, so the tab keeps its previous page and answers the next calls
 /// (Chromium holds a page's evaluations while a navigation of it is pending).
 pub(crate) async fn goto(tab: &Tab, url: &str, timeout: Duration) -> Result<(), BrowserError> {
-    check_url(url)?;
+    let current = tab.shared.lock().url.clone();
+    check_url_from(url, current.as_deref())?;
     let start = Instant::now();
     let session = nav_session(tab).await?;
     let mut events = tab.shared.dialog_opened.subscribe();
@@ -579,12 +580,50 @@ const SCHEMES: &[&str] = &["http", "https", "file", "about", "data", "blob", "ch
 /// Refuses what is not a URL the browser can open, saying how to write it: without a scheme,
 /// `localhost:3000/x` is read as scheme `localhost`, and Chromium neither loads nor refuses it.
 pub(crate) fn check_url(url: &str) -> Result<(), BrowserError> {
+    check_url_from(url, None)
+}
+
+/// `scheme://host[:port]` of an http(s) URL.
+fn origin_of(url: &str) -> Option<String> {
+    let (scheme, rest) = url.split_once("://")?;
+    if !scheme.eq_ignore_ascii_case("http") && !scheme.eq_ignore_ascii_case("https") {
+        return None;
+    }
+    let host = rest.split(['/', '?', '#']).next().filter(|h| !h.is_empty())?;
+    Some(format!("{scheme}://{host}"))
+}
+
+/// [`check_url`], suggesting for a relative URL the full one on `current`'s origin.
+pub(crate) fn check_url_from(url: &str, current: Option<&str>) -> Result<(), BrowserError> {
     let scheme = url.split_once(':').map(|(s, _)| s).filter(|s| {
         s.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
             && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
     });
     if scheme.is_some_and(|s| SCHEMES.contains(&s.to_ascii_lowercase().as_str())) {
         return Ok(());
+    }
+    // `localhost:3000/x` is a host and port; `javascript:x` or `mailto:x` a scheme not opened.
+    if let Some(s) = scheme
+        && !url[s.len() + 1..].starts_with(|c: char| c.is_ascii_digit())
+    {
+        return Err(BrowserError::Other(format!(
+            "`{url}` is a {s}: URL, which the browser does not open; it opens {} URLs{}",
+            SCHEMES.join(", "),
+            if s.eq_ignore_ascii_case("javascript") {
+                " (act on the page with click, fill or press, and read it with eval)"
+            } else {
+                ""
+            }
+        )));
+    }
+    if url.starts_with('/') || url.starts_with("./") || url.starts_with("../") {
+        let suggestion = match current.and_then(origin_of) {
+            Some(origin) if url.starts_with('/') && !url.starts_with("//") => format!(", e.g. {origin}{url}"),
+            _ => String::new(),
+        };
+        return Err(BrowserError::Other(format!(
+            "`{url}` is a relative URL; give a full one with scheme and host{suggestion}"
+        )));
     }
     let host_like = !url.is_empty() && !url.contains(char::is_whitespace);
     Err(BrowserError::Other(if host_like {
@@ -836,5 +875,17 @@ mod tests {
         assert!(e.contains("e.g. http://example.com/page"), "{e}");
         let e = check_url("not a url").unwrap_err().to_string();
         assert!(e.contains("`not a url` is not a URL"), "{e}");
+        // A scheme the browser does not open is named as such, not "missing its scheme".
+        let e = check_url("javascript:alert(1)").unwrap_err().to_string();
+        assert!(
+            e.contains("is a javascript: URL, which the browser does not open") && !e.contains("http://javascript"),
+            "{e}"
+        );
+        let e = check_url("mailto:a@b.c").unwrap_err().to_string();
+        assert!(e.contains("is a mailto: URL"), "{e}");
+        // A relative URL gets the full one on the current page's origin.
+        let e = super::check_url_from("/popup.html", Some("http://127.0.0.1:8766/a/b.html")).unwrap_err().to_string();
+        assert!(e.contains("relative URL") && e.contains("e.g. http://127.0.0.1:8766/popup.html"), "{e}");
+        assert!(!e.contains("http:///"), "{e}");
     }
 }

@@ -957,7 +957,8 @@ impl BrowserSession {
                             )));
                         }
                     }
-                    format!("Filled {desc} with {} characters.", value.chars().count())
+                    let n = value.chars().count();
+                    format!("Filled {desc} with {n} character{}.", if n == 1 { "" } else { "s" })
                 }
                 A::Press => {
                     let key = args.key.clone().unwrap_or_default();
@@ -976,7 +977,10 @@ impl BrowserSession {
                         json!({ "values": args.values }),
                         r#"
                         const desc = K.describe(el);
-                        if (el.tagName !== 'SELECT') return { __error: 'actionable', detail: desc + ' is not a select element' };
+                        if (el.tagName !== 'SELECT') {
+                          const custom = ['combobox', 'listbox', 'button'].includes(K.role(el));
+                          return { __error: 'actionable', detail: desc + ' is not a select element' + (custom ? '; it is a custom widget: click it, then click the option' : '') };
+                        }
                         if (K.disabled(el)) return { __error: 'actionable', detail: desc + ' is disabled' };
                         const opts = Array.from(el.options);
                         const chosen = [];

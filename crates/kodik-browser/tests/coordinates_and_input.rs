@@ -159,3 +159,27 @@ async fn b3_press_with_shift_types_the_shifted_character() {
     assert!(p.contains("[B+shift][!+shift]"), "{p}");
     h.session.shutdown().await;
 }
+
+/// B3: small results say the right thing: a relative URL gets the full one on the current
+/// page's origin (it suggested `http:///x`), a javascript: URL is named as such, one character is
+/// "1 character", and `select` on a custom combobox says how to choose in it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn b3_relative_and_javascript_urls_one_character_and_custom_comboboxes_are_said_right() {
+    const PAGE: &str = r#"<!doctype html><title>Small</title><label for="n">Name</label><input id="n">
+<div role="combobox" aria-label="Fruit" aria-expanded="false" tabindex="0">Apple</div>"#;
+    let mut routes = Routes::new();
+    routes.insert("/a/page", ("text/html", PAGE.to_string(), ""));
+    let base = serve(routes).await;
+    let h = harness();
+    h.ok(json!({"action": "open", "url": format!("{base}/a/page")})).await;
+    let e = h.err(json!({"action": "navigate", "url": "/popup.html"})).await;
+    assert!(e.contains(&format!("relative URL; give a full one with scheme and host, e.g. {base}/popup.html")), "{e}");
+    let e = h.err(json!({"action": "navigate", "url": "javascript:alert(1)"})).await;
+    assert!(e.contains("is a javascript: URL, which the browser does not open"), "{e}");
+    let f = h.ok(json!({"action": "fill", "target": {"label": "Name"}, "value": "A"})).await;
+    assert!(f.contains("with 1 character."), "{f}");
+    let e =
+        h.err(json!({"action": "select", "target": {"role": "combobox", "name": "Fruit"}, "values": ["Pear"]})).await;
+    assert!(e.contains("is not a select element; it is a custom widget: click it, then click the option"), "{e}");
+    h.session.shutdown().await;
+}
