@@ -488,7 +488,9 @@ pub fn result_output(result: CallToolResult, server: &str, tool: &str) -> ToolOu
     for block in result.content {
         match block {
             ContentBlock::Text(t) => content.push(Content::Text { text: t.text }),
-            ContentBlock::Image(i) => content.push(Content::Image { data: i.data, mime_type: i.mime_type }),
+            ContentBlock::Image(i) => {
+                content.push(crate::images::model_image(i.data, i.mime_type));
+            }
             ContentBlock::Audio(a) => {
                 content.push(Content::text(format!("[audio {}, {} bytes of base64]", a.mime_type, a.data.len())));
             }
@@ -500,7 +502,7 @@ pub fn result_output(result: CallToolResult, server: &str, tool: &str) -> ToolOu
                 ResourceContents::BlobResourceContents { uri, blob, mime_type, .. } => {
                     resources.push(json!({"uri": uri, "mime_type": mime_type}));
                     match mime_type {
-                        Some(m) if m.starts_with("image/") => content.push(Content::Image { data: blob, mime_type: m }),
+                        Some(m) if m.starts_with("image/") => content.push(crate::images::model_image(blob, m)),
                         m => content.push(Content::text(format!(
                             "[resource {uri} ({}), {} bytes of base64]",
                             m.as_deref().unwrap_or("unknown type"),

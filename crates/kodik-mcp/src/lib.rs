@@ -44,6 +44,7 @@ mod child;
 pub mod client;
 pub mod config;
 mod convert;
+mod images;
 pub mod events;
 pub mod http;
 mod server;

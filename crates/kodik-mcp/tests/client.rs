@@ -462,6 +462,23 @@ for line in sys.stdin:
     if msg["method"] == "initialize":
         result = {"protocolVersion": msg["params"]["protocolVersion"], "capabilities": {"tools": {}},
                   "serverInfo": {"name": "raw", "version": "0"}}
+    elif msg["method"] == "tools/list" and mode == "images":
+        result = {"tools": [{"name": "pics", "inputSchema": {"type": "object"}}]}
+    elif msg["method"] == "tools/call" and mode == "images":
+        import base64, struct, zlib
+        def png(w, h):
+            row = b"\x00" + b"\xff\x00\x00" * w
+            chunk = lambda t, d: struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d))
+            return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
+                    + chunk(b"IDAT", zlib.compress(row * h)) + chunk(b"IEND", b""))
+        b64 = lambda b: base64.b64encode(b).decode()
+        svg = b'<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"/>'
+        result = {"content": [
+            {"type": "image", "data": b64(svg), "mimeType": "image/svg+xml"},
+            {"type": "image", "data": "not base64!!", "mimeType": "image/png"},
+            {"type": "image", "data": b64(png(9000, 12)), "mimeType": "image/png"},
+            {"type": "image", "data": b64(png(2, 3)), "mimeType": "image/jpeg"},
+        ]}
     elif msg["method"] == "tools/list" and mode == "oddschema":
         result = {"tools": [
             {"name": "anyof", "description": "Finds things.", "inputSchema": {"type": "object",
@@ -480,6 +497,45 @@ for line in sys.stdin:
 fn raw_server(mode: &str, pidfile: &Path) -> ServerConfig {
     let python = mcp_python().to_string_lossy().into_owned();
     ServerConfig::stdio(python, ["-c", RAW_SERVER, mode, &pidfile.to_string_lossy()])
+}
+
+/// R5, G8: a mounted server's images reach the model only as providers take them: an SVG and
+/// invalid base64 become notes saying why (Anthropic refused the whole request, and every resume
+/// of the conversation, with HTTP 400), a 9000 px wide PNG is downscaled to 2048 px, and an
+/// image is named by what its bytes are, not by the type the server declared.
+#[tokio::test(flavor = "multi_thread")]
+async fn r5_a_servers_images_are_checked_and_downscaled_like_read_files() {
+    use base64::Engine as _;
+    let dir = tempfile::tempdir().unwrap();
+    let config = McpConfig::new().server("i", raw_server("images", &dir.path().join("pid")));
+    let client = McpClient::connect(&config, ClientOptions::default()).await;
+    assert!(client.errors().is_empty(), "{:?}", client.errors());
+    let tools = client.tools(&HashSet::new());
+    let pics = tools.iter().find(|t| t.spec().name == "i__pics").unwrap();
+    let cx = ToolContext::new(Workspace::with_roots([dir.path()]).unwrap());
+    let out = pics.call(json!({}), &cx).await;
+    assert_eq!(out.status, ToolStatus::Success, "{out:?}");
+    assert_eq!(out.content.len(), 4, "{out:?}");
+    let note = |i: usize| match &out.content[i] {
+        Content::Text { text } => text.clone(),
+        other => panic!("block {i} is not a note: {other:?}"),
+    };
+    assert!(note(0).contains("image/svg+xml") && note(0).contains("only PNG, JPEG, GIF and WebP"), "{}", note(0));
+    assert!(note(1).contains("not valid base64"), "{}", note(1));
+    let image = |i: usize| match &out.content[i] {
+        Content::Image { data, mime_type } => {
+            let bytes = base64::engine::general_purpose::STANDARD.decode(data).unwrap();
+            (mime_type.clone(), image::load_from_memory(&bytes).unwrap())
+        }
+        other => panic!("block {i} is not an image: {other:?}"),
+    };
+    let (mime, wide) = image(2);
+    assert_eq!(mime, "image/png");
+    assert_eq!((wide.width(), wide.height()), (2048, 3), "downscaled to a 2048 px longer side");
+    let (mime, small) = image(3);
+    assert_eq!(mime, "image/png", "declared image/jpeg, but the bytes are a PNG");
+    assert_eq!((small.width(), small.height()), (2, 3));
+    client.shutdown().await;
 }
 
 /// A8: tools whose input schemas Anthropic refuses (no top-level `"type": "object"`, a top-level
