@@ -719,9 +719,16 @@ impl BrowserSession {
         let mut rep = Report::new(match pending {
             _ if download => format!("{} did not change the page:", args.action.as_str()),
             // A beforeunload dialog holds the navigation: it has not happened.
-            Some(kind) => format!(
+            Some(kind) if kind == "beforeunload" => format!(
                 "{} has not happened yet: the page opened {} {kind} dialog and waits for it (accept it with \
                  handle_dialog to leave the page, dismiss it to stay).",
+                args.action.as_str(),
+                crate::error::article(&kind)
+            ),
+            // Any other dialog opened meanwhile: answering it does not leave the page.
+            Some(kind) => format!(
+                "{} did not happen: the page opened {} {kind} dialog again as the last one was dismissed (a page \
+                 that keeps opening dialogs); answering it does not leave the page: close_tab gets rid of it.",
                 args.action.as_str(),
                 crate::error::article(&kind)
             ),

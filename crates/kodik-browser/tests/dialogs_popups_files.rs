@@ -291,3 +291,24 @@ async fn b5_b8_navigating_to_a_download_says_where_the_file_went_and_keeps_the_p
     assert!(l.contains("2 tab(s)"), "{l}");
     h.session.shutdown().await;
 }
+
+/// B6: `navigate` away from a page that keeps opening alerts says the navigation did not happen
+/// and that close_tab gets rid of the page (it said to accept the alert "to leave the page",
+/// which an alert never does), and close_tab does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn b6_navigate_from_an_alert_loop_says_it_did_not_happen_and_close_tab_gets_out() {
+    const LOOP: &str = r#"<!doctype html><title>AlertLoop</title><h1>al</h1><button onclick="while (true) { alert(1) }">Loop</button>"#;
+    let mut routes = Routes::new();
+    routes.insert("/al", ("text/html", LOOP.to_string(), ""));
+    routes.insert("/other", ("text/html", "<title>Other</title><h1>Elsewhere</h1>".to_string(), ""));
+    let base = serve(routes).await;
+    let h = harness();
+    h.ok(json!({"action": "open", "url": format!("{base}/al")})).await;
+    h.ok(json!({"action": "click", "target": {"role": "button", "name": "Loop"}})).await;
+    let r = h.ok(json!({"action": "navigate", "url": format!("{base}/other")})).await;
+    assert!(r.starts_with("navigate did not happen") && r.contains("close_tab"), "{r}");
+    assert!(!r.contains("to leave the page"), "{r}");
+    let c = h.ok(json!({"action": "close_tab"})).await;
+    assert!(c.contains("Closed tab t1"), "{c}");
+    h.session.shutdown().await;
+}
