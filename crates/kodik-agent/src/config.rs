@@ -107,8 +107,10 @@ impl AgentConfig {
 pub enum ApprovalMode {
     /// Every call runs.
     Auto,
-    /// Reads and network requests run; file changes, processes, browser and conversation-state
-    /// calls are denied.
+    /// Reads and network requests run, and the model's own planning: its todo list, reading
+    /// its memory (`memory` `list`), questions to the user, and sub-agents (held to this same
+    /// approval). File changes, processes, the browser, saving memory and messages to other
+    /// conversations are denied.
     ReadOnly,
     /// Only pure reads run (they need no approval); every call that needs approval is denied.
     Deny,
@@ -144,28 +146,51 @@ impl ApprovalMode {
         let refuse = || ApprovalPolicy::ask(Some(Box::new(Refuse(self)))).tool(CALL_TOOL, true);
         match self {
             Self::Auto => Arc::new(ApprovalPolicy::auto_approve_all()),
-            Self::ReadOnly => Arc::new(refuse().effect(Effect::ReadOnly, true).effect(Effect::Network, true)),
+            Self::ReadOnly => Arc::new(
+                READ_ONLY_PLANNING
+                    .into_iter()
+                    .fold(refuse().effect(Effect::ReadOnly, true).effect(Effect::Network, true), |p, t| {
+                        p.tool(t, true)
+                    }),
+            ),
             Self::Deny => Arc::new(refuse().effect(Effect::ReadOnly, true)),
         }
     }
 }
 
-/// The fallback of the restrictive modes: refuses, saying why and what still works.
+/// Conversation tools that change nothing in the project: a read-only session keeps them. A
+/// sub-agent runs under the same approver, so it can do no more than its parent.
+const READ_ONLY_PLANNING: [&str; 4] = ["todo_write", "agent_status", "sub_agent", "ask_questions"];
+
+/// The fallback of the restrictive modes: refuses, saying why and what still works (a
+/// read-only session still lists its memory).
 struct Refuse(ApprovalMode);
 
 #[async_trait]
 impl Approver for Refuse {
     async fn approve(&self, request: &ApprovalRequest) -> Approval {
+        if self.0 == ApprovalMode::ReadOnly && request.tool == "memory" && request.args["action"] == "list" {
+            return Approval::Approved;
+        }
         let allowed = match self.0 {
-            ApprovalMode::ReadOnly => "reading and searching files and network requests",
+            ApprovalMode::ReadOnly => {
+                "reading and searching files, network requests, the todo list, listing memory and sub-agents"
+            }
             _ => "reading and searching files",
         };
+        let what = match request.effect {
+            Effect::MutatesFiles => "it changes files",
+            Effect::Process => "it runs a program",
+            Effect::Browser => "it drives the browser",
+            Effect::Network => "it makes network requests",
+            Effect::Conversation => "it changes saved notes, plans or other conversations",
+            Effect::ReadOnly => "it needs approval",
+        };
         Approval::Denied(format!(
-            "this session runs with approval mode `{}`: `{}` ({:?}) is not allowed; only {allowed} is. \
+            "this session runs with approval mode `{}`: `{}` is not allowed ({what}); only {allowed} is. \
              Do the task with those tools, or tell the user what you would run and why.",
             self.0.as_str(),
             request.tool,
-            request.effect,
         ))
     }
 }
@@ -204,6 +229,19 @@ mod tests {
             }
             assert_eq!(ApprovalMode::parse(mode.as_str()), Some(mode));
         }
+    }
+
+    #[tokio::test]
+    async fn g3_read_only_keeps_planning_tools_and_sub_agents() {
+        let approver = ApprovalMode::ReadOnly.approver();
+        for tool in ["todo_write", "sub_agent", "agent_status", "ask_questions"] {
+            assert_eq!(approver.approve(&request(tool, Effect::Conversation)).await, Approval::Approved, "{tool}");
+        }
+        for tool in ["generate_plan", "send_message"] {
+            assert!(matches!(approver.approve(&request(tool, Effect::Conversation)).await, Approval::Denied(_)));
+        }
+        let deny = ApprovalMode::Deny.approver();
+        assert!(matches!(deny.approve(&request("sub_agent", Effect::Conversation)).await, Approval::Denied(_)));
     }
 
     #[tokio::test]

@@ -322,6 +322,42 @@ async fn g3_read_only_approval_denies_a_command_and_the_run_goes_on() {
     assert!(!ws.path().join("made.txt").exists(), "a denied command must not run");
 }
 
+/// G3: `--approve read-only` keeps the model's own planning: its todo list and listing its
+/// memory run; saving a note is denied with a reason in plain words (no internal effect name).
+#[tokio::test]
+async fn g3_read_only_approval_keeps_the_todo_list_and_memory_list() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(ws.path().join(".kodik/memory")).unwrap();
+    std::fs::write(ws.path().join(".kodik/memory/use-pnpm.md"), "Always use pnpm.\n").unwrap();
+    let calls = [
+        ("call_1", "todo_write", json!({"todos": [{"id": "1", "title": "read the code", "status": "in_progress"}]})),
+        ("call_2", "memory", json!({"action": "list"})),
+        ("call_3", "memory", json!({"action": "save", "content": "Use yarn."})),
+    ];
+    let events: Vec<Value> = calls
+        .iter()
+        .enumerate()
+        .map(|(i, (id, name, args))| {
+            json!({"type": "response.output_item.done", "output_index": i, "item": {"type": "function_call",
+                "id": format!("fc_{i}"), "call_id": id, "name": name, "arguments": args.to_string()}})
+        })
+        .collect();
+    let recording = Recording::new(Provider::OpenAiResponses, "gpt-5")
+        .with(Exchange::sse(sse(&events, 100)))
+        .with(Exchange::sse(text_body("Planned.")));
+    let server = ReplayServer::start(recording).await.unwrap();
+    let out = agent_against(&server, ws.path(), &["--json", "--approve", "read-only", "plan it"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let calls = finished_calls(&json_lines(&out));
+    assert_eq!(calls.len(), 3, "{calls:?}");
+    assert_eq!((calls[0].0.as_str(), calls[0].1.as_str()), ("todo_write", "success"), "{calls:?}");
+    assert_eq!(calls[1].1, "success", "{calls:?}");
+    assert!(calls[1].2.contains("use-pnpm"), "{calls:?}");
+    assert_eq!(calls[2].1, "denied", "{calls:?}");
+    assert!(calls[2].2.contains("read-only") && !calls[2].2.contains("Conversation"), "{calls:?}");
+    assert_eq!(std::fs::read_dir(ws.path().join(".kodik/memory")).unwrap().count(), 1, "nothing saved");
+}
+
 /// --max-time stops a run whose model stalls: status max_wall, exit 1, well before the stall ends.
 #[tokio::test]
 async fn agent_max_time_stops_a_stalled_run_with_exit_1() {
