@@ -1667,10 +1667,11 @@ impl BrowserSession {
                 Some(w) => cx.workspace.resolve(w).map_err(|e| BrowserError::Refused(format!("workdir {w}: {e}")))?,
                 None => cx.workspace.primary_root().to_path_buf(),
             };
-            let mut child = crate::preview::start_server(command, &workdir)?;
+            crate::preview::check_free(&url, command).await?;
+            let (mut child, log) = crate::preview::start_server(command, &workdir)?;
             let timeout = timeout_of(args, Duration::from_secs(60));
             let up = tokio::select! {
-                r = crate::preview::wait_until_up(&url, timeout, &mut child) => r,
+                r = crate::preview::wait_until_up(&url, timeout, &mut child, &log) => r,
                 _ = cx.cancel.cancelled() => Err(BrowserError::Cancelled("the dev server".into())),
             };
             if let Err(e) = up {

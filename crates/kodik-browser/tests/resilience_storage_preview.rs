@@ -154,6 +154,27 @@ async fn b2_preview_starts_and_stops_its_dev_server() {
     h.session.shutdown().await;
 }
 
+/// B2: a dev-server command for a URL another server already answers is refused before it
+/// starts (the old server's page was shown as "dev server started"), and a command that dies
+/// is reported with its last output (it said only "exited (exit status: 2)").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn b2_preview_refuses_a_taken_port_and_quotes_a_dead_servers_output() {
+    let h = harness();
+    let old = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken = format!("http://127.0.0.1:{}/", old.local_addr().unwrap().port());
+    let e = h.err(json!({"action": "preview", "url": taken, "command": "sleep 30"})).await;
+    assert!(e.contains("already answers before `sleep 30` started"), "{e}");
+    let free = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://127.0.0.1:{}/", l.local_addr().unwrap().port())
+    };
+    let e = h
+        .err(json!({"action": "preview", "url": free, "command": "echo starting; echo 'no such script: dev.py' >&2; exit 2", "timeout": 20000}))
+        .await;
+    assert!(e.contains("exited") && e.contains("Its last output:") && e.contains("no such script: dev.py"), "{e}");
+    h.session.shutdown().await;
+}
+
 const JAR: &str = r#"<!doctype html><title>Jar</title><p id="c"></p>
 <script>const k = new URLSearchParams(location.search).get('set'); if (k) document.cookie = k + '=1; max-age=3600';
 document.getElementById('c').textContent = 'cookies: [' + document.cookie + ']';</script>"#;
