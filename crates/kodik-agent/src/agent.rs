@@ -699,6 +699,15 @@ impl Conversation {
                 });
             }
         }
+        // A tool the mode (or this model) does not offer, called by habit, is answered with
+        // why, not "unknown tool" and a suggestion of something else (G11).
+        for (name, why) in withheld_reasons(&plan, registry_now) {
+            registry.register(Observed {
+                inner: Arc::new(NotOffered::new(name, why)),
+                events: shared.events.clone(),
+                settled: Arc::clone(&settled),
+            });
+        }
         // A call of a tool this request has not is answered "unknown tool" by the scheduler,
         // whatever its arguments.
         let known: HashSet<String> = registry.names().map(str::to_owned).collect();
@@ -1181,5 +1190,61 @@ fn item_bytes(item: &Item) -> usize {
                 }
         }
         Item::ToolResult { output, images, .. } => output.len() + images.len() * IMAGE_BYTES,
+    }
+}
+
+/// For each tool `base` has that `plan` withholds (the mode cannot offer it, the user switched it
+/// off in this mode, or this model changes files under another name): its name and what to tell
+/// a model that calls it anyway.
+fn withheld_reasons(plan: &kodik_harness::RequestPlan, base: &ToolRegistry) -> Vec<(String, String)> {
+    let mode = plan.mode.as_str();
+    let mode_name: String = mode.chars().take(1).flat_map(char::to_uppercase).chain(mode.chars().skip(1)).collect();
+    let file_tools: Vec<&str> = plan
+        .tools
+        .iter()
+        .map(|t| t.name.as_str())
+        .filter(|n| ["apply_patch", "create_file", "edit_file", "delete_file"].contains(n))
+        .collect();
+    let not_offered = plan.not_offered.iter().map(|name| {
+        let why = if plan.respelled.contains(name) && !file_tools.is_empty() {
+            format!("`{name}` is not offered to this model: it changes files with {} instead.", file_tools.join(", "))
+        } else {
+            format!(
+                "`{name}` is not offered in {mode_name} mode, which this conversation runs in: use the offered tools, \
+                 or tell the user what you would do with `{name}` and why."
+            )
+        };
+        (name.clone(), why)
+    });
+    let switched_off = plan
+        .switched_off
+        .iter()
+        .map(|name| (name.clone(), format!("`{name}` is switched off in {mode_name} mode: use the offered tools.")));
+    not_offered.chain(switched_off).filter(|(name, _)| base.get(name).is_some()).collect()
+}
+
+/// A withheld tool's stand-in for one request: any call of it ends in an error saying why.
+struct NotOffered {
+    spec: kodik_core::ToolSpec,
+    why: String,
+}
+
+impl NotOffered {
+    fn new(name: String, why: String) -> Self {
+        // Read-only: the call does nothing, so it needs no approval and waits for no other call.
+        let spec =
+            kodik_core::ToolSpec::new(name, "", serde_json::json!({"type": "object"}), kodik_core::Effect::ReadOnly);
+        Self { spec, why }
+    }
+}
+
+#[async_trait::async_trait]
+impl kodik_core::Tool for NotOffered {
+    fn spec(&self) -> &kodik_core::ToolSpec {
+        &self.spec
+    }
+
+    async fn call(&self, _args: serde_json::Value, _cx: &ToolContext) -> ToolOutput {
+        ToolOutput::error(self.why.clone())
     }
 }

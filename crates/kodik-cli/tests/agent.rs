@@ -358,6 +358,40 @@ async fn g3_read_only_approval_keeps_the_todo_list_and_memory_list() {
     assert_eq!(std::fs::read_dir(ws.path().join(".kodik/memory")).unwrap().count(), 1, "nothing saved");
 }
 
+/// G11: in `--mode ask` a tool the mode does not offer, called by habit, is answered with why
+/// ("not offered in Ask mode"), not "unknown tool" with a suggestion of something else, and
+/// nothing changes.
+#[tokio::test]
+async fn g11_ask_mode_answers_a_withheld_tool_as_not_offered() {
+    let ws = tempfile::tempdir().unwrap();
+    let calls = [
+        ("call_1", "create_file", json!({"path": "n.txt", "content": "x"})),
+        ("call_2", "shell", json!({"command": "touch made.txt"})),
+    ];
+    let events: Vec<Value> = calls
+        .iter()
+        .enumerate()
+        .map(|(i, (id, name, args))| {
+            json!({"type": "response.output_item.done", "output_index": i, "item": {"type": "function_call",
+                "id": format!("fc_{i}"), "call_id": id, "name": name, "arguments": args.to_string()}})
+        })
+        .collect();
+    let recording = Recording::new(Provider::OpenAiResponses, "gpt-5")
+        .with(Exchange::sse(sse(&events, 100)))
+        .with(Exchange::sse(text_body("I can only read here.")));
+    let server = ReplayServer::start(recording).await.unwrap();
+    let out = agent_against(&server, ws.path(), &["--json", "--mode", "ask", "make a file"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let calls = finished_calls(&json_lines(&out));
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    for (name, status, output) in &calls {
+        assert_eq!(status, "error", "{calls:?}");
+        assert!(output.contains(&format!("`{name}` is not offered in Ask mode")), "{calls:?}");
+        assert!(!output.contains("unknown tool"), "{calls:?}");
+    }
+    assert!(!ws.path().join("n.txt").exists() && !ws.path().join("made.txt").exists());
+}
+
 /// --max-time stops a run whose model stalls: status max_wall, exit 1, well before the stall ends.
 #[tokio::test]
 async fn agent_max_time_stops_a_stalled_run_with_exit_1() {
