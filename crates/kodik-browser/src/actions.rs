@@ -144,7 +144,25 @@ pub(crate) async fn with_element_in(
         (None, Some(key)) => {
             (frames::by_key(tab, key, &format!("f{key}")).await?, Target { frame: None, ..target.clone() })
         }
-        (None, None) => (top, target.clone()),
+        (None, None) => {
+            // A locator without `frame` searches the top page (and its same-origin frames); an
+            // equal element in a cross-origin frame makes it as ambiguous as two on one page.
+            if target.reference.is_none() && target.x.is_none() {
+                let elsewhere = frame_matches(tab, target).await;
+                if !elsewhere.is_empty()
+                    && let Ok(v) = run_on_element(tab, &top, target, &json!({}), DESCRIBE).await
+                {
+                    let here = v.get("desc").and_then(Value::as_str).unwrap_or("an element").to_string();
+                    let there: Vec<String> = elsewhere.iter().map(|(k, d)| format!("{d} (in frame f{k})")).collect();
+                    return Err(BrowserError::Ambiguous(format!(
+                        "{} elements match the target: {here}, {}; a ref, or \"frame\" in the target, picks one",
+                        there.len() + 1,
+                        there.join(", ")
+                    )));
+                }
+            }
+            (top, target.clone())
+        }
     };
     let target = &target;
     let v = match run_on_element(tab, &frame, target, &args, body).await {
@@ -178,6 +196,20 @@ fn known_frame_key(tab: &Tab, name: &str) -> Option<u32> {
 /// Where a target the top document does not have is, among the cross-origin frames of the latest
 /// snapshot: a locator without `frame` does not reach into them.
 async fn in_frames(tab: &Tab, target: &Target) -> Option<String> {
+    let found: Vec<String> = frame_matches(tab, target)
+        .await
+        .into_iter()
+        .map(|(key, desc)| {
+            format!("{desc} is inside frame f{key}; add \"frame\": \"f{key}\" to the target or use its ref")
+        })
+        .collect();
+    (!found.is_empty()).then(|| found.join("; "))
+}
+
+const DESCRIBE: &str = "return { desc: K.describe(el) };";
+
+/// The cross-origin frames of the latest snapshot holding an element `target` matches, with it.
+async fn frame_matches(tab: &Tab, target: &Target) -> Vec<(u32, String)> {
     let keys: Vec<u32> = {
         let d = tab.shared.lock();
         d.frames.iter().filter(|f| f.seen_in == d.snapshot_gen).map(|f| f.key).collect()
@@ -185,14 +217,13 @@ async fn in_frames(tab: &Tab, target: &Target) -> Option<String> {
     let mut found = Vec::new();
     for key in keys {
         let Ok(frame) = frames::by_key(tab, key, &format!("f{key}")).await else { continue };
-        if let Ok(v) = run_on_element(tab, &frame, target, &json!({}), "return { desc: K.describe(el) };").await
+        if let Ok(v) = run_on_element(tab, &frame, target, &json!({}), DESCRIBE).await
             && let Some(desc) = v.get("desc").and_then(Value::as_str)
         {
-            found
-                .push(format!("{desc} is inside frame f{key}; add \"frame\": \"f{key}\" to the target or use its ref"));
+            found.push((key, desc.to_string()));
         }
     }
-    (!found.is_empty()).then(|| found.join("; "))
+    found
 }
 
 async fn run_on_element(

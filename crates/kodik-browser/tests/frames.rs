@@ -120,3 +120,38 @@ async fn b4_a_frame_is_named_by_the_key_the_snapshot_shows_and_a_miss_points_int
     assert!(r.contains("Paid with 4242"), "{r}");
     h.session.shutdown().await;
 }
+
+/// B4: a locator without `frame` that matches in the top page (or its same-origin frame) and in a
+/// cross-origin frame is ambiguous and lists both, as two matches on one page are (it silently
+/// acted on the same-origin one); `frame` or a ref then picks one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn b4_a_locator_matching_in_a_cross_origin_frame_and_the_page_is_ambiguous() {
+    let mut frame_routes = Routes::new();
+    frame_routes.insert("/pay", ("text/html", PAY.to_string(), ""));
+    let other_site = serve(frame_routes).await.replace("127.0.0.1", "localhost");
+    let mut routes = Routes::new();
+    routes.insert("/pay", ("text/html", PAY.to_string(), ""));
+    routes.insert(
+        "/two",
+        (
+            "text/html",
+            format!(
+                r#"<!doctype html><title>Two</title><h1>outer</h1><iframe title="cross" src="{other_site}/pay"></iframe><iframe name="same" src="/pay"></iframe>"#
+            ),
+            "",
+        ),
+    );
+    let base = serve(routes).await;
+    let h = harness();
+    let s = h.ok(json!({"action": "open", "url": format!("{base}/two")})).await;
+    let key =
+        s.split("[frame=").nth(1).and_then(|r| r.split(']').next()).expect("a frame key in the snapshot").to_string();
+    let e = h.err(json!({"action": "fill", "target": {"placeholder": "Card number"}, "value": "which"})).await;
+    assert!(e.contains("2 elements match") && e.contains(&format!("(in frame {key})")), "{e}");
+    let e = h.err(json!({"action": "click", "target": {"role": "button", "name": "Pay"}})).await;
+    assert!(e.contains("2 elements match"), "{e}");
+    // Nothing was filled by the refused call; `frame` picks one.
+    let r = h.ok(json!({"action": "click", "target": {"role": "button", "name": "Pay", "frame": key}})).await;
+    assert!(r.contains("Paid with") && !r.contains("Paid with which"), "{r}");
+    h.session.shutdown().await;
+}
