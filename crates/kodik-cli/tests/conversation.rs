@@ -387,6 +387,36 @@ async fn a4_an_exited_agent_is_listed_closed_titled_and_by_its_full_path() {
     assert!(text.contains(&format!("of {runs}")) && text.contains("Refactor the parser"), "{text}");
 }
 
+/// A5: `send_message` through `kodik batch` to a closed conversation says what is true: the
+/// conversation is closed, this host has no model to resume it, the message was not delivered,
+/// and how the user resumes it; before, it answered that sub-agents are not available.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a5_batch_send_message_to_a_closed_conversation_says_it_was_not_delivered() {
+    let ws = tempfile::tempdir().unwrap();
+    let recording =
+        Recording::new(Provider::OpenAiResponses, "gpt-5").with(Exchange::sse(text_body("Parser refactored.")));
+    let server = ReplayServer::start(recording).await.unwrap();
+    let out = agent(&server, ws.path(), "code", "Refactor the parser").output().await.unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let id = std::fs::read_dir(ws.path().join(".kodik/conversations"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "json"))
+        .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+        .unwrap();
+    let line = json!({"id": "1", "name": "send_message", "args": {"agent_id": id, "message": "please also add docs"}});
+    let results = results(batch(ws.path(), &format!("{line}\n")));
+    assert_eq!(results[0]["status"], "error", "{}", results[0]);
+    let text = results[0]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("is closed")
+            && text.contains("not delivered")
+            && text.contains(&format!("kodik agent --resume {id}"))
+            && !text.contains("sub-agents are not available"),
+        "{text}"
+    );
+}
+
 /// A5: a letter that arrives while the recipient is in what would be its last request is read
 /// before its run ends — one more request carries it — instead of staying in the mailbox until
 /// a person resumes the conversation.

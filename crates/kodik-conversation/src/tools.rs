@@ -996,7 +996,15 @@ impl SendMessageTool {
             ))
             .with_meta(json!({ "agent_id": id, "delivered": "mailbox" })));
         }
-        let runner = inner.runner.get().ok_or_else(no_runner)?;
+        let runner = inner.runner.get().ok_or_else(|| {
+            // A host without a model (kodik serve, call, batch) cannot run it: say so, and how
+            // the user can, rather than the sub-agent refusal the model never asked for.
+            ToolError::failed(format!(
+                "conversation {id} (\"{title}\") is closed, and this host has no model to resume it with, so \
+                 the message was not delivered: tell the user to resume it with `kodik agent --resume {id} \
+                 \"<message>\"`"
+            ))
+        })?;
         let tools = self.set.child_toolset();
         tools.set_session_id(id);
         let conv = runner
