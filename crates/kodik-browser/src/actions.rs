@@ -688,10 +688,16 @@ pub(crate) fn check_file_url(url: &str, workspace: &kodik_core::Workspace) -> Re
         None => rest,
     };
     let path = percent_decode(path);
-    workspace
+    let resolved = workspace
         .check(if path.is_empty() { "/" } else { path.as_str() })
-        .map(|_| ())
-        .map_err(|e| BrowserError::Refused(format!("cannot open `{url}`: {e}")))
+        .map_err(|e| BrowserError::Refused(format!("cannot open `{url}`: {e}")))?;
+    // Chromium's listing of a folder would show the names .kodikignore hides.
+    if resolved.is_dir() {
+        return Err(BrowserError::Refused(format!(
+            "`{url}` is a folder; the browser does not show folder listings (use glob to see what is in it)"
+        )));
+    }
+    Ok(())
 }
 
 fn strip_prefix_ci<'a>(s: &'a str, prefix: &str) -> Option<&'a str> {

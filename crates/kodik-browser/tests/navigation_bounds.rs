@@ -470,3 +470,21 @@ async fn b5_a_frozen_page_costs_no_more_than_the_timeouts_and_says_it_is_frozen(
     assert!(out.is_success(), "{}", out.text_content());
     h.session.shutdown().await;
 }
+
+/// B8, G16: a folder of the workspace is not opened as Chromium's listing, which would show the
+/// names and sizes of files .kodikignore hides (glob does not); its files still open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn b8_g16_a_workspace_folder_listing_is_not_shown() {
+    let h = harness();
+    std::fs::write(h.dir.path().join("secret.txt"), "topsecret").unwrap();
+    std::fs::write(h.dir.path().join(".kodikignore"), "secret.txt\n").unwrap();
+    std::fs::write(h.dir.path().join("page.html"), "<title>Mine</title><a href=\"./\">Up</a>").unwrap();
+    let e = h.err(json!({"action": "open", "url": format!("file://{}/", h.dir.path().display())})).await;
+    assert!(e.contains("is a folder") && !e.contains("secret.txt"), "{e}");
+    h.ok(json!({"action": "open", "url": format!("file://{}/page.html", h.dir.path().display())})).await;
+    // A link to the folder is refused too, and nothing of the listing reaches the result.
+    let out = h.call(json!({"action": "click", "target": {"role": "link", "name": "Up"}})).await;
+    let c = out.text_content();
+    assert!(!out.is_success() && !c.contains("secret.txt"), "{c}");
+    h.session.shutdown().await;
+}
