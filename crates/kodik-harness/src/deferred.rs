@@ -179,12 +179,30 @@ impl TypedTool for ToolSearchTool {
 pub struct CallToolTool {
     spec: ToolSpec,
     deferred: ToolRegistry,
+    /// The request's directly offered tools: a model that calls one through `call_tool` gets it
+    /// run as if called by its name, not sent to tool_search, which would not find it.
+    direct: ToolRegistry,
 }
 
 impl CallToolTool {
     /// Runs tools of `deferred`.
     pub fn new(deferred: ToolRegistry) -> Self {
-        Self { spec: kodik_schema::spec::<CallToolArgs>(), deferred }
+        Self { spec: kodik_schema::spec::<CallToolArgs>(), deferred, direct: ToolRegistry::new() }
+    }
+
+    /// Also runs the request's directly offered tools (`direct`).
+    pub fn with_direct(mut self, direct: ToolRegistry) -> Self {
+        self.direct = direct;
+        self
+    }
+
+    /// The registry that has `name`: the deferred tools first, then the direct ones.
+    fn holder(&self, name: &str) -> Option<&ToolRegistry> {
+        [&self.deferred, &self.direct].into_iter().find(|r| r.get(name).is_some())
+    }
+
+    fn find(&self, name: &str) -> Option<&std::sync::Arc<dyn kodik_core::Tool>> {
+        self.holder(name).and_then(|r| r.get(name))
     }
 }
 
@@ -199,7 +217,7 @@ impl TypedTool for CallToolTool {
     /// The called tool's rule (G4): `call_tool` of `grep` starts while the response streams,
     /// `call_tool` of a file change waits for the response to end.
     fn starts_while_streaming(&self, args: &Value) -> bool {
-        let inner = args.get("name").and_then(Value::as_str).and_then(|n| self.deferred.get(n));
+        let inner = args.get("name").and_then(Value::as_str).and_then(|n| self.find(n));
         match (inner, args.get("arguments")) {
             (Some(tool), Some(a)) => tool.starts_while_streaming(a),
             (Some(tool), None) => tool.starts_while_streaming(&Value::Object(Default::default())),
@@ -210,21 +228,21 @@ impl TypedTool for CallToolTool {
 
     /// The called tool's resources, so a deferred mutation keeps its same-file order (G2).
     fn resources(&self, args: &CallToolArgs, ws: &Workspace) -> Vec<Resource> {
-        match self.deferred.get(&args.name) {
+        match self.find(&args.name) {
             Some(tool) => tool.resources(&Value::Object(args.arguments.clone()), ws),
             None => Vec::new(),
         }
     }
 
     fn reads(&self, args: &CallToolArgs, ws: &Workspace) -> Vec<Resource> {
-        match self.deferred.get(&args.name) {
+        match self.find(&args.name) {
             Some(tool) => tool.reads(&Value::Object(args.arguments.clone()), ws),
             None => Vec::new(),
         }
     }
 
     fn check(&self, args: &CallToolArgs) -> Result<(), ToolError> {
-        let tool = self.deferred.get(&args.name).ok_or_else(|| {
+        let tool = self.find(&args.name).ok_or_else(|| {
             ToolError::failed(format!(
                 "`{}` is not a deferred tool of this mode; find one with tool_search (deferred: {})",
                 args.name,
@@ -236,8 +254,9 @@ impl TypedTool for CallToolTool {
     }
 
     async fn run(&self, args: CallToolArgs, cx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let registry = self.holder(&args.name).unwrap_or(&self.deferred);
         let call = ToolCall::new(cx.call_id.clone(), args.name, Value::Object(args.arguments));
-        Ok(dispatch(&self.deferred, call, cx).await)
+        Ok(dispatch(registry, call, cx).await)
     }
 }
 

@@ -181,6 +181,7 @@ impl RequestPlan {
                 reg.register_arc(t.clone());
             }
         }
+        let direct = reg.clone();
         if !self.deferred.is_empty() {
             let mut deferred_reg = ToolRegistry::new();
             for spec in &self.deferred {
@@ -189,7 +190,7 @@ impl RequestPlan {
                 }
             }
             reg.register(ToolSearchTool::new(self.deferred.clone()));
-            reg.register(CallToolTool::new(deferred_reg));
+            reg.register(CallToolTool::new(deferred_reg).with_direct(direct));
         }
         reg
     }

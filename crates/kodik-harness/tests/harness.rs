@@ -221,6 +221,35 @@ async fn g12_tool_search_then_call_tool_round_trip_without_changing_the_tool_lis
     assert_eq!(h.plan(Mode::Code, "qwen3-coder").tools, plan.tools);
 }
 
+/// G12: `call_tool` of a tool the request offers directly runs it, as a call by its name would;
+/// before, it was refused with advice to use tool_search, which could not find it either.
+#[tokio::test]
+async fn g12_call_tool_of_a_directly_offered_tool_runs_it() {
+    let mut h = Harness::new([
+        find_spec(),
+        ToolSpec::new("lsp", "Language server.", json!({"type": "object"}), Effect::ReadOnly),
+    ]);
+    h.set_deferred(Mode::Code, "find_symbol", false);
+    let plan = h.plan(Mode::Code, "qwen3-coder");
+    assert!(
+        names(&plan.tools).contains(&"find_symbol") && names(&plan.tools).contains(&"call_tool"),
+        "{:?}",
+        names(&plan.tools)
+    );
+    let mut base = ToolRegistry::new();
+    base.register(Find(find_spec()));
+    let reg = plan.callable(&base);
+    let dir = tempfile::tempdir().unwrap();
+    let cx = ToolContext::new(Workspace::new(dir.path()).unwrap());
+    let via = json!({"name": "find_symbol", "arguments": {"needle": "main"}});
+    let out = dispatch(&reg, &ToolCall::new("1", "call_tool", via), &cx).await;
+    assert_eq!(out.status, ToolStatus::Success, "{}", out.text_content());
+    assert_eq!(out.text_content(), "found main");
+    let bad =
+        dispatch(&reg, &ToolCall::new("2", "call_tool", json!({"name": "find_symbol", "arguments": {}})), &cx).await;
+    assert!(bad.text_content().contains("needle"), "its own argument check: {}", bad.text_content());
+}
+
 #[tokio::test]
 async fn g12_a_deferred_tool_called_by_its_own_name_runs_as_through_call_tool() {
     let mut h = Harness::new([find_spec()]);
