@@ -87,9 +87,15 @@ pub async fn run(args: Args) -> ExitCode {
     if args.demo && args.task.is_some() {
         return usage_error("--demo runs its recorded task; give no task with it");
     }
-    let Some(task) = args.task.clone().or_else(|| args.demo.then(|| demo::TASK.to_owned())) else {
+    // A task of spaces only (an empty variable in a script) is no task: sent, Claude refuses it
+    // and the saved conversation could not be resumed.
+    let given = args.task.clone().filter(|t| !t.trim().is_empty());
+    let Some(task) = given.or_else(|| args.demo.then(|| demo::TASK.to_owned())) else {
         return usage_error("no task given: kodik agent [OPTIONS] \"what to do\" (or --demo)");
     };
+    if args.max_turns == Some(0) {
+        return usage_error("--max-turns must be at least 1 (it counts model requests)");
+    }
     // The server must outlive the run: dropping it stops the replay.
     let mut _replay = None;
     let (workspace, model) = if args.demo {

@@ -464,6 +464,26 @@ async fn a5_g7_last_and_resume_refuse_a_conversation_another_process_is_running(
     assert!(sent.contains("task A") && sent.contains("go on") && !sent.contains("task B"), "{sent}");
 }
 
+/// Usage: a task of spaces only and `--max-turns 0` are usage errors (exit 2) before anything
+/// runs or is saved; before, the blank task was sent (Claude refuses it) and `--max-turns 0`
+/// reported "the model still had calls to make" without asking it anything.
+#[tokio::test]
+async fn agent_refuses_a_blank_task_and_max_turns_0() {
+    let ws = tempfile::tempdir().unwrap();
+    let recording = Recording::new(Provider::OpenAiResponses, "gpt-5").with(Exchange::sse(text_body("hello")));
+    let server = ReplayServer::start(recording).await.unwrap();
+    for (args, says) in
+        [(vec!["   "], "no task given"), (vec!["--max-turns", "0", "go"], "--max-turns must be at least 1")]
+    {
+        let out = agent_against(&server, ws.path(), &args).await;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
+    assert!(server.requests().is_empty());
+    assert!(!ws.path().join(".kodik/sessions").exists(), "no conversation saved");
+}
+
 /// No model configured: a usage error naming what to set, before anything runs.
 #[test]
 fn agent_without_a_model_says_what_to_set() {
