@@ -773,13 +773,19 @@ async fn wait_document(
         // page that does not answer must not hold the wait past its time.
         let left = timeout.saturating_sub(start.elapsed()).max(Duration::from_millis(50));
         if pending.is_none() {
-            match tokio::time::timeout(left, eval(tab, "document.readyState")).await {
-                Ok(Ok(Value::String(s))) if s == "complete" => return Ok(()),
-                Ok(Ok(Value::String(s))) if s == "interactive" && ready_is_enough => {
+            let state = "[document.readyState, !!(document.body && document.body.firstElementChild)]";
+            let v = tokio::time::timeout(left, eval(tab, state)).await.ok().and_then(Result::ok).unwrap_or_default();
+            let shown = v.get(1) == Some(&Value::Bool(true));
+            match v.get(0).and_then(Value::as_str) {
+                Some("complete") => return Ok(()),
+                // DOM ready; or (given twice the time) a page whose HTML is still streaming but
+                // already shows content: a stuck part of a streamed response never lets it end.
+                Some(s @ ("interactive" | "loading")) if ready_is_enough && (s == "interactive" || shown) => {
                     if waited_out {
                         return Ok(());
                     }
-                    if ready_at.get_or_insert_with(Instant::now).elapsed() >= LOAD_GRACE {
+                    let grace = if s == "interactive" { LOAD_GRACE } else { LOAD_GRACE * 2 };
+                    if ready_at.get_or_insert_with(Instant::now).elapsed() >= grace {
                         give_up_load(tab, start.elapsed());
                         return Ok(());
                     }

@@ -488,3 +488,30 @@ async fn b8_g16_a_workspace_folder_listing_is_not_shown() {
     assert!(!out.is_success() && !c.contains("secret.txt"), "{c}");
     h.session.shutdown().await;
 }
+
+/// B3, B5: a page whose HTML never finishes streaming but already shows content opens (with the
+/// note that it has not finished loading) instead of failing and losing the tab, and actions on
+/// it do not each wait 10 s for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn b3_b5_a_page_whose_html_never_ends_opens_with_what_arrived() {
+    let mut routes = Routes::new();
+    routes.insert(
+        "/partial",
+        (
+            common::STREAM,
+            "<!doctype html><title>Partial</title><h1>partial content</h1><button>PB</button>".to_string(),
+            "",
+        ),
+    );
+    let base = serve(routes).await;
+    let h = harness();
+    let out = bounded(&h, Duration::from_secs(25), json!({"action": "open", "url": format!("{base}/partial")})).await;
+    let o = out.text_content();
+    assert!(out.is_success(), "{o}");
+    assert!(o.contains("has not finished loading") && o.contains("partial content"), "{o}");
+    let out =
+        bounded(&h, Duration::from_secs(5), json!({"action": "click", "target": {"role": "button", "name": "PB"}}))
+            .await;
+    assert!(out.is_success(), "{}", out.text_content());
+    h.session.shutdown().await;
+}

@@ -17,6 +17,9 @@ pub type Routes = HashMap<&'static str, (&'static str, String, &'static str)>;
 /// A route with this content type reads the request and never answers (a hung server).
 pub const HANG: &str = "hang";
 
+/// A route with this content type sends its body as HTML and never ends the response.
+pub const STREAM: &str = "stream";
+
 /// Serves `routes` on an ephemeral port; unknown paths are 404. Returns the base URL.
 pub async fn serve(routes: Routes) -> String {
     serve_slow(routes, &[]).await
@@ -62,6 +65,15 @@ pub async fn serve_logged(routes: Routes, delays: &[(&'static str, std::time::Du
                 let method = head.split_whitespace().next().unwrap_or("").to_string();
                 seen.lock().unwrap().push(format!("{method} {path}"));
                 let path = path.split('?').next().unwrap_or("/").to_string();
+                if let Some((STREAM, body, _)) = routes.get(path.as_str()) {
+                    // Sends the start of a page and never ends it (a stuck streamed response).
+                    let head = "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nConnection: close\r\n\r\n";
+                    let _ = sock.write_all(head.as_bytes()).await;
+                    let _ = sock.write_all(body.as_bytes()).await;
+                    let _ = sock.write_all(" ".repeat(4096).as_bytes()).await;
+                    tokio::time::sleep(std::time::Duration::from_secs(600)).await;
+                    return;
+                }
                 if routes.get(path.as_str()).is_some_and(|r| r.0 == HANG) {
                     tokio::time::sleep(std::time::Duration::from_secs(600)).await;
                     return;
