@@ -77,6 +77,32 @@ fn model_schema(mut schema: JsonObject, description: &str) -> (Value, String) {
     (Value::Object(schema), description)
 }
 
+/// Why an HTTP server's handshake failed, in terms of what to fix: a 401 names the header to
+/// check, a refused connection says nothing is listening; anything else is rmcp's reason.
+fn http_init_message(e: &rmcp::service::ClientInitializeError, url: &str) -> String {
+    use rmcp::transport::streamable_http_client::StreamableHttpError;
+    let rmcp::service::ClientInitializeError::TransportError { error, .. } = e else {
+        return e.to_string();
+    };
+    match error.error.downcast_ref::<StreamableHttpError<reqwest::Error>>() {
+        Some(StreamableHttpError::AuthRequired(auth)) => {
+            let challenge = auth.www_authenticate_header.trim();
+            let challenge = if challenge.is_empty() { String::new() } else { format!(" ({challenge})") };
+            format!(
+                "{url} answered HTTP 401 Unauthorized{challenge}: give it a valid token in the server's `headers` \
+                 (\"Authorization\": \"Bearer …\") in its mcp.json"
+            )
+        }
+        Some(StreamableHttpError::Client(re)) if re.is_connect() => {
+            format!(
+                "nothing answered at {url} (the connection was refused or could not be made): is the server running?"
+            )
+        }
+        Some(StreamableHttpError::Client(re)) if re.is_timeout() => format!("{url} did not answer in time"),
+        _ => e.to_string(),
+    }
+}
+
 /// The environment variable that tells a process how many MCP clients started it as a
 /// server, one inside the other: a stdio server gets this process's depth plus one.
 pub const DEPTH_VAR: &str = "KODIK_MCP_DEPTH";
@@ -305,7 +331,11 @@ impl Server {
         }
         match &self.config.url {
             Some(url) => self.start_http(handler, url).await.map_err(|e| match e {
-                HttpStartError::Init(e) => init_failed(&e),
+                HttpStartError::Init(e) => ClientError::Initialize {
+                    server: self.name.clone(),
+                    message: http_init_message(&e, url),
+                    stderr: String::new(),
+                },
                 HttpStartError::Timeout => timed_out(),
                 HttpStartError::Other(message) => ClientError::Unsupported { server: self.name.clone(), message },
             }),

@@ -499,6 +499,44 @@ fn raw_server(mode: &str, pidfile: &Path) -> ServerConfig {
     ServerConfig::stdio(python, ["-c", RAW_SERVER, mode, &pidfile.to_string_lossy()])
 }
 
+/// A8: an HTTP server that refuses the token (401) or is not running is reported in terms of
+/// what to fix (the header, whether the server runs), not with rmcp's internal type names.
+#[tokio::test(flavor = "multi_thread")]
+async fn a8_an_http_servers_401_and_a_refused_connection_say_what_to_fix() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let auth_url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let mut buf = vec![0u8; 65536];
+            let _ = stream.read(&mut buf).await;
+            let body = r#"{"error":"invalid_token"}"#;
+            let response = format!(
+                "HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Bearer error=\"invalid_token\"\r\n\
+                 Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = stream.write_all(response.as_bytes()).await;
+        }
+    });
+    let down_url = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}/mcp", l.local_addr().unwrap())
+    };
+    let mut auth = ServerConfig::http(&auth_url);
+    auth.headers.insert("Authorization".into(), "Bearer wrong".into());
+    let config = McpConfig::new().server("auth", auth).server("down", ServerConfig::http(&down_url));
+    let options = ClientOptions { init_timeout: Duration::from_secs(10), ..ClientOptions::default() };
+    let client = McpClient::connect(&config, options).await;
+    let errors: Vec<String> = client.errors().iter().map(ToString::to_string).collect();
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    let auth = errors.iter().find(|e| e.contains("`auth`")).unwrap();
+    assert!(auth.contains("HTTP 401") && auth.contains("headers") && !auth.contains("rmcp::"), "{auth}");
+    let down = errors.iter().find(|e| e.contains("`down`")).unwrap();
+    assert!(down.contains(&format!("nothing answered at {down_url}")) && !down.contains("rmcp::"), "{down}");
+    client.shutdown().await;
+}
+
 /// R5, G8: a mounted server's images reach the model only as providers take them: an SVG and
 /// invalid base64 become notes saying why (Anthropic refused the whole request, and every resume
 /// of the conversation, with HTTP 400), a 9000 px wide PNG is downscaled to 2048 px, and an
