@@ -251,6 +251,32 @@ impl ConversationToolset {
         notes
     }
 
+    /// The saved workspace and global memory notes, as one note for a new conversation's first
+    /// request (A2): notes that outlast a conversation are only useful if the next one sees
+    /// them, without having to guess to list them. `None` when there are none.
+    pub fn memory_note(&self, workspace: &kodik_core::Workspace) -> Option<String> {
+        let mut parts = Vec::new();
+        let dir = workspace.primary_root().join(".kodik").join("memory");
+        if let Ok(listing) = memory::list(&dir, Some(workspace))
+            && !listing.notes.is_empty()
+        {
+            parts.push(memory::render("workspace", &dir, &listing));
+        }
+        if let Some(dir) = &self.inner.config.global_memory_dir
+            && let Ok(listing) = memory::list(dir, None)
+            && !listing.notes.is_empty()
+        {
+            parts.push(memory::render("global", dir, &listing));
+        }
+        (!parts.is_empty()).then(|| {
+            format!(
+                "[memory] Notes saved by earlier conversations (update or delete one with the memory tool when it \
+                 is out of date):\n\n{}",
+                parts.join("\n\n")
+            )
+        })
+    }
+
     /// Messages other processes left in conversation `id`'s mailbox (A5), as notes for its next
     /// request; each is handed out once. The store is the host's or `workspace_root`'s.
     pub fn take_mailbox_notes(&self, id: &str, workspace_root: &std::path::Path) -> Vec<String> {

@@ -58,11 +58,14 @@ pub(crate) const CONVERSATION_TOOLS: [&str; 9] = [
 pub(crate) struct ConversationNotes {
     tools: ConversationToolset,
     root: PathBuf,
+    /// Whether the saved memory notes went to the model (a resumed conversation has them in
+    /// its history already).
+    memory_given: std::sync::atomic::AtomicBool,
 }
 
 impl ConversationNotes {
     pub(crate) fn new(tools: ConversationToolset, root: PathBuf) -> Self {
-        Self { tools, root }
+        Self { tools, root, memory_given: std::sync::atomic::AtomicBool::new(false) }
     }
 }
 
@@ -77,12 +80,19 @@ impl kodik_agent::Notes for ConversationNotes {
         if self.tools.session_id() != session_id {
             self.tools.set_session_id(session_id);
         }
-        let mut notes = self.tools.take_report_notes();
+        let mut notes = Vec::new();
+        if !self.memory_given.swap(true, std::sync::atomic::Ordering::Relaxed)
+            && let Ok(workspace) = kodik_core::Workspace::new(&self.root)
+        {
+            notes.extend(self.tools.memory_note(&workspace));
+        }
+        notes.extend(self.tools.take_report_notes());
         notes.extend(self.tools.take_mailbox_notes(session_id, &self.root));
         notes
     }
 
     fn resumed(&self, _session_id: &str, results: &[(String, serde_json::Value)]) {
+        self.memory_given.store(true, std::sync::atomic::Ordering::Relaxed);
         self.tools.restore(results);
     }
 
