@@ -44,9 +44,9 @@ mod child;
 pub mod client;
 pub mod config;
 mod convert;
-mod images;
 pub mod events;
 pub mod http;
+mod images;
 mod server;
 
 pub use client::{ClientError, ClientOptions, DEPTH_VAR, MAX_DEPTH, McpClient, McpTool, RemovedTool};
