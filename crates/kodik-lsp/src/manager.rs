@@ -284,7 +284,7 @@ impl LanguageServers {
     }
 
     /// Stops every server: asks each to exit as the protocol says (`shutdown`, `exit`), waits
-    /// for them together at most [`EXIT_WAIT`], then kills each process group (the servers'
+    /// for them together at most `EXIT_WAIT` (2 s), then kills each process group (the servers'
     /// own children, and any server that did not exit). A killed server leaves its temporary
     /// files behind (clangd's precompiled preambles, pyright's and gopls' folders in `/tmp`):
     /// one set per session fills a CI machine's `/tmp`. Blocks the calling thread meanwhile

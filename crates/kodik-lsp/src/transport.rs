@@ -545,7 +545,7 @@ impl Connection {
         self.pid
     }
 
-    /// What the server said on stderr about why it stopped (see [`said_on_stderr`]), once it
+    /// What the server said on stderr about why it stopped (see `said_on_stderr`), once it
     /// has closed stderr or `wait` has passed: for the message when it fails to start.
     pub async fn stderr_tail(&self, wait: Duration) -> String {
         let ended = self.stderr.end.notified();
