@@ -1197,30 +1197,28 @@ fn item_bytes(item: &Item) -> usize {
 /// off in this mode, or this model changes files under another name): its name and what to tell
 /// a model that calls it anyway.
 fn withheld_reasons(plan: &kodik_harness::RequestPlan, base: &ToolRegistry) -> Vec<(String, String)> {
-    let mode = plan.mode.as_str();
-    let mode_name: String = mode.chars().take(1).flat_map(char::to_uppercase).chain(mode.chars().skip(1)).collect();
-    let file_tools: Vec<&str> = plan
-        .tools
-        .iter()
-        .map(|t| t.name.as_str())
-        .filter(|n| ["apply_patch", "create_file", "edit_file", "delete_file"].contains(n))
-        .collect();
-    let not_offered = plan.not_offered.iter().map(|name| {
-        let why = if plan.respelled.contains(name) && !file_tools.is_empty() {
-            format!("`{name}` is not offered to this model: it changes files with {} instead.", file_tools.join(", "))
-        } else {
-            format!(
-                "`{name}` is not offered in {mode_name} mode, which this conversation runs in: use the offered tools, \
-                 or tell the user what you would do with `{name}` and why."
-            )
-        };
-        (name.clone(), why)
-    });
-    let switched_off = plan
-        .switched_off
-        .iter()
-        .map(|name| (name.clone(), format!("`{name}` is switched off in {mode_name} mode: use the offered tools.")));
-    not_offered.chain(switched_off).filter(|(name, _)| base.get(name).is_some()).collect()
+    use kodik_harness::LeftOut;
+    let mode = plan.mode.title();
+    plan.left_out()
+        .into_iter()
+        .filter(|(name, _)| base.get(name).is_some())
+        .map(|(name, why)| {
+            let text = match why {
+                LeftOut::Respelled(tools) => {
+                    format!(
+                        "`{name}` is not offered to this model: it changes files with {} instead.",
+                        tools.join(", ")
+                    )
+                }
+                LeftOut::NotInMode => format!(
+                    "`{name}` is not offered in {mode} mode, which this conversation runs in: use the offered tools, \
+                     or tell the user what you would do with `{name}` and why."
+                ),
+                LeftOut::SwitchedOff => format!("`{name}` is switched off in {mode} mode: use the offered tools."),
+            };
+            (name, text)
+        })
+        .collect()
 }
 
 /// A withheld tool's stand-in for one request: any call of it ends in an error saying why.

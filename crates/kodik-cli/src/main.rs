@@ -649,40 +649,29 @@ fn serve_offer(
             unlisted.push(spec.name.clone());
         }
     }
-    let mode_name = {
-        let name = mode.as_str();
-        let mut chars = name.chars();
-        chars.next().map(|c| c.to_uppercase().chain(chars).collect::<String>()).unwrap_or_default()
-    };
-    let file_tools: Vec<&str> = plan
-        .tools
-        .iter()
-        .map(|t| t.name.as_str())
-        .filter(|n| ["apply_patch", "create_file", "edit_file", "delete_file"].contains(n))
-        .collect();
-    let mut not_offered: Vec<(String, String)> = plan
-        .not_offered
-        .iter()
-        .map(|name| {
-            let why = if plan.respelled.contains(name) && !file_tools.is_empty() {
-                format!(
+    let mode_title = mode.title();
+    let not_offered: Vec<(String, String)> = plan
+        .left_out()
+        .into_iter()
+        .map(|(name, why)| {
+            let text = match why {
+                kodik_tools::harness::LeftOut::Respelled(tools) => format!(
                     "`{name}` is not offered to this model (`kodik serve --model {model}`): it changes files with {} \
                      instead.",
-                    file_tools.join(", ")
-                )
-            } else {
-                format!(
-                    "`{name}` is not offered in {mode_name} mode (`kodik serve --mode {}`): use one of the listed \
+                    tools.join(", ")
+                ),
+                kodik_tools::harness::LeftOut::NotInMode => format!(
+                    "`{name}` is not offered in {mode_title} mode (`kodik serve --mode {}`): use one of the listed \
                      tools, or ask the user to serve a mode that has it.",
                     mode.as_str()
-                )
+                ),
+                kodik_tools::harness::LeftOut::SwitchedOff => {
+                    format!("`{name}` is switched off in {mode_title} mode: use one of the listed tools.")
+                }
             };
-            (name.clone(), why)
+            (name, text)
         })
         .collect();
-    not_offered.extend(plan.switched_off.iter().map(|name| {
-        (name.clone(), format!("`{name}` is switched off in {mode_name} mode: use one of the listed tools."))
-    }));
     // A mounted tool's hints are its server's, not guessed from its effect (a read-only fetch
     // still reaches the open world).
     let annotations = match tb.mcp() {

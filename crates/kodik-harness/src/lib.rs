@@ -29,4 +29,4 @@ mod policy;
 
 pub use deferred::{CallToolTool, ToolSearchTool, rank_tools};
 pub use guard::RepeatGuard;
-pub use policy::{Availability, Harness, Mode, ModelFamily, RequestPlan, ToolEntry};
+pub use policy::{Availability, Harness, LeftOut, Mode, ModelFamily, RequestPlan, ToolEntry};

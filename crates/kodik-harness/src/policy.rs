@@ -43,6 +43,17 @@ impl Mode {
         }
     }
 
+    /// The name as a title: `Ask`, `Code`.
+    pub fn title(self) -> &'static str {
+        match self {
+            Self::Code => "Code",
+            Self::Debug => "Debug",
+            Self::Plan => "Plan",
+            Self::Ask => "Ask",
+            Self::Educator => "Educator",
+        }
+    }
+
     /// Whether the mode can offer a built-in tool at all (its structural policy).
     fn can_offer(self, name: &str, effect: Effect) -> bool {
         match name {
@@ -142,6 +153,17 @@ pub struct RequestPlan {
     pub guidance: String,
 }
 
+/// Why a tool is left out of a request ([`RequestPlan::left_out`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LeftOut {
+    /// This model changes files with these tools instead (G10).
+    Respelled(Vec<String>),
+    /// The mode cannot offer it (G11).
+    NotInMode,
+    /// The user switched it off in this mode (G11).
+    SwitchedOff,
+}
+
 impl RequestPlan {
     /// The tools that a tool calling others (code mode) must not reach for this request: those
     /// switched off and those the mode cannot offer, but not those only respelled for the model
@@ -152,6 +174,26 @@ impl RequestPlan {
             .chain(self.not_offered.iter().filter(|n| !self.respelled.contains(n)))
             .cloned()
             .collect()
+    }
+
+    /// Every tool left out of this request and why, those the mode or model cannot offer
+    /// first: what a host tells a model that calls one anyway.
+    pub fn left_out(&self) -> Vec<(String, LeftOut)> {
+        let file_tools: Vec<String> = self
+            .tools
+            .iter()
+            .map(|t| t.name.clone())
+            .filter(|n| ["apply_patch", "create_file", "edit_file", "delete_file"].contains(&n.as_str()))
+            .collect();
+        let not_offered = self.not_offered.iter().map(|name| {
+            let why = if self.respelled.contains(name) && !file_tools.is_empty() {
+                LeftOut::Respelled(file_tools.clone())
+            } else {
+                LeftOut::NotInMode
+            };
+            (name.clone(), why)
+        });
+        not_offered.chain(self.switched_off.iter().map(|name| (name.clone(), LeftOut::SwitchedOff))).collect()
     }
 
     /// Each tool's availability, by name.
