@@ -663,16 +663,26 @@ impl RoutingServer {
 /// run ended "completed" at once and the child was killed mid-request with its transcript cut.
 #[tokio::test]
 async fn a3_s3_the_run_waits_for_a_background_sub_agent_and_reads_its_report() {
+    // The child answers only after the parent's answer that leaves it running has gone out, so
+    // the run always has a sub-agent to wait for, however slow the machine (a fixed 1.5 s pause
+    // once let the child finish first under load).
+    static PARENT_ANSWERED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     fn answer(body: &str) -> (String, Duration) {
+        use std::sync::atomic::Ordering;
         // The parent's later requests hold the child's prompt too, in the sub_agent call.
         if body.contains("child report: the slow answer") {
             return (text_body("PARENT FINAL with the child's report"), Duration::ZERO);
         }
         if body.contains("function_call_output") {
+            PARENT_ANSWERED.store(true, Ordering::SeqCst);
             return (text_body("The child works on it."), Duration::ZERO);
         }
         if body.contains("CHILD-TASK") {
-            return (text_body("child report: the slow answer"), Duration::from_millis(1500));
+            let start = std::time::Instant::now();
+            while !PARENT_ANSWERED.load(Ordering::SeqCst) && start.elapsed() < Duration::from_secs(60) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            return (text_body("child report: the slow answer"), Duration::from_millis(1000));
         }
         let args = json!({"description": "slow child", "prompt": "CHILD-TASK: be slow", "background": true});
         (call_body("call_1", "sub_agent", &args), Duration::ZERO)
