@@ -46,6 +46,12 @@ pub struct ServerConfig {
     /// document is saved (clangd): after files change on disk, an open document's diagnostics
     /// are then awaited from a publish after that save, not taken from before it.
     pub republishes_on_save: bool,
+    /// The server puts the document's version on every publish for an open document (gopls):
+    /// a publish without one was computed from the file on disk, before the document was
+    /// opened or changed, and is never taken for the open document's diagnostics. gopls sends
+    /// such a late empty publish after a change on a loaded machine; taken as current, it made
+    /// an edit that broke the build look clean.
+    pub versions_open_documents: bool,
     /// Extensions (without the dot) of the files other files can depend on, when only some
     /// can (C and C++: headers; a `.c` file is no part of another file's build). A change to
     /// any other file leaves other open documents' diagnostics as they were. Empty: any file
@@ -93,6 +99,7 @@ impl ServerConfig {
             grace_markers: Vec::new(),
             diagnostics_quiet: None,
             republishes_on_save: false,
+            versions_open_documents: false,
             dependency_extensions: Vec::new(),
             tsserver_requests: false,
             before_start: None,
@@ -354,9 +361,12 @@ pub fn default_servers() -> Vec<ServerConfig> {
                 ".clangd",
             ])
         },
-        ServerConfig::new("gopls", "gopls", &[], &[("go", "go")])
-            .root_markers(&["go.work", "go.mod"])
-            .build_root(is_go_work_of),
+        ServerConfig {
+            versions_open_documents: true,
+            ..ServerConfig::new("gopls", "gopls", &[], &[("go", "go")])
+                .root_markers(&["go.work", "go.mod"])
+                .build_root(is_go_work_of)
+        },
     ]
 }
 

@@ -955,7 +955,8 @@ impl Server {
         let dependency_quiet = (recent * 3).clamp(DEPENDENCY_QUIET, self.timing.diagnostics_cap / 2);
         let deadline = Instant::now() + self.timing.diagnostics_cap;
         let mut rx = self.changes.clone();
-        let fresh = |p: &Published| p.seq > sent_seq && p.version.is_none_or(|v| v == version);
+        let unversioned_is_stale = self.config.versions_open_documents;
+        let fresh = |p: &Published| p.seq > sent_seq && p.version.map_or(!unversioned_is_stale, |v| v == version);
         loop {
             let current = self.state.read(|i| (i.diagnostics.get(path).cloned(), i.progress.is_empty(), i.closed));
             let Some((published, idle, closed)) = current else { break };
