@@ -45,6 +45,14 @@ pub trait DiagnosticsProvider: Send + Sync {
 
     /// Diagnostics for the file as just written.
     async fn diagnostics(&self, path: &Path, text: &str) -> Vec<Diagnostic>;
+
+    /// [`DiagnosticsProvider::diagnostics`], or why the file could not be checked (its server
+    /// failed to start, crashed, or did not answer in time), so that an edit's result says so
+    /// instead of reading like a file without errors. The default never fails; providers that
+    /// can fail override it.
+    async fn check(&self, path: &Path, text: &str) -> Result<Vec<Diagnostic>, String> {
+        Ok(self.diagnostics(path, text).await)
+    }
 }
 
 /// Takes over a shell command that is really a call to another tool, such as an

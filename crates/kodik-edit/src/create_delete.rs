@@ -113,12 +113,14 @@ impl TypedTool for CreateFileTool {
                 .await
                 .map_err(|e| ToolError::failed(format!("the create task failed: {e}")))??;
         // E9: the new file's errors, as edit_file reports them.
-        let found = files::written_diagnostics(cx, &[(path, shown)]).await;
-        let diags: Vec<_> = found.into_iter().flat_map(|(_, d)| d).collect();
+        let checked = files::written_diagnostics(cx, &[(path, shown)]).await.pop().map(|(_, c)| c).unwrap_or_default();
         if let Some(kodik_core::Content::Text { text }) = out.content.first_mut() {
-            text.push_str(&files::diagnostics_text(&diags));
+            text.push_str(&files::diagnostics_text(&checked));
         }
-        out.meta["diagnostics"] = json!(files::shown_errors(&diags));
+        out.meta["diagnostics"] = json!(files::shown_errors(&checked.errors));
+        if let Some(why) = &checked.not_checked {
+            out.meta["not_checked"] = json!(why);
+        }
         Ok(out)
     }
 }

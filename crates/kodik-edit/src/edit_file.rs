@@ -518,7 +518,7 @@ impl TypedTool for EditFileTool {
             ))
             .with_meta(json!({"path": done.shown, "edits": edits_meta, "changed": false})));
         }
-        let diags = files::diagnostics(cx, &done.path, &done.new_text).await;
+        let checked = files::diagnostics(cx, &done.path, &done.new_text).await;
         self.shared.keep_spare(done.new_text);
         let n = done.applied.len();
         let mut text = format!(
@@ -539,21 +539,23 @@ impl TypedTool for EditFileTool {
             }
         }
         text.push_str(&files::split_links_note(done.other_links, &done.shown));
-        text.push_str(&files::diagnostics_text(&diags));
+        text.push_str(&files::diagnostics_text(&checked));
         text.push('\n');
         text.push_str(&done.diff.text);
         let stage = done.applied.iter().map(|a| a.stage).max_by_key(|s| *s as u8).unwrap_or(Stage::Exact);
-        Ok(ToolOutput::text(text)
-            .with_meta(json!({
-                "path": done.shown,
-                "changed": true,
-                "stage": stage,
-                "edits": edits_meta,
-                "added": done.diff.added,
-                "removed": done.diff.removed,
-                "diagnostics": files::shown_errors(&diags),
-            }))
-            .with_full_output(done.diff.full_output))
+        let mut meta = json!({
+            "path": done.shown,
+            "changed": true,
+            "stage": stage,
+            "edits": edits_meta,
+            "added": done.diff.added,
+            "removed": done.diff.removed,
+            "diagnostics": files::shown_errors(&checked.errors),
+        });
+        if let Some(why) = &checked.not_checked {
+            meta["not_checked"] = json!(why);
+        }
+        Ok(ToolOutput::text(text).with_meta(meta).with_full_output(done.diff.full_output))
     }
 }
 

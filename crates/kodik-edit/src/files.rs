@@ -361,32 +361,55 @@ pub(crate) fn check_read_version(
     Ok(())
 }
 
-/// The errors a diagnostics provider reports for the file as written (E9), all of them (the
-/// result text shows [`MAX_SHOWN_ERRORS`]) but those the project disproves
-/// ([`crate::disproved`]). No provider, or one that does not handle the file,
-/// means no waiting at all.
-pub(crate) async fn diagnostics(cx: &ToolContext, path: &Path, text: &str) -> Vec<Diagnostic> {
-    let Some(provider) = cx.diagnostics.as_ref().map(Arc::clone) else { return Vec::new() };
+/// What E9 found for one written file.
+#[derive(Debug, Default)]
+pub(crate) struct Checked {
+    /// Its errors, all of them (the result text shows [`MAX_SHOWN_ERRORS`]) but those the
+    /// project disproves ([`crate::disproved`]).
+    pub(crate) errors: Vec<Diagnostic>,
+    /// Why it could not be checked (its language server failed to start, crashed or did not
+    /// answer in time): said in the result, which would otherwise read like a clean file.
+    pub(crate) not_checked: Option<String>,
+}
+
+impl Checked {
+    fn has_news(&self) -> bool {
+        !self.errors.is_empty() || self.not_checked.is_some()
+    }
+}
+
+/// The errors a diagnostics provider reports for the file as written (E9). No provider, or
+/// one that does not handle the file, means no waiting at all.
+pub(crate) async fn diagnostics(cx: &ToolContext, path: &Path, text: &str) -> Checked {
+    let Some(provider) = cx.diagnostics.as_ref().map(Arc::clone) else { return Checked::default() };
     if !provider.handles(path) {
-        return Vec::new();
+        return Checked::default();
     }
     let all = tokio::select! {
-        d = provider.diagnostics(path, text) => d,
-        () = cx.cancel.cancelled() => return Vec::new(),
+        d = provider.check(path, text) => d,
+        () = cx.cancel.cancelled() => return Checked::default(),
     };
-    let project = crate::disproved::Project::new(path, cx.workspace.roots());
-    all.into_iter().filter(|d| d.severity == DiagnosticSeverity::Error && !project.disproves(d)).collect()
+    match all {
+        Ok(all) => {
+            let project = crate::disproved::Project::new(path, cx.workspace.roots());
+            let errors =
+                all.into_iter().filter(|d| d.severity == DiagnosticSeverity::Error && !project.disproves(d)).collect();
+            Checked { errors, not_checked: None }
+        }
+        Err(why) => Checked { errors: Vec::new(), not_checked: Some(why) },
+    }
 }
 
 /// The files a tool wrote, as `(path, shown path)`.
 pub(crate) type Written = Vec<(std::path::PathBuf, String)>;
 
-/// E9 for the tools that write whole files (create_file, apply_patch): the errors of each
-/// written `(path, shown)` file, read back only when a provider handles it.
+/// E9 for the tools that write whole files (create_file, apply_patch): each written `(path,
+/// shown)` file with errors or that could not be checked, read back only when a provider
+/// handles it.
 pub(crate) async fn written_diagnostics(
     cx: &ToolContext,
     written: &[(std::path::PathBuf, String)],
-) -> Vec<(String, Vec<Diagnostic>)> {
+) -> Vec<(String, Checked)> {
     let Some(provider) = cx.diagnostics.as_ref().map(Arc::clone) else { return Vec::new() };
     let mut out = Vec::new();
     for (path, shown) in written {
@@ -394,22 +417,22 @@ pub(crate) async fn written_diagnostics(
             continue;
         }
         let Ok(bytes) = tokio::fs::read(path).await else { continue };
-        let d = diagnostics(cx, path, &String::from_utf8_lossy(&bytes)).await;
-        if !d.is_empty() {
-            out.push((shown.clone(), d));
+        let checked = diagnostics(cx, path, &String::from_utf8_lossy(&bytes)).await;
+        if checked.has_news() {
+            out.push((shown.clone(), checked));
         }
     }
     out
 }
 
 /// [`written_diagnostics`] as result text, one block per file.
-pub(crate) fn written_diagnostics_text(found: &[(String, Vec<Diagnostic>)]) -> String {
-    found.iter().map(|(shown, d)| named_diagnostics_text(&format!("`{shown}`"), d)).collect()
+pub(crate) fn written_diagnostics_text(found: &[(String, Checked)]) -> String {
+    found.iter().map(|(shown, c)| named_diagnostics_text(&format!("`{shown}`"), c)).collect()
 }
 
 /// The diagnostics as lines for the result text.
-pub(crate) fn diagnostics_text(diags: &[Diagnostic]) -> String {
-    named_diagnostics_text("the written file", diags)
+pub(crate) fn diagnostics_text(checked: &Checked) -> String {
+    named_diagnostics_text("the written file", checked)
 }
 
 /// How many of a written file's errors a result shows.
@@ -420,7 +443,11 @@ pub(crate) fn shown_errors(diags: &[Diagnostic]) -> &[Diagnostic] {
     &diags[..diags.len().min(MAX_SHOWN_ERRORS)]
 }
 
-fn named_diagnostics_text(file: &str, diags: &[Diagnostic]) -> String {
+fn named_diagnostics_text(file: &str, checked: &Checked) -> String {
+    if let Some(why) = &checked.not_checked {
+        return format!("\nNot checked for errors ({file}): {why}. Run read_lints on it later to see its errors.");
+    }
+    let diags = &checked.errors;
     if diags.is_empty() {
         return String::new();
     }

@@ -99,3 +99,32 @@ async fn e9_deno_globals_and_imports_in_a_deno_project_are_not_edit_errors() {
         assert!(lints.contains(said), "read_lints lost `{said}`: {lints}");
     }
 }
+
+/// E9: a file whose language server cannot check it (here one that exits at start) is not
+/// reported like a clean file — edit_file, create_file and apply_patch say it was not checked
+/// and why, and the edits themselves are written.
+#[tokio::test]
+async fn e9_a_file_the_server_could_not_check_is_not_shown_as_clean() {
+    let mut env = Env::new();
+    let cfg = kodik_lsp::ServerConfig::new("broken-py", "/bin/false", &[], &[("py", "python")]);
+    let servers =
+        Arc::new(LanguageServers::new(LspConfig { servers: vec![cfg], ..LspConfig::default() }, vec![env.root()]));
+    env.cx.diagnostics = Some(servers);
+    env.write("a.py", "x = 1\n");
+    env.read("a.py");
+    let out = env.edit("a.py", &[("x = 1", "x = 2")]).await;
+    assert!(out.is_success(), "{}", out.text_content());
+    let text = out.text_content();
+    assert!(text.contains("Not checked for errors (the written file): ") && text.contains("broken-py"), "{text}");
+    assert!(out.meta["not_checked"].as_str().is_some_and(|w| w.contains("broken-py")), "{}", out.meta);
+    assert_eq!(env.text("a.py"), "x = 2\n", "the edit itself is written");
+
+    let created = env.call("create_file", json!({"path": "b.py", "content": "y = 1\n"})).await;
+    assert!(created.text_content().contains("Not checked for errors"), "{}", created.text_content());
+    assert!(created.meta["not_checked"].is_string(), "{}", created.meta);
+    let patch = "*** Begin Patch\n*** Update File: b.py\n@@\n-y = 1\n+y = 2\n*** End Patch\n";
+    let patched = env.call("apply_patch", json!({"input": patch})).await;
+    assert!(patched.text_content().contains("Not checked for errors (`b.py`)"), "{}", patched.text_content());
+    assert!(patched.meta["not_checked"]["b.py"].is_string(), "{}", patched.meta);
+    assert_eq!(env.text("b.py"), "y = 2\n");
+}

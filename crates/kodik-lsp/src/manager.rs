@@ -345,10 +345,24 @@ pub fn to_core(item: &Value, text: &str, enc: Encoding) -> Diagnostic {
 #[async_trait]
 impl DiagnosticsProvider for LanguageServers {
     fn handles(&self, path: &Path) -> bool {
-        self.serves(path)
+        // A server that failed to start is passed over for a while; the edit's result still
+        // says the file went unchecked, and why.
+        self.serves(path) || self.start_failure(path).is_some()
     }
 
     async fn diagnostics(&self, path: &Path, text: &str) -> Vec<Diagnostic> {
+        self.check(path, text).await.unwrap_or_else(|why| {
+            tracing::warn!(path = %path.display(), error = %why, "no diagnostics after the edit");
+            Vec::new()
+        })
+    }
+
+    async fn check(&self, path: &Path, text: &str) -> Result<Vec<Diagnostic>, String> {
+        if !self.serves(path)
+            && let Some((_, why)) = self.start_failure(path)
+        {
+            return Err(format!("{why} (it is tried again in a while)"));
+        }
         let work = self.with_server(path, |server| async move {
             let d = server.diagnostics(path, Some(text)).await?;
             Ok(d.items.iter().map(|i| to_core(i, &d.text, server.encoding())).collect::<Vec<_>>())
@@ -358,13 +372,7 @@ impl DiagnosticsProvider for LanguageServers {
         let got = tokio::time::timeout(limit, work).await.unwrap_or_else(|_| {
             Err(LspError::Rpc(RpcError::Timeout { method: "diagnostics after the edit".into(), after: limit }))
         });
-        match got {
-            Ok(d) => d,
-            Err(e) => {
-                tracing::warn!(path = %path.display(), error = %e, "no diagnostics after the edit");
-                Vec::new()
-            }
-        }
+        got.map_err(|e| e.to_string())
     }
 }
 

@@ -60,7 +60,7 @@ pub fn patch_resources(input: &str, base: &Path, ws: &Workspace) -> Vec<Resource
     out
 }
 
-fn report(changes: &[FileChange], diagnostics: &[(String, Vec<kodik_core::Diagnostic>)]) -> ToolOutput {
+fn report(changes: &[FileChange], diagnostics: &[(String, crate::files::Checked)]) -> ToolOutput {
     let mut text = format!(
         "Patch applied; {} file{} changed — no need to read them again:",
         changes.len(),
@@ -94,9 +94,20 @@ fn report(changes: &[FileChange], diagnostics: &[(String, Vec<kodik_core::Diagno
                    "added": c.diff.added, "removed": c.diff.removed})
         })
         .collect();
-    let diagnostics: serde_json::Map<String, serde_json::Value> =
-        diagnostics.iter().map(|(shown, d)| (shown.clone(), json!(crate::files::shown_errors(d)))).collect();
-    ToolOutput::text(text).with_meta(json!({"files": files, "diagnostics": diagnostics})).with_full_output(full)
+    let not_checked: serde_json::Map<String, serde_json::Value> = diagnostics
+        .iter()
+        .filter_map(|(shown, c)| c.not_checked.as_ref().map(|why| (shown.clone(), json!(why))))
+        .collect();
+    let diagnostics: serde_json::Map<String, serde_json::Value> = diagnostics
+        .iter()
+        .filter(|(_, c)| !c.errors.is_empty())
+        .map(|(shown, c)| (shown.clone(), json!(crate::files::shown_errors(&c.errors))))
+        .collect();
+    let mut meta = json!({"files": files, "diagnostics": diagnostics});
+    if !not_checked.is_empty() {
+        meta["not_checked"] = json!(not_checked);
+    }
+    ToolOutput::text(text).with_meta(meta).with_full_output(full)
 }
 
 /// The `apply_patch` tool (JSON form: one `input` string, P5).
