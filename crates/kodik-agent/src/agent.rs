@@ -662,7 +662,10 @@ impl Conversation {
             }
             None => (&shared.registry, &shared.harness),
         };
-        let plan = harness.plan(shared.config.mode, &model_id);
+        let mut plan = harness.plan(shared.config.mode, &model_id);
+        // A tool that calls others (code mode) reaches, and its description lists, only what
+        // this request may use (G10, G11, K7).
+        let narrowed = plan.narrow(registry_now);
 
         // P5: OpenAI models get apply_patch as a grammar tool where the wire API takes one;
         // elsewhere it stays a JSON tool with its `input` field.
@@ -686,14 +689,12 @@ impl Conversation {
 
         let settled: Settled = Arc::new(Mutex::new(HashSet::new()));
         // A deferred tool called by its own name runs as through call_tool (G12).
-        let base = plan.callable(registry_now);
-        // A tool that calls others (code mode) reaches only what this request may use (G10, G11).
-        let withheld = plan.withheld();
+        let base = plan.callable(&narrowed);
         let mut registry = ToolRegistry::new();
         for name in base.names() {
             if let Some(tool) = base.get(name) {
                 registry.register(Observed {
-                    inner: tool.narrowed(&withheld).unwrap_or_else(|| Arc::clone(tool)),
+                    inner: Arc::clone(tool),
                     events: shared.events.clone(),
                     settled: Arc::clone(&settled),
                 });

@@ -636,16 +636,16 @@ fn serve_offer(
             harness.set_deferred(mode, name, false);
         }
     }
-    let plan = harness.plan(mode, model);
-    let mut registry = tb.registry_for(&plan);
-    let base = tb.registry();
-    let withheld = plan.withheld();
+    let mut plan = harness.plan(mode, model);
+    // Code mode reaches, and its catalog lists, only what this offering may use (G11, K7).
+    let base = plan.narrow(&tb.registry());
+    let mut registry = plan.registry(&base);
     let mut unlisted = Vec::new();
     for spec in &plan.deferred {
         if registry.get(&spec.name).is_none()
             && let Some(tool) = base.get(&spec.name)
         {
-            registry.register_arc(tool.narrowed(&withheld).unwrap_or_else(|| Arc::clone(tool)));
+            registry.register_arc(Arc::clone(tool));
             unlisted.push(spec.name.clone());
         }
     }

@@ -434,6 +434,42 @@ async fn a2_saved_memory_reaches_a_new_conversations_first_request() {
     assert_eq!(second.matches("Always use pnpm").count(), 1, "{second}");
 }
 
+/// G11, K7: the `codemode` description in `kodik agent`'s request lists exactly the tools a
+/// script can call in that request (`ALL_TOOLS`): not generate_plan, check_understanding or
+/// create_lesson, which Code mode does not offer, nor web_search without a search provider.
+/// Before, it listed the full registry and a script calling one of them got UnknownTool.
+#[tokio::test]
+async fn g11_k7_the_codemode_catalog_in_the_request_lists_exactly_what_scripts_can_call() {
+    let ws = tempfile::tempdir().unwrap();
+    let script = json!({"code": "return ALL_TOOLS.map(t => t.name).join(',')"});
+    let recording = Recording::new(Provider::OpenAiResponses, "gpt-5")
+        .with(Exchange::sse(call_body("call_1", "codemode", &script)))
+        .with(Exchange::sse(text_body("listed")));
+    let server = ReplayServer::start(recording).await.unwrap();
+    let out = agent_against(&server, ws.path(), &["--mode", "code", "list the tools"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let requests = server.requests();
+    let tools = requests[0].body["tools"].as_array().unwrap();
+    let codemode = tools.iter().find(|t| t["name"] == "codemode").expect("codemode offered in Code mode");
+    let description = codemode["description"].as_str().unwrap();
+    let catalog = description.split_once("Tools scripts can call:\n").expect(description).1;
+    let mut listed: Vec<&str> = catalog.lines().filter_map(|l| l.strip_prefix("- tools.")?.split('(').next()).collect();
+    listed.sort_unstable();
+    let input = requests[1].body["input"].as_array().unwrap();
+    let output = input
+        .iter()
+        .find(|i| i["type"] == "function_call_output" && i["call_id"] == "call_1")
+        .and_then(|i| i["output"].as_str())
+        .expect("the script's result in the second request");
+    let mut callable: Vec<&str> = output.trim_end().lines().last().unwrap().split(',').collect();
+    callable.sort_unstable();
+    assert_eq!(listed, callable, "catalog vs ALL_TOOLS\n{output}");
+    assert!(listed.contains(&"edit_file") && listed.contains(&"shell"), "{listed:?}");
+    for absent in ["generate_plan", "check_understanding", "create_lesson", "web_search"] {
+        assert!(!listed.contains(&absent), "{absent} listed: {listed:?}");
+    }
+}
+
 /// --max-time stops a run whose model stalls: status max_wall, exit 1, well before the stall ends.
 #[tokio::test]
 async fn agent_max_time_stops_a_stalled_run_with_exit_1() {

@@ -176,6 +176,28 @@ impl RequestPlan {
             .collect()
     }
 
+    /// `base` as this request may use it: each tool that calls others (code mode) narrowed to
+    /// what the request may use ([`withheld`](Self::withheld) left out, G10, G11), and this
+    /// plan's descriptions of those tools replaced by the narrowed ones', so a description
+    /// listing what a tool can call (code mode's catalog, K7) lists exactly that. A host builds
+    /// its request's tool list from the plan after this and its registry from the result.
+    pub fn narrow(&mut self, base: &ToolRegistry) -> ToolRegistry {
+        let withheld = self.withheld();
+        // Only the tools this request offers: one it does not is never called through it.
+        let offered = self.tools.iter().chain(&self.deferred);
+        let narrowed: Vec<_> = offered.filter_map(|s| base.get(&s.name)?.narrowed(&withheld)).collect();
+        let mut registry = base.clone();
+        for tool in narrowed {
+            if let Some(spec) =
+                self.tools.iter_mut().chain(self.deferred.iter_mut()).find(|s| s.name == tool.spec().name)
+            {
+                spec.description.clone_from(&tool.spec().description);
+            }
+            registry.register_arc(tool);
+        }
+        registry
+    }
+
     /// Every tool left out of this request and why, those the mode or model cannot offer
     /// first: what a host tells a model that calls one anyway.
     pub fn left_out(&self) -> Vec<(String, LeftOut)> {

@@ -331,22 +331,23 @@ impl Toolbox {
         self.tools.replace_harness(harness);
     }
 
-    /// What one request offers in `mode` for `model` (G10–G13).
+    /// What one request offers in `mode` for `model` (G10–G13), with the descriptions of the
+    /// tools that call others narrowed to it (code mode's catalog lists what its scripts can
+    /// call in this request, K7; [`RequestPlan::narrow`]).
     pub fn plan(&self, mode: Mode, model: &str) -> RequestPlan {
-        self.tools.current().harness.plan(mode, model)
+        let set = self.tools.current();
+        let mut plan = set.harness.plan(mode, model);
+        plan.narrow(&set.registry);
+        plan
     }
 
-    /// The registry of exactly what `plan` offers, `tool_search`/`call_tool` included.
+    /// The registry of exactly what `plan` offers, `tool_search`/`call_tool` included; a tool
+    /// that calls others (code mode) reaches only what the request may use (G10, G11).
     pub fn registry_for(&self, plan: &RequestPlan) -> ToolRegistry {
         let set = self.tools.current();
-        let mut registry = plan.registry(&set.registry);
-        // A tool that calls others (code mode) reaches only what this request may use (G10, G11).
-        let withheld = plan.withheld();
-        let narrowed: Vec<_> = registry.names().filter_map(|n| registry.get(n)?.narrowed(&withheld)).collect();
-        for tool in narrowed {
-            registry.register_arc(tool);
-        }
-        registry
+        let mut plan = plan.clone();
+        let narrowed = plan.narrow(&set.registry);
+        plan.registry(&narrowed)
     }
 
     /// The specs of every enabled tool, sorted by name.
