@@ -9,7 +9,7 @@ use bytes::Bytes;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::ModelConfig;
+use crate::config::{ModelConfig, Provider};
 use crate::decode::BodyDecoder;
 use crate::replay::{Exchange, Recorder};
 use crate::sse::{SseError, SseEvent};
@@ -187,7 +187,11 @@ impl Transport {
                 }
                 recorder.push(Exchange { status, headers, body: text.clone() });
             }
-            let error = ModelError::Http { status, message: error_message(&text) };
+            let mut message = error_message(&text);
+            if status == 404 {
+                message = self.not_found(url, message);
+            }
+            let error = ModelError::Http { status, message };
             if status == 429 || status >= 500 {
                 let retry_after = retry_after
                     .and_then(|v| v.trim().parse::<f64>().ok())
@@ -227,6 +231,39 @@ impl Transport {
             }
             Ok(Ok(first)) => Ok(Attempt::Opened(response, first)),
         }
+    }
+}
+
+impl Transport {
+    /// A 404's `message` with the address asked and, unless the provider's words blame the
+    /// model, what is usually wrong with the base URL: a server that says only "404 page not
+    /// found" leaves the user guessing that `/v1` is missing (Ollama) or doubled (Anthropic).
+    fn not_found(&self, url: &str, message: String) -> String {
+        let base = &self.config.base_url;
+        let mut out = format!("{message} (POST {url})");
+        if message.to_ascii_lowercase().contains("model") {
+            return out;
+        }
+        let check = "check the base URL (KODIK_BASE_URL, `kodik agent --base-url`)";
+        let v1 = base.ends_with("/v1");
+        let hint = match self.config.provider {
+            Provider::Anthropic if v1 => format!(
+                "{check}: for Anthropic it is the server's root, without /v1 (the client adds /v1/messages), e.g. {}",
+                &base[..base.len() - 3]
+            ),
+            Provider::Anthropic => format!("{check}: the client adds /v1/messages to it"),
+            Provider::OpenAiResponses | Provider::ChatCompletions if !v1 => {
+                format!("{check}: OpenAI-compatible servers usually serve the API under /v1, e.g. {base}/v1")
+            }
+            Provider::OpenAiResponses => format!(
+                "{check}; a server without the Responses API (Ollama, vLLM, llama.cpp) needs `--provider \
+                 chat-completions` (KODIK_PROVIDER)"
+            ),
+            Provider::ChatCompletions => check.to_owned(),
+        };
+        out.push_str(": ");
+        out.push_str(&hint);
+        out
     }
 }
 

@@ -90,6 +90,43 @@ async fn client_errors_are_not_retried() {
     assert_eq!(server.requests().len(), 1);
 }
 
+/// A 404 names the address asked and what is usually wrong with the base URL for the provider
+/// (`/v1` missing for an OpenAI-compatible server, doubled for Anthropic); one whose message
+/// blames the model gets no base-URL advice. Before, it said only "404 page not found".
+#[tokio::test]
+async fn a_404_names_the_url_and_how_to_fix_the_base_url() {
+    let cases = [
+        (Provider::ChatCompletions, "", "404 page not found", "/chat/completions", Some("under /v1, e.g. ")),
+        (Provider::Anthropic, "/v1", "Not Found", "/v1/v1/messages", Some("without /v1")),
+        (Provider::OpenAiResponses, "/v1", "404 page not found", "/v1/responses", Some("--provider chat-completions")),
+        (
+            Provider::ChatCompletions,
+            "/v1",
+            "model \"llama9\" not found, try pulling it first",
+            "/v1/chat/completions",
+            None,
+        ),
+    ];
+    for (provider, suffix, body, path, hint) in cases {
+        let recording = Recording::new(provider, "m").with(Exchange::error(404, body));
+        let server = ReplayServer::start(recording).await.unwrap();
+        let root = server.base_url();
+        let root = root.strip_suffix("/v1").unwrap_or(&root);
+        let base = format!("{root}{suffix}");
+        let config = ModelConfig::new(provider, "m").base_url(&base).api_key(KEY);
+        let mut request = request();
+        request.model = "m".into();
+        let error = client(config).unwrap().stream(&request, CancellationToken::new()).await.err().unwrap();
+        let text = error.to_string();
+        assert!(text.starts_with(&format!("the provider answered HTTP 404: {body} (POST {root}{path})")), "{text}");
+        match hint {
+            Some(hint) => assert!(text.contains("check the base URL") && text.contains(hint), "{text}"),
+            None => assert!(!text.contains("base URL"), "{text}"),
+        }
+        assert_eq!(server.requests().len(), 1, "a 404 is not retried");
+    }
+}
+
 #[tokio::test]
 async fn a_request_past_the_recording_gets_a_clear_500() {
     let recording =
