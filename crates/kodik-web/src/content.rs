@@ -21,6 +21,13 @@ pub struct Page {
     pub kind: Kind,
 }
 
+impl Page {
+    /// A page of `kind` without title or anchors: everything but HTML.
+    pub fn plain(markdown: String, content_type: String, kind: Kind) -> Self {
+        Self { title: String::new(), anchors: Vec::new(), markdown, content_type, kind }
+    }
+}
+
 /// The kinds of content `web_fetch` tells apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -68,21 +75,9 @@ pub fn to_page(body: &[u8], content_type: Option<&str>, url: &str) -> Result<Pag
         let (text, _) = decode(body, content_type, false);
         if let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) {
             let pretty = serde_json::to_string_pretty(&v).unwrap_or(text);
-            return Ok(Page {
-                title: String::new(),
-                anchors: Vec::new(),
-                markdown: pretty,
-                content_type: ct,
-                kind: Kind::Json,
-            });
+            return Ok(Page::plain(pretty, ct, Kind::Json));
         }
-        return Ok(Page {
-            title: String::new(),
-            anchors: Vec::new(),
-            markdown: text,
-            content_type: ct,
-            kind: Kind::Text,
-        });
+        return Ok(Page::plain(text, ct, Kind::Text));
     }
     if ct == "application/pdf" {
         let bytes = body.to_vec();
@@ -97,13 +92,7 @@ pub fn to_page(body: &[u8], content_type: Option<&str>, url: &str) -> Result<Pag
         if text.is_empty() {
             return Err(format!("the PDF ({}) holds no extractable text (scanned pages?)", size(body.len())));
         }
-        return Ok(Page {
-            title: String::new(),
-            anchors: Vec::new(),
-            markdown: text,
-            content_type: ct,
-            kind: Kind::Pdf,
-        });
+        return Ok(Page::plain(text, ct, Kind::Pdf));
     }
     if ct.starts_with("text/")
         || ct.ends_with("+xml")
@@ -112,21 +101,9 @@ pub fn to_page(body: &[u8], content_type: Option<&str>, url: &str) -> Result<Pag
         || (ct.starts_with("application/") && looks_like_text(body))
     {
         let (text, _) = decode(body, content_type, false);
-        return Ok(Page {
-            title: String::new(),
-            anchors: Vec::new(),
-            markdown: text,
-            content_type: ct,
-            kind: Kind::Text,
-        });
+        return Ok(Page::plain(text, ct, Kind::Text));
     }
-    Ok(Page {
-        title: String::new(),
-        anchors: Vec::new(),
-        markdown: describe_binary(body, &ct),
-        content_type: ct,
-        kind: Kind::Binary,
-    })
+    Ok(Page::plain(describe_binary(body, &ct), ct, Kind::Binary))
 }
 
 /// Whether a body declared as some `application/*` type is text after all: servers label YAML,
