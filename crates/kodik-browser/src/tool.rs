@@ -1256,7 +1256,36 @@ impl BrowserSession {
         Ok(Report::new(format!("Set {} on {desc}.", names.join(", "))).into_output())
     }
 
+    /// [`Self::wait_on`], ended as soon as the tab waited on closes itself (an OAuth popup
+    /// that calls `window.close()`): the condition can no longer come, and the model is told
+    /// which tab is current now instead of waiting out the timeout. Downloads and popups are
+    /// waited for on, as they outlive the page that started them.
     async fn wait(&self, r: &mut Running, args: &BrowserArgs, cx: &ToolContext) -> Result<ToolOutput, BrowserError> {
+        let condition = args.condition.unwrap_or(WaitCondition::Load);
+        if matches!(condition, WaitCondition::Download | WaitCondition::Popup) {
+            return self.wait_on(r, args, cx).await;
+        }
+        let id = r.current.clone().ok_or(BrowserError::NoOpenTab)?;
+        let shared = Arc::clone(&r.tab(Some(&id))?.shared);
+        let closed = async {
+            while !shared.lock().closed {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        };
+        tokio::select! {
+            got = self.wait_on(r, args, cx) => return got,
+            () = closed => {}
+        }
+        r.adopt_new_targets().await;
+        r.closed_tabs.retain(|t| *t != id);
+        let now = r.current.as_ref().map(|c| format!("; the current tab is now {c}")).unwrap_or_default();
+        Err(BrowserError::Other(format!(
+            "tab {id} closed itself (the page called window.close()) before the wait for {} was over{now}",
+            serde_json::to_value(condition).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
+        )))
+    }
+
+    async fn wait_on(&self, r: &mut Running, args: &BrowserArgs, cx: &ToolContext) -> Result<ToolOutput, BrowserError> {
         let timeout = timeout_of(args, DEFAULT_WAIT);
         let cancel = &cx.cancel;
         let condition = args.condition.unwrap_or(WaitCondition::Load);

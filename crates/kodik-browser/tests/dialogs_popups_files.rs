@@ -15,6 +15,7 @@ const DIALOGS: &str = r#"<!doctype html><title>Dialogs</title>
 
 const OPENER: &str = r#"<!doctype html><title>App</title>
 <button onclick="window.open('/login', 'login', 'width=400,height=300')">Log in with popup</button>
+<button onclick="window.open('/login-auto', 'auto', 'width=400,height=300')">Log in silently</button>
 <p id="token">no token</p>
 <a href="/file.txt" download>Get report</a>
 <input type="file" id="up" aria-label="Attachment" onchange="document.getElementById('picked').textContent = 'picked ' + this.files[0].name + ' ' + this.files[0].size">
@@ -24,6 +25,11 @@ const OPENER: &str = r#"<!doctype html><title>App</title>
 
 const LOGIN: &str = r#"<!doctype html><title>Login popup</title>
 <button onclick="window.opener.postMessage('token-123', '*'); window.close()">Approve</button>"#;
+
+/// A popup that hands back its result and closes itself without a click, as silent OAuth
+/// flows do.
+const LOGIN_AUTO: &str = r#"<!doctype html><title>Signing in</title><p>signing in</p>
+<script>setTimeout(() => { window.opener.postMessage('token-456', '*'); window.close(); }, 1500)</script>"#;
 
 const MFA: &str = r#"<!doctype html><title>Verify</title>
 <button onclick="document.getElementById('code').hidden = false">Continue</button>
@@ -38,6 +44,7 @@ async fn b6_b7_b8_b10_dialogs_popups_files_and_credentials() {
     routes.insert("/dialogs", ("text/html", DIALOGS.to_string(), ""));
     routes.insert("/app", ("text/html", OPENER.to_string(), ""));
     routes.insert("/login", ("text/html", LOGIN.to_string(), ""));
+    routes.insert("/login-auto", ("text/html", LOGIN_AUTO.to_string(), ""));
     routes.insert("/mfa", ("text/html", MFA.to_string(), ""));
     routes.insert("/auto", ("text/html", AUTOPOPUP.to_string(), ""));
     routes.insert("/ad", ("text/html", "<title>Ad</title>".to_string(), ""));
@@ -92,6 +99,20 @@ async fn b6_b7_b8_b10_dialogs_popups_files_and_credentials() {
     assert!(r.contains("Tab t2 closed itself. The current tab is now t1."), "{r}");
     let s = h.ok(json!({"action": "wait", "condition": "text", "text": "token token-123"})).await;
     assert!(s.contains("on the page"), "{s}");
+    // B5, B7: a wait on a popup that closes itself ends when it closes, saying so and which tab
+    // is current now, instead of running into its timeout.
+    let r = h.ok(json!({"action": "click", "target": {"role": "button", "name": "Log in silently"}})).await;
+    assert!(r.contains("New tab t3 opened by t1"), "{r}");
+    h.ok(json!({"action": "select_tab", "tab_id": "t3"})).await;
+    let e = h.err(json!({"action": "wait", "condition": "text", "text": "never on the page", "timeout": 20000})).await;
+    assert!(
+        e.contains("tab t3 closed itself") && e.contains("the current tab is now t1") && !e.contains("timed out"),
+        "{e}"
+    );
+    let s = h.ok(json!({"action": "wait", "condition": "text", "text": "token token-456"})).await;
+    assert!(s.contains("on the page"), "{s}");
+    let tabs = h.ok(json!({"action": "list_tabs"})).await;
+    assert!(!tabs.contains("t3"), "{tabs}");
     // A window.open without a user gesture is blocked and reported.
     let r = h.ok(json!({"action": "navigate", "url": format!("{base}/auto")})).await;
     assert!(r.contains("Blocked popup(s) opened without a user gesture") && r.contains("/ad"), "{r}");
