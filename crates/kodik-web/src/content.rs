@@ -4,6 +4,7 @@
 use crate::decode::decode;
 use crate::html;
 use crate::sections::size;
+use crate::stop::Stop;
 
 /// What a body turned into.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,6 +53,11 @@ pub enum Kind {
 /// recurse); a panic in either becomes an error, and a PDF whose drawing would recurse without
 /// end is refused before extraction (a stack overflow cannot be caught).
 pub fn to_page(body: &[u8], content_type: Option<&str>, url: &str) -> Result<Page, String> {
+    to_page_stoppable(body, content_type, url, &Stop::new())
+}
+
+/// [`to_page`] that ends early, with an error, once `stop` is raised (see [`crate::stop`]).
+pub fn to_page_stoppable(body: &[u8], content_type: Option<&str>, url: &str, stop: &Stop) -> Result<Page, String> {
     let declared = content_type.map(|c| c.split(';').next().unwrap_or("").trim().to_ascii_lowercase());
     let ct = match declared.as_deref() {
         None | Some("" | "application/octet-stream" | "binary/octet-stream" | "application/unknown") => sniff(body),
@@ -62,7 +68,7 @@ pub fn to_page(body: &[u8], content_type: Option<&str>, url: &str) -> Result<Pag
     };
     if ct == "text/html" || ct == "application/xhtml+xml" {
         let (text, _) = decode(body, content_type, true);
-        let c = html::convert_on_big_stack(text, Some(url.to_string()))?;
+        let c = html::convert_stoppable(text, Some(url.to_string()), stop.clone())?;
         return Ok(Page {
             title: c.title,
             anchors: c.anchors,
@@ -81,10 +87,11 @@ pub fn to_page(body: &[u8], content_type: Option<&str>, url: &str) -> Result<Pag
     }
     if ct == "application/pdf" {
         let bytes = body.to_vec();
+        let stop = stop.clone();
         let worker = std::thread::Builder::new()
             .name("kodik-web-pdf".into())
             .stack_size(64 << 20)
-            .spawn(move || crate::pdf::extract_text(&bytes))
+            .spawn(move || crate::pdf::extract_text_stoppable(&bytes, &stop))
             .map_err(|e| format!("could not start the PDF reader: {e}"))?;
         let text =
             worker.join().map_err(|_| "the PDF could not be read (its structure is not supported)".to_string())??;

@@ -15,9 +15,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::client::{FetchError, GuardedClient, GuardedResolver, Validators};
 use crate::config::WebConfig;
-use crate::content::{Kind, Page, to_page};
+use crate::content::{Kind, Page, to_page_stoppable};
 use crate::robots::{self, Robots, Verdict};
 use crate::sections::{self, Section, size};
+use crate::stop::Stop;
 
 /// A converted page as kept in the cache.
 #[derive(Debug, Clone)]
@@ -242,15 +243,18 @@ impl WebFetchTool {
         let body = fetched.body.clone();
         let (ct, u) = (content_type.clone(), final_url.clone());
         // Conversion shares the fetch's time limit. It runs on a thread of its own rather than
-        // tokio's blocking pool: a page that outlasts the limit (or a cancelled call) is left to
-        // finish there while the call answers, and a blocking-pool task would also hold up the
-        // runtime's shutdown (`kodik serve` could not exit until it ended).
+        // tokio's blocking pool (a blocking-pool task would hold up the runtime's shutdown), and
+        // when the call answers without its result — the limit passed, the call was cancelled
+        // or dropped — the guard raises its stop flag and the converter ends at its next
+        // checkpoint instead of keeping a core busy to the end (W2, W4).
         let converting = left();
         let (done, convert) = tokio::sync::oneshot::channel();
+        let stop = StopOnDrop(Stop::new());
+        let flag = stop.0.clone();
         std::thread::Builder::new()
             .name("kodik-web-convert".into())
             .spawn(move || {
-                let _ = done.send(to_page(&body, ct.as_deref(), &u));
+                let _ = done.send(to_page_stoppable(&body, ct.as_deref(), &u, &flag));
             })
             .map_err(|e| ToolError::failed(format!("could not start converting {final_url}: {e}")))?;
         let mut page = tokio::select! {
@@ -441,11 +445,25 @@ kodik-web honours robots.txt for the model's own fetches. Find the content elsew
         let RenderedPage { html, incomplete } =
             renderer.render_page(request).await.map_err(|e| ToolError::failed(format!("rendering {url}: {e}")))?;
         let u = url.to_string();
-        let page = tokio::task::spawn_blocking(move || to_page(html.as_bytes(), Some("text/html; charset=utf-8"), &u))
-            .await
-            .map_err(|e| ToolError::failed(format!("converting the rendered {url} failed: {e}")))?
-            .map_err(ToolError::failed)?;
+        // Cancelling drops this future: the guard then stops the conversion as well.
+        let stop = StopOnDrop(Stop::new());
+        let flag = stop.0.clone();
+        let page = tokio::task::spawn_blocking(move || {
+            to_page_stoppable(html.as_bytes(), Some("text/html; charset=utf-8"), &u, &flag)
+        })
+        .await
+        .map_err(|e| ToolError::failed(format!("converting the rendered {url} failed: {e}")))?
+        .map_err(ToolError::failed)?;
         Ok((page, incomplete))
+    }
+}
+
+/// Raises its flag when dropped: a conversion whose result nobody will read stops.
+struct StopOnDrop(Stop);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.stop();
     }
 }
 
@@ -809,13 +827,7 @@ mod tests {
         Arc::new(FetchedPage {
             final_url: url.into(),
             status: 200,
-            page: Page {
-                title: String::new(),
-                anchors: Vec::new(),
-                markdown: "x".repeat(bytes),
-                content_type: "text/plain".into(),
-                kind: Kind::Text,
-            },
+            page: Page::plain("x".repeat(bytes), "text/plain".into(), Kind::Text),
             sections: Vec::new(),
             body_bytes: bytes,
             truncated: false,

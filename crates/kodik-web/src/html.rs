@@ -25,6 +25,8 @@ use html5ever::tendril::StrTendril;
 use html5ever::{Attribute, LocalName, QualName, local_name, ns};
 use markup5ever_rcdom::{Node as MdNode, NodeData as MdData};
 
+use crate::stop::{Stop, checkpoint};
+
 /// Elements deeper than this are unwrapped (their text stays, their tags go).
 pub const MAX_DEPTH: usize = 256;
 
@@ -61,7 +63,13 @@ pub struct Converted {
 
 /// Converts on a thread with a 256 MB stack (reserved, not committed): deep documents recurse.
 pub fn convert_on_big_stack(html: String, url: Option<String>) -> Result<Converted, String> {
-    on_big_stack(move || convert(&html, url.as_deref()))
+    convert_stoppable(html, url, Stop::new())
+}
+
+/// [`convert_on_big_stack`] that ends early, with an error, once `stop` is raised: the
+/// converter's loops check it (see [`crate::stop`]).
+pub fn convert_stoppable(html: String, url: Option<String>, stop: Stop) -> Result<Converted, String> {
+    on_big_stack(move || stop.run(|| convert(&html, url.as_deref())))?.map_err(|e| e.to_string())
 }
 
 type Job = Box<dyn FnOnce() + Send>;
@@ -153,10 +161,41 @@ pub fn meta_refresh(body: &[u8]) -> Option<(u64, String)> {
     None
 }
 
+/// Bytes the parser is given at a time, with a [`checkpoint`] between.
+const PARSE_CHUNK: usize = 64 * 1024;
+
+/// Parses `html` as `Document::from` does, fed in chunks so a stopped conversion ends between
+/// two of them rather than after the whole page.
+fn parse(html: &str) -> Document {
+    use html5ever::tendril::TendrilSink;
+    let opts = html5ever::ParseOpts {
+        tree_builder: html5ever::tree_builder::TreeBuilderOpts { scripting_enabled: false, ..Default::default() },
+        ..Default::default()
+    };
+    let mut parser = html5ever::parse_document(Document::default(), opts);
+    let mut rest = html;
+    while !rest.is_empty() {
+        checkpoint();
+        let mut cut = rest.len().min(PARSE_CHUNK);
+        while !rest.is_char_boundary(cut) {
+            cut += 1;
+        }
+        parser.process(StrTendril::from_slice(&rest[..cut]));
+        rest = &rest[cut..];
+    }
+    parser.finish()
+}
+
+/// Tables nested deeper than this make readability scoring (dom_smoothie) too slow to allow:
+/// its work grows much faster than the page (2 500 nested tables, 82 KB, took 36 s) and runs
+/// where no [`checkpoint`] can stop it. Such a page is converted whole, minus chrome.
+const MAX_TABLE_NESTING_FOR_SCORING: usize = 8;
+
 /// HTML to Markdown with main-content extraction.
 pub fn convert(html: &str, url: Option<&str>) -> Converted {
     let limited = limit_depth(html, MAX_DEPTH);
-    let doc = Document::from(limited.as_ref());
+    checkpoint();
+    let doc = parse(&limited);
     open_shadow_roots(&doc, &limited);
     math_as_tex(&doc, &limited);
     expand_row_spans(&doc, &limited);
@@ -185,7 +224,9 @@ pub fn convert(html: &str, url: Option<&str>) -> Converted {
     normalise_code_languages(&doc);
     let cfg = dom_smoothie::Config { keep_classes: true, min_score_to_adjust: 10.0, ..Default::default() };
     let mut extracted = None;
-    if let Ok(mut r) = dom_smoothie::Readability::with_document(doc, url, Some(cfg))
+    checkpoint();
+    if scan.table_nesting <= MAX_TABLE_NESTING_FOR_SCORING
+        && let Ok(mut r) = dom_smoothie::Readability::with_document(doc, url, Some(cfg))
         && let Ok(a) = r.parse_with_policy(dom_smoothie::ParsePolicy::Strict)
         && text_weight(&a.text_content) >= MIN_ARTICLE_CHARS
         && let Some(root) = r.doc.select("#readability-page-1").nodes().first().map(|n| n.id)
@@ -197,7 +238,7 @@ pub fn convert(html: &str, url: Option<&str>) -> Converted {
         Some((markdown, t)) => (markdown, true, t),
         None => {
             // Extraction took the document apart; the whole page comes from a fresh parse.
-            let doc = Document::from(limited.as_ref());
+            let doc = parse(&limited);
             open_shadow_roots(&doc, &limited);
             math_as_tex(&doc, &limited);
             expand_row_spans(&doc, &limited);
@@ -334,6 +375,7 @@ fn anchors(doc: &Document) -> Vec<(String, String)> {
     };
     let mut out = Vec::new();
     for n in doc.select("[id], a[name]").nodes().iter().take(MAX_ANCHORS) {
+        checkpoint();
         let Some(id) = n.attr("id").or_else(|| n.attr("name")) else { continue };
         let mut text = first_words(n);
         if text.is_empty()
@@ -447,6 +489,8 @@ struct Scan {
     base_href: Option<String>,
     /// An empty element with an id frameworks mount their app on (`root`, `app`, `__next` …).
     empty_mount: bool,
+    /// Most `<table>`s nested in one another.
+    table_nesting: usize,
 }
 
 impl Scan {
@@ -482,16 +526,18 @@ enum Visit {
 /// One iterative pass (no recursion: the tree may be deep) over the whole page.
 fn scan(tree: &Tree) -> Scan {
     enum Step {
-        Enter(NodeId),
+        /// A node, and how many tables it is inside.
+        Enter(NodeId, usize),
         Leave,
     }
     let mut s = Scan::default();
     // Candidates whose subtree is being walked: (is main, index in mains/articles).
     let mut open: Vec<(bool, usize)> = Vec::new();
-    let mut stack = vec![Step::Enter(tree.root_id())];
+    let mut stack = vec![Step::Enter(tree.root_id(), 0)];
     while let Some(step) = stack.pop() {
-        let id = match step {
-            Step::Enter(id) => id,
+        checkpoint();
+        let (id, tables) = match step {
+            Step::Enter(id, tables) => (id, tables),
             Step::Leave => {
                 open.pop();
                 continue;
@@ -563,13 +609,17 @@ fn scan(tree: &Tree) -> Scan {
                 }
             }
             Visit::Skip => {}
-            Visit::Children => stack.extend(tree.child_ids_of_it(&id, true).map(Step::Enter)),
+            Visit::Children => {
+                let tables = tables + usize::from(node.node_name().as_deref() == Some("table"));
+                s.table_nesting = s.table_nesting.max(tables);
+                stack.extend(tree.child_ids_of_it(&id, true).map(|c| Step::Enter(c, tables)));
+            }
             Visit::Candidate { main } => {
                 let list = if main { &mut s.mains } else { &mut s.articles };
                 list.push((id, 0));
                 open.push((main, list.len() - 1));
                 stack.push(Step::Leave);
-                stack.extend(tree.child_ids_of_it(&id, true).map(Step::Enter));
+                stack.extend(tree.child_ids_of_it(&id, true).map(|c| Step::Enter(c, tables)));
             }
         }
     }
@@ -730,6 +780,7 @@ fn copy_tree(tree: &Tree, root: NodeId, keep: Keep, base: Option<&url::Url>) -> 
     let mut unwrapped_parts: std::collections::HashSet<NodeId> = std::collections::HashSet::new();
     let mut stack: Vec<CopyWork> = vec![(Some(root), md_root.clone(), None, false)];
     while let Some((id, parent, parent_lang, in_pre)) = stack.pop() {
+        checkpoint();
         let Some(id) = id else {
             append(&parent, MdNode::new(MdData::Text { contents: RefCell::new(StrTendril::from_slice("\n")) }));
             continue;
@@ -1061,6 +1112,33 @@ fn converter() -> &'static HtmlToMarkdown {
                 "script", "style", "noscript", "template", "svg", "math", "iframe", "object", "embed", "canvas", "nav",
                 "footer", "button", "select", "input", "textarea", "dialog", "head",
             ])
+            // htmd's walk of a big page is long: a stopped conversion ends at the next block.
+            .add_handler(
+                vec![
+                    "p",
+                    "div",
+                    "li",
+                    "tr",
+                    "td",
+                    "th",
+                    "table",
+                    "section",
+                    "pre",
+                    "blockquote",
+                    "dd",
+                    "dt",
+                    "h1",
+                    "h2",
+                    "h3",
+                    "h4",
+                    "h5",
+                    "h6",
+                ],
+                |h: &dyn htmd::element_handler::Handlers, el: htmd::Element| {
+                    checkpoint();
+                    h.fallback(el)
+                },
+            )
             .add_handler(vec!["img"], |_: &dyn htmd::element_handler::Handlers, el: htmd::Element| {
                 let alt = el
                     .attrs

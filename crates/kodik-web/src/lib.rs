@@ -22,6 +22,7 @@ pub mod pdf;
 pub mod robots;
 pub mod search;
 pub mod sections;
+pub mod stop;
 
 use std::sync::Arc;
 

@@ -15,7 +15,11 @@
 use std::collections::{HashMap, HashSet};
 
 use pdf_extract::content::Content;
-use pdf_extract::{Dictionary, Document, Object, ObjectId, PlainTextOutput, Stream};
+use pdf_extract::{
+    Dictionary, Document, MediaBox, Object, ObjectId, OutputDev, OutputError, PlainTextOutput, Stream, Transform,
+};
+
+use crate::stop::{Stop, Stopped};
 
 /// Deepest chain of forms drawing forms accepted. Real documents nest a few levels; each level
 /// costs `pdf-extract` a large stack frame.
@@ -29,6 +33,12 @@ const MAX_FORM_DRAWS: u64 = 100_000;
 
 /// The document's text, or why it cannot be read.
 pub fn extract_text(bytes: &[u8]) -> Result<String, String> {
+    extract_text_stoppable(bytes, &Stop::new())
+}
+
+/// [`extract_text`] that ends early, with an error, once `stop` is raised: checked on every
+/// character drawn, so a 3 000-page PDF nobody waits for stops at once.
+pub fn extract_text_stoppable(bytes: &[u8], stop: &Stop) -> Result<String, String> {
     let mut doc = Document::load_mem(bytes).map_err(|e| format!("the PDF could not be read: {e}"))?;
     if doc.is_encrypted() {
         // What pdf-extract does itself: many PDFs are encrypted with an empty user password.
@@ -36,10 +46,64 @@ pub fn extract_text(bytes: &[u8]) -> Result<String, String> {
     }
     prune_page_tree(&mut doc);
     check_recursion(&doc)?;
+    if stop.is_stopped() {
+        return Err(Stopped.to_string());
+    }
     let mut text = String::new();
-    pdf_extract::output_doc(&doc, &mut PlainTextOutput::new(&mut text))
-        .map_err(|e| format!("the PDF could not be read: {e}"))?;
+    let out = pdf_extract::output_doc(&doc, &mut Stoppable { inner: PlainTextOutput::new(&mut text), stop });
+    if stop.is_stopped() {
+        return Err(Stopped.to_string());
+    }
+    out.map_err(|e| format!("the PDF could not be read: {e}"))?;
     Ok(text)
+}
+
+/// Plain-text output that fails the extraction at the next page or character once its stop
+/// flag is raised.
+struct Stoppable<'a, O> {
+    inner: O,
+    stop: &'a Stop,
+}
+
+impl<O> Stoppable<'_, O> {
+    fn check(&self) -> Result<(), OutputError> {
+        if self.stop.is_stopped() { Err(OutputError::FormatError(std::fmt::Error)) } else { Ok(()) }
+    }
+}
+
+impl<O: OutputDev> OutputDev for Stoppable<'_, O> {
+    fn begin_page(
+        &mut self,
+        page_num: u32,
+        media_box: &MediaBox,
+        art_box: Option<(f64, f64, f64, f64)>,
+    ) -> Result<(), OutputError> {
+        self.check()?;
+        self.inner.begin_page(page_num, media_box, art_box)
+    }
+    fn end_page(&mut self) -> Result<(), OutputError> {
+        self.inner.end_page()
+    }
+    fn output_character(
+        &mut self,
+        trm: &Transform,
+        width: f64,
+        spacing: f64,
+        font_size: f64,
+        char: &str,
+    ) -> Result<(), OutputError> {
+        self.check()?;
+        self.inner.output_character(trm, width, spacing, font_size, char)
+    }
+    fn begin_word(&mut self) -> Result<(), OutputError> {
+        self.inner.begin_word()
+    }
+    fn end_word(&mut self) -> Result<(), OutputError> {
+        self.inner.end_word()
+    }
+    fn end_line(&mut self) -> Result<(), OutputError> {
+        self.inner.end_line()
+    }
 }
 
 /// Drops the `Kids` entries that name a node already in the page tree (a `Pages` node listing

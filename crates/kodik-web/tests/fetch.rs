@@ -577,10 +577,11 @@ async fn w2_a_one_byte_per_interval_body_hits_the_total_deadline() {
 }
 
 #[tokio::test]
-async fn w2_a_page_too_complex_to_convert_within_the_time_limit_is_an_error_at_the_limit() {
-    // The tester's deep_table2500.html: 2 500 tables nested in each other's cells, which
-    // html5ever's table rules make slow (36 s in a debug build). Before, conversion had no
-    // deadline and the call returned success long after its limit.
+async fn w2_tables_nested_thousands_deep_convert_within_the_time_limit() {
+    // The tester's deep_table2500.html: 2 500 tables nested in each other's cells. Readability
+    // scoring's work on it grew far faster than the page (36 s in a debug build, success long
+    // past the limit), where nothing can stop it; a page nesting tables that deep is converted
+    // whole instead. (A page still converting at the limit: tests/stop.rs.)
     let n = 2500;
     let html = format!(
         "<html><body><main><h1>Deep</h1>{}x{}</main></body></html>",
@@ -588,11 +589,10 @@ async fn w2_a_page_too_complex_to_convert_within_the_time_limit_is_an_error_at_t
         "</td></tr></table>".repeat(n)
     );
     let s = Server::start(move |_| Reply::html(html.clone())).await;
-    let t = tool(WebConfig { total_timeout: Duration::from_millis(1500), ..WebConfig::default() });
-    let started = Instant::now();
-    let err = fetch(&t, &s.url("/manyattr"), None, None).await.unwrap_err();
-    assert!(err.contains("took longer than") && err.contains("too large or too complex"), "{err}");
-    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    let t = tool(WebConfig { total_timeout: Duration::from_secs(10), ..WebConfig::default() });
+    let out = fetch(&t, &s.url("/deep"), None, None).await.unwrap();
+    let md = framed(&out);
+    assert!(md.contains("# Deep") && md.contains('x'), "{md}");
 }
 
 #[tokio::test]
