@@ -470,6 +470,34 @@ async fn g11_k7_the_codemode_catalog_in_the_request_lists_exactly_what_scripts_c
     }
 }
 
+/// A2: the workspace's AGENTS.md (the project's instructions for coding agents) reaches a new
+/// conversation's first request, saying where it came from, cut at 32 KB with a note where the
+/// rest is; `--last` does not add it again. Before, it was never read.
+#[tokio::test]
+async fn a2_agents_md_reaches_a_new_conversations_first_request_bounded() {
+    let ws = tempfile::tempdir().unwrap();
+    let filler = "Keep functions short and name them for what they do.\n".repeat(1000);
+    std::fs::write(ws.path().join("AGENTS.md"), format!("Use pnpm, never npm.\n{filler}TAIL-MARKER\n")).unwrap();
+    let recording = Recording::new(Provider::OpenAiResponses, "gpt-5")
+        .with(Exchange::sse(text_body("ok")))
+        .with(Exchange::sse(text_body("ok again")));
+    let server = ReplayServer::start(recording).await.unwrap();
+    for args in [vec!["install the deps"], vec!["--last", "and now?"]] {
+        let out = agent_against(&server, ws.path(), &args).await;
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let requests = server.requests();
+    let first = requests[0].body["input"].to_string();
+    assert!(
+        first.contains("From AGENTS.md at the workspace root") && first.contains("Use pnpm, never npm."),
+        "{first}"
+    );
+    assert!(first.contains("AGENTS.md is cut here") && !first.contains("TAIL-MARKER"), "not cut at 32 KB");
+    assert!(first.len() < 40 * 1024, "the first request holds {} bytes", first.len());
+    let second = requests[1].body["input"].to_string();
+    assert_eq!(second.matches("Use pnpm, never npm.").count(), 1, "given again on --last");
+}
+
 /// --max-time stops a run whose model stalls: status max_wall, exit 1, well before the stall ends.
 #[tokio::test]
 async fn agent_max_time_stops_a_stalled_run_with_exit_1() {

@@ -329,6 +329,49 @@ impl ConversationToolset {
     }
 }
 
+/// The most of a workspace's `AGENTS.md` that [`agents_md_note`] carries (Codex's default for
+/// its project docs): enough for a project's conventions, bounded so a huge file does not fill
+/// the context.
+pub const AGENTS_MD_MAX_BYTES: usize = 32 * 1024;
+
+/// The workspace root's `AGENTS.md` (the instructions a project writes for coding agents, read
+/// by Codex, Cursor and others) as a note for a new conversation's first request, cut at
+/// [`AGENTS_MD_MAX_BYTES`] with a note where the rest is. `None` when there is none, it is
+/// empty, hidden by `.kodikignore` (G16), a link out of the workspace, or the host does not
+/// trust the workspace's authors.
+pub fn agents_md_note(workspace: &kodik_core::Workspace) -> Option<String> {
+    use std::io::Read as _;
+    if !workspace.is_trusted() {
+        return None;
+    }
+    let path = workspace.check_file("AGENTS.md").ok()?;
+    let file = std::fs::File::open(&path).ok()?;
+    let size = file.metadata().ok()?.len();
+    let mut bytes = Vec::new();
+    file.take(AGENTS_MD_MAX_BYTES as u64 + 4).read_to_end(&mut bytes).ok()?;
+    let text = String::from_utf8_lossy(&bytes);
+    let (text, cut) = if bytes.len() > AGENTS_MD_MAX_BYTES {
+        (&text[..text.floor_char_boundary(AGENTS_MD_MAX_BYTES)], true)
+    } else {
+        (&text[..], false)
+    };
+    let text = text.trim_end();
+    if text.trim().is_empty() {
+        return None;
+    }
+    let mut note = format!(
+        "[project instructions] From AGENTS.md at the workspace root, written by the project for coding agents \
+         (follow them; where the user asks otherwise, the user comes first):\n\n{text}"
+    );
+    if cut {
+        note.push_str(&format!(
+            "\n\n[AGENTS.md is cut here, after {} KB of its {size} bytes: read the rest with read_file]",
+            AGENTS_MD_MAX_BYTES / 1024
+        ));
+    }
+    Some(note)
+}
+
 /// Configures a [`ConversationToolset`].
 #[derive(Default)]
 pub struct ConversationToolsetBuilder {

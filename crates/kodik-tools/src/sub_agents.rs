@@ -52,14 +52,15 @@ pub(crate) const CONVERSATION_TOOLS: [&str; 9] = [
 ];
 
 /// What arrives for a conversation between its model requests, as notes (kodik-agent's hook):
-/// background sub-agents' reports (A3), messages from its sub-agents or its parent, and letters
+/// first the workspace's AGENTS.md and the saved memory notes (A2), then background
+/// sub-agents' reports (A3), messages from its sub-agents or its parent, and letters
 /// other processes left in its mailbox (A5). When its run is cancelled, its sub-agents stop
 /// too (G6).
 pub(crate) struct ConversationNotes {
     tools: ConversationToolset,
     root: PathBuf,
-    /// Whether the saved memory notes went to the model (a resumed conversation has them in
-    /// its history already).
+    /// Whether the workspace's AGENTS.md and the saved memory notes went to the model (a
+    /// resumed conversation has them in its history already).
     memory_given: std::sync::atomic::AtomicBool,
 }
 
@@ -84,6 +85,7 @@ impl kodik_agent::Notes for ConversationNotes {
         if !self.memory_given.swap(true, std::sync::atomic::Ordering::Relaxed)
             && let Ok(workspace) = kodik_core::Workspace::new(&self.root)
         {
+            notes.extend(kodik_conversation::agents_md_note(&workspace));
             notes.extend(self.tools.memory_note(&workspace));
         }
         notes.extend(self.tools.take_report_notes());
