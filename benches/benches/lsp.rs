@@ -179,7 +179,7 @@ fn kodik(program: &Path, root: &Path) -> Kodik {
 
 async fn tool_definition(k: &Kodik) {
     let args = json!({"operation": "definition", "path": "main.py", "line": 5, "symbol": "helper"});
-    let out = dispatch(&k.registry, &ToolCall::new("b", "lsp", args), &k.cx).await;
+    let out = dispatch(&k.registry, ToolCall::new("b", "lsp", args), &k.cx).await;
     assert!(out.text_content().contains("util.py:1:5:"), "{}", out.text_content());
 }
 
@@ -399,7 +399,7 @@ fn warm_references(c: &mut Criterion, rt: &tokio::runtime::Runtime, program: &Pa
     let worker = Arc::new(kodik(program, &root));
     async fn references(k: &Kodik, expected: usize) {
         let args = json!({"operation": "references", "path": "util.py", "line": 1, "symbol": "helper"});
-        let out = dispatch(&k.registry, &ToolCall::new("r", "lsp", args), &k.cx).await;
+        let out = dispatch(&k.registry, ToolCall::new("r", "lsp", args), &k.cx).await;
         let text = out.text_content();
         assert!(text.contains(&format!(": {expected} locations")), "{text}");
     }

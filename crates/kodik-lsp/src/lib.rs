@@ -22,6 +22,7 @@ pub struct ReadmeDoctests;
 
 pub mod config;
 pub mod manager;
+mod paths;
 pub mod position;
 pub mod server;
 pub mod tools;

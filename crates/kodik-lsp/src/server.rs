@@ -205,6 +205,9 @@ struct Doc {
     sent_at: Instant,
     /// How the file looked on disk when `text` was read from it, and when that was.
     disk: Option<(Stamp, SystemTime)>,
+    /// `disk` was looked at while the project's watcher saw the file's folder, and no event
+    /// for the file has been drained since: the file is as `disk` says without a `stat`.
+    watched: bool,
 }
 
 /// What a file looks like on disk without reading it. The same stamp means the same content
@@ -323,8 +326,12 @@ pub struct Server {
     latency: Mutex<Duration>,
     /// Files read for the source lines shown with results, with how they looked on disk: a
     /// file is read again only when its stamp changed, not for every answer that points into it.
-    sources: Mutex<HashMap<PathBuf, (Arc<str>, Seen)>>,
+    sources: Mutex<HashMap<PathBuf, Source>>,
 }
+
+/// A file's text kept for source lines, how it looked on disk when read, and whether the
+/// watcher has seen no change to it since (then it is handed out without a `stat`).
+type Source = (Arc<str>, Seen, bool);
 
 /// How a file looked on disk when its text was read, and when that was.
 type Seen = Option<(Stamp, SystemTime)>;
@@ -518,15 +525,29 @@ impl Server {
     /// only when the file changed since it was last read; `None` when it cannot be read.
     pub fn source(&self, path: &Path) -> Option<Arc<str>> {
         let known = self.sources.lock().ok()?.get(path).cloned();
-        match look(path, known.as_ref().and_then(|(_, disk)| *disk)) {
-            Ok(Disk::Unchanged) => known.map(|(text, _)| text),
+        // Every caller synced this server first, which drained the watcher: a change made
+        // before this call has already untrusted the entry.
+        if let Some((text, _, true)) = &known
+            && self.watcher_sees(path)
+        {
+            return Some(text.clone());
+        }
+        let watched = self.watcher_sees(path);
+        match look(path, known.as_ref().and_then(|(_, disk, _)| *disk)) {
+            Ok(Disk::Unchanged) => {
+                let (text, disk, _) = known?;
+                if watched && let Ok(mut sources) = self.sources.lock() {
+                    sources.insert(path.to_path_buf(), (text.clone(), disk, true));
+                }
+                Some(text)
+            }
             Ok(Disk::Read(text, disk)) => {
                 let text: Arc<str> = text.into();
                 if let Ok(mut sources) = self.sources.lock() {
                     if sources.len() >= MAX_SOURCES {
                         sources.clear();
                     }
-                    sources.insert(path.to_path_buf(), (text.clone(), disk));
+                    sources.insert(path.to_path_buf(), (text.clone(), disk, watched));
                 }
                 Some(text)
             }
@@ -708,7 +729,7 @@ impl Server {
 
     /// Files of the server's language that changed on disk since the last request, by the
     /// watcher, as `didChangeWatchedFiles` changes (open documents are left to `sync`).
-    async fn disk_changes(&self, open: &HashMap<PathBuf, Doc>) -> Vec<Value> {
+    async fn disk_changes(&self, open: &mut HashMap<PathBuf, Doc>) -> Vec<Value> {
         let seen = {
             let Ok(mut tracked) = self.tracked.lock() else { return Vec::new() };
             let Some(watcher) = tracked.watcher.as_mut() else { return Vec::new() };
@@ -717,6 +738,17 @@ impl Server {
         if seen.files.is_empty() && !seen.rescan {
             return Vec::new();
         }
+        // What the watcher vouched for is looked at on disk again: the files it saw change
+        // (any language: open documents and source lines), or everything after a rescan.
+        for (path, doc) in open.iter_mut() {
+            doc.watched &= !seen.rescan && !seen.files.contains(path);
+        }
+        if let Ok(mut sources) = self.sources.lock() {
+            for (path, (_, _, trusted)) in sources.iter_mut() {
+                *trusted &= !seen.rescan && !seen.files.contains(path);
+            }
+        }
+        let open = &*open;
         let touched: HashSet<PathBuf> =
             seen.files.into_iter().filter(|p| self.config.language_id(p).is_some()).collect();
         if !seen.rescan {
@@ -773,13 +805,21 @@ impl Server {
         // Unopened files changed on disk by anything (a shell command, git): told as watched
         // file changes, and every open document is saved again after them, which makes servers
         // that keep open files' dependencies themselves (clangd's preambles) re-check them.
-        let mut watched = self.disk_changes(&docs).await;
+        let mut watched = self.disk_changes(&mut docs).await;
         let resave = !watched.is_empty();
         // Open documents changed or deleted since they were sent.
         let open: Vec<PathBuf> = docs.keys().filter(|p| p.as_path() != path).cloned().collect();
         for p in open {
+            if docs.get(&p).is_some_and(|d| d.watched) && self.watcher_sees(&p) {
+                continue;
+            }
+            let seen = self.watcher_sees(&p);
             match look(&p, docs.get(&p).and_then(|d| d.disk)) {
-                Ok(Disk::Unchanged) => {}
+                Ok(Disk::Unchanged) => {
+                    if let Some(d) = docs.get_mut(&p) {
+                        d.watched = seen;
+                    }
+                }
                 Ok(Disk::Read(now, disk)) => {
                     if docs.get(&p).is_some_and(|d| *d.text != *now) {
                         self.change(&mut docs, &p, now.into()).await;
@@ -787,6 +827,7 @@ impl Server {
                     }
                     if let Some(d) = docs.get_mut(&p) {
                         d.disk = disk;
+                        d.watched = seen;
                     }
                 }
                 Err(_) => {
@@ -797,15 +838,19 @@ impl Server {
             }
         }
         // The edit tools pass what they wrote; its stamp is taken when it is next read.
+        let seen = text.is_none() && self.watcher_sees(path);
         let (now, disk): (Arc<str>, Seen) = match text {
             Some(t) => (t.into(), None),
-            None => match look(path, docs.get(path).and_then(|d| d.disk)) {
-                Ok(Disk::Unchanged) => match docs.get(path) {
-                    Some(d) => (d.text.clone(), d.disk),
-                    None => return Err(LspError::Internal("an unopened document had a stamp".into())),
+            None => match docs.get(path).filter(|d| d.watched && seen) {
+                Some(d) => (d.text.clone(), d.disk),
+                None => match look(path, docs.get(path).and_then(|d| d.disk)) {
+                    Ok(Disk::Unchanged) => match docs.get(path) {
+                        Some(d) => (d.text.clone(), d.disk),
+                        None => return Err(LspError::Internal("an unopened document had a stamp".into())),
+                    },
+                    Ok(Disk::Read(now, disk)) => (now.into(), disk),
+                    Err(e) => return Err(LspError::Read { path: path.display().to_string(), source: e }),
                 },
-                Ok(Disk::Read(now, disk)) => (now.into(), disk),
-                Err(e) => return Err(LspError::Read { path: path.display().to_string(), source: e }),
             },
         };
         match docs.get(path) {
@@ -838,12 +883,15 @@ impl Server {
                         dep_seq: seq,
                         sent_at: Instant::now(),
                         disk: None,
+                        watched: false,
                     },
                 );
             }
         }
         if let Some(d) = docs.get_mut(path) {
             d.disk = disk;
+            // Text handed in by an edit tool has no stamp: the next sync looks at the disk.
+            d.watched = seen && disk.is_some();
         }
         // Other open documents' earlier publishes may predate these changes (a `sed -i` of a
         // module they import): their diagnostics are awaited from after them. (Those opened
@@ -887,6 +935,12 @@ impl Server {
         doc.text = text;
         doc.sent_seq = seq;
         doc.sent_at = Instant::now();
+    }
+
+    /// Whether the project's watcher queues an event for every change to `path` (see
+    /// [`DirWatcher::sees`]): then a document or source text it vouched for needs no `stat`.
+    fn watcher_sees(&self, path: &Path) -> bool {
+        self.tracked.lock().is_ok_and(|t| t.watcher.as_ref().is_some_and(|w| w.sees(path)))
     }
 
     fn seq(&self) -> u64 {
@@ -1013,7 +1067,7 @@ mod tests {
     use super::*;
 
     fn doc(text: &str, disk: Option<(Stamp, SystemTime)>) -> Doc {
-        Doc { version: 1, text: text.into(), sent_seq: 0, dep_seq: 0, sent_at: Instant::now(), disk }
+        Doc { version: 1, text: text.into(), sent_seq: 0, dep_seq: 0, sent_at: Instant::now(), disk, watched: false }
     }
 
     /// Documents are not re-read before every request when their stamp is unchanged, yet a

@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 
 use crate::LspError;
 use crate::manager::LanguageServers;
+use crate::paths::{PathChecks, Shown};
 use crate::position::{
     Encoding, from_lsp_column, identifier_at, line_of, path_to_uri, pick, to_lsp_column, uri_to_path,
 };
@@ -44,12 +45,25 @@ fn to_tool_error(e: LspError) -> ToolError {
 pub struct LspTool {
     servers: Arc<LanguageServers>,
     spec: ToolSpec,
+    /// Path checks kept between calls while nothing on their way changes.
+    checks: PathChecks,
+}
+
+/// What formatting an answer's locations needs besides the server.
+#[derive(Clone, Copy)]
+struct Answer<'a> {
+    ws: &'a Workspace,
+    checks: &'a PathChecks,
 }
 
 impl LspTool {
     /// The tool over a shared manager.
     pub fn new(servers: Arc<LanguageServers>) -> Self {
-        Self { servers, spec: kodik_schema::spec::<LspArgs>() }
+        Self { servers, spec: kodik_schema::spec::<LspArgs>(), checks: PathChecks::default() }
+    }
+
+    fn answer<'a>(&'a self, ws: &'a Workspace) -> Answer<'a> {
+        Answer { ws, checks: &self.checks }
     }
 }
 
@@ -240,12 +254,7 @@ fn location_order(a: &Loc, b: &Loc) -> std::cmp::Ordering {
 
 /// What is shown for every location in one file, worked out once per file: a reference
 /// search answers with many hits in each of a few dozen files.
-struct FileShown {
-    /// `None`: hidden by `.kodikignore`.
-    path: Option<PathBuf>,
-    shown_path: String,
-    external: bool,
-}
+type FileShown = Shown;
 
 impl FileShown {
     fn new(ws: &Workspace, ignores: &mut IgnoreChecks<'_>, path: &Path) -> Self {
@@ -274,7 +283,8 @@ type Texts = std::collections::HashMap<PathBuf, Option<Arc<str>>>;
 
 /// `server` reads the source lines (those in `read` were read already); each location's
 /// column is in its own server's units.
-fn format_locations(ws: &Workspace, server: &Server, locs: Vec<Loc>, header: &str, read: &Texts) -> (String, Value) {
+fn format_locations(cx: Answer<'_>, server: &Server, locs: Vec<Loc>, header: &str, read: &Texts) -> (String, Value) {
+    let Answer { ws, checks } = cx;
     let mut locs = locs;
     locs.sort_by(location_order);
     locs.dedup();
@@ -285,7 +295,7 @@ fn format_locations(ws: &Workspace, server: &Server, locs: Vec<Loc>, header: &st
     let mut total = 0usize;
     for (i, l) in locs.iter().enumerate() {
         if i == 0 || locs[i - 1].path != l.path {
-            files.push((i, FileShown::new(ws, &mut ignores, &l.path)));
+            files.push((i, checks.shown(&l.path, || FileShown::new(ws, &mut ignores, &l.path))));
         }
         match files.last() {
             Some((_, f)) if f.path.is_some() => total += 1,
@@ -774,7 +784,7 @@ impl LspTool {
 
     async fn at_position(&self, args: &LspArgs, ws: &Workspace) -> Result<ToolOutput, LspError> {
         let raw_path = args.path.as_deref().unwrap_or("");
-        let path = ws.check_file(raw_path).map_err(LspError::Path)?;
+        let path = self.checks.check_file(ws, raw_path).map_err(LspError::Path)?;
         let op = args.operation;
         self.servers
             .with_server(&path, |server| {
@@ -850,7 +860,8 @@ impl LspTool {
                                 self.in_other_projects(&server, &asked, &mut locs, &mut read, &mut aliases).await
                             };
                             let partial = partial || others.as_ref().is_some_and(|o| o.partial);
-                            let (mut out, mut meta, partial) = locations_text(ws, &server, locs, &header, partial, &read);
+                            let (mut out, mut meta, partial) =
+                                locations_text(self.answer(ws), &server, locs, &header, partial, &read);
                             match others {
                                 Some(others) => others.note(ws, &mut out, &mut meta),
                                 None if op != LspOperation::OutgoingCalls => {
@@ -865,7 +876,13 @@ impl LspTool {
                             }
                             Ok(finish(out, partial, meta))
                         }
-                        _ => Ok(locations_answer(ws, &server, locations(&res, server.encoding()), &header, partial)),
+                        _ => Ok(locations_answer(
+                            self.answer(ws),
+                            &server,
+                            locations(&res, server.encoding()),
+                            &header,
+                            partial,
+                        )),
                     }
                 }
             })
@@ -934,7 +951,8 @@ impl LspTool {
         asked.sort();
         asked.dedup();
         let header = format!("workspace symbols matching `{query}` ({})", asked.join(", "));
-        let (mut out, mut meta, partial) = locations_text(ws, &server, locs, &header, partial, &Texts::new());
+        let (mut out, mut meta, partial) =
+            locations_text(self.answer(ws), &server, locs, &header, partial, &Texts::new());
         if !failed.is_empty() {
             let _ = writeln!(out, "Not searched: {}.", failed.join("; "));
             meta["not_searched"] = json!(failed);
@@ -971,15 +989,15 @@ fn unreachable_op(op: LspOperation) -> Result<&'static str, LspError> {
     Err(LspError::Internal(format!("`{}` is not a position operation", op.as_str())))
 }
 
-fn locations_answer(ws: &Workspace, server: &Server, locs: Vec<Loc>, header: &str, partial: bool) -> ToolOutput {
-    let (out, meta, partial) = locations_text(ws, server, locs, header, partial, &Texts::new());
+fn locations_answer(cx: Answer<'_>, server: &Server, locs: Vec<Loc>, header: &str, partial: bool) -> ToolOutput {
+    let (out, meta, partial) = locations_text(cx, server, locs, header, partial, &Texts::new());
     finish(out, partial, meta)
 }
 
 /// The text and meta of a locations answer, and whether [`finish`] must still add the
 /// indexing note (an empty answer already says it).
 fn locations_text(
-    ws: &Workspace,
+    cx: Answer<'_>,
     server: &Server,
     locs: Vec<Loc>,
     header: &str,
@@ -994,7 +1012,7 @@ fn locations_text(
         };
         return (out, json!({"total": 0, "indexing": partial}), false);
     }
-    let (out, meta) = format_locations(ws, server, locs, header, read);
+    let (out, meta) = format_locations(cx, server, locs, header, read);
     (out, meta, partial)
 }
 
@@ -1110,6 +1128,7 @@ impl TypedTool for LspTool {
 
     async fn run(&self, args: LspArgs, cx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let ws = &cx.workspace;
+        self.checks.begin(ws);
         let work = async {
             if args.operation == LspOperation::WorkspaceSymbols {
                 self.workspace_symbols(&args, ws).await

@@ -24,6 +24,8 @@ pub const MAX_WATCHED_DIRS: usize = 8_192;
 pub struct DirWatcher {
     fd: OwnedFd,
     dirs: HashMap<i32, PathBuf>,
+    /// The folders in `dirs`, to tell whether a file's changes are seen.
+    watched: HashSet<PathBuf>,
     buf: Vec<MaybeUninit<u8>>,
 }
 
@@ -54,7 +56,7 @@ impl DirWatcher {
     /// A watcher with no folders yet; `None` when inotify is unavailable.
     pub fn new() -> Option<Self> {
         let fd = inotify::init(CreateFlags::NONBLOCK | CreateFlags::CLOEXEC).ok()?;
-        Some(Self { fd, dirs: HashMap::new(), buf: vec![MaybeUninit::uninit(); 16 * 1024] })
+        Some(Self { fd, dirs: HashMap::new(), watched: HashSet::new(), buf: vec![MaybeUninit::uninit(); 16 * 1024] })
     }
 
     /// Watches `dir` (not the folders below it). False when it cannot (the user's watch limit
@@ -66,12 +68,20 @@ impl DirWatcher {
         match inotify::add_watch(&self.fd, dir, flags()) {
             Ok(wd) => {
                 self.dirs.insert(wd, dir.to_path_buf());
+                self.watched.insert(dir.to_path_buf());
                 true
             }
             // Gone already: nothing to watch there.
             Err(rustix::io::Errno::NOENT) | Err(rustix::io::Errno::NOTDIR) => true,
             Err(_) => false,
         }
+    }
+
+    /// Whether a change to `file` (written, replaced, deleted) is queued as an event: its
+    /// folder is watched. A file whose folder is not (hidden, ignored or third-party folders,
+    /// or outside the project) must be looked at on disk instead.
+    pub fn sees(&self, file: &Path) -> bool {
+        file.parent().is_some_and(|dir| self.watched.contains(dir))
     }
 
     /// Everything queued since the last drain, without waiting.
@@ -95,7 +105,9 @@ impl DirWatcher {
                 continue;
             }
             if mask.contains(ReadFlags::IGNORED) {
-                self.dirs.remove(&event.wd());
+                if let Some(dir) = self.dirs.remove(&event.wd()) {
+                    self.watched.remove(&dir);
+                }
                 continue;
             }
             let (Some(dir), Some(name)) = (self.dirs.get(&event.wd()), event.file_name()) else { continue };
