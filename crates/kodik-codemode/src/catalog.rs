@@ -79,6 +79,9 @@ pub(crate) struct Catalog {
     pub entries: BTreeMap<String, Entry>,
     /// Names the model sees but scripts may not call (for a clear error).
     pub model_only: Vec<String>,
+    /// Tools left out for the request the script runs in (the mode does not offer them, the
+    /// user switched them off, G11): a script calling one is told so, not "no tool".
+    pub withheld: Vec<String>,
 }
 
 impl Catalog {

@@ -104,12 +104,18 @@ impl TypedTool for CodeModeTool {
     /// model on purpose and stays callable (K6).
     fn narrowed(&self, withheld: &[String]) -> Option<Arc<dyn kodik_core::Tool>> {
         let mut callable = self.setup.registry.clone();
+        let mut removed = Vec::new();
         for name in withheld {
-            if self.setup.config.exposure_of(name).model_sees() {
-                callable.remove(name);
+            if self.setup.config.exposure_of(name).model_sees() && callable.remove(name).is_some() {
+                removed.push(name.clone());
             }
         }
-        Some(Arc::new(self.with_tools(callable)))
+        let mut next = self.with_tools(callable);
+        // A catalog just built is not shared yet, so this always applies.
+        if let Some(catalog) = Arc::get_mut(&mut next.setup.catalog) {
+            catalog.withheld = removed;
+        }
+        Some(Arc::new(next))
     }
 
     async fn run(&self, args: CodemodeArgs, cx: &ToolContext) -> Result<ToolOutput, ToolError> {

@@ -217,6 +217,12 @@ async fn g10_g11_k6_scripts_reach_only_the_tools_the_request_offers() {
         .await;
     // generate_plan is for Plan mode only: out of the scripts' reach in Code mode.
     assert_eq!(outs[0].meta["codemode"]["error_kind"], "UnknownTool", "{}", outs[0].text_content());
+    // Said as it is: the tool exists but not for this request (not "no tool", nor a suggestion).
+    assert!(
+        outs[0].text_content().contains("`generate_plan` is not available to this request"),
+        "{}",
+        outs[0].text_content()
+    );
     assert!(!dir.path().join(".kodik/plans").exists());
     // apply_patch is only respelled for this model (G10: it edits with the three file tools),
     // the file changes themselves are offered: a script may still patch.

@@ -597,6 +597,11 @@ fn native_call(_this: &JsValue, args: &[JsValue], ctx: &mut Context) -> JsResult
     let Some(entry) = host.catalog.find(&name) else {
         let msg = if host.catalog.model_only.iter().any(|m| m == &name) {
             format!("`{name}` is model-only: call it directly as a tool, not from a script")
+        } else if host.catalog.withheld.iter().any(|m| m == &name) {
+            format!(
+                "`{name}` is not available to this request (its mode does not offer it, it is switched off or \
+                 not configured): scripts can call only the tools in ALL_TOOLS"
+            )
         } else {
             let s = host.catalog.suggest(&name);
             let hint = kodik_core::error::suggestions_suffix(&s);
