@@ -219,22 +219,40 @@ pub fn words(query: &str) -> Vec<String> {
     out
 }
 
-/// Sections that hold the query's words, best first: the whole query as a phrase, then more
-/// distinct words, then words in the heading, then occurrences per KB. Indexes into `sections`.
+/// Sections that hold the query's words, best first: the whole query as a phrase, then the
+/// weight of the words held, then more distinct words, then words in the heading, then
+/// occurrences per KB. Indexes into `sections`.
+///
+/// A word weighs more the fewer sections hold it (inverse document frequency), and a section
+/// weighing less than half the best one is no match: on a guide where "how", "to" and "set"
+/// are in most sections, `how to set timeout` finds the timeout section, not 75 sections
+/// that say "how to". A one-word query keeps every section holding the word.
 pub fn rank(md: &str, sections: &[Section], words: &[String]) -> Vec<usize> {
     // Matched against `normalised` text, so it must drop the same punctuation (`c++ x` → `c x`).
     let phrase = normalised(&words.join(" "));
-    let mut scored: Vec<(usize, bool, usize, usize, u64)> = Vec::new();
-    for (i, s) in sections.iter().enumerate() {
-        let text = unescaped(&md[s.start..s.end]).to_lowercase();
-        let title = unescaped(&s.title).to_lowercase();
+    let texts: Vec<(String, String)> = sections
+        .iter()
+        .map(|s| (unescaped(&md[s.start..s.end]).to_lowercase(), unescaped(&s.title).to_lowercase()))
+        .collect();
+    let n = texts.len() as f64;
+    let weight: Vec<f64> = words
+        .iter()
+        .map(|w| {
+            let df = texts.iter().filter(|(t, _)| t.contains(w.as_str())).count() as f64;
+            (1.0 + n / df.max(1.0)).ln()
+        })
+        .collect();
+    let mut scored: Vec<(usize, bool, f64, usize, usize, u64)> = Vec::new();
+    for (i, (s, (text, title))) in sections.iter().zip(&texts).enumerate() {
         let mut distinct = 0;
+        let mut held = 0.0;
         let mut in_title = 0;
         let mut count = 0usize;
-        for w in words {
+        for (w, weight) in words.iter().zip(&weight) {
             let c = text.matches(w.as_str()).count();
             if c > 0 {
                 distinct += 1;
+                held += weight;
                 count += c;
             }
             if title.contains(w.as_str()) {
@@ -243,12 +261,20 @@ pub fn rank(md: &str, sections: &[Section], words: &[String]) -> Vec<usize> {
         }
         if distinct > 0 {
             let density = (count as u64 * 1_000_000) / (s.end - s.start).max(1) as u64;
-            let has_phrase = words.len() > 1 && normalised(&text).contains(&phrase);
-            scored.push((i, has_phrase, distinct, in_title, density));
+            let has_phrase = words.len() > 1 && normalised(text).contains(&phrase);
+            scored.push((i, has_phrase, held, distinct, in_title, density));
         }
     }
-    scored
-        .sort_by(|a, b| b.1.cmp(&a.1).then(b.2.cmp(&a.2)).then(b.3.cmp(&a.3)).then(b.4.cmp(&a.4)).then(a.0.cmp(&b.0)));
+    let best = scored.iter().map(|s| s.2).fold(0.0, f64::max);
+    scored.retain(|s| s.1 || s.2 * 2.0 >= best);
+    scored.sort_by(|a, b| {
+        b.1.cmp(&a.1)
+            .then(b.2.total_cmp(&a.2))
+            .then(b.3.cmp(&a.3))
+            .then(b.4.cmp(&a.4))
+            .then(b.5.cmp(&a.5))
+            .then(a.0.cmp(&b.0))
+    });
     scored.into_iter().map(|s| s.0).collect()
 }
 
@@ -408,6 +434,28 @@ mod tests {
         let r = rank(MD, &s, &words("install cargo"));
         assert_eq!(s[r[0]].title, "Install");
         assert!(rank(MD, &s, &words("zebra")).is_empty());
+    }
+
+    #[test]
+    fn w3_words_in_most_sections_do_not_make_a_match_of_their_own() {
+        // The tester's nl.html: 100 steps that say "how to set …", one about the timeout.
+        let mut md = String::from("# Guide\n\nSteps.\n\n");
+        for i in 0..100 {
+            let body = if i == 57 {
+                "How to set the timeout: pass timeout=5 to the client.".to_string()
+            } else if i % 4 == 0 {
+                format!("Step {i} explains things.")
+            } else {
+                format!("How to set option {i}: write it to the config file and restart.")
+            };
+            md.push_str(&format!("## Step {i}\n\n{body}\n\n"));
+        }
+        let s = split(&md);
+        let hits = |q: &str| rank(&md, &s, &words(q)).iter().map(|i| s[*i].title.clone()).collect::<Vec<_>>();
+        assert_eq!(hits("how to set timeout"), ["Step 57"]);
+        assert_eq!(hits("timeout"), ["Step 57"]);
+        // A word in most sections, asked alone, still finds them all.
+        assert_eq!(hits("config").len(), 74);
     }
 
     #[test]
