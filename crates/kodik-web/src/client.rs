@@ -401,13 +401,20 @@ impl GuardedClient {
         let client = if local { &self.local } else { &self.strict };
         let mut url = start.clone();
         let mut visited: HashSet<String> = HashSet::new();
-        visited.insert(url.to_string());
+        visited.insert(format!("{url}\n"));
+        // Cookies set by this fetch's own redirects, sent back to their host for the rest of it
+        // (a site that sets a cookie and redirects to the same URL to check it); never kept
+        // past the call.
+        let mut jar = Jar::default();
         let mut redirects = 0;
         loop {
             let mut req = client.get(url.clone()).header(
                 reqwest::header::ACCEPT,
                 "text/markdown;q=1.0, text/html;q=0.9, application/xhtml+xml;q=0.9, application/json;q=0.8, */*;q=0.5",
             );
+            if let Some(cookie) = jar.header_for(&url) {
+                req = req.header(reqwest::header::COOKIE, cookie);
+            }
             if redirects == 0
                 && let Some(v) = validators
             {
@@ -440,7 +447,10 @@ impl GuardedClient {
                     });
                 }
                 self.check_hop(&start, &url, &next, local)?;
-                if !visited.insert(next.to_string()) {
+                jar.take(&url, resp.headers());
+                // The same URL asked for with new cookies is a cookie check, not a loop.
+                let key = format!("{next}\n{}", jar.header_for(&next).unwrap_or_default());
+                if !visited.insert(key) {
                     return Err(FetchError::RedirectLoop { url: next.to_string(), hops: redirects + 1 });
                 }
                 redirects += 1;
@@ -528,6 +538,46 @@ and loopback addresses are reached only when you give that URL yourself"
             }
             buf.extend_from_slice(&chunk);
         }
+    }
+}
+
+/// Cookies one fetch's redirect responses set, by host (host-only: `Domain` and `Path` are not
+/// widened or narrowed, and nothing outlives the fetch).
+#[derive(Debug, Default)]
+struct Jar(Vec<(String, String, String)>);
+
+impl Jar {
+    /// Most cookies kept: a site setting thousands in a redirect chain gets the first ones.
+    const MAX: usize = 50;
+
+    /// Takes the `Set-Cookie` headers of a response from `url`.
+    fn take(&mut self, url: &Url, headers: &HeaderMap) {
+        let Some(host) = url.host_str() else { return };
+        for v in headers.get_all(reqwest::header::SET_COOKIE) {
+            let Ok(v) = v.to_str() else { continue };
+            let pair = v.split(';').next().unwrap_or("");
+            let Some((name, value)) = pair.split_once('=') else { continue };
+            let (name, value) = (name.trim(), value.trim());
+            if name.is_empty() {
+                continue;
+            }
+            self.0.retain(|(h, n, _)| !(h == host && n == name));
+            let expired = v.split(';').skip(1).any(|a| {
+                let a = a.trim().to_ascii_lowercase();
+                a.strip_prefix("max-age=").is_some_and(|m| m.trim().starts_with(['0', '-']))
+            });
+            if !expired && self.0.len() < Self::MAX {
+                self.0.push((host.to_string(), name.to_string(), value.to_string()));
+            }
+        }
+    }
+
+    /// The `Cookie` header for a request to `url`, if this fetch got cookies from its host.
+    fn header_for(&self, url: &Url) -> Option<String> {
+        let host = url.host_str()?;
+        let pairs: Vec<String> =
+            self.0.iter().filter(|(h, _, _)| h == host).map(|(_, n, v)| format!("{n}={v}")).collect();
+        (!pairs.is_empty()).then(|| pairs.join("; "))
     }
 }
 

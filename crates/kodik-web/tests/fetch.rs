@@ -718,6 +718,34 @@ async fn w1_w2_a_meta_refresh_stub_is_followed_like_a_redirect_and_under_its_rul
 }
 
 #[tokio::test]
+async fn w1_a_redirect_that_sets_a_cookie_and_comes_back_to_check_it_is_followed() {
+    // The tester's w2srv.py /cookieloop. Before: "redirect loop: … redirects back to itself".
+    let s = Server::start(|r| match (r.path.as_str(), r.headers.get("cookie").map(String::as_str)) {
+        ("/robots.txt", _) => Reply::not_found(),
+        ("/cookieloop", Some(c)) if c.contains("check=1") => {
+            Reply::html("<html><body><main><h1>Welcome</h1><p>Cookies work in this client.</p></main></body></html>")
+        }
+        ("/cookieloop", _) => Reply::Full {
+            status: 302,
+            headers: vec![
+                ("Location".into(), "/cookieloop".into()),
+                ("Set-Cookie".into(), "check=1; Path=/; HttpOnly".into()),
+            ],
+            body: Vec::new(),
+        },
+        _ => Reply::not_found(),
+    })
+    .await;
+    let t = tool(WebConfig::default());
+    let out = fetch(&t, &s.url("/cookieloop"), None, None).await.unwrap();
+    assert!(framed(&out).contains("Cookies work in this client."), "{out}");
+    // The cookie lived for that call only: a new call starts without it.
+    let out = fetch(&t, &s.url("/cookieloop"), None, None).await.unwrap();
+    assert!(framed(&out).contains("Cookies work"), "{out}");
+    assert_eq!(s.hits("/cookieloop"), 4, "each call asks twice: without the cookie, then with it");
+}
+
+#[tokio::test]
 async fn w1_a_redirect_to_another_loopback_port_or_address_is_refused() {
     let other = Server::start(|_| Reply::html("<p>internal admin</p>")).await;
     let target_port = other.url("/admin");
