@@ -97,3 +97,22 @@ fn g11_k7_the_served_codemode_catalog_lists_exactly_what_scripts_can_call() {
         }
     }
 }
+
+/// G11, K9: a script that calls a tool the served mode does not offer is told that, in the
+/// script worker `kodik serve` runs scripts in too; before, "no tool `generate_plan` can be
+/// called from a script … Use searchTools", and web_search got "did you mean: web_fetch?".
+#[test]
+fn g11_k9_a_script_calling_a_tool_the_mode_withholds_is_told_it_is_not_available() {
+    let ws = tempfile::tempdir().unwrap();
+    let script = |code: &str| json!({"name": "codemode", "arguments": {"code": code}});
+    let plan = "return await tools.generate_plan({title: 'T', summary: 'S', steps: [{title: 'a', details: 'b'}]})";
+    let search = "return await tools.web_search({query: 'x'})";
+    let requests = [("tools/call", script(plan)), ("tools/call", script(search))];
+    let results = serve_session(ws.path(), &["--mode", "code"], &requests);
+    for (result, name) in results.iter().zip(["generate_plan", "web_search"]) {
+        let text = result["content"][0]["text"].as_str().unwrap();
+        assert!(text.contains(&format!("`{name}` is not available to this request")), "{text}");
+        assert!(!text.contains("did you mean"), "{text}");
+    }
+    assert!(!ws.path().join(".kodik/plans").exists(), "no plan written");
+}

@@ -281,6 +281,7 @@ pub(crate) async fn run(code: &str, setup: &Setup, cx: &ToolContext) -> Finished
                 output,
                 store: Arc::clone(&setup.store),
                 done: done_tx,
+                withheld: setup.catalog.withheld.clone(),
             };
             Worker::spawn(command, code, line_offset, cfg, deadline, side)
                 .map(|w| worker = Some(w))

@@ -60,6 +60,9 @@ struct Start {
     /// The host's measurement of this machine's loop speed (sizes the loop-iteration backstop).
     loop_rate: f64,
     store: HashMap<String, String>,
+    /// Tools left out for this request, for the script's "not available" error.
+    #[serde(default)]
+    withheld: Vec<String>,
 }
 
 /// What the worker sends.
@@ -140,7 +143,9 @@ pub fn serve_stdio() -> ExitCode {
     for spec in start.specs {
         registry.register(RemoteTool { spec, checker: Arc::clone(&checker) });
     }
-    let catalog = Arc::new(Catalog::build(&registry, &start.config));
+    let mut catalog = Catalog::build(&registry, &start.config);
+    catalog.withheld = start.withheld;
+    let catalog = Arc::new(catalog);
     let mut store = Store::default();
     for (key, value) in start.store {
         let _ = store.set(key, Some(value));
@@ -265,6 +270,8 @@ pub(crate) struct HostSide {
     pub output: Arc<dyn ScriptOutput>,
     pub store: Arc<Mutex<Store>>,
     pub done: tokio::sync::oneshot::Sender<Result<Option<String>, ScriptError>>,
+    /// The host catalog's [`Catalog::withheld`].
+    pub withheld: Vec<String>,
 }
 
 impl Worker {
@@ -295,7 +302,7 @@ impl Worker {
         };
         let worker = Self { child: Arc::new(Mutex::new(Some(child))), pid, base_rss: Arc::new(AtomicU64::new(0)) };
 
-        let HostSide { registry, start_call, from_host, output, store, done } = side;
+        let HostSide { registry, start_call, from_host, output, store, done, withheld } = side;
         let specs: Vec<ToolSpec> = registry.specs().filter(|s| s.name != crate::TOOL_NAME).cloned().collect();
         let start = HostMessage::Start(Box::new(Start {
             code: code.to_string(),
@@ -306,6 +313,7 @@ impl Worker {
                 .unwrap_or(u64::MAX),
             loop_rate: crate::engine::boa::loop_rate(),
             store: store.lock().unwrap_or_else(|p| p.into_inner()).values.clone(),
+            withheld,
         }));
         let stdin = Arc::new(Mutex::new(stdin));
         let send = |stdin: &Mutex<ChildStdin>, message: &HostMessage| {
