@@ -491,6 +491,12 @@ impl GuardedClient {
                 // could pass itself.
                 if !is_local_host(&host) {
                     check_host(&host, false).map_err(|e| refuse(e.to_string()))?;
+                    if next.scheme() == "https" {
+                        return Err(refuse(format!(
+                            "a local page's redirects stay within its own server (scheme, host and port); {next} \
+is a public https address: fetch it yourself if you need it"
+                        )));
+                    }
                 }
                 return Err(refuse(
                     "a local page's redirects stay within its own server (scheme, host and port); plain http \

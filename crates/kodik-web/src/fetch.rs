@@ -42,6 +42,8 @@ pub struct FetchedPage {
     /// The render was taken with requests of the page still open: which, for the reader. Such a
     /// page is not kept in the cache.
     pub incomplete: Option<String>,
+    /// A refresh the page asks for that was not followed, and why.
+    pub refresh_note: Option<String>,
     /// When it was fetched or last revalidated.
     pub fetched_at: Instant,
     /// `ETag` / `Last-Modified`.
@@ -204,15 +206,26 @@ impl WebFetchTool {
         }
         // A `<meta http-equiv="refresh">` stub (moved docs, rustdoc and GitHub Pages redirects)
         // is followed like an HTTP redirect, under the same rules, rather than shown as the page.
+        // A `Refresh:` header is the same instruction sent as a header.
         let mut refreshes = 0;
-        while let Some(next) = meta_refresh_target(&fetched) {
+        let mut refresh_note = None;
+        while let Some((delay, next)) = meta_refresh_target(&fetched) {
             if refreshes == config.max_redirects {
                 return Err(fetch_error(FetchError::TooManyRedirects {
                     limit: config.max_redirects,
                     next: next.to_string(),
                 }));
             }
-            self.client.check_redirect(url, &fetched.final_url, &next).map_err(fetch_error)?;
+            if let Err(e) = self.client.check_redirect(url, &fetched.final_url, &next) {
+                // A page shown for a while before it moves on ("This page has moved … old
+                // content below") is a page of its own: it is shown, the refusal a note.
+                if delay > 0 {
+                    refresh_note =
+                        Some(format!("the page moves on to {next} after {delay} s, which was not followed: {e}"));
+                    break;
+                }
+                return Err(fetch_error(e));
+            }
             if config.respect_robots_txt {
                 self.check_robots(next.as_str(), cancel).await?;
             }
@@ -323,6 +336,7 @@ documentation source, or a server-rendered page).",
             redirects: fetched.redirects,
             rendered,
             incomplete,
+            refresh_note,
             fetched_at: Instant::now(),
             validators,
             fresh_for: freshness.unwrap_or_default(),
@@ -467,25 +481,28 @@ impl Drop for StopOnDrop {
     }
 }
 
-/// Where a successful HTML page's `<meta http-equiv="refresh">` sends the reader within
-/// [`META_REFRESH_MAX_DELAY`], when that is another page.
-fn meta_refresh_target(f: &crate::client::Fetched) -> Option<url::Url> {
-    let html = f
-        .headers
-        .get(reqwest::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|ct| ct.to_ascii_lowercase().contains("html"));
-    if !html || !(200..300).contains(&f.status) {
+/// Where a successful response's `Refresh:` header, or an HTML page's `<meta
+/// http-equiv="refresh">`, sends the reader within [`META_REFRESH_MAX_DELAY`], when that is
+/// another page: the delay and the target.
+fn meta_refresh_target(f: &crate::client::Fetched) -> Option<(u64, url::Url)> {
+    if !(200..300).contains(&f.status) {
         return None;
     }
-    let (delay, target) = crate::html::meta_refresh(&f.body)?;
+    let header = f.headers.get("refresh").and_then(|v| v.to_str().ok()).and_then(crate::html::refresh_value);
+    let html = || {
+        f.headers
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|ct| ct.to_ascii_lowercase().contains("html"))
+    };
+    let (delay, target) = header.or_else(|| html().then(|| crate::html::meta_refresh(&f.body)).flatten())?;
     let next = f.final_url.join(&target).ok()?;
     let same = |u: &url::Url| {
         let mut u = u.clone();
         u.set_fragment(None);
         u
     };
-    (delay <= META_REFRESH_MAX_DELAY && same(&next) != same(&f.final_url)).then_some(next)
+    (delay <= META_REFRESH_MAX_DELAY && same(&next) != same(&f.final_url)).then_some((delay, next))
 }
 
 /// A refresh later than this is a page that reloads itself now and then, not a redirect.
@@ -642,6 +659,10 @@ fn format_page(
             "Note: the headless browser took the page before it finished loading: {open}. Not cached: the next \
 call renders it again."
         );
+    }
+
+    if let Some(refresh) = &p.refresh_note {
+        let _ = writeln!(out, "Note: {refresh}");
     }
 
     if p.page.kind == Kind::Binary {
@@ -834,6 +855,7 @@ mod tests {
             redirects: 0,
             rendered: false,
             incomplete: None,
+            refresh_note: None,
             fetched_at: Instant::now(),
             validators: Validators::default(),
             fresh_for: Duration::from_secs(60),

@@ -150,15 +150,21 @@ pub fn meta_refresh(body: &[u8]) -> Option<(u64, String)> {
             None => head[value_start..end].find(char::is_whitespace).map_or(end, |e| value_start + e),
         };
         // The original case is kept for the URL: paths are case-sensitive.
-        let value = head[value_start..value_end].trim();
-        let (delay, target) = value.split_once([';', ',']).unwrap_or((value, ""));
-        let delay = delay.trim().split('.').next()?.parse().ok()?;
-        let target = target.trim();
-        let target = if target.len() >= 4 && target[..4].eq_ignore_ascii_case("url=") { &target[4..] } else { target };
-        let target = target.trim().trim_matches(['"', '\'']).trim();
-        return (!target.is_empty()).then(|| (delay, target.to_string()));
+        return refresh_value(&head[value_start..value_end]);
     }
     None
+}
+
+/// The delay and target of a refresh value, `N; url=…` (a `<meta http-equiv="refresh">`
+/// content or a `Refresh:` header); `None` without a target.
+pub fn refresh_value(value: &str) -> Option<(u64, String)> {
+    let value = value.trim();
+    let (delay, target) = value.split_once([';', ',']).unwrap_or((value, ""));
+    let delay = delay.trim().split('.').next()?.parse().ok()?;
+    let target = target.trim();
+    let target = if target.len() >= 4 && target[..4].eq_ignore_ascii_case("url=") { &target[4..] } else { target };
+    let target = target.trim().trim_matches(['"', '\'']).trim();
+    (!target.is_empty()).then(|| (delay, target.to_string()))
 }
 
 /// Bytes the parser is given at a time, with a [`checkpoint`] between.

@@ -718,6 +718,55 @@ async fn w1_w2_a_meta_refresh_stub_is_followed_like_a_redirect_and_under_its_rul
 }
 
 #[tokio::test]
+async fn w1_w2_a_refresh_header_is_followed_like_a_meta_refresh() {
+    // The tester's loc.py /refresh-header: `Refresh: 0; url=/target` and an empty body. Before,
+    // "holds no text (26 B received)" without the target named.
+    let s = Server::start(|r| match r.path.as_str() {
+        "/refresh-header" => Reply::Full {
+            status: 200,
+            headers: vec![("Content-Type".into(), "text/html".into()), ("Refresh".into(), "0; url=/target".into())],
+            body: Vec::new(),
+        },
+        "/target" => {
+            Reply::html("<html><body><main><h1>Target</h1><p>Arrived through the header.</p></main></body></html>")
+        }
+        _ => Reply::not_found(),
+    })
+    .await;
+    let out = fetch(&tool(WebConfig::default()), &s.url("/refresh-header"), None, None).await.unwrap();
+    assert!(out.contains(&format!("URL: {} (redirected from", s.url("/target"))), "{out}");
+    assert!(framed(&out).contains("Arrived through the header."), "{out}");
+}
+
+#[tokio::test]
+async fn w1_w2_a_page_that_moves_on_after_a_delay_to_a_refused_address_is_shown_with_a_note() {
+    // The tester's refresh5.html: a local page with its own text that moves on after 3 s to an
+    // https address a local page's redirects may not reach. Before, an error, and the page's
+    // own text was lost.
+    let s = Server::start(|r| match r.path.as_str() {
+        "/moved" => Reply::html(
+            "<html><head><meta http-equiv=\"refresh\" content=\"3; url=https://example.invalid/new\"><title>Moved</title></head>\
+<body><main><h1>This page has moved</h1><p>The old content is kept below for reference.</p></main></body></html>",
+        ),
+        "/stub" => Reply::html(
+            "<html><head><meta http-equiv=\"refresh\" content=\"0; url=https://example.invalid/new\"></head><body>Redirecting</body></html>",
+        ),
+        _ => Reply::not_found(),
+    })
+    .await;
+    let t = tool(WebConfig::default());
+    let out = fetch(&t, &s.url("/moved"), None, None).await.unwrap();
+    assert!(framed(&out).contains("The old content is kept below"), "{out}");
+    assert!(
+        out.contains("Note: the page moves on to https://example.invalid/new after 3 s, which was not followed"),
+        "{out}"
+    );
+    // A stub with no delay is still an error, now saying the model may fetch that address itself.
+    let err = fetch(&t, &s.url("/stub"), None, None).await.unwrap_err();
+    assert!(err.contains("https://example.invalid/new") && err.contains("fetch it yourself"), "{err}");
+}
+
+#[tokio::test]
 async fn w1_a_redirect_that_sets_a_cookie_and_comes_back_to_check_it_is_followed() {
     // The tester's w2srv.py /cookieloop. Before: "redirect loop: … redirects back to itself".
     let s = Server::start(|r| match (r.path.as_str(), r.headers.get("cookie").map(String::as_str)) {
