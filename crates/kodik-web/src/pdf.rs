@@ -19,7 +19,7 @@ use pdf_extract::{
     Dictionary, Document, MediaBox, Object, ObjectId, OutputDev, OutputError, PlainTextOutput, Stream, Transform,
 };
 
-use crate::stop::{Stop, Stopped};
+use crate::stop::{Stop, Stopped, checkpoint};
 
 /// Deepest chain of forms drawing forms accepted. Real documents nest a few levels; each level
 /// costs `pdf-extract` a large stack frame.
@@ -37,18 +37,22 @@ pub fn extract_text(bytes: &[u8]) -> Result<String, String> {
 }
 
 /// [`extract_text`] that ends early, with an error, once `stop` is raised: checked on every
-/// character drawn, so a 3 000-page PDF nobody waits for stops at once.
+/// page of the walk below and every character drawn, so a 3 000-page PDF nobody waits for
+/// stops at once. (lopdf's parse of the file itself runs to its end.)
 pub fn extract_text_stoppable(bytes: &[u8], stop: &Stop) -> Result<String, String> {
+    stop.run(|| extract(bytes, stop)).map_err(|e| e.to_string())?
+}
+
+fn extract(bytes: &[u8], stop: &Stop) -> Result<String, String> {
     let mut doc = Document::load_mem(bytes).map_err(|e| format!("the PDF could not be read: {e}"))?;
     if doc.is_encrypted() {
         // What pdf-extract does itself: many PDFs are encrypted with an empty user password.
         doc.decrypt("").map_err(|e| format!("the PDF is encrypted and could not be opened ({e})"))?;
     }
+    checkpoint();
     prune_page_tree(&mut doc);
     check_recursion(&doc)?;
-    if stop.is_stopped() {
-        return Err(Stopped.to_string());
-    }
+    checkpoint();
     let mut text = String::new();
     let out = pdf_extract::output_doc(&doc, &mut Stoppable { inner: PlainTextOutput::new(&mut text), stop });
     if stop.is_stopped() {
@@ -115,6 +119,7 @@ fn prune_page_tree(doc: &mut Document) {
     let mut fixes: Vec<(ObjectId, Vec<Object>)> = Vec::new();
     let mut todo = vec![root];
     while let Some(node) = todo.pop() {
+        checkpoint();
         let Ok(kids) = doc.get_dictionary(node).and_then(|d| d.get(b"Kids")).map(|k| deref(doc, k)) else { continue };
         let Ok(kids) = kids.as_array() else { continue };
         let mut kept = Vec::with_capacity(kids.len());
@@ -148,6 +153,7 @@ pub fn check_recursion(doc: &Document) -> Result<(), String> {
         let resources = inherited(doc, page, b"Resources")?;
         inherited(doc, page, b"MediaBox")?;
         let resources = resources.and_then(|o| o.as_dict().ok()).unwrap_or(&empty);
+        checkpoint();
         let Ok(content) = doc.get_page_content(page_id) else { continue };
         let on_page = |e: String| format!("{e} (page {})", n.saturating_add(1));
         too_many(walk.stream(&content, resources, 1).map_err(on_page)?).map_err(on_page)?;

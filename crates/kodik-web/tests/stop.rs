@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Reply, Server, fetch, fetch_in, tool};
+use common::{Reply, Server, fetch, fetch_in, pdf_of, tool};
 use kodik_web::WebConfig;
 
 /// This process's user + system CPU time, in clock ticks (/proc/self/stat fields 14 and 15).
@@ -41,10 +41,38 @@ fn big_page() -> String {
     html
 }
 
+/// The tester's bigpdf.pdf: 3 000 pages of 50 lines (8 MB), 40 s of extracting in a debug build.
+fn big_pdf() -> Vec<u8> {
+    let pages = 3000;
+    let mut objects = vec![
+        "<< /Type /Catalog /Pages 2 0 R >>".to_string(),
+        String::new(),
+        "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>".to_string(),
+    ];
+    let mut kids = Vec::new();
+    for i in 0..pages {
+        let lines: String = (0..50).map(|j| format!("(Line {j} of page {i} with some text) Tj 0 -12 Td ")).collect();
+        let body = format!("BT /F1 10 Tf 72 750 Td {lines}ET");
+        objects.push(format!("<< /Length {} >>\nstream\n{body}\nendstream", body.len()));
+        objects.push(format!(
+            "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents {} 0 R /Resources << /Font << /F1 3 0 R >> >> >>",
+            objects.len()
+        ));
+        kids.push(format!("{} 0 R", objects.len()));
+    }
+    objects[1] = format!("<< /Type /Pages /Kids [{}] /Count {pages} >>", kids.join(" "));
+    pdf_of(&objects)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn w2_w4_a_conversion_past_the_time_limit_or_cancelled_stops_using_the_cpu() {
+async fn w2_w4_a_conversion_or_pdf_extraction_past_the_time_limit_or_cancelled_stops_using_the_cpu() {
     let page = big_page();
-    let s = Server::start(move |_| Reply::html(page.clone())).await;
+    let pdf = big_pdf();
+    let s = Server::start(move |r| match r.path.as_str() {
+        "/big.pdf" => Reply::ok("application/pdf", pdf.clone()),
+        _ => Reply::html(page.clone()),
+    })
+    .await;
     // Calibration: the process idles at almost no CPU.
     let idle = cpu_after(Duration::ZERO, Duration::from_secs(1)).await;
 
@@ -69,4 +97,12 @@ async fn w2_w4_a_conversion_past_the_time_limit_or_cancelled_stops_using_the_cpu
     assert!(err.contains("cancelled"), "{err}");
     let used = cpu_after(Duration::from_millis(500), Duration::from_secs(3)).await;
     assert!(used <= idle * 3 + 30, "{used} CPU ticks in the 3 s after the cancel (idle: {idle} per s)");
+
+    // A PDF past the limit: its extraction stops too. (The limit leaves lopdf time to parse the
+    // file, which runs to its end; the walk and the extraction after it are what take long.)
+    let t = tool(WebConfig { total_timeout: Duration::from_secs(4), ..WebConfig::default() });
+    let err = fetch(&t, &s.url("/big.pdf"), None, None).await.unwrap_err();
+    assert!(err.contains("took longer than"), "{err}");
+    let used = cpu_after(Duration::from_millis(500), Duration::from_secs(3)).await;
+    assert!(used <= idle * 3 + 30, "{used} CPU ticks in the 3 s after the PDF's timeout error (idle: {idle} per s)");
 }
