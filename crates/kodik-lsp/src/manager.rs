@@ -43,7 +43,16 @@ pub struct LanguageServers {
     programs: Mutex<HashMap<String, (Option<PathBuf>, Instant)>>,
     /// Each server's projects in the workspace, found once (see [`LanguageServers::projects`]).
     projects: Mutex<HashMap<String, Vec<(PathBuf, PathBuf)>>>,
+    /// The running server each file was last served by, and when it was looked up: a warm
+    /// call skips the server and project lookups (a few allocations and locks), which is
+    /// all [`Self::server_for`] would do for a server still running. Believed for
+    /// [`PROGRAM_RECHECK`], like a missing program, so a preferred server installed
+    /// meanwhile is still picked up.
+    serving: Mutex<HashMap<PathBuf, (Arc<Server>, Instant)>>,
 }
+
+/// At most this many files are remembered in `serving`.
+const MAX_SERVING: usize = 4_096;
 
 /// How long servers asked to exit are given before they are killed (they take a few
 /// milliseconds).
@@ -70,6 +79,7 @@ impl LanguageServers {
             roots_seen: Mutex::default(),
             programs: Mutex::default(),
             projects: Mutex::default(),
+            serving: Mutex::default(),
         }
     }
 
@@ -191,6 +201,23 @@ impl LanguageServers {
 
     /// The running server for `path`, started (or restarted after a crash) when needed.
     pub async fn server_for(&self, path: &Path) -> Result<Arc<Server>, LspError> {
+        if let Some((s, at)) = self.serving.lock().ok().and_then(|m| m.get(path).cloned())
+            && !s.is_closed()
+            && at.elapsed() < PROGRAM_RECHECK
+        {
+            return Ok(s);
+        }
+        let server = self.start_or_find(path).await?;
+        if let Ok(mut serving) = self.serving.lock() {
+            if serving.len() >= MAX_SERVING {
+                serving.clear();
+            }
+            serving.insert(path.to_path_buf(), (server.clone(), Instant::now()));
+        }
+        Ok(server)
+    }
+
+    async fn start_or_find(&self, path: &Path) -> Result<Arc<Server>, LspError> {
         let (cfg, program) = self.pick(path).map_err(|tried| no_server(path, tried))?;
         let root = self.project_root(cfg, path);
         let slot = {
@@ -290,6 +317,9 @@ impl LanguageServers {
     /// one set per session fills a CI machine's `/tmp`. Blocks the calling thread meanwhile
     /// (it runs from `Drop`).
     pub fn shutdown(&self) {
+        if let Ok(mut serving) = self.serving.lock() {
+            serving.clear();
+        }
         let slots: Vec<_> = self.slots.lock().map(|mut s| s.drain().map(|(_, v)| v).collect()).unwrap_or_default();
         let servers: Vec<Arc<Server>> =
             slots.iter().filter_map(|slot| slot.try_lock().ok().and_then(|s| s.server.clone())).collect();
