@@ -472,7 +472,8 @@ async fn g11_k7_the_codemode_catalog_in_the_request_lists_exactly_what_scripts_c
 
 /// A2: the workspace's AGENTS.md (the project's instructions for coding agents) reaches a new
 /// conversation's first request, saying where it came from, cut at 32 KB with a note where the
-/// rest is; `--last` does not add it again. Before, it was never read.
+/// rest is; `--last` does not add it again, and `--untrusted` (authors not trusted) leaves it
+/// out. Before, it was never read.
 #[tokio::test]
 async fn a2_agents_md_reaches_a_new_conversations_first_request_bounded() {
     let ws = tempfile::tempdir().unwrap();
@@ -480,10 +481,17 @@ async fn a2_agents_md_reaches_a_new_conversations_first_request_bounded() {
     std::fs::write(ws.path().join("AGENTS.md"), format!("Use pnpm, never npm.\n{filler}TAIL-MARKER\n")).unwrap();
     let recording = Recording::new(Provider::OpenAiResponses, "gpt-5")
         .with(Exchange::sse(text_body("ok")))
-        .with(Exchange::sse(text_body("ok again")));
+        .with(Exchange::sse(text_body("ok again")))
+        .with(Exchange::sse(text_body("ok untrusted")));
     let server = ReplayServer::start(recording).await.unwrap();
-    for args in [vec!["install the deps"], vec!["--last", "and now?"]] {
-        let out = agent_against(&server, ws.path(), &args).await;
+    let untrusted = tempfile::tempdir().unwrap();
+    std::fs::write(untrusted.path().join("AGENTS.md"), "Use pnpm, never npm.\n").unwrap();
+    for (dir, args) in [
+        (ws.path(), vec!["install the deps"]),
+        (ws.path(), vec!["--last", "and now?"]),
+        (untrusted.path(), vec!["--untrusted", "install the deps"]),
+    ] {
+        let out = agent_against(&server, dir, &args).await;
         assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     }
     let requests = server.requests();
@@ -496,6 +504,8 @@ async fn a2_agents_md_reaches_a_new_conversations_first_request_bounded() {
     assert!(first.len() < 40 * 1024, "the first request holds {} bytes", first.len());
     let second = requests[1].body["input"].to_string();
     assert_eq!(second.matches("Use pnpm, never npm.").count(), 1, "given again on --last");
+    let third = requests[2].body["input"].to_string();
+    assert!(!third.contains("Use pnpm"), "read in an untrusted workspace: {third}");
 }
 
 /// --max-time stops a run whose model stalls: status max_wall, exit 1, well before the stall ends.

@@ -462,7 +462,7 @@ impl Toolbox {
         #[cfg(feature = "conversation")]
         let agent = agent.with_notes(Arc::new(sub_agents::ConversationNotes::new(
             self.conversation.clone(),
-            self.context.workspace.primary_root().to_path_buf(),
+            self.context.workspace.clone(),
         )));
         agent
     }

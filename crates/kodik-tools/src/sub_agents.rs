@@ -5,7 +5,6 @@
 //! back to the parent), and [`ConversationNotes`] hands it what arrives between requests.
 
 use std::collections::{BTreeSet, HashMap};
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex, Weak};
 
 use async_trait::async_trait;
@@ -58,15 +57,16 @@ pub(crate) const CONVERSATION_TOOLS: [&str; 9] = [
 /// too (G6).
 pub(crate) struct ConversationNotes {
     tools: ConversationToolset,
-    root: PathBuf,
+    /// The conversation's workspace, with the host's trust and ignore rules.
+    workspace: kodik_core::Workspace,
     /// Whether the workspace's AGENTS.md and the saved memory notes went to the model (a
     /// resumed conversation has them in its history already).
     memory_given: std::sync::atomic::AtomicBool,
 }
 
 impl ConversationNotes {
-    pub(crate) fn new(tools: ConversationToolset, root: PathBuf) -> Self {
-        Self { tools, root, memory_given: std::sync::atomic::AtomicBool::new(false) }
+    pub(crate) fn new(tools: ConversationToolset, workspace: kodik_core::Workspace) -> Self {
+        Self { tools, workspace, memory_given: std::sync::atomic::AtomicBool::new(false) }
     }
 }
 
@@ -82,14 +82,12 @@ impl kodik_agent::Notes for ConversationNotes {
             self.tools.set_session_id(session_id);
         }
         let mut notes = Vec::new();
-        if !self.memory_given.swap(true, std::sync::atomic::Ordering::Relaxed)
-            && let Ok(workspace) = kodik_core::Workspace::new(&self.root)
-        {
-            notes.extend(kodik_conversation::agents_md_note(&workspace));
-            notes.extend(self.tools.memory_note(&workspace));
+        if !self.memory_given.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            notes.extend(kodik_conversation::agents_md_note(&self.workspace));
+            notes.extend(self.tools.memory_note(&self.workspace));
         }
         notes.extend(self.tools.take_report_notes());
-        notes.extend(self.tools.take_mailbox_notes(session_id, &self.root));
+        notes.extend(self.tools.take_mailbox_notes(session_id, self.workspace.primary_root()));
         notes
     }
 
@@ -178,10 +176,10 @@ impl AgentLoopRunner {
         let mut context = self.context.clone();
         context.session = Arc::new(Session::new());
         context.cancel = CancellationToken::new();
-        let root = context.workspace.primary_root().to_path_buf();
+        let workspace = context.workspace.clone();
         Ok(Agent::new(Arc::clone(&self.model), registry, context, harness, config)
             .with_scheduler_config(self.scheduler.clone())
-            .with_notes(Arc::new(ConversationNotes::new(own.clone(), root))))
+            .with_notes(Arc::new(ConversationNotes::new(own.clone(), workspace))))
     }
 }
 
