@@ -694,7 +694,9 @@ fn serve_offer(
 /// end reaches the model only in its next tool result (the server appends it), never as an
 /// event of its own, so no text the client's model reads may promise one or say "do not poll"
 /// (S3, S5): not `shell`'s description, not its `timeout` parameter, not
-/// `get_terminal_output`'s description.
+/// `get_terminal_output`'s description. Nor may `send_message` promise that a closed
+/// conversation starts working on a message: resuming one needs a model, which this server
+/// has not (A5).
 fn for_mcp_client(mut spec: kodik_tools::core::ToolSpec) -> kodik_tools::core::ToolSpec {
     const SHELL_EVENT: &str = "and its final exit code and remaining output arrive later automatically as a terminal \
          event — do not poll for it.";
@@ -707,6 +709,10 @@ fn for_mcp_client(mut spec: kodik_tools::core::ToolSpec) -> kodik_tools::core::T
          terminal event.";
     const OUTPUT_NEXT_RESULT: &str = "A command's end is also added to your next tool result; call this when you need \
          its output or exit code before going on.";
+    const SEND_CLOSED: &str = "(a closed one starts working on it at once, as on a user message)";
+    const SEND_CLOSED_ARG: &str = "(a closed one starts working on the message at once)";
+    const SEND_CLOSED_HERE: &str = "(a closed one is not resumed from this server, which has no model: the message \
+         is refused, and the user can resume it with `kodik agent --resume ID`)";
     match spec.name.as_str() {
         "shell" => {
             spec.description = spec.description.replace(SHELL_EVENT, SHELL_NEXT_RESULT);
@@ -715,6 +721,13 @@ fn for_mcp_client(mut spec: kodik_tools::core::ToolSpec) -> kodik_tools::core::T
             }
         }
         "get_terminal_output" => spec.description = spec.description.replace(OUTPUT_EVENT, OUTPUT_NEXT_RESULT),
+        // This server has no model: a closed conversation is refused with how to resume it (A5).
+        "send_message" => {
+            spec.description = spec.description.replace(SEND_CLOSED, SEND_CLOSED_HERE);
+            if let Some(Value::String(text)) = spec.input_schema.pointer_mut("/properties/agent_id/description") {
+                *text = text.replace(SEND_CLOSED_ARG, SEND_CLOSED_HERE);
+            }
+        }
         _ => {}
     }
     spec

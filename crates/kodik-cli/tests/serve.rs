@@ -1,5 +1,5 @@
-//! `kodik serve`'s `codemode` tool seen by a raw stdio MCP client: what its description tells
-//! the client's model that scripts can call is what they can call.
+//! `kodik serve` seen by a raw stdio MCP client: what its tool descriptions tell the client's
+//! model is what the server does (code mode's catalog, send_message to a closed conversation).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
 
@@ -115,4 +115,23 @@ fn g11_k9_a_script_calling_a_tool_the_mode_withholds_is_told_it_is_not_available
         assert!(!text.contains("did you mean"), "{text}");
     }
     assert!(!ws.path().join(".kodik/plans").exists(), "no plan written");
+}
+
+/// A5: `kodik serve` has no model, so `send_message` to a closed conversation is refused with
+/// how to resume it, and the description it lists says so instead of promising that "a closed
+/// one starts working on it at once".
+#[test]
+fn a5_served_send_message_does_not_promise_to_resume_a_closed_conversation() {
+    let ws = tempfile::tempdir().unwrap();
+    let results = serve_session(ws.path(), &[], &[("tools/list", json!({}))]);
+    let tools = results[0]["tools"].as_array().unwrap();
+    let send = tools.iter().find(|t| t["name"] == "send_message").expect("send_message listed");
+    let texts = [
+        send["description"].as_str().unwrap(),
+        send["inputSchema"]["properties"]["agent_id"]["description"].as_str().unwrap(),
+    ];
+    for text in texts {
+        assert!(!text.contains("starts working"), "{text}");
+        assert!(text.contains("a closed one is not resumed from this server"), "{text}");
+    }
 }
