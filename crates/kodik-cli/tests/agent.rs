@@ -470,6 +470,27 @@ async fn g11_k7_the_codemode_catalog_in_the_request_lists_exactly_what_scripts_c
     }
 }
 
+/// A2: many saved notes do not flood the first request: notes are shown whole up to 16 KB, the
+/// rest named by id with how to read them. Before, every note went in whole (up to 200 notes of
+/// 4 KB per scope).
+#[tokio::test]
+async fn a2_many_memory_notes_are_bounded_in_the_first_request() {
+    let ws = tempfile::tempdir().unwrap();
+    let memory = ws.path().join(".kodik/memory");
+    std::fs::create_dir_all(&memory).unwrap();
+    for i in 0..40 {
+        std::fs::write(memory.join(format!("note-{i:02}.md")), format!("Fact {i}: {}\n", "x".repeat(1000))).unwrap();
+    }
+    let recording = Recording::new(Provider::OpenAiResponses, "gpt-5").with(Exchange::sse(text_body("ok")));
+    let server = ReplayServer::start(recording).await.unwrap();
+    let out = agent_against(&server, ws.path(), &["install the deps"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let first = server.requests()[0].body["input"].to_string();
+    assert!(first.contains("Fact 0: ") && !first.contains("Fact 39: "), "not bounded");
+    assert!(first.contains("more notes are not shown here") && first.contains("note-39"), "{first}");
+    assert!(first.len() < 20 * 1024, "the first request's input holds {} bytes", first.len());
+}
+
 /// A2: the workspace's AGENTS.md (the project's instructions for coding agents) reaches a new
 /// conversation's first request, saying where it came from, cut at 32 KB with a note where the
 /// rest is; `--last` does not add it again, and `--untrusted` (authors not trusted) leaves it

@@ -254,19 +254,21 @@ impl ConversationToolset {
     /// The saved workspace and global memory notes, as one note for a new conversation's first
     /// request (A2): notes that outlast a conversation are only useful if the next one sees
     /// them, without having to guess to list them. `None` when there are none.
+    /// At most [`MEMORY_NOTE_MAX_BYTES`] of notes are shown whole; the rest are named by id.
     pub fn memory_note(&self, workspace: &kodik_core::Workspace) -> Option<String> {
         let mut parts = Vec::new();
+        let mut budget = MEMORY_NOTE_MAX_BYTES;
         let dir = workspace.primary_root().join(".kodik").join("memory");
         if let Ok(listing) = memory::list(&dir, Some(workspace))
             && !listing.notes.is_empty()
         {
-            parts.push(memory::render("workspace", &dir, &listing));
+            parts.push(memory::render_within("workspace", &dir, &listing, &mut budget));
         }
         if let Some(dir) = &self.inner.config.global_memory_dir
             && let Ok(listing) = memory::list(dir, None)
             && !listing.notes.is_empty()
         {
-            parts.push(memory::render("global", dir, &listing));
+            parts.push(memory::render_within("global", dir, &listing, &mut budget));
         }
         (!parts.is_empty()).then(|| {
             format!(
@@ -328,6 +330,11 @@ impl ConversationToolset {
             .register(CreateLessonTool::new(self.clone()));
     }
 }
+
+/// The most bytes of saved notes that [`ConversationToolset::memory_note`] shows whole (the
+/// rest are named by id): up to 200 notes of 4 KB per scope would otherwise go into the first
+/// request.
+pub const MEMORY_NOTE_MAX_BYTES: usize = 16 * 1024;
 
 /// The most of a workspace's `AGENTS.md` that [`agents_md_note`] carries (Codex's default for
 /// its project docs): enough for a project's conventions, bounded so a huge file does not fill

@@ -322,6 +322,35 @@ pub fn render(scope: &str, dir: &Path, listing: &Listing) -> String {
     out
 }
 
+/// [`render`] within `budget` bytes (taken from it): whole notes in id order while they fit,
+/// then the ids of the rest (at most 50) and how to read them, so many or long notes cannot
+/// fill a request the model has not even started on.
+pub fn render_within(scope: &str, dir: &Path, listing: &Listing, budget: &mut usize) -> String {
+    let notes = &listing.notes;
+    let mut out = format!("{} notes in the {scope} memory ({}):", notes.len(), dir.display());
+    let mut left_out = Vec::new();
+    for n in notes {
+        let section = format!("\n\n## {}\n{}", n.id, n.content.trim_end());
+        if left_out.is_empty() && out.len() + section.len() <= *budget {
+            out.push_str(&section);
+        } else {
+            left_out.push(n.id.as_str());
+        }
+    }
+    if !left_out.is_empty() {
+        let shown = left_out.len().min(50);
+        let more = if left_out.len() > shown { format!(" and {} more", left_out.len() - shown) } else { String::new() };
+        let _ = write!(
+            out,
+            "\n\n{} more notes are not shown here (read them with memory `list`, scope `{scope}`): {}{more}",
+            left_out.len(),
+            left_out[..shown].join(", ")
+        );
+    }
+    *budget = budget.saturating_sub(out.len());
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
