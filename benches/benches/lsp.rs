@@ -164,7 +164,13 @@ struct Kodik {
 }
 
 fn kodik(program: &Path, root: &Path) -> Kodik {
-    let mut config = LspConfig::default();
+    kodik_with(program, root, true)
+}
+
+/// [`kodik`] with [`LspConfig::keep_warm`] as given: off, every call checks its paths and
+/// files on disk as a first call does.
+fn kodik_with(program: &Path, root: &Path, keep_warm: bool) -> Kodik {
+    let mut config = LspConfig { keep_warm, ..LspConfig::default() };
     for s in &mut config.servers {
         if s.name == "pyright" {
             s.command = program.to_path_buf();
@@ -228,15 +234,19 @@ fn bench(c: &mut Criterion) {
     let server = rt.block_on(k_transport.servers.server_for(&main)).unwrap();
     let k_worker = Arc::new(kodik(&program, &root));
     rt.block_on(tool_definition(&k_worker));
+    let k_unkept = kodik_with(&program, &root, false);
+    rt.block_on(tool_definition(&k_unkept));
     let params = json!({"textDocument": {"uri": uri(&main)}, "position": {"line": 4, "character": 11}});
     const BLOCK: u32 = 10;
     // 0 bare, 1 tool from `block_on`, 2 transport alone, 3 tool from a task on a runtime
-    // worker (how an agent's turn calls it; timed inside the task, so the spawn is not counted).
-    let mut warm_samples: [Vec<Duration>; 4] = Default::default();
+    // worker (how an agent's turn calls it; timed inside the task, so the spawn is not counted),
+    // 4 tool from `block_on` with nothing kept between calls (`keep_warm` off: every path,
+    // document and source line looked at on disk, as before issue 13's last round).
+    let mut warm_samples: [Vec<Duration>; 5] = Default::default();
     // The whole process's CPU time (every thread: the caller and the runtime's workers) spent
     // in each variant's blocks. Unlike the latency it does not depend on where the scheduler
     // puts the servers, so it shows what the client itself costs per call.
-    let mut client_cpu = [Duration::ZERO; 4];
+    let mut client_cpu = [Duration::ZERO; 5];
     // `KODIK_LSP_WARM_ONLY=N` runs variant N alone (to profile or strace one path); the
     // comparison is then not printed.
     let only: Option<usize> = std::env::var("KODIK_LSP_WARM_ONLY").ok().and_then(|v| v.parse().ok());
@@ -254,9 +264,9 @@ fn bench(c: &mut Criterion) {
                 // worker variant goes first or last in turn.
                 let order = ORDERS[round % 6];
                 let variants: Vec<usize> = if round.is_multiple_of(2) {
-                    [3].into_iter().chain(order).collect()
+                    [3].into_iter().chain(order).chain([4]).collect()
                 } else {
-                    order.into_iter().chain([3]).collect()
+                    [4].into_iter().chain(order).chain([3]).collect()
                 };
                 for variant in variants.into_iter().filter(|v| only.is_none_or(|o| o == *v)) {
                     let cpu_before = process_cpu();
@@ -273,6 +283,7 @@ fn bench(c: &mut Criterion) {
                                 match variant {
                                     0 => drop(bare.definition(&main)),
                                     1 => rt.block_on(tool_definition(&k)),
+                                    4 => rt.block_on(tool_definition(&k_unkept)),
                                     _ => drop(
                                         rt.block_on(server.request("textDocument/definition", params.clone())).unwrap(),
                                     ),
@@ -293,7 +304,7 @@ fn bench(c: &mut Criterion) {
         })
     });
     warm.finish();
-    drop((bare, server, k_transport, k_worker));
+    drop((bare, server, k_transport, k_worker, k_unkept));
     if only.is_none() && !warm_samples[0].is_empty() {
         let mut stats = Vec::new();
         for v in &mut warm_samples {
@@ -301,12 +312,13 @@ fn bench(c: &mut Criterion) {
             stats.push((percentile(v, 0.5), percentile(v, 0.95)));
         }
         let ratio = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64();
-        let (bare, tool, transport, worker) = (stats[0], stats[1], stats[2], stats[3]);
+        let (bare, tool, transport, worker, unkept) = (stats[0], stats[1], stats[2], stats[3], stats[4]);
         eprintln!(
             "lsp warm definition (pyright), {} calls each, interleaved: bare p50 {:?} p95 {:?}; \
              lsp tool p50 {:?} p95 {:?} ({:.2}x, {:.2}x); transport only p50 {:?} p95 {:?} ({:.2}x, {:.2}x); \
              lsp tool from a runtime worker p50 {:?} p95 {:?} ({:.2}x, {:.2}x); \
-             client CPU per call: bare {:?}, tool {:?}, transport {:?}, worker {:?}",
+             lsp tool with nothing kept p50 {:?} p95 {:?} ({:.2}x, {:.2}x); \
+             client CPU per call: bare {:?}, tool {:?}, transport {:?}, worker {:?}, nothing kept {:?}",
             warm_samples[0].len(),
             bare.0,
             bare.1,
@@ -322,10 +334,15 @@ fn bench(c: &mut Criterion) {
             worker.1,
             ratio(worker.0, bare.0),
             ratio(worker.1, bare.1),
+            unkept.0,
+            unkept.1,
+            ratio(unkept.0, bare.0),
+            ratio(unkept.1, bare.1),
             client_cpu[0] / warm_samples[0].len() as u32,
             client_cpu[1] / warm_samples[1].len() as u32,
             client_cpu[2] / warm_samples[2].len() as u32,
             client_cpu[3] / warm_samples[3].len() as u32,
+            client_cpu[4] / warm_samples[4].len() as u32,
         );
     }
 

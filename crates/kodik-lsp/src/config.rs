@@ -218,6 +218,11 @@ pub struct LspConfig {
     pub max_restarts: u32,
     /// See [`LspConfig::max_restarts`].
     pub restart_window: Duration,
+    /// Whether what a warm call would look up again (path checks, open documents, source
+    /// lines, the file's server) is kept between calls while inotify reports no change on
+    /// its way (default). Off, every call looks at the disk as a first one would: for
+    /// benchmarks, which compare the two in one run.
+    pub keep_warm: bool,
 }
 
 impl Default for LspConfig {
@@ -231,6 +236,7 @@ impl Default for LspConfig {
             indexing_wait: Duration::from_secs(10),
             max_restarts: 3,
             restart_window: Duration::from_secs(120),
+            keep_warm: true,
         }
     }
 }

@@ -201,7 +201,8 @@ impl LanguageServers {
 
     /// The running server for `path`, started (or restarted after a crash) when needed.
     pub async fn server_for(&self, path: &Path) -> Result<Arc<Server>, LspError> {
-        if let Some((s, at)) = self.serving.lock().ok().and_then(|m| m.get(path).cloned())
+        if self.config.keep_warm
+            && let Some((s, at)) = self.serving.lock().ok().and_then(|m| m.get(path).cloned())
             && !s.is_closed()
             && at.elapsed() < PROGRAM_RECHECK
         {

@@ -140,9 +140,10 @@ impl Kept {
 impl PathChecks {
     /// Starts a call in `ws`: drops every kept answer if anything changed since the last call
     /// (or the workspace is another one). One `read` of the event queue.
-    pub fn begin(&self, ws: &Workspace) {
+    pub fn begin(&self, ws: &Workspace, keep: bool) {
         let Ok(mut inner) = self.inner.lock() else { return };
         match inner.as_mut() {
+            _ if !keep => *inner = None,
             Some(kept) if kept.roots == ws.roots() => {
                 if kept.changed() {
                     kept.clear();
@@ -216,7 +217,7 @@ mod tests {
         let ws = Workspace::new(&root).unwrap();
         let checks = PathChecks::default();
         let check = |raw: &str| {
-            checks.begin(&ws);
+            checks.begin(&ws, true);
             checks.check_file(&ws, raw)
         };
         assert_eq!(check("pkg/sub/a.py").unwrap(), root.join("pkg/sub/a.py"));
@@ -258,7 +259,7 @@ mod tests {
         let checks = PathChecks::default();
         let util = root.join("util.py");
         let shown = |checks: &PathChecks| {
-            checks.begin(&ws);
+            checks.begin(&ws, true);
             checks.shown(&util, || {
                 let hidden = ws.is_ignored(&util);
                 Shown { path: (!hidden).then(|| util.clone()), shown_path: "util.py".into(), external: false }

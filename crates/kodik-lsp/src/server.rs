@@ -940,7 +940,7 @@ impl Server {
     /// Whether the project's watcher queues an event for every change to `path` (see
     /// [`DirWatcher::sees`]): then a document or source text it vouched for needs no `stat`.
     fn watcher_sees(&self, path: &Path) -> bool {
-        self.tracked.lock().is_ok_and(|t| t.watcher.as_ref().is_some_and(|w| w.sees(path)))
+        self.timing.keep_warm && self.tracked.lock().is_ok_and(|t| t.watcher.as_ref().is_some_and(|w| w.sees(path)))
     }
 
     fn seq(&self) -> u64 {

@@ -1128,7 +1128,7 @@ impl TypedTool for LspTool {
 
     async fn run(&self, args: LspArgs, cx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let ws = &cx.workspace;
-        self.checks.begin(ws);
+        self.checks.begin(ws, self.servers.config().keep_warm);
         let work = async {
             if args.operation == LspOperation::WorkspaceSymbols {
                 self.workspace_symbols(&args, ws).await
