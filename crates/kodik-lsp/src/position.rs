@@ -175,9 +175,9 @@ pub fn pick(
     occurrence: Option<u32>,
     character: Option<u32>,
 ) -> Result<usize, PickError> {
-    let lines = text.split('\n').count();
     let Some(src) = line.checked_sub(1).and_then(|n| line_of(text, n as usize)) else {
-        return Err(PickError::NoLine { line, lines });
+        // Counted only for the error: this runs on every call, on files of any length.
+        return Err(PickError::NoLine { line, lines: text.split('\n').count() });
     };
     let chars: Vec<char> = src.chars().collect();
     let symbol = symbol.unwrap_or("").trim();

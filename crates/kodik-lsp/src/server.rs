@@ -660,9 +660,15 @@ impl Server {
 
     /// Sends one request; `ContentModified` and `ServerCancelled` are retried (twice).
     pub async fn request(&self, method: &str, params: Value) -> Result<Value, RpcError> {
+        self.request_ref(method, &params).await
+    }
+
+    /// [`request`](Self::request) with borrowed parameters, for a caller that may send them
+    /// again (no copy of the message tree per call).
+    pub async fn request_ref(&self, method: &str, params: &Value) -> Result<Value, RpcError> {
         let mut tries = 0;
         loop {
-            match self.conn.request(method, &params, self.timing.request_timeout).await {
+            match self.conn.request(method, params, self.timing.request_timeout).await {
                 Err(e) if e.is_retryable() && tries < 2 => {
                     tries += 1;
                     tokio::time::sleep(Duration::from_millis(50 * tries)).await;
@@ -808,11 +814,13 @@ impl Server {
         let mut watched = self.disk_changes(&mut docs).await;
         let resave = !watched.is_empty();
         // Open documents changed or deleted since they were sent.
-        let open: Vec<PathBuf> = docs.keys().filter(|p| p.as_path() != path).cloned().collect();
+        // Those the watcher vouches for are passed over without a copy of their path.
+        let open: Vec<PathBuf> = docs
+            .iter()
+            .filter(|(p, d)| p.as_path() != path && !(d.watched && self.watcher_sees(p)))
+            .map(|(p, _)| p.clone())
+            .collect();
         for p in open {
-            if docs.get(&p).is_some_and(|d| d.watched) && self.watcher_sees(&p) {
-                continue;
-            }
             let seen = self.watcher_sees(&p);
             match look(&p, docs.get(&p).and_then(|d| d.disk)) {
                 Ok(Disk::Unchanged) => {

@@ -430,12 +430,12 @@ async fn ask(server: &Server, indexing_wait: Duration, method: &str, params: Val
     if server.readiness() == Readiness::Indexing {
         server.wait_ready(indexing_wait).await;
     }
-    let first = server.request(method, params.clone()).await.map_err(LspError::Rpc)?;
+    let first = server.request_ref(method, &params).await.map_err(LspError::Rpc)?;
     if server.readiness() != Readiness::Indexing {
         return Ok((first, false));
     }
     let ready = server.wait_ready(indexing_wait).await;
-    let again = server.request(method, params).await.map_err(LspError::Rpc)?;
+    let again = server.request_ref(method, &params).await.map_err(LspError::Rpc)?;
     Ok((again, !ready))
 }
 
