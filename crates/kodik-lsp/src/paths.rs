@@ -49,6 +49,9 @@ struct Kept {
     full: bool,
     files: HashMap<String, PathBuf>,
     shown: HashMap<PathBuf, Shown>,
+    /// Counts the times everything was dropped: an answer worked out while another call
+    /// dropped everything (it saw a change) may be from before that change, and is not kept.
+    generation: u64,
     buf: Vec<MaybeUninit<u8>>,
 }
 
@@ -76,6 +79,7 @@ impl Kept {
             full: false,
             files: HashMap::new(),
             shown: HashMap::new(),
+            generation: 0,
             buf: vec![MaybeUninit::uninit(); 8 * 1024],
         })
     }
@@ -134,6 +138,7 @@ impl Kept {
         self.shown.clear();
         self.dirs.clear();
         self.full = false;
+        self.generation += 1;
     }
 }
 
@@ -163,10 +168,12 @@ impl PathChecks {
         }
         let joined = ws.primary_root().join(raw);
         // Watched before the check is made, so a change made meanwhile is queued too.
-        let watched = self.with(|k| k.files.len() < MAX_KEPT && k.watch_way_to(&joined)).unwrap_or(false);
+        let watched = self.with(|k| (k.files.len() < MAX_KEPT && k.watch_way_to(&joined)).then_some(k.generation));
         let path = ws.check_file(raw)?;
-        if watched && path == joined {
-            self.with(|k| k.files.insert(raw.to_owned(), path.clone()));
+        if let Some(Some(generation)) = watched
+            && path == joined
+        {
+            self.with(|k| (k.generation == generation).then(|| k.files.insert(raw.to_owned(), path.clone())));
         }
         Ok(path)
     }
@@ -178,11 +185,13 @@ impl PathChecks {
         {
             return found.clone();
         }
-        let watched = self.with(|k| k.shown.len() < MAX_KEPT && k.watch_way_to(path)).unwrap_or(false);
+        let watched = self.with(|k| (k.shown.len() < MAX_KEPT && k.watch_way_to(path)).then_some(k.generation));
         let shown = work();
         // A file shown as another (a symlink) depends on more than its own way.
-        if watched && shown.path.as_deref().is_none_or(|p| p == path) {
-            self.with(|k| k.shown.insert(path.to_path_buf(), shown.clone()));
+        if let Some(Some(generation)) = watched
+            && shown.path.as_deref().is_none_or(|p| p == path)
+        {
+            self.with(|k| (k.generation == generation).then(|| k.shown.insert(path.to_path_buf(), shown.clone())));
         }
         shown
     }

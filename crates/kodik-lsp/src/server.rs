@@ -327,6 +327,10 @@ pub struct Server {
     /// Files read for the source lines shown with results, with how they looked on disk: a
     /// file is read again only when its stamp changed, not for every answer that points into it.
     sources: Mutex<HashMap<PathBuf, Source>>,
+    /// Drains of the watcher that reported changes: a source text read while another call
+    /// drained a change may predate it, and is not vouched for (compared under `sources`'
+    /// lock, which the drain holds while it untrusts entries).
+    changes_seen: std::sync::atomic::AtomicU64,
 }
 
 /// A file's text kept for source lines, how it looked on disk when read, and whether the
@@ -518,6 +522,7 @@ impl Server {
             tracked: Mutex::new(track(root, config)),
             latency: Mutex::default(),
             sources: Mutex::default(),
+            changes_seen: Default::default(),
         })
     }
 
@@ -533,10 +538,14 @@ impl Server {
             return Some(text.clone());
         }
         let watched = self.watcher_sees(path);
+        let changes_seen = self.changes_seen.load(std::sync::atomic::Ordering::SeqCst);
+        let vouched = || watched && self.changes_seen.load(std::sync::atomic::Ordering::SeqCst) == changes_seen;
         match look(path, known.as_ref().and_then(|(_, disk, _)| *disk)) {
             Ok(Disk::Unchanged) => {
                 let (text, disk, _) = known?;
-                if watched && let Ok(mut sources) = self.sources.lock() {
+                if let Ok(mut sources) = self.sources.lock()
+                    && vouched()
+                {
                     sources.insert(path.to_path_buf(), (text.clone(), disk, true));
                 }
                 Some(text)
@@ -547,7 +556,7 @@ impl Server {
                     if sources.len() >= MAX_SOURCES {
                         sources.clear();
                     }
-                    sources.insert(path.to_path_buf(), (text.clone(), disk, watched));
+                    sources.insert(path.to_path_buf(), (text.clone(), disk, vouched()));
                 }
                 Some(text)
             }
@@ -750,6 +759,7 @@ impl Server {
             doc.watched &= !seen.rescan && !seen.files.contains(path);
         }
         if let Ok(mut sources) = self.sources.lock() {
+            self.changes_seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             for (path, (_, _, trusted)) in sources.iter_mut() {
                 *trusted &= !seen.rescan && !seen.files.contains(path);
             }
