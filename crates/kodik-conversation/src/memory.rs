@@ -304,34 +304,25 @@ pub fn delete(dir: &Path, id: &str, inside: Option<&Workspace>) -> Result<PathBu
 
 /// The notes as the model reads them: each with its id and full text.
 pub fn render(scope: &str, dir: &Path, listing: &Listing) -> String {
+    let mut unbounded = usize::MAX;
+    render_within(scope, dir, listing, &mut unbounded)
+}
+
+/// [`render`] within `budget` bytes (taken from it): whole notes in id order while they fit,
+/// then the ids of the rest (at most 50) and how to read them, so many or long notes cannot
+/// fill a request the model has not even started on. Files that are not usable notes are
+/// always named, with why.
+pub fn render_within(scope: &str, dir: &Path, listing: &Listing, budget: &mut usize) -> String {
     let notes = &listing.notes;
     let mut out = if notes.is_empty() {
         format!("The {scope} memory is empty ({}).", dir.display())
     } else {
         format!("{} notes in the {scope} memory ({}):", notes.len(), dir.display())
     };
-    for n in notes {
-        let _ = write!(out, "\n\n## {}\n{}", n.id, n.content.trim_end());
-    }
-    if !listing.skipped.is_empty() {
-        out.push_str("\n\nLeft out (not notes memory can use; a person can fix or remove them):");
-        for s in &listing.skipped {
-            let _ = write!(out, "\n- {}: {}", s.name, s.reason);
-        }
-    }
-    out
-}
-
-/// [`render`] within `budget` bytes (taken from it): whole notes in id order while they fit,
-/// then the ids of the rest (at most 50) and how to read them, so many or long notes cannot
-/// fill a request the model has not even started on.
-pub fn render_within(scope: &str, dir: &Path, listing: &Listing, budget: &mut usize) -> String {
-    let notes = &listing.notes;
-    let mut out = format!("{} notes in the {scope} memory ({}):", notes.len(), dir.display());
     let mut left_out = Vec::new();
     for n in notes {
         let section = format!("\n\n## {}\n{}", n.id, n.content.trim_end());
-        if left_out.is_empty() && out.len() + section.len() <= *budget {
+        if left_out.is_empty() && out.len().saturating_add(section.len()) <= *budget {
             out.push_str(&section);
         } else {
             left_out.push(n.id.as_str());
@@ -347,6 +338,12 @@ pub fn render_within(scope: &str, dir: &Path, listing: &Listing, budget: &mut us
             left_out[..shown].join(", ")
         );
     }
+    if !listing.skipped.is_empty() {
+        out.push_str("\n\nLeft out (not notes memory can use; a person can fix or remove them):");
+        for s in &listing.skipped {
+            let _ = write!(out, "\n- {}: {}", s.name, s.reason);
+        }
+    }
     *budget = budget.saturating_sub(out.len());
     out
 }
@@ -361,6 +358,24 @@ mod tests {
             assert!(check_id(bad).is_err(), "{bad}");
         }
         assert_eq!(check_id("use-pnpm.md").unwrap(), "use-pnpm");
+    }
+
+    /// A2: the bounded rendering a new conversation's first request carries still names the
+    /// files that are not usable notes, as the memory tool's list does.
+    #[test]
+    fn a2_notes_within_a_budget_still_name_the_files_left_out() {
+        let note = |id: &str, text: &str| Note { id: id.into(), content: text.into(), path: PathBuf::from(id) };
+        let listing = Listing {
+            notes: vec![note("a", &"x".repeat(300)), note("b", "short")],
+            skipped: vec![Skipped { name: "bad.md".into(), reason: "not UTF-8 text".into() }],
+        };
+        let mut budget = 200;
+        let out = render_within("workspace", Path::new("/m"), &listing, &mut budget);
+        assert!(out.contains("2 more notes are not shown here") && out.contains("a, b"), "{out}");
+        assert!(out.contains("Left out") && out.contains("- bad.md: not UTF-8 text"), "{out}");
+        assert_eq!(budget, 0);
+        let whole = render("workspace", Path::new("/m"), &listing);
+        assert!(whole.contains("## b\nshort") && whole.contains("- bad.md"), "{whole}");
     }
 
     #[test]
