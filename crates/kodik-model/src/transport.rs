@@ -239,8 +239,8 @@ impl Transport {
     /// model, what is usually wrong with the base URL: a server that says only "404 page not
     /// found" leaves the user guessing that `/v1` is missing (Ollama) or doubled (Anthropic).
     fn not_found(&self, url: &str, message: String) -> String {
-        let base = &self.config.base_url;
-        let mut out = format!("{message} (POST {url})");
+        let base = &without_secrets(&self.config.base_url);
+        let mut out = format!("{message} (POST {})", without_secrets(url));
         if message.to_ascii_lowercase().contains("model") {
             return out;
         }
@@ -264,6 +264,21 @@ impl Transport {
         out.push_str(": ");
         out.push_str(&hint);
         out
+    }
+}
+
+/// `url` as an error may show it: without a `user:password@` or a query, where keys and tokens
+/// sometimes ride (keys never appear in errors).
+fn without_secrets(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(mut u) => {
+            let _ = u.set_username("");
+            let _ = u.set_password(None);
+            u.set_query(None);
+            u.set_fragment(None);
+            u.as_str().trim_end_matches('/').to_owned()
+        }
+        Err(_) => "(the configured base URL)".to_owned(),
     }
 }
 

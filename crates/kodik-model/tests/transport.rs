@@ -125,6 +125,19 @@ async fn a_404_names_the_url_and_how_to_fix_the_base_url() {
         }
         assert_eq!(server.requests().len(), 1, "a 404 is not retried");
     }
+    // Credentials in the base URL never reach the error (keys never appear in errors).
+    let recording = Recording::new(Provider::ChatCompletions, "m").with(Exchange::error(404, "404 page not found"));
+    let server = ReplayServer::start(recording).await.unwrap();
+    let root = server.base_url();
+    let root = root.strip_suffix("/v1").unwrap_or(&root);
+    let base = root.replacen("http://", "http://user:s3cret-pass@", 1);
+    let config = ModelConfig::new(Provider::ChatCompletions, "m").base_url(&base).api_key(KEY);
+    let mut request = request();
+    request.model = "m".into();
+    let error = client(config).unwrap().stream(&request, CancellationToken::new()).await.err().unwrap();
+    let text = error.to_string();
+    assert!(text.contains(&format!("(POST {root}/chat/completions)")), "{text}");
+    assert!(!text.contains("s3cret") && !text.contains("user:"), "{text}");
 }
 
 #[tokio::test]
