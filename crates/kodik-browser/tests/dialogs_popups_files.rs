@@ -29,7 +29,7 @@ const LOGIN: &str = r#"<!doctype html><title>Login popup</title>
 /// A popup that hands back its result and closes itself without a click, as silent OAuth
 /// flows do.
 const LOGIN_AUTO: &str = r#"<!doctype html><title>Signing in</title><p>signing in</p>
-<script>setTimeout(() => { window.opener.postMessage('token-456', '*'); window.close(); }, 1500)</script>"#;
+<script>setTimeout(() => { window.opener.postMessage('token-456', '*'); window.close(); }, 5000)</script>"#;
 
 const MFA: &str = r#"<!doctype html><title>Verify</title>
 <button onclick="document.getElementById('code').hidden = false">Continue</button>

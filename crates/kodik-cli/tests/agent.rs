@@ -235,6 +235,15 @@ async fn agent_against(server: &ReplayServer, workspace: &Path, args: &[&str]) -
         .args(["--model", "gpt-5", "--base-url", &server.base_url()])
         .args(args)
         .env("OPENAI_API_KEY", "sk-test-not-a-real-key")
+        // The machine's own user config (global memory, mcp.json) and search keys stay out of
+        // the requests these tests look at.
+        .env("KODIK_CONFIG_DIR", workspace.join("user-config"))
+        .env_remove("KODIK_SEARCH_PROVIDER")
+        .env_remove("KODIK_SEARXNG_URL")
+        .env_remove("BRAVE_API_KEY")
+        .env_remove("BRAVE_SEARCH_API_KEY")
+        .env_remove("TAVILY_API_KEY")
+        .env_remove("EXA_API_KEY")
         .stdin(Stdio::null())
         .output()
         .await
@@ -758,10 +767,10 @@ impl RoutingServer {
 /// run ended "completed" at once and the child was killed mid-request with its transcript cut.
 #[tokio::test]
 async fn a3_s3_the_run_waits_for_a_background_sub_agent_and_reads_its_report() {
-    // The child answers only after the parent's answer that leaves it running has gone out, so
-    // the run always has a sub-agent to wait for, however slow the machine (a fixed 1.5 s pause
-    // once let the child finish first under load).
-    static PARENT_ANSWERED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    // The child answers only once the run has announced that it waits for it, so there is
+    // always a sub-agent to wait for, however slow the machine (a fixed pause once let the
+    // child finish first under load).
+    static RUN_WAITS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     fn answer(body: &str) -> (String, Duration) {
         use std::sync::atomic::Ordering;
         // The parent's later requests hold the child's prompt too, in the sub_agent call.
@@ -769,31 +778,42 @@ async fn a3_s3_the_run_waits_for_a_background_sub_agent_and_reads_its_report() {
             return (text_body("PARENT FINAL with the child's report"), Duration::ZERO);
         }
         if body.contains("function_call_output") {
-            PARENT_ANSWERED.store(true, Ordering::SeqCst);
             return (text_body("The child works on it."), Duration::ZERO);
         }
         if body.contains("CHILD-TASK") {
             let start = std::time::Instant::now();
-            while !PARENT_ANSWERED.load(Ordering::SeqCst) && start.elapsed() < Duration::from_secs(60) {
+            while !RUN_WAITS.load(Ordering::SeqCst) && start.elapsed() < Duration::from_secs(60) {
                 std::thread::sleep(Duration::from_millis(20));
             }
-            return (text_body("child report: the slow answer"), Duration::from_millis(1000));
+            return (text_body("child report: the slow answer"), Duration::ZERO);
         }
         let args = json!({"description": "slow child", "prompt": "CHILD-TASK: be slow", "background": true});
         (call_body("call_1", "sub_agent", &args), Duration::ZERO)
     }
     let ws = tempfile::tempdir().unwrap();
     let server = RoutingServer::start(answer);
-    let out = tokio::process::Command::new(KODIK)
+    let mut child = tokio::process::Command::new(KODIK)
         .args(["agent", "--workspace", ws.path().to_str().unwrap(), "--model", "gpt-5", "--json"])
         .args(["--base-url", &server.base_url(), "--context-window", "64000", "PARENT: go"])
         .env("OPENAI_API_KEY", "sk-test-not-a-real-key")
         .env("KODIK_CONFIG_DIR", ws.path().join("user-config"))
         .stdin(Stdio::null())
-        .output()
-        .await
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
         .unwrap();
-    let lines = json_lines(&out);
+    let mut stdout = tokio::io::BufReader::new(child.stdout.take().unwrap());
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    while tokio::io::AsyncBufReadExt::read_line(&mut stdout, &mut line).await.unwrap() > 0 {
+        let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {line}"));
+        if v["type"] == "background.waiting" {
+            RUN_WAITS.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+        lines.push(v);
+        line.clear();
+    }
+    assert!(child.wait().await.unwrap().success(), "{lines:?}");
     let result = lines.iter().find(|l| l["type"] == "result").unwrap_or_else(|| panic!("{lines:?}"));
     assert_eq!(result["status"], "completed", "{result}");
     assert_eq!(result["final_text"], "PARENT FINAL with the child's report", "{result}");
