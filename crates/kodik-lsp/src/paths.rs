@@ -47,7 +47,9 @@ struct Kept {
     dirs: HashSet<PathBuf>,
     /// A watch could not be added: nothing more is kept until the next change clears it.
     full: bool,
-    files: HashMap<String, PathBuf>,
+    /// Keyed by the path asked for joined to the primary root, so the same relative path in
+    /// another workspace is another key.
+    files: HashMap<PathBuf, PathBuf>,
     shown: HashMap<PathBuf, Shown>,
     /// Counts the times everything was dropped: an answer worked out while another call
     /// dropped everything (it saw a change) may be from before that change, and is not kept.
@@ -69,6 +71,14 @@ fn flags() -> WatchFlags {
         | WatchFlags::DONT_FOLLOW
 }
 
+/// Generations keep counting across every [`Kept`] made: an answer worked out for one
+/// workspace is never kept by another's (two calls with other roots may interleave).
+static GENERATIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+fn next_generation() -> u64 {
+    GENERATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
 impl Kept {
     fn new(ws: &Workspace) -> Option<Self> {
         let fd = inotify::init(CreateFlags::NONBLOCK | CreateFlags::CLOEXEC).ok()?;
@@ -79,7 +89,7 @@ impl Kept {
             full: false,
             files: HashMap::new(),
             shown: HashMap::new(),
-            generation: 0,
+            generation: next_generation(),
             buf: vec![MaybeUninit::uninit(); 8 * 1024],
         })
     }
@@ -138,7 +148,7 @@ impl Kept {
         self.shown.clear();
         self.dirs.clear();
         self.full = false;
-        self.generation += 1;
+        self.generation = next_generation();
     }
 }
 
@@ -161,19 +171,19 @@ impl PathChecks {
     /// [`Workspace::check_file`] of `raw`, kept while nothing on its way changes. Only a
     /// path that resolves to itself (no symlink, `..` or other root on its way) is kept.
     pub fn check_file(&self, ws: &Workspace, raw: &str) -> Result<PathBuf, PathError> {
+        let joined = ws.primary_root().join(raw);
         if let Ok(inner) = self.inner.lock()
-            && let Some(found) = inner.as_ref().and_then(|k| k.files.get(raw))
+            && let Some(found) = inner.as_ref().filter(|k| k.roots == ws.roots()).and_then(|k| k.files.get(&joined))
         {
             return Ok(found.clone());
         }
-        let joined = ws.primary_root().join(raw);
         // Watched before the check is made, so a change made meanwhile is queued too.
         let watched = self.with(|k| (k.files.len() < MAX_KEPT && k.watch_way_to(&joined)).then_some(k.generation));
         let path = ws.check_file(raw)?;
         if let Some(Some(generation)) = watched
             && path == joined
         {
-            self.with(|k| (k.generation == generation).then(|| k.files.insert(raw.to_owned(), path.clone())));
+            self.with(|k| (k.generation == generation).then(|| k.files.insert(joined, path.clone())));
         }
         Ok(path)
     }
@@ -213,6 +223,29 @@ mod tests {
         assert!(ok.success(), "{script}");
     }
 
+    /// G16, L5: one tool used for two workspaces in turn never answers a path of one with a
+    /// check kept for the other. (Two calls interleaving inside `check_file` are kept apart by
+    /// the generations, which count across workspaces, and the keys, which are absolute.)
+    #[test]
+    fn g16_l5_a_check_kept_for_one_workspace_never_answers_another() {
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let (ra, rb) = (a.path().canonicalize().unwrap(), b.path().canonicalize().unwrap());
+        std::fs::write(ra.join("x.py"), "a = 1\n").unwrap();
+        std::fs::write(rb.join("x.py"), "b = 1\n").unwrap();
+        std::fs::write(rb.join(".kodikignore"), "x.py\n").unwrap();
+        let (wa, wb) = (Workspace::new(&ra).unwrap(), Workspace::new(&rb).unwrap());
+        let checks = PathChecks::default();
+        checks.begin(&wa, true);
+        assert_eq!(checks.check_file(&wa, "x.py").unwrap(), ra.join("x.py"));
+        // Workspace b's call starts while a's answer is kept; a's next call comes after it.
+        checks.begin(&wb, true);
+        assert_eq!(checks.check_file(&wa, "x.py").unwrap(), ra.join("x.py"));
+        assert!(
+            matches!(checks.check_file(&wb, "x.py"), Err(PathError::Ignored(_))),
+            "b's .kodikignore was not applied"
+        );
+    }
+
     /// G16, L5: a kept path check is dropped by any change on its way: a `.kodikignore`
     /// created (at the root or in a folder between), written or made unreadable refuses the
     /// path at the very next call, a file deleted or replaced by a folder is no longer
@@ -230,7 +263,7 @@ mod tests {
             checks.check_file(&ws, raw)
         };
         assert_eq!(check("pkg/sub/a.py").unwrap(), root.join("pkg/sub/a.py"));
-        assert!(checks.with(|k| k.files.contains_key("pkg/sub/a.py")).unwrap(), "the check was not kept");
+        assert!(checks.with(|k| k.files.contains_key(&root.join("pkg/sub/a.py"))).unwrap(), "the check was not kept");
         assert_eq!(check("pkg/sub/a.py").unwrap(), root.join("pkg/sub/a.py"));
 
         sh(&root, "printf 'sub/\\n' > pkg/.kodikignore");
