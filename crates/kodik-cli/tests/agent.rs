@@ -211,6 +211,19 @@ fn call_body(call_id: &str, name: &str, args: &Value) -> String {
     sse(&[added, done], 100)
 }
 
+/// A Responses stream that answers with several calls `(call_id, name, args)` at once.
+fn calls_body(calls: &[(&str, &str, Value)]) -> String {
+    let events: Vec<Value> = calls
+        .iter()
+        .enumerate()
+        .map(|(i, (id, name, args))| {
+            json!({"type": "response.output_item.done", "output_index": i, "item": {"type": "function_call",
+                "id": format!("fc_{i}"), "call_id": id, "name": name, "arguments": args.to_string()}})
+        })
+        .collect();
+    sse(&events, 100)
+}
+
 /// A Responses stream that answers with text.
 fn text_body(text: &str) -> String {
     sse(&[json!({"type": "response.output_text.delta", "output_index": 0, "content_index": 0, "delta": text})], 40)
@@ -343,16 +356,8 @@ async fn g3_read_only_approval_keeps_the_todo_list_and_memory_list() {
         ("call_2", "memory", json!({"action": "list"})),
         ("call_3", "memory", json!({"action": "save", "content": "Use yarn."})),
     ];
-    let events: Vec<Value> = calls
-        .iter()
-        .enumerate()
-        .map(|(i, (id, name, args))| {
-            json!({"type": "response.output_item.done", "output_index": i, "item": {"type": "function_call",
-                "id": format!("fc_{i}"), "call_id": id, "name": name, "arguments": args.to_string()}})
-        })
-        .collect();
     let recording = Recording::new(Provider::OpenAiResponses, "gpt-5")
-        .with(Exchange::sse(sse(&events, 100)))
+        .with(Exchange::sse(calls_body(&calls)))
         .with(Exchange::sse(text_body("Planned.")));
     let server = ReplayServer::start(recording).await.unwrap();
     let out = agent_against(&server, ws.path(), &["--json", "--approve", "read-only", "plan it"]).await;
@@ -380,16 +385,8 @@ async fn g11_ask_mode_answers_a_withheld_tool_as_not_offered() {
         ("call_1", "create_file", json!({"path": "n.txt", "content": "x"})),
         ("call_2", "shell", json!({"command": "touch made.txt"})),
     ];
-    let events: Vec<Value> = calls
-        .iter()
-        .enumerate()
-        .map(|(i, (id, name, args))| {
-            json!({"type": "response.output_item.done", "output_index": i, "item": {"type": "function_call",
-                "id": format!("fc_{i}"), "call_id": id, "name": name, "arguments": args.to_string()}})
-        })
-        .collect();
     let recording = Recording::new(Provider::OpenAiResponses, "gpt-5")
-        .with(Exchange::sse(sse(&events, 100)))
+        .with(Exchange::sse(calls_body(&calls)))
         .with(Exchange::sse(text_body("I can only read here.")));
     let server = ReplayServer::start(recording).await.unwrap();
     let out = agent_against(&server, ws.path(), &["--json", "--mode", "ask", "make a file"]).await;

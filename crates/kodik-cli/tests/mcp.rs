@@ -232,6 +232,30 @@ fn run_python(script: &str, args: &[&str], limit: Duration) -> Value {
     serde_json::from_str(line).unwrap_or_else(|e| panic!("no JSON summary ({e})\nstdout:\n{out}\nstderr:\n{err}"))
 }
 
+/// One event of a Responses stream, as a replayed model sends it.
+fn sse_event(v: &Value) -> String {
+    format!("event: {}\ndata: {v}\n\n", v["type"].as_str().unwrap())
+}
+
+/// The event that ends a Responses stream.
+fn sse_completed() -> String {
+    sse_event(&serde_json::json!({"type": "response.completed", "response": {"id": "r", "status": "completed",
+        "usage": {"input_tokens": 10, "output_tokens": 5}}}))
+}
+
+/// A finished function call at `index` of a Responses stream.
+fn sse_call(index: usize, call_id: &str, name: &str, args: &Value) -> String {
+    sse_event(&serde_json::json!({"type": "response.output_item.done", "output_index": index,
+        "item": {"type": "function_call", "id": format!("fc_{index}"), "call_id": call_id, "name": name,
+            "arguments": args.to_string()}}))
+}
+
+/// Text the model streams.
+fn sse_text(text: &str) -> String {
+    sse_event(&serde_json::json!({"type": "response.output_text.delta", "output_index": 0, "content_index": 0,
+        "delta": text}))
+}
+
 fn names(summary: &Value) -> Vec<&str> {
     summary["tools"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect()
 }
@@ -1305,15 +1329,9 @@ async fn a8_agent_mounts_mcp_config_and_the_model_calls_the_servers_tool() {
     use kodik_tools::model::replay::{Exchange, Recording, ReplayServer};
     let ws = tempfile::tempdir().unwrap();
     let config = fixture_config(ws.path());
-    let event = |v: Value| format!("event: {}\ndata: {v}\n\n", v["type"].as_str().unwrap());
-    let completed =
-        event(serde_json::json!({"type": "response.completed", "response": {"id": "r", "status": "completed",
-        "usage": {"input_tokens": 10, "output_tokens": 5}}}));
-    let call = event(serde_json::json!({"type": "response.output_item.done", "output_index": 0,
-        "item": {"type": "function_call", "id": "fc_1", "call_id": "call_echo", "name": "py__echo",
-            "arguments": "{\"text\":\"hello through mcp\"}"}}));
-    let answer = event(serde_json::json!({"type": "response.output_text.delta", "output_index": 0,
-        "content_index": 0, "delta": "The server echoed."}));
+    let completed = sse_completed();
+    let call = sse_call(0, "call_echo", "py__echo", &serde_json::json!({"text": "hello through mcp"}));
+    let answer = sse_text("The server echoed.");
     let recording = Recording::new(Provider::OpenAiResponses, "gpt-5")
         .with(Exchange::sse(call + &completed))
         .with(Exchange::sse(answer + &completed));
@@ -1357,20 +1375,13 @@ async fn a8_agent_mounted_servers_get_the_api_key_only_when_their_env_names_it()
         "named": server_entry(serde_json::json!({"OPENAI_API_KEY": "${OPENAI_API_KEY}"})),
     }});
     std::fs::write(&config, body.to_string()).unwrap();
-    let event = |v: Value| format!("event: {}\ndata: {v}\n\n", v["type"].as_str().unwrap());
-    let completed =
-        event(serde_json::json!({"type": "response.completed", "response": {"id": "r", "status": "completed",
-        "usage": {"input_tokens": 10, "output_tokens": 5}}}));
-    let call = |i: usize, name: &str, var: &str| {
-        event(serde_json::json!({"type": "response.output_item.done", "output_index": i,
-            "item": {"type": "function_call", "id": format!("fc_{i}"), "call_id": format!("call_{i}"), "name": name,
-                "arguments": serde_json::json!({"name": var}).to_string()}}))
-    };
+    let completed = sse_completed();
+    let call =
+        |i: usize, name: &str, var: &str| sse_call(i, &format!("call_{i}"), name, &serde_json::json!({"name": var}));
     let calls = call(0, "plain__getenv", "OPENAI_API_KEY")
         + &call(1, "plain__getenv", "ANTHROPIC_API_KEY")
         + &call(2, "named__getenv", "OPENAI_API_KEY");
-    let answer = event(serde_json::json!({"type": "response.output_text.delta", "output_index": 0,
-        "content_index": 0, "delta": "Looked."}));
+    let answer = sse_text("Looked.");
     let recording = Recording::new(Provider::OpenAiResponses, "gpt-5")
         .with(Exchange::sse(calls + &completed))
         .with(Exchange::sse(answer + &completed));
@@ -1410,13 +1421,8 @@ async fn g6_agent_with_a_mounted_server_ends_on_sigterm_and_stops_the_server() {
     use kodik_tools::model::replay::{Exchange, Recording, ReplayServer};
     let ws = tempfile::tempdir().unwrap();
     let config = fixture_config(ws.path());
-    let event = |v: Value| format!("event: {}\ndata: {v}\n\n", v["type"].as_str().unwrap());
-    let completed =
-        event(serde_json::json!({"type": "response.completed", "response": {"id": "r", "status": "completed",
-        "usage": {"input_tokens": 10, "output_tokens": 5}}}));
-    let call = event(serde_json::json!({"type": "response.output_item.done", "output_index": 0,
-        "item": {"type": "function_call", "id": "fc_1", "call_id": "call_slow", "name": "py__slow",
-            "arguments": "{\"seconds\":120,\"tag\":\"term\"}"}}));
+    let completed = sse_completed();
+    let call = sse_call(0, "call_slow", "py__slow", &serde_json::json!({"seconds": 120, "tag": "term"}));
     let recording = Recording::new(Provider::OpenAiResponses, "gpt-5")
         .with(Exchange::sse(call + &completed))
         .with(Exchange::sse(completed.clone()));
@@ -1495,17 +1501,9 @@ async fn a8_list_changed_reaches_a_built_toolbox_and_its_agents_next_request() {
     let before = offered(&tb);
     assert!(before.iter().any(|t| t == "py__ephemeral") && !before.iter().any(|t| t == "py__late"), "{before:?}");
 
-    let event = |v: Value| format!("event: {}\ndata: {v}\n\n", v["type"].as_str().unwrap());
-    let completed =
-        event(serde_json::json!({"type": "response.completed", "response": {"id": "r", "status": "completed",
-        "usage": {"input_tokens": 10, "output_tokens": 5}}}));
-    let text = |t: &str| {
-        event(serde_json::json!({"type": "response.output_text.delta", "output_index": 0,
-            "content_index": 0, "delta": t}))
-    };
-    let call_late = event(serde_json::json!({"type": "response.output_item.done", "output_index": 0,
-        "item": {"type": "function_call", "id": "fc_1", "call_id": "call_late", "name": "py__late",
-            "arguments": "{}"}}));
+    let completed = sse_completed();
+    let text = sse_text;
+    let call_late = sse_call(0, "call_late", "py__late", &serde_json::json!({}));
     let recording = Recording::new(Provider::OpenAiResponses, "gpt-5")
         .with(Exchange::sse(text("nothing to do yet") + &completed))
         .with(Exchange::sse(call_late + &completed))
