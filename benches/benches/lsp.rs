@@ -304,6 +304,7 @@ fn bench(c: &mut Criterion) {
         })
     });
     warm.finish();
+    warm_paced(c, &rt, &mut bare, &main, &k, (&server, &params));
     drop((bare, server, k_transport, k_worker, k_unkept));
     if only.is_none() && !warm_samples[0].is_empty() {
         let mut stats = Vec::new();
@@ -380,6 +381,81 @@ fn bench(c: &mut Criterion) {
     samples.sort();
     let (p50, p95) = (percentile(&samples, 0.5), percentile(&samples, 0.95));
     eprintln!("lsp edit→diagnostics (pyright): p50 {p50:?}, p95 {p95:?} over {} edits", samples.len());
+}
+
+/// How long the server idles before each paced call: an agent's calls are seconds apart (the
+/// model's turn), so its server has gone to sleep and each request wakes it.
+const PACE: Duration = Duration::from_millis(5);
+
+/// Warm `definition` as an agent makes it: a call comes long after the previous answer (the
+/// model's turn in between), so the server has gone idle and the client's code and data are no
+/// longer in the CPU's caches. The bare client, the `lsp` tool and kodik's transport alone take
+/// turns, one call each, every call [`PACE`] after the previous answer; medians printed. Back to
+/// back (the interleaved group above) the server is still awake when the bare client's next
+/// request arrives, which is not how an agent calls it.
+fn warm_paced(
+    c: &mut Criterion,
+    rt: &tokio::runtime::Runtime,
+    bare: &mut Bare,
+    main: &Path,
+    k: &Kodik,
+    transport: (&Arc<kodik_lsp::Server>, &Value),
+) {
+    let (server, params) = transport;
+    let mut samples: [Vec<Duration>; 3] = Default::default();
+    let mut round = 0usize;
+    let mut group = c.benchmark_group("lsp_warm_definition_paced");
+    group.sample_size(20);
+    group.bench_function("bare_tool_transport_every_5ms", |b| {
+        b.iter_custom(|iters| {
+            let mut tool_total = Duration::ZERO;
+            for _ in 0..iters {
+                round += 1;
+                // Every order in turn, so none always follows the same one.
+                for variant in ORDERS[round % 6] {
+                    std::thread::sleep(PACE);
+                    let started = Instant::now();
+                    match variant {
+                        0 => drop(bare.definition(main)),
+                        1 => rt.block_on(tool_definition(k)),
+                        _ => drop(rt.block_on(server.request("textDocument/definition", params.clone())).unwrap()),
+                    }
+                    let took = started.elapsed();
+                    if variant == 1 {
+                        tool_total += took;
+                    }
+                    samples[variant].push(took);
+                }
+            }
+            tool_total
+        })
+    });
+    group.finish();
+    if samples[0].is_empty() {
+        return; // the group was filtered out on the command line
+    }
+    let mut stats = Vec::new();
+    for v in &mut samples {
+        v.sort();
+        stats.push((percentile(v, 0.5), percentile(v, 0.95)));
+    }
+    let ratio = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64();
+    let (bare, tool, transport) = (stats[0], stats[1], stats[2]);
+    eprintln!(
+        "lsp warm definition (pyright), each call {PACE:?} after the last answer, {} calls each: bare p50 {:?} p95 {:?}; \
+         lsp tool p50 {:?} p95 {:?} ({:.2}x, {:.2}x); transport only p50 {:?} p95 {:?} ({:.2}x, {:.2}x)",
+        samples[0].len(),
+        bare.0,
+        bare.1,
+        tool.0,
+        tool.1,
+        ratio(tool.0, bare.0),
+        ratio(tool.1, bare.1),
+        transport.0,
+        transport.1,
+        ratio(transport.0, bare.0),
+        ratio(transport.1, bare.1),
+    );
 }
 
 /// Modules of the project the references are asked in; each imports `helper` and calls it twice.
