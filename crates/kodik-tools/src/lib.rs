@@ -479,6 +479,7 @@ pub struct ToolboxBuilder {
     hooks: Option<Arc<dyn Hooks>>,
     events: Option<Arc<dyn EventSink>>,
     disabled: Vec<String>,
+    custom: Vec<Arc<dyn kodik_core::Tool>>,
     scheduler: SchedulerConfig,
     #[cfg(feature = "codemode")]
     codemode: Option<kodik_codemode::CodeModeConfig>,
@@ -530,6 +531,28 @@ impl ToolboxBuilder {
     /// Where terminal events and progress go.
     pub fn events(mut self, events: Arc<dyn EventSink>) -> Self {
         self.events = Some(events);
+        self
+    }
+
+    /// Adds a tool of your own (a [`TypedTool`](kodik_core::TypedTool) or a
+    /// [`Tool`](kodik_core::Tool)) beside the built-ins. It gets what they get: argument
+    /// validation, hooks, approval by its spec's effect, the scheduler's ordering, and code
+    /// mode's scripts can call it. One with a built-in's name replaces that tool. The harness
+    /// offers it in the modes its effect allows: Code and Debug take every effect; Plan, Ask and
+    /// Educator only read-only, network and conversation tools.
+    ///
+    /// ```no_run
+    /// # fn f(my_tool: impl kodik_tools::core::Tool + 'static) -> Result<(), kodik_tools::BuildError> {
+    /// let toolbox = kodik_tools::Toolbox::builder().workspace(".").tool(my_tool).build()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn tool(self, tool: impl kodik_core::Tool + 'static) -> Self {
+        self.tool_arc(Arc::new(tool))
+    }
+
+    /// [`tool`](Self::tool) for a tool you keep a handle to.
+    pub fn tool_arc(mut self, tool: Arc<dyn kodik_core::Tool>) -> Self {
+        self.custom.push(tool);
         self
     }
 
@@ -697,6 +720,11 @@ impl ToolboxBuilder {
 
         #[cfg(feature = "browser")]
         registry.register(kodik_browser::BrowserTool::new(browser.clone()));
+
+        // The host's own tools, after the built-ins so one of the same name replaces it.
+        for tool in self.custom {
+            registry.register_arc(tool);
+        }
 
         for name in &self.disabled {
             if name != "codemode" && registry.remove(name).is_none() {

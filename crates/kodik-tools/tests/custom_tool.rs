@@ -1,0 +1,123 @@
+//! A host's own tool registered with `ToolboxBuilder::tool`, beside the built-ins.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
+
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use kodik_tools::Toolbox;
+use kodik_tools::core::{
+    Approval, ApprovalRequest, Approver, Effect, HookDecision, Hooks, ToolCall, ToolContext, ToolError, ToolOutput,
+    ToolSpec, ToolStatus, TypedTool,
+};
+use kodik_tools::schema::ToolArgs;
+use serde_json::json;
+
+/// Says hello.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct GreetArgs {
+    /// Who to greet.
+    name: String,
+}
+
+impl ToolArgs for GreetArgs {
+    const NAME: &'static str = "greet";
+    const EFFECT: Effect = Effect::ReadOnly;
+    const DESCRIPTION: &'static str = "Greet someone by name.";
+}
+
+struct Greet(ToolSpec);
+
+#[async_trait]
+impl TypedTool for Greet {
+    type Args = GreetArgs;
+    fn spec(&self) -> &ToolSpec {
+        &self.0
+    }
+    async fn run(&self, args: GreetArgs, _cx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        Ok(ToolOutput::text(format!("hello, {}", args.name)))
+    }
+}
+
+/// Records the calls the hooks see.
+#[derive(Default)]
+struct Seen(Mutex<Vec<String>>);
+
+#[async_trait]
+impl Hooks for Seen {
+    async fn before_call(&self, call: &ToolCall) -> HookDecision {
+        self.0.lock().unwrap().push(call.name.clone());
+        HookDecision::Allow
+    }
+}
+
+/// Refuses to greet Mallory.
+struct NotMallory;
+
+#[async_trait]
+impl Approver for NotMallory {
+    async fn approve(&self, request: &ApprovalRequest) -> Approval {
+        if request.args["name"] == "Mallory" { Approval::Denied("not her".into()) } else { Approval::Approved }
+    }
+}
+
+fn toolbox(dir: &std::path::Path, seen: Arc<Seen>) -> Toolbox {
+    Toolbox::builder()
+        .workspace(dir)
+        .tool(Greet(kodik_tools::schema::spec::<GreetArgs>()))
+        .hooks(seen)
+        .approver(Arc::new(NotMallory))
+        .build()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn g3_k1_a_host_tool_is_offered_validated_hooked_approved_and_callable_from_codemode() {
+    let dir = tempfile::tempdir().unwrap();
+    let seen = Arc::new(Seen::default());
+    let tb = toolbox(dir.path(), Arc::clone(&seen));
+
+    let spec = tb.specs().into_iter().find(|s| s.name == "greet").expect("greet is in the toolbox");
+    assert_eq!(spec.input_schema["properties"]["name"]["description"], "Who to greet.");
+    assert!(tb.plan(kodik_tools::harness::Mode::Ask, "gpt-5").tools.iter().any(|t| t.name == "greet"));
+
+    let ok = tb.call(&ToolCall::new("1", "greet", json!({"name": "Ada"}))).await;
+    assert_eq!((ok.status, ok.text_content().as_str()), (ToolStatus::Success, "hello, Ada"));
+
+    let bad = tb.call(&ToolCall::new("2", "greet", json!({"name": "Ada", "loud": true}))).await;
+    assert_eq!(bad.status, ToolStatus::Error);
+    assert!(bad.text_content().contains("unknown field `loud`"), "{}", bad.text_content());
+
+    let denied = tb.call(&ToolCall::new("3", "greet", json!({"name": "Mallory"}))).await;
+    assert_eq!(denied.status, ToolStatus::Denied);
+    assert!(denied.text_content().contains("not her"), "{}", denied.text_content());
+
+    let script =
+        tb.call(&ToolCall::new("4", "codemode", json!({"code": "return await tools.greet({name: 'Bob'})"}))).await;
+    assert_eq!(script.status, ToolStatus::Success, "{}", script.text_content());
+    assert!(script.text_content().contains("hello, Bob"), "{}", script.text_content());
+
+    // The call with bad arguments never reached the hooks; the script's nested call did.
+    let names = seen.0.lock().unwrap().clone();
+    assert_eq!(names, ["greet", "greet", "codemode", "greet"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn g10_a_host_tool_with_a_built_in_name_replaces_the_built_in() {
+    let dir = tempfile::tempdir().unwrap();
+    struct MyGlob(ToolSpec);
+    #[async_trait]
+    impl kodik_tools::core::Tool for MyGlob {
+        fn spec(&self) -> &ToolSpec {
+            &self.0
+        }
+        async fn call(&self, _args: serde_json::Value, _cx: &ToolContext) -> ToolOutput {
+            ToolOutput::text("my glob")
+        }
+    }
+    let spec = kodik_tools::schema::find("glob").unwrap();
+    let tb = Toolbox::builder().workspace(dir.path()).tool(MyGlob(spec)).build().unwrap();
+    let out = tb.call(&ToolCall::new("1", "glob", json!({"pattern": "*"}))).await;
+    assert_eq!(out.text_content(), "my glob");
+}
