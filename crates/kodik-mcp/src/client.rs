@@ -509,7 +509,8 @@ enum HttpStartError {
 }
 
 /// An MCP result as a Kodik output, raw text untouched (G8): text blocks as they are, images
-/// as images, embedded text resources as their text, other blocks as a one-line note;
+/// as images, embedded text resources (and blobs that hold text) as their text, other blocks as
+/// a one-line note;
 /// `isError` → `error`; `structuredContent` in `meta.structured_content` (and as the text
 /// when the server sent no content).
 pub fn result_output(result: CallToolResult, server: &str, tool: &str) -> ToolOutput {
@@ -533,11 +534,14 @@ pub fn result_output(result: CallToolResult, server: &str, tool: &str) -> ToolOu
                     resources.push(json!({"uri": uri, "mime_type": mime_type}));
                     match mime_type {
                         Some(m) if m.starts_with("image/") => content.push(crate::images::model_image(blob, m)),
-                        m => content.push(Content::text(format!(
-                            "[resource {uri} ({}), {} bytes of base64]",
-                            m.as_deref().unwrap_or("unknown type"),
-                            blob.len()
-                        ))),
+                        m => match blob_text(&blob, m.as_deref()) {
+                            Some(text) => content.push(Content::Text { text }),
+                            None => content.push(Content::text(format!(
+                                "[resource {uri} ({}), {} bytes of base64]",
+                                m.as_deref().unwrap_or("unknown type"),
+                                blob.len()
+                            ))),
+                        },
                     }
                 }
                 _ => content.push(Content::text("[a resource of a kind this kodik does not know]")),
@@ -561,6 +565,44 @@ pub fn result_output(result: CallToolResult, server: &str, tool: &str) -> ToolOu
     }
     let status = if result.is_error == Some(true) { ToolStatus::Error } else { ToolStatus::Success };
     ToolOutput { status, content, meta, full_output: None }
+}
+
+/// The text of a blob resource that holds text: servers send files as base64 blobs whatever
+/// they hold (server-everything's `text/plain` resources, a JSON report), and the model cannot
+/// read base64. Decoded when the type is textual (`text/*`, JSON, XML, YAML, TOML, scripts) or
+/// absent, and the bytes are UTF-8 without NUL bytes; anything else stays a note.
+fn blob_text(blob: &str, mime_type: Option<&str>) -> Option<String> {
+    use base64::Engine as _;
+    if let Some(mime) = mime_type {
+        let essence = mime.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
+        let textual = essence.starts_with("text/")
+            || [
+                "application/json",
+                "application/xml",
+                "application/javascript",
+                "application/ecmascript",
+                "application/x-javascript",
+                "application/typescript",
+                "application/yaml",
+                "application/x-yaml",
+                "application/toml",
+                "application/sql",
+                "application/graphql",
+                "application/x-sh",
+                "application/x-ndjson",
+                "application/ld+json",
+            ]
+            .contains(&essence.as_str())
+            || ["+json", "+xml", "+yaml"].iter().any(|suffix| essence.ends_with(suffix));
+        if !textual {
+            return None;
+        }
+    }
+    let bytes = base64::engine::general_purpose::STANDARD.decode(blob.trim()).ok()?;
+    if bytes.contains(&0) {
+        return None;
+    }
+    String::from_utf8(bytes).ok()
 }
 
 fn not_an_object(tool: &str, args: &Value) -> ToolError {

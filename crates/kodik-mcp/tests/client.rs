@@ -479,6 +479,19 @@ for line in sys.stdin:
             {"type": "image", "data": b64(png(9000, 12)), "mimeType": "image/png"},
             {"type": "image", "data": b64(png(2, 3)), "mimeType": "image/jpeg"},
         ]}
+    elif msg["method"] == "tools/list" and mode == "blobs":
+        result = {"tools": [{"name": "files", "inputSchema": {"type": "object"}}]}
+    elif msg["method"] == "tools/call" and mode == "blobs":
+        import base64
+        blob = lambda uri, data, mime: {"type": "resource", "resource": dict(
+            {"uri": uri, "blob": base64.b64encode(data).decode()}, **({"mimeType": mime} if mime else {}))}
+        result = {"content": [
+            blob("demo://plain", "h\u00e9llo <b>&amp;</b>\n".encode(), "text/plain"),
+            blob("demo://report", b'{"ok": true}', "application/json; charset=utf-8"),
+            blob("demo://untyped", b"just text", None),
+            blob("demo://a.gz", b"\x1f\x8b\x08\x00\x00", "application/gzip"),
+            blob("demo://latin1", b"caf\xe9", "text/plain"),
+        ]}
     elif msg["method"] == "tools/list" and mode == "oddschema":
         result = {"tools": [
             {"name": "anyof", "description": "Finds things.", "inputSchema": {"type": "object",
@@ -573,6 +586,39 @@ async fn r5_a_servers_images_are_checked_and_downscaled_like_read_files() {
     let (mime, small) = image(3);
     assert_eq!(mime, "image/png", "declared image/jpeg, but the bytes are a PNG");
     assert_eq!((small.width(), small.height()), (2, 3));
+    client.shutdown().await;
+}
+
+/// G8: a blob resource that holds text (server-everything sends its `text/plain` resources as
+/// base64 blobs) reaches the model as its text, not as "N bytes of base64" it cannot read;
+/// binary blobs and bytes that are not UTF-8 stay a note naming the resource.
+#[tokio::test(flavor = "multi_thread")]
+async fn g8_a_blob_resource_holding_text_is_given_to_the_model_as_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = McpConfig::new().server("b", raw_server("blobs", &dir.path().join("pid")));
+    let client = McpClient::connect(&config, ClientOptions::default()).await;
+    assert!(client.errors().is_empty(), "{:?}", client.errors());
+    let tools = client.tools(&HashSet::new());
+    let files = tools.iter().find(|t| t.spec().name == "b__files").unwrap();
+    let cx = ToolContext::new(Workspace::with_roots([dir.path()]).unwrap());
+    let out = files.call(json!({}), &cx).await;
+    assert_eq!(out.status, ToolStatus::Success, "{out:?}");
+    let texts: Vec<String> = out
+        .content
+        .iter()
+        .map(|c| match c {
+            Content::Text { text } => text.clone(),
+            other => panic!("not text: {other:?}"),
+        })
+        .collect();
+    assert_eq!(texts[0], "h\u{e9}llo <b>&amp;</b>\n", "{texts:?}");
+    assert_eq!(texts[1], r#"{"ok": true}"#, "{texts:?}");
+    assert_eq!(texts[2], "just text", "{texts:?}");
+    assert_eq!(texts[3], "[resource demo://a.gz (application/gzip), 8 bytes of base64]", "{texts:?}");
+    assert_eq!(texts[4], "[resource demo://latin1 (text/plain), 8 bytes of base64]", "{texts:?}");
+    let uris: Vec<&str> =
+        out.meta["resources"].as_array().unwrap().iter().map(|r| r["uri"].as_str().unwrap()).collect();
+    assert_eq!(uris, ["demo://plain", "demo://report", "demo://untyped", "demo://a.gz", "demo://latin1"]);
     client.shutdown().await;
 }
 
