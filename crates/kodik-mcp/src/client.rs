@@ -11,16 +11,16 @@ use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use kodik_core::{Content, Effect, Tool, ToolContext, ToolError, ToolOutput, ToolSpec, ToolStatus};
+use kodik_core::{Content, Effect, Event, EventSink, Tool, ToolContext, ToolError, ToolOutput, ToolSpec, ToolStatus};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig, ContentBlock,
-    Implementation, JsonObject, ResourceContents, ToolAnnotations,
+    CallToolRequest, CallToolRequestParams, CallToolResponse, CallToolResult, CancelledNotificationParam,
+    ClientCapabilities, ClientConfig, ClientRequest, ContentBlock, Implementation, JsonObject, NumberOrString,
+    ProgressNotificationParam, ProgressToken, RequestId, ResourceContents, ServerResult, ToolAnnotations,
 };
-use rmcp::service::{NotificationContext, Peer, RunningService, ServiceError};
+use rmcp::service::{NotificationContext, Peer, PeerRequestOptions, RunningService, ServiceError};
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::{Value, json};
 use tokio::io::AsyncBufReadExt as _;
-use tokio_util::sync::CancellationToken;
 
 use crate::config::{McpConfig, ServerConfig};
 
@@ -213,7 +213,13 @@ struct Shared {
     generation: tokio::sync::watch::Sender<u64>,
     /// The client's count, bumped on every server's refresh.
     client_generation: Arc<tokio::sync::watch::Sender<u64>>,
+    /// Where the progress of each running call goes, by the progress token its request
+    /// carries: the call's event sink and id.
+    progress: Mutex<HashMap<String, ProgressTarget>>,
 }
+
+/// The event sink and call id a running call's progress goes to.
+type ProgressTarget = (Arc<dyn EventSink>, String);
 
 impl Shared {
     fn set_tools(&self, tools: Vec<rmcp::model::Tool>) {
@@ -224,12 +230,107 @@ impl Shared {
         self.client_generation.send_modify(|g| *g += 1);
     }
 
+    /// Sends the server's progress notifications carrying `token` to `cx`'s events until the
+    /// returned guard drops.
+    fn track_progress(self: &Arc<Self>, token: &ProgressToken, cx: &ToolContext) -> ProgressGuard {
+        let token = token_key(token);
+        if let Ok(mut map) = self.progress.lock() {
+            map.insert(token.clone(), (Arc::clone(&cx.events), cx.call_id.clone()));
+        }
+        ProgressGuard { shared: Arc::clone(self), token }
+    }
+
     fn offers(&self, remote: &str) -> bool {
         self.tools.read().map(|t| t.iter().any(|tool| tool.name == remote)).unwrap_or(true)
     }
 }
 
-/// The rmcp client handler: identifies as kodik, follows `tools/list_changed`.
+/// Stops forwarding a call's progress when the call ends (also when it is cancelled): the
+/// spec forbids progress after the response, and a late one must not reach another call.
+struct ProgressGuard {
+    shared: Arc<Shared>,
+    token: String,
+}
+
+impl Drop for ProgressGuard {
+    fn drop(&mut self) {
+        if let Ok(mut map) = self.shared.progress.lock() {
+            map.remove(&self.token);
+        }
+    }
+}
+
+/// A progress token as a map key (`7` and `"7"` are different tokens).
+fn token_key(token: &ProgressToken) -> String {
+    match &token.0 {
+        NumberOrString::String(s) => format!("s:{s}"),
+        NumberOrString::Number(n) => format!("n:{n}"),
+    }
+}
+
+/// `tools/call` as rmcp's `call_tool_once` sends it, keeping the progress token rmcp puts on
+/// every request (servers report progress only on a request that carries one: server-everything's
+/// long-running operation, builds, crawls), so that progress goes to the call's events, which
+/// `kodik serve` passes on to its own client. Dropped before the answer
+/// (timeout, cancellation), it sends `notifications/cancelled`.
+async fn call_tool(
+    peer: &Peer<RoleClient>,
+    shared: &Arc<Shared>,
+    cx: &ToolContext,
+    params: CallToolRequestParams,
+) -> Result<CallToolResponse, ServiceError> {
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+    let handle = peer.send_request_with_option(request, PeerRequestOptions::no_options()).await?;
+    // A notification that arrives before this line finds no call and is dropped: the server
+    // has not even read the request yet at that point, unless the machine stalls right here.
+    let _progress = shared.track_progress(&handle.progress_token, cx);
+    let mut abandon = Abandon { peer: peer.clone(), id: Some(handle.id.clone()) };
+    let answer = handle.await_response().await;
+    abandon.id = None;
+    match answer? {
+        ServerResult::CallToolResult(result) => Ok(CallToolResponse::Complete(result)),
+        ServerResult::InputRequiredResult(result) => Ok(CallToolResponse::InputRequired(result)),
+        ServerResult::CreateTaskResult(result) => Ok(CallToolResponse::Task(result)),
+        // A result with no content at all (rmcp's `call_tool_once` reads it the same way).
+        ServerResult::EmptyResult(_) => Ok(CallToolResponse::Complete(CallToolResult::default())),
+        _ => Err(ServiceError::UnexpectedResponse),
+    }
+}
+
+/// Tells the server a request was given up when the future waiting for it is dropped.
+struct Abandon {
+    peer: Peer<RoleClient>,
+    id: Option<RequestId>,
+}
+
+impl Drop for Abandon {
+    fn drop(&mut self) {
+        let (Some(id), Ok(runtime)) = (self.id.take(), tokio::runtime::Handle::try_current()) else { return };
+        let peer = self.peer.clone();
+        runtime.spawn(async move {
+            let reason = Some("request abandoned by the caller".to_owned());
+            // The server may be gone already; then there is nothing to cancel.
+            let _ = peer.notify_cancelled(CancelledNotificationParam::new(Some(id), reason)).await;
+        });
+    }
+}
+
+/// A server's `notifications/progress` as the line a user (and a `kodik serve` client) sees:
+/// its message, and how far along it is (`3/5`, or `3` without a total).
+fn progress_message(p: &ProgressNotificationParam) -> String {
+    let number = |n: f64| if n.fract() == 0.0 && n.abs() < 1e15 { format!("{}", n as i64) } else { format!("{n}") };
+    let step = match p.total {
+        Some(total) => format!("{}/{}", number(p.progress), number(total)),
+        None => number(p.progress),
+    };
+    match p.message.as_deref().map(str::trim) {
+        Some(m) if !m.is_empty() => format!("{m} ({step})"),
+        _ => format!("progress {step}"),
+    }
+}
+
+/// The rmcp client handler: identifies as kodik, follows `tools/list_changed`, passes
+/// progress on to the call it belongs to.
 #[derive(Clone)]
 struct Handler {
     shared: Arc<Shared>,
@@ -238,6 +339,15 @@ struct Handler {
 impl ClientHandler for Handler {
     fn get_info(&self) -> ClientConfig {
         ClientConfig::new(ClientCapabilities::default(), Implementation::new("kodik", env!("CARGO_PKG_VERSION")))
+    }
+
+    async fn on_progress(&self, params: ProgressNotificationParam, _context: NotificationContext<RoleClient>) {
+        let token = token_key(&params.progress_token);
+        let target = self.shared.progress.lock().ok().and_then(|map| map.get(&token).cloned());
+        // A token of no running call: the call ended (or the server made it up).
+        if let Some((events, call_id)) = target {
+            events.emit(Event::Progress { call_id, message: progress_message(&params) });
+        }
     }
 
     async fn on_tool_list_changed(&self, context: NotificationContext<RoleClient>) {
@@ -440,7 +550,8 @@ impl Server {
         Ok(peer)
     }
 
-    async fn call(&self, tool: &str, args: Value, cancel: &CancellationToken) -> ToolOutput {
+    async fn call(&self, tool: &str, args: Value, cx: &ToolContext) -> ToolOutput {
+        let cancel = &cx.cancel;
         let meta = || json!({"server": self.name, "tool": tool});
         let peer = match self.peer().await {
             Ok(p) => p,
@@ -456,7 +567,7 @@ impl Server {
             other => return not_an_object(tool, &other).into_output(),
         }
         // Dropping the request (timeout, cancellation) sends notifications/cancelled.
-        let request = peer.call_tool_once(params);
+        let request = call_tool(&peer, &self.shared, cx, params);
         let answer = tokio::select! {
             a = tokio::time::timeout(self.options.call_timeout, request) => a,
             () = cancel.cancelled() => return ToolError::Cancelled.into_output().with_meta(meta()),
@@ -671,7 +782,7 @@ impl Tool for McpTool {
         if !self.server.shared.offers(&self.remote) {
             return removed_output(&self.spec.name, &self.server.name, &self.remote);
         }
-        self.server.call(&self.remote, args, &cx.cancel).await
+        self.server.call(&self.remote, args, cx).await
     }
 }
 
@@ -778,6 +889,7 @@ impl McpClient {
                     tools: RwLock::new(Vec::new()),
                     generation,
                     client_generation: Arc::clone(&client_generation),
+                    progress: Mutex::default(),
                 }),
                 stderr: Arc::new(StderrTail::default()),
                 conn: tokio::sync::Mutex::new(None),

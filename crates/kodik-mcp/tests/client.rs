@@ -479,6 +479,20 @@ for line in sys.stdin:
             {"type": "image", "data": b64(png(9000, 12)), "mimeType": "image/png"},
             {"type": "image", "data": b64(png(2, 3)), "mimeType": "image/jpeg"},
         ]}
+    elif msg["method"] == "tools/list" and mode == "progress":
+        result = {"tools": [{"name": "build", "inputSchema": {"type": "object"}}]}
+    elif msg["method"] == "tools/call" and mode == "progress":
+        # Spaced out as a real build's steps are: rmcp handles each notification in a task of
+        # its own, so ones sent in the same instant may be handled in any order.
+        import time
+        token = msg["params"].get("_meta", {}).get("progressToken")
+        if token is not None:
+            for note in [{"progress": 1, "total": 3, "message": "compiling"},
+                         {"progress": 2, "total": 3, "message": "linking"}, {"progress": 2.5}]:
+                note["progressToken"] = token
+                print(json.dumps({"jsonrpc": "2.0", "method": "notifications/progress", "params": note}), flush=True)
+                time.sleep(0.2)
+        result = {"content": [{"type": "text", "text": "built with token " + json.dumps(token)}]}
     elif msg["method"] == "tools/list" and mode == "blobs":
         result = {"tools": [{"name": "files", "inputSchema": {"type": "object"}}]}
     elif msg["method"] == "tools/call" and mode == "blobs":
@@ -586,6 +600,49 @@ async fn r5_a_servers_images_are_checked_and_downscaled_like_read_files() {
     let (mime, small) = image(3);
     assert_eq!(mime, "image/png", "declared image/jpeg, but the bytes are a PNG");
     assert_eq!((small.width(), small.height()), (2, 3));
+    client.shutdown().await;
+}
+
+/// Collects the events of the calls it is given to.
+#[derive(Default)]
+struct Events(Mutex<Vec<kodik_core::Event>>);
+
+impl kodik_core::EventSink for Events {
+    fn emit(&self, event: kodik_core::Event) {
+        self.0.lock().unwrap().push(event);
+    }
+}
+
+/// A8: a mounted server's `notifications/progress` reach the call's events (the host's sink,
+/// which `kodik serve` passes on to its own client). Before, they were
+/// dropped, so a call to server-everything's long-running operation showed nothing for as long
+/// as it ran.
+#[tokio::test(flavor = "multi_thread")]
+async fn a8_a_mounted_servers_progress_reaches_the_calls_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = McpConfig::new().server("p", raw_server("progress", &dir.path().join("pid")));
+    let client = McpClient::connect(&config, ClientOptions::default()).await;
+    assert!(client.errors().is_empty(), "{:?}", client.errors());
+    let tools = client.tools(&HashSet::new());
+    let build = tools.iter().find(|t| t.spec().name == "p__build").unwrap();
+    let events = Arc::new(Events::default());
+    let mut cx = ToolContext::new(Workspace::with_roots([dir.path()]).unwrap()).for_call("call-7");
+    cx.events = events.clone();
+    let out = tokio::time::timeout(Duration::from_secs(30), build.call(json!({}), &cx)).await.unwrap();
+    assert_eq!(out.status, ToolStatus::Success, "{out:?}");
+    assert!(!text(&out).ends_with("null"), "the request carried a progress token: {out:?}");
+    let seen: Vec<(String, String)> = events
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|e| match e {
+            kodik_core::Event::Progress { call_id, message } => Some((call_id.clone(), message.clone())),
+            _ => None,
+        })
+        .collect();
+    let call = |m: &str| ("call-7".to_owned(), m.to_owned());
+    assert_eq!(seen, [call("compiling (1/3)"), call("linking (2/3)"), call("progress 2.5")]);
     client.shutdown().await;
 }
 
