@@ -54,7 +54,8 @@ fn annotations(spec: &ToolSpec) -> ToolAnnotations {
 }
 
 /// The MCP result for a Kodik output: text and image blocks in order, `isError` unless the
-/// status is `success`, and `structuredContent = {"status", "meta", "full_output"}`.
+/// status is `success`, and `structuredContent = {"status", "output", "meta", "full_output"}`,
+/// where `output` is the content's text ([`set_structured_output`]).
 pub fn call_result(out: ToolOutput) -> CallToolResult {
     let ToolOutput { status, content, meta, full_output } = out;
     let blocks = content
@@ -68,10 +69,33 @@ pub fn call_result(out: ToolOutput) -> CallToolResult {
         if status == ToolStatus::Success { CallToolResult::success(blocks) } else { CallToolResult::error(blocks) };
     result.structured_content = Some(json!({
         "status": status,
+        "output": "",
         "meta": meta,
         "full_output": full_output,
     }));
+    set_structured_output(&mut result);
     result
+}
+
+/// Puts the result's content, as text, into `structuredContent.output`. Some clients give their
+/// model `structuredContent` instead of `content` whenever it is present (Codex CLI: "we prefer
+/// structured_content"), so without it their model read only the status and meta of every
+/// call — never the file it read or the command's output. Text blocks are joined by newlines as
+/// they are (G8); an image becomes a note, since it cannot travel in JSON text.
+pub(crate) fn set_structured_output(result: &mut CallToolResult) {
+    let output = result
+        .content
+        .iter()
+        .map(|block| match block {
+            ContentBlock::Text(t) => t.text.clone(),
+            ContentBlock::Image(i) => format!("[image {}, in this result's content]", i.mime_type),
+            _ => String::new(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    if let Some(Value::Object(structured)) = &mut result.structured_content {
+        structured.insert("output".into(), Value::String(output));
+    }
 }
 
 /// A background command's end as the model reads it in a later result (S5: exit code, run
@@ -125,7 +149,15 @@ mod tests {
         assert_eq!(v["content"][1]["type"], "image");
         assert_eq!(v["content"][1]["data"], "iVBORw==");
         assert_eq!(v["content"][1]["mimeType"], "image/png");
-        assert_eq!(v["structuredContent"], json!({"status": "success", "meta": {"lines": 1}, "full_output": null}));
+        assert_eq!(
+            v["structuredContent"],
+            json!({
+                "status": "success",
+                "output": format!("{raw}\n[image image/png, in this result's content]"),
+                "meta": {"lines": 1},
+                "full_output": null
+            })
+        );
     }
 
     #[test]
@@ -138,6 +170,7 @@ mod tests {
             assert_eq!(v["isError"], true, "{status}");
             assert_eq!(v["content"][0]["text"], "why");
             assert_eq!(v["structuredContent"]["status"], status.as_str());
+            assert_eq!(v["structuredContent"]["output"], "why", "{status}");
             assert_eq!(v["structuredContent"]["meta"]["exit_code"], 2);
             assert_eq!(v["structuredContent"]["full_output"], "/tmp/full.log");
         }

@@ -20,7 +20,8 @@
 //!   S4 rule. A request the client cancels cancels its call (G6).
 //! - Results become MCP content (text and image blocks, raw text untouched: G8), with
 //!   `isError` for every status but `success` and `structuredContent =
-//!   {"status", "meta", "full_output"}` ([`call_result`]). An unknown tool or invalid arguments
+//!   {"status", "output", "meta", "full_output"}` ([`call_result`]; `output` is the content's
+//!   text, for clients that give their model `structuredContent` instead of `content`). An unknown tool or invalid arguments
 //!   come back as an `isError` result the model can act on, never as a protocol error.
 //! - Terminal events and progress ([`kodik_core::Event`]) go to the client as
 //!   `notifications/message` with logger `kodik` and the event's JSON as `data`, once the

@@ -21,7 +21,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::McpError;
-use crate::convert::{call_result, mcp_tool, terminal_note};
+use crate::convert::{call_result, mcp_tool, set_structured_output, terminal_note};
 use crate::events::McpEvents;
 
 /// A tool list as a server offers it ([`McpServer::offering`], [`McpServer::follow`]).
@@ -397,6 +397,7 @@ impl ServerHandler for McpServer {
             for ev in self.events.take_pending() {
                 result.content.push(ContentBlock::text(terminal_note(&ev)));
             }
+            set_structured_output(&mut result);
         }
         Ok(result.into())
     }

@@ -332,7 +332,7 @@ async fn g8_unknown_hidden_and_invalid_calls_are_error_results_the_model_can_rea
     assert_eq!(text(&ok), "<b>raw</b>");
     assert_eq!(
         ok.structured_content,
-        Some(json!({"status": "success", "meta": {"echoed": true}, "full_output": null}))
+        Some(json!({"status": "success", "output": "<b>raw</b>", "meta": {"echoed": true}, "full_output": null}))
     );
 
     let unknown = call(&f, "ecko", json!({})).await;
@@ -385,6 +385,25 @@ async fn s3_s5_terminal_events_reach_the_client_as_logging_notifications_and_in_
     assert_eq!(blocks[1]["text"], "[terminal t1 · `sleep 6; echo done` exited with code 0 after 6.0 s]\ndone\n");
     let next = call(&f, "echo", json!({"text": "x"})).await;
     assert_eq!(next.content.len(), 1);
+}
+
+/// G8, S5: a client that gives its model `structuredContent` instead of `content` whenever it
+/// is present (Codex CLI) must still see the output: before, its model read only
+/// `{"status", "meta", "full_output"}` — never the text of a read or a command's output.
+/// `output` holds the content's text as it is, the note of a background command included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn g8_s5_a_client_that_reads_only_structured_content_gets_the_output_too() {
+    let f = fixture().await;
+    let raw = "<b>raw</b>\n  line two";
+    let ok = call(&f, "echo", json!({"text": raw})).await;
+    assert_eq!(ok.structured_content.as_ref().unwrap()["output"], raw);
+    let invalid = call(&f, "echo", json!({"txt": "x"})).await;
+    assert_eq!(invalid.structured_content.as_ref().unwrap()["output"], text(&invalid));
+    let emitted = call(&f, "emit", json!({})).await;
+    assert_eq!(
+        emitted.structured_content.as_ref().unwrap()["output"],
+        "emitted\n[terminal t1 · `sleep 6; echo done` exited with code 0 after 6.0 s]\ndone\n"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
