@@ -19,7 +19,8 @@
 //! | `mcp` (off by default) | `kodik_mcp` | other MCP servers' tools as `server__tool` (`ToolboxBuilder::mcp`) |
 //! | `conversation` | `kodik_conversation` | todo_write, memory, ask_questions, agent_status, sub_agent and send_message (with `agent`: `Toolbox::enable_sub_agents`), generate_plan, check_understanding, create_lesson |
 //!
-//! See the crate README for an embedding example.
+//! See the crate README for an agent loop of your own over a toolbox, and a tool of your own
+//! beside the built-ins ([`ToolboxBuilder::tool`]).
 
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
@@ -31,6 +32,11 @@ pub struct WorkspaceReadmeDoctests;
 
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
+
+/// The attribute the async traits a host implements ([`core::TypedTool`], [`core::Tool`],
+/// [`core::Approver`], [`core::Hooks`]) are written with, so a host needs no `async-trait`
+/// dependency of its own.
+pub use async_trait::async_trait;
 
 #[cfg(feature = "agent")]
 pub use kodik_agent as agent;
@@ -271,7 +277,6 @@ impl McpMount {
 pub struct Toolbox {
     tools: Arc<Tools>,
     context: ToolContext,
-    #[cfg_attr(not(feature = "agent"), allow(dead_code))]
     scheduler_config: SchedulerConfig,
     #[cfg(feature = "conversation")]
     conversation: kodik_conversation::ConversationToolset,
@@ -355,7 +360,22 @@ impl Toolbox {
         self.tools.current().registry.specs().cloned().collect()
     }
 
-    /// Runs one call through validation, hooks, approval and the tool.
+    /// A scheduler that runs what a model may call in a request made from `plan`, with the
+    /// builder's scheduler settings: the offered tools, `tool_search` and `call_tool` (which
+    /// [`call`](Self::call) and [`run_turn`](Self::run_turn) do not know), and a deferred tool
+    /// called by its own name ([`RequestPlan::callable`]); nothing the plan leaves out. A host
+    /// with its own agent loop sends `plan.tools` to the model and runs the answer's calls
+    /// here, with [`context`](Self::context) (G10–G12).
+    pub fn scheduler_for(&self, plan: &RequestPlan) -> Scheduler {
+        let set = self.tools.current();
+        let mut plan = plan.clone();
+        let narrowed = plan.narrow(&set.registry);
+        Scheduler::new(Arc::new(plan.callable(&narrowed))).with_config(self.scheduler_config.clone())
+    }
+
+    /// Runs one call through validation, hooks, approval and the tool. Every enabled tool is
+    /// callable by its name; for the calls of a request made from a [`plan`](Self::plan) use
+    /// [`scheduler_for`](Self::scheduler_for).
     pub async fn call(&self, call: &ToolCall) -> ToolOutput {
         let scheduler = self.scheduler();
         let mut out = scheduler.run([call.clone()], &self.context).await;

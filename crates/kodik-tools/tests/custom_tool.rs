@@ -121,3 +121,33 @@ async fn g10_a_host_tool_with_a_built_in_name_replaces_the_built_in() {
     let out = tb.call(&ToolCall::new("1", "glob", json!({"pattern": "*"}))).await;
     assert_eq!(out.text_content(), "my glob");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn g10_g12_scheduler_for_runs_what_a_plan_lets_the_model_call_and_nothing_else() {
+    use kodik_tools::harness::Mode;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.txt"), "needle\n").unwrap();
+    let seen = Arc::new(Seen::default());
+    let tb = toolbox(dir.path(), Arc::clone(&seen));
+    let plan = tb.plan(Mode::Code, "gpt-5");
+    assert!(plan.tools.iter().any(|t| t.name == "call_tool"), "grep is deferred for this model");
+    let via_call_tool = ToolCall::new("1", "call_tool", json!({"name": "grep", "arguments": {"pattern": "needle"}}));
+    // The toolbox's own entry points know the tools, not the plan's deferral tools.
+    assert_eq!(tb.call(&via_call_tool).await.status, ToolStatus::Error);
+    let search = ToolCall::new("2", "tool_search", json!({"query": "search file contents regex"}));
+    let by_own_name = ToolCall::new("3", "read_file", json!({"path": "a.txt"}));
+    // Left out for OpenAI models, which patch instead.
+    let left_out = ToolCall::new(
+        "4",
+        "edit_file",
+        json!({"path": "a.txt", "edits": [{"old_string": "needle", "new_string": "pin"}]}),
+    );
+    let outs = tb.scheduler_for(&plan).run([via_call_tool, search, by_own_name, left_out], tb.context()).await;
+    assert!(outs[2].text_content().contains("needle"), "{}", outs[2].text_content());
+    assert_eq!(outs[3].status, ToolStatus::Error, "{}", outs[3].text_content());
+    assert_eq!(std::fs::read_to_string(dir.path().join("a.txt")).unwrap(), "needle\n");
+    assert_eq!(outs[0].status, ToolStatus::Success, "{}", outs[0].text_content());
+    assert!(outs[0].text_content().contains("a.txt:1:needle"), "{}", outs[0].text_content());
+    assert_eq!(outs[1].status, ToolStatus::Success, "{}", outs[1].text_content());
+    assert!(outs[1].text_content().contains("grep"), "{}", outs[1].text_content());
+}
