@@ -34,5 +34,6 @@ pub use agent::{Agent, Conversation, Notes, ToolSource};
 pub use config::{AgentConfig, ApprovalMode};
 pub use error::AgentError;
 pub use events::{AgentEvent, RunOutcome, RunStatus};
+pub use observe::model_text;
 /// Re-exported so hosts use the same token type.
 pub use tokio_util::sync::CancellationToken;

@@ -132,8 +132,10 @@ pub(crate) fn head(s: &str, max: usize) -> &str {
 }
 
 /// The text the model reads for a result: statuses other than success and error are named
-/// first (the tool's own text may not say the call never ran), images become a short note.
-pub(crate) fn model_text(out: &ToolOutput) -> String {
+/// first (the tool's own text may not say the call never ran), images become a short note,
+/// and the file holding a cut output is named (G9). The agent loop sends exactly this; a host
+/// with its own loop sends it as the tool result's text.
+pub fn model_text(out: &ToolOutput) -> String {
     model_result(out, false).0
 }
 
