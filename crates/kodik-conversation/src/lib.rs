@@ -208,6 +208,11 @@ impl ConversationToolset {
         self.inner.runner.set(runner).is_ok()
     }
 
+    /// Whether a runner is set, so `sub_agent` can start anything.
+    pub fn has_runner(&self) -> bool {
+        self.inner.runner.get().is_some()
+    }
+
     /// Stops what every sub-agent of this conversation is doing (the host's stop button, or
     /// the parent's turn cancelled: G6); a stopped child can still be messaged and resumed, and
     /// new ones can start. Dropping the toolset stops them for good. Foreground sub-agents

@@ -290,6 +290,7 @@ pub struct Harness {
     deferral: HashMap<(Mode, String), bool>,
     hidden: std::collections::HashSet<String>,
     no_search_provider: bool,
+    no_sub_agent_runner: bool,
 }
 
 impl Harness {
@@ -344,6 +345,14 @@ impl Harness {
         self
     }
 
+    /// A3: `sub_agent` is offered only where the host can run sub-agents; with `false` it is
+    /// listed as not offered in every mode, as `web_search` is without a provider. Default
+    /// `true`.
+    pub fn set_sub_agents_available(&mut self, available: bool) -> &mut Self {
+        self.no_sub_agent_runner = !available;
+        self
+    }
+
     /// Overrides whether a tool is deferred in one mode.
     pub fn set_deferred(&mut self, mode: Mode, tool: impl Into<String>, deferred: bool) -> &mut Self {
         self.deferral.insert((mode, tool.into()), deferred);
@@ -393,7 +402,8 @@ impl Harness {
                 && ((openai_patches && FILE_TOOLS.contains(&name))
                     || (name == "apply_patch" && family != ModelFamily::OpenAi));
             let structurally = entry.server.is_some() || (mode.can_offer(name, entry.spec.effect) && !respelled_here);
-            let unconfigured = self.no_search_provider && name == "web_search";
+            let unconfigured =
+                (self.no_search_provider && name == "web_search") || (self.no_sub_agent_runner && name == "sub_agent");
             if !structurally || self.hidden.contains(name) || unconfigured {
                 if respelled_here && mode.can_offer(name, entry.spec.effect) && !self.hidden.contains(name) {
                     respelled.push(name.to_string());

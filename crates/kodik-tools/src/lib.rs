@@ -427,7 +427,9 @@ impl Toolbox {
     /// transcript by `send_message` (A5). Each child has its own conversation tools: it can
     /// message its parent and start sub-agents of its own down to
     /// [`ConversationConfig::max_depth`](kodik_conversation::ConversationConfig::max_depth).
-    /// `false` when a runner was already set.
+    /// Until then plans leave `sub_agent` out (nothing could run it), unless the
+    /// [`ConversationToolset`](kodik_conversation::ConversationToolset) given to the builder
+    /// had a runner. `false` when a runner was already set.
     #[cfg(all(feature = "agent", feature = "conversation"))]
     pub fn enable_sub_agents(
         &self,
@@ -441,7 +443,14 @@ impl Toolbox {
             config,
             self.scheduler_config.clone(),
         );
-        self.conversation.set_runner(Arc::new(runner))
+        if !self.conversation.set_runner(Arc::new(runner)) {
+            return false;
+        }
+        // `sub_agent` was left out of every plan while nothing could run it (A3).
+        let mut harness = Harness::clone(&self.tools.current().harness);
+        harness.set_sub_agents_available(true);
+        self.tools.replace_harness(harness);
+        true
     }
 
     /// The conversation's browser session (credentials for B10; `shutdown` ends Chromium).
@@ -800,7 +809,7 @@ impl ToolboxBuilder {
         };
 
         #[cfg(feature = "mcp")]
-        #[cfg_attr(not(any(feature = "web", feature = "codemode")), allow(unused_mut))]
+        #[cfg_attr(not(any(feature = "web", feature = "codemode", feature = "conversation")), allow(unused_mut))]
         let mut harness = {
             let from_mcp: std::collections::HashSet<&str> = mcp_tools.iter().map(|(_, s)| s.name.as_str()).collect();
             let mut harness = Harness::new(registry.specs().filter(|s| !from_mcp.contains(s.name.as_str())).cloned());
@@ -810,10 +819,13 @@ impl ToolboxBuilder {
             harness
         };
         #[cfg(not(feature = "mcp"))]
-        #[cfg_attr(not(any(feature = "web", feature = "codemode")), allow(unused_mut))]
+        #[cfg_attr(not(any(feature = "web", feature = "codemode", feature = "conversation")), allow(unused_mut))]
         let mut harness = Harness::new(registry.specs().cloned());
         #[cfg(feature = "web")]
         harness.set_search_configured(search_configured);
+        // Offered once `enable_sub_agents` (or the host's own runner) can start them (A3).
+        #[cfg(feature = "conversation")]
+        harness.set_sub_agents_available(conversation.has_runner());
         #[cfg(feature = "codemode")]
         for name in script_only {
             harness.hide_from_model(name);

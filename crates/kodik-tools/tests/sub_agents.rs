@@ -479,3 +479,17 @@ async fn g11_a3_a_sub_agent_of_an_ask_mode_conversation_cannot_run_in_code_mode(
     let entries: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert!(!dir.path().join("escaped.txt").exists(), "{entries:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a3_sub_agent_is_offered_only_once_enable_sub_agents_can_run_it() {
+    use kodik_tools::harness::Mode;
+    let dir = tempfile::tempdir().unwrap();
+    let tb = Toolbox::builder().workspace(dir.path()).build().unwrap();
+    let offered = |tb: &Toolbox| tb.plan(Mode::Code, "claude-sonnet-4-5").tools.iter().any(|t| t.name == "sub_agent");
+    assert!(!offered(&tb), "no runner yet: the model would only be told sub-agents are unavailable");
+    // Never contacted: the plan changes when the runner is set, not when a child runs.
+    let config = ModelConfig::new(Provider::OpenAiResponses, "gpt-5").base_url("http://127.0.0.1:9/v1").api_key("k");
+    let model = kodik_tools::model::client(config).unwrap();
+    assert!(tb.enable_sub_agents(model, AgentConfig::default()));
+    assert!(offered(&tb));
+}
