@@ -11,12 +11,72 @@ use serde_json::{Value, json};
 /// tool: `shell` and `codemode` are destructive, `create_file` only adds, `agent_status`
 /// reads).
 pub fn mcp_tool(spec: &ToolSpec) -> Tool {
-    let schema: JsonObject = match &spec.input_schema {
+    let mut schema: JsonObject = match &spec.input_schema {
         Value::Object(map) => map.clone(),
         // MCP requires an object schema; a tool without one takes an empty object.
         _ => json!({"type": "object"}).as_object().cloned().unwrap_or_default(),
     };
+    drop_unknown_formats(&mut schema);
     Tool::new(spec.name.clone(), spec.description.clone(), Arc::new(schema)).with_annotations(annotations(spec))
+}
+
+/// The `format`s JSON Schema defines (draft 2020-12); validators know these.
+const STANDARD_FORMATS: &[&str] = &[
+    "date-time",
+    "date",
+    "time",
+    "duration",
+    "email",
+    "idn-email",
+    "hostname",
+    "idn-hostname",
+    "ipv4",
+    "ipv6",
+    "uri",
+    "uri-reference",
+    "iri",
+    "iri-reference",
+    "uuid",
+    "uri-template",
+    "json-pointer",
+    "relative-json-pointer",
+    "regex",
+];
+
+/// Removes, at every depth, the `format`s JSON Schema does not define (schemars writes `uint`,
+/// `uint64`, `double` for Rust's number types). Ajv, which MCP clients in JavaScript compile
+/// schemas with, throws on an unknown format in its default strict mode ("unknown format "uint"
+/// ignored in schema"), and the range (`minimum`) already says what the format would.
+fn drop_unknown_formats(schema: &mut JsonObject) {
+    if schema.get("format").and_then(Value::as_str).is_some_and(|f| !STANDARD_FORMATS.contains(&f)) {
+        schema.remove("format");
+    }
+    for (key, value) in schema.iter_mut() {
+        // Under `properties` (and `$defs`, …) the keys are names, not keywords: a property
+        // called `format` stays.
+        match value {
+            // Values, not schemas.
+            _ if matches!(key.as_str(), "default" | "const" | "enum" | "examples") => {}
+            Value::Object(map)
+                if matches!(key.as_str(), "properties" | "$defs" | "definitions" | "patternProperties") =>
+            {
+                for sub in map.values_mut() {
+                    if let Value::Object(sub) = sub {
+                        drop_unknown_formats(sub);
+                    }
+                }
+            }
+            Value::Object(sub) => drop_unknown_formats(sub),
+            Value::Array(items) => {
+                for item in items {
+                    if let Value::Object(sub) = item {
+                        drop_unknown_formats(sub);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 /// The MCP hints for a Kodik tool, which clients use to decide what runs without asking:
@@ -194,6 +254,38 @@ mod tests {
 
         let odd = mcp_tool(&ToolSpec::new("x", "X.", Value::Null, Effect::Process));
         assert_eq!(serde_json::to_value(&odd).unwrap()["inputSchema"], json!({"type": "object"}));
+    }
+
+    /// Ajv's default (strict) mode throws on `"format": "uint"`, which schemars writes for
+    /// `usize` fields (grep's `context`, read_file's `ranges[].start_line`), so a JavaScript
+    /// MCP client that compiles kodik's schemas failed on them.
+    #[test]
+    fn g13_served_schemas_keep_only_formats_json_schema_defines() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "context": {"type": "integer", "format": "uint", "minimum": 0},
+                "ranges": {"type": "array", "items": {"type": "object", "properties": {
+                    "start_line": {"type": "integer", "format": "uint64"},
+                    "format": {"type": "string", "format": "uri"}
+                }}},
+                "when": {"anyOf": [{"type": "string", "format": "date-time"}, {"type": "number", "format": "double"}]}
+            },
+            "$defs": {"N": {"type": "integer", "format": "int32"}},
+            "default": {"format": "uint"}
+        });
+        let tool = mcp_tool(&ToolSpec::new("grep", "Searches.", schema, Effect::ReadOnly));
+        let v = serde_json::to_value(&tool).unwrap()["inputSchema"].clone();
+        assert_eq!(v["properties"]["context"], json!({"type": "integer", "minimum": 0}));
+        let item = &v["properties"]["ranges"]["items"]["properties"];
+        assert_eq!(item["start_line"], json!({"type": "integer"}));
+        assert_eq!(item["format"], json!({"type": "string", "format": "uri"}), "a property named `format` stays");
+        assert_eq!(
+            v["properties"]["when"]["anyOf"],
+            json!([{"type": "string", "format": "date-time"}, {"type": "number"}])
+        );
+        assert_eq!(v["$defs"]["N"], json!({"type": "integer"}));
+        assert_eq!(v["default"], json!({"format": "uint"}), "values are not schemas");
     }
 
     #[test]
