@@ -15,7 +15,10 @@ pub struct ToolCall {
     pub id: String,
     /// The tool's name as the model wrote it.
     pub name: String,
-    /// The arguments exactly as the model sent them.
+    /// The arguments exactly as the model sent them, as a JSON object: a provider's
+    /// arguments string (OpenAI's `function_call.arguments`) is parsed first, since a string
+    /// here is refused as the wrong type; a freeform tool's text (OpenAI's `apply_patch`) goes
+    /// as `{"input": text}`; `null` means no arguments.
     #[serde(default)]
     pub args: Value,
 }
