@@ -518,6 +518,10 @@ pub struct ToolboxBuilder {
     conversation: Option<kodik_conversation::ConversationToolset>,
     #[cfg(feature = "shell")]
     shell: Option<kodik_shell::ShellToolset>,
+    #[cfg(feature = "search")]
+    search: Option<kodik_search::SearchToolset>,
+    #[cfg(feature = "edit")]
+    edit: Option<kodik_edit::EditToolset>,
     #[cfg(feature = "web")]
     web: Option<kodik_web::WebToolset>,
     #[cfg(feature = "mcp")]
@@ -646,6 +650,27 @@ impl ToolboxBuilder {
         self
     }
 
+    /// The search tools' limits: the model's context window that read_file's size limit
+    /// follows, glob and grep result caps, threads; by default
+    /// [`SearchToolset::new`](kodik_search::SearchToolset::new). A host whose model has a
+    /// small window sets it here as well as in the agent's config:
+    /// `SearchToolset::new().context_window_tokens(32_000)`.
+    #[cfg(feature = "search")]
+    pub fn search(mut self, tools: kodik_search::SearchToolset) -> Self {
+        self.search = Some(tools);
+        self
+    }
+
+    /// The edit tools: which file operations are allowed (P4,
+    /// [`EditToolset::with_file_ops`](kodik_edit::EditToolset::with_file_ops)) and how much of
+    /// a diff a result shows; by default [`EditToolset::new`](kodik_edit::EditToolset::new).
+    /// Its checkpoints are the toolbox's ([`Toolbox::checkpoints`]).
+    #[cfg(feature = "edit")]
+    pub fn edit(mut self, tools: kodik_edit::EditToolset) -> Self {
+        self.edit = Some(tools);
+        self
+    }
+
     /// Mounts the tools of connected MCP servers as `server__tool`, after the built-ins (A8,
     /// G13). Connect first (it is async), e.g. from the `mcpServers` files:
     ///
@@ -692,10 +717,10 @@ impl ToolboxBuilder {
         let mut registry = ToolRegistry::new();
 
         #[cfg(feature = "search")]
-        kodik_search::SearchToolset::new().register(&mut registry);
+        self.search.unwrap_or_default().register(&mut registry);
 
         #[cfg(feature = "edit")]
-        let edit = kodik_edit::EditToolset::new();
+        let edit = self.edit.unwrap_or_default();
         #[cfg(feature = "edit")]
         {
             edit.register(&mut registry);
