@@ -600,7 +600,13 @@ impl Server {
             other => return not_an_object(tool, &other).into_output(),
         }
         // Dropping the request (timeout, cancellation) sends notifications/cancelled.
-        let request = call_tool(&peer, &self.shared, cx, params);
+        let request = async {
+            let mut answer = call_tool(&peer, &self.shared, cx, params).await?;
+            if let CallToolResponse::Complete(result) = &mut answer {
+                follow_links(&peer, result).await;
+            }
+            Ok(answer)
+        };
         let answer = tokio::select! {
             a = tokio::time::timeout(self.options.call_timeout, request) => a,
             () = cancel.cancelled() => return ToolError::Cancelled.into_output().with_meta(meta()),
@@ -697,6 +703,9 @@ pub fn result_output(result: CallToolResult, server: &str, tool: &str) -> ToolOu
             _ => content.push(Content::text("[a content block of a kind this kodik does not know]")),
         }
     }
+    // A link read right after it names its resource twice.
+    let mut seen = HashSet::new();
+    resources.retain(|r| seen.insert(r["uri"].to_string()));
     let mut meta = json!({"server": server, "tool": tool});
     if let Some(structured) = result.structured_content {
         if content.is_empty() {
@@ -717,36 +726,86 @@ pub fn result_output(result: CallToolResult, server: &str, tool: &str) -> ToolOu
 /// absent, and the bytes are UTF-8 without NUL bytes; anything else stays a note.
 fn blob_text(blob: &str, mime_type: Option<&str>) -> Option<String> {
     use base64::Engine as _;
-    if let Some(mime) = mime_type {
-        let essence = mime.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
-        let textual = essence.starts_with("text/")
-            || [
-                "application/json",
-                "application/xml",
-                "application/javascript",
-                "application/ecmascript",
-                "application/x-javascript",
-                "application/typescript",
-                "application/yaml",
-                "application/x-yaml",
-                "application/toml",
-                "application/sql",
-                "application/graphql",
-                "application/x-sh",
-                "application/x-ndjson",
-                "application/ld+json",
-            ]
-            .contains(&essence.as_str())
-            || ["+json", "+xml", "+yaml"].iter().any(|suffix| essence.ends_with(suffix));
-        if !textual {
-            return None;
-        }
+    if mime_type.is_some_and(|m| !is_textual(m)) {
+        return None;
     }
     let bytes = base64::engine::general_purpose::STANDARD.decode(blob.trim()).ok()?;
     if bytes.contains(&0) {
         return None;
     }
     String::from_utf8(bytes).ok()
+}
+
+/// Whether a MIME type names text a model can read: `text/*`, JSON, XML, YAML, TOML, scripts.
+fn is_textual(mime: &str) -> bool {
+    let essence = mime.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
+    essence.starts_with("text/")
+        || [
+            "application/json",
+            "application/xml",
+            "application/javascript",
+            "application/ecmascript",
+            "application/x-javascript",
+            "application/typescript",
+            "application/yaml",
+            "application/x-yaml",
+            "application/toml",
+            "application/sql",
+            "application/graphql",
+            "application/x-sh",
+            "application/x-ndjson",
+            "application/ld+json",
+        ]
+        .contains(&essence.as_str())
+        || ["+json", "+xml", "+yaml"].iter().any(|suffix| essence.ends_with(suffix))
+}
+
+/// How many resource links of one result are read ([`follow_links`]).
+const MAX_LINKS_READ: usize = 8;
+
+/// The longest wait for one `resources/read` of a link.
+const LINK_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Reads the resources a result links to, each right after its link, when the server offers
+/// resources: kodik gives the model no tool to read MCP resources, so a link alone ("[resource
+/// link demo://resource/dynamic/text/2 (Text Resource 2)]", a report a server returns by
+/// reference) is a dead end. Only links to text or images (or of no stated type) are read, at
+/// most [`MAX_LINKS_READ`]; a link that cannot be read says why. The output is cut to the
+/// model's budget like any other (G9).
+async fn follow_links(peer: &Peer<RoleClient>, result: &mut CallToolResult) {
+    let offers_resources = peer.peer_info().is_some_and(|info| info.capabilities.resources.is_some());
+    if !offers_resources || !result.content.iter().any(|b| matches!(b, ContentBlock::ResourceLink(_))) {
+        return;
+    }
+    let mut read = 0;
+    let mut content = Vec::with_capacity(result.content.len());
+    for block in std::mem::take(&mut result.content) {
+        let uri = match &block {
+            ContentBlock::ResourceLink(link)
+                if read < MAX_LINKS_READ
+                    && link.mime_type.as_deref().is_none_or(|m| is_textual(m) || m.starts_with("image/")) =>
+            {
+                Some(link.uri.clone())
+            }
+            _ => None,
+        };
+        content.push(block);
+        let Some(uri) = uri else { continue };
+        read += 1;
+        let request = peer.read_resource(rmcp::model::ReadResourceRequestParams::new(uri.clone()));
+        match tokio::time::timeout(LINK_READ_TIMEOUT, request).await {
+            Ok(Ok(r)) => content.extend(r.contents.into_iter().map(ContentBlock::resource)),
+            Ok(Err(ServiceError::McpError(e))) => {
+                content.push(ContentBlock::text(format!("[{uri} could not be read: {}]", e.message)));
+            }
+            Ok(Err(e)) => content.push(ContentBlock::text(format!("[{uri} could not be read: {e}]"))),
+            Err(_) => content.push(ContentBlock::text(format!(
+                "[{uri} could not be read: no answer within {} s]",
+                LINK_READ_TIMEOUT.as_secs()
+            ))),
+        }
+    }
+    result.content = content;
 }
 
 fn not_an_object(tool: &str, args: &Value) -> ToolError {

@@ -462,6 +462,8 @@ for line in sys.stdin:
     if msg["method"] == "initialize":
         result = {"protocolVersion": msg["params"]["protocolVersion"], "capabilities": {"tools": {}},
                   "serverInfo": {"name": "raw", "version": "0"}}
+        if mode == "links":
+            result["capabilities"]["resources"] = {}
     elif msg["method"] == "tools/list" and mode == "images":
         result = {"tools": [{"name": "pics", "inputSchema": {"type": "object"}}]}
     elif msg["method"] == "tools/call" and mode == "images":
@@ -493,6 +495,20 @@ for line in sys.stdin:
                 print(json.dumps({"jsonrpc": "2.0", "method": "notifications/progress", "params": note}), flush=True)
                 time.sleep(0.2)
         result = {"content": [{"type": "text", "text": "built with token " + json.dumps(token)}]}
+    elif msg["method"] == "tools/list" and mode == "links":
+        result = {"tools": [{"name": "report", "inputSchema": {"type": "object"}}]}
+    elif msg["method"] == "tools/call" and mode == "links":
+        link = lambda uri, mime: {"type": "resource_link", "uri": uri, "name": uri.split("/")[-1], "mimeType": mime}
+        result = {"content": [{"type": "text", "text": "Reports:"}, link("demo://r/summary.md", "text/markdown"),
+                              link("demo://r/data.gz", "application/gzip"), link("demo://r/gone.txt", "text/plain")]}
+    elif msg["method"] == "resources/read" and mode == "links":
+        uri = msg["params"]["uri"]
+        if uri == "demo://r/gone.txt":
+            error = {"code": -32002, "message": "Resource not found: " + uri}
+            print(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "error": error}), flush=True)
+            continue
+        text = "Summary:\n<all green>\n" if uri == "demo://r/summary.md" else "binary, never to be read"
+        result = {"contents": [{"uri": uri, "mimeType": "text/markdown", "text": text}]}
     elif msg["method"] == "tools/list" and mode == "blobs":
         result = {"tools": [{"name": "files", "inputSchema": {"type": "object"}}]}
     elif msg["method"] == "tools/call" and mode == "blobs":
@@ -669,6 +685,34 @@ async fn a8_a_mounted_servers_progress_reaches_the_calls_events() {
         .collect();
     let call = |m: &str| ("call-7".to_owned(), m.to_owned());
     assert_eq!(seen, [call("compiling (1/3)"), call("linking (2/3)"), call("progress 2.5")]);
+    client.shutdown().await;
+}
+
+/// G8: kodik gives the model no tool to read MCP resources, so a resource link in a result
+/// (server-everything's get-resource-links, a report returned by reference) was a dead end:
+/// the model read "[resource link …]" and nothing more. Now a server that offers resources has
+/// each linked text read right after its link; a binary link is not fetched, and one that
+/// cannot be read says why.
+#[tokio::test(flavor = "multi_thread")]
+async fn g8_a_resource_link_to_text_is_read_for_the_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = McpConfig::new().server("l", raw_server("links", &dir.path().join("pid")));
+    let client = McpClient::connect(&config, ClientOptions::default()).await;
+    assert!(client.errors().is_empty(), "{:?}", client.errors());
+    let tools = client.tools(&HashSet::new());
+    let report = tools.iter().find(|t| t.spec().name == "l__report").unwrap();
+    let cx = ToolContext::new(Workspace::with_roots([dir.path()]).unwrap());
+    let out = tokio::time::timeout(Duration::from_secs(30), report.call(json!({}), &cx)).await.unwrap();
+    assert_eq!(out.status, ToolStatus::Success, "{out:?}");
+    assert_eq!(
+        text(&out),
+        "Reports:\n[resource link demo://r/summary.md (summary.md)]\nSummary:\n<all green>\n\n[resource link \
+         demo://r/data.gz (data.gz)]\n[resource link demo://r/gone.txt (gone.txt)]\n[demo://r/gone.txt could not \
+         be read: Resource not found: demo://r/gone.txt]"
+    );
+    let uris: Vec<&str> =
+        out.meta["resources"].as_array().unwrap().iter().map(|r| r["uri"].as_str().unwrap()).collect();
+    assert_eq!(uris, ["demo://r/summary.md", "demo://r/data.gz", "demo://r/gone.txt"]);
     client.shutdown().await;
 }
 
