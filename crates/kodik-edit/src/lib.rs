@@ -204,6 +204,11 @@ impl EditToolset {
         registry.register(EditNotebookTool::new(Arc::clone(&self.shared)));
     }
 
+    /// The diff preview settings set with [`preview`](Self::preview).
+    pub fn preview_config(&self) -> &kodik_core::PreviewConfig {
+        &self.shared.preview
+    }
+
     /// The checkpoints every tool of this set records into (E13).
     pub fn checkpoints(&self) -> Arc<Checkpoints> {
         Arc::clone(&self.shared.checkpoints)

@@ -598,6 +598,8 @@ impl ToolboxBuilder {
     /// Where full outputs that do not fit a result are saved (G9, G20). Default:
     /// `$TMPDIR/kodik-output-<uid>`, private to the user. This sets the folder for the whole
     /// process (every output preview made afterwards uses it), as a host does once at start-up.
+    /// The shell, search and edit toolsets given to this builder save there too (a shell
+    /// toolset moved to it gets a fresh terminal table: reach it through [`Toolbox::shell`]).
     pub fn spool_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.spool_dir = Some(dir.into());
         self
@@ -697,9 +699,37 @@ impl ToolboxBuilder {
             return Err(BuildError::NoWorkspace);
         }
         // Before any toolset is built: each takes the folder from its default preview settings.
-        if let Some(dir) = self.spool_dir {
-            kodik_core::preview::set_default_spool_dir(Some(dir));
+        if let Some(dir) = &self.spool_dir {
+            kodik_core::preview::set_default_spool_dir(Some(dir.clone()));
         }
+        // Toolsets the host made before took the folder in force then. The read tools reach
+        // only full outputs in the folder set now (G20), so theirs move here too; one that
+        // saves nothing (`None`) stays so.
+        #[cfg(any(feature = "shell", feature = "search", feature = "edit"))]
+        let elsewhere = |p: &Option<PathBuf>| p.is_some() && *p != self.spool_dir;
+        #[cfg(feature = "shell")]
+        let shell = match self.shell {
+            Some(shell) if self.spool_dir.is_some() && elsewhere(&shell.config().preview.spool_dir) => {
+                Some(shell.configure(|c| c.preview.spool_dir = self.spool_dir.clone()))
+            }
+            other => other,
+        };
+        #[cfg(feature = "search")]
+        let search = match self.search {
+            Some(search) if self.spool_dir.is_some() && elsewhere(&search.config().spool_dir) => {
+                Some(search.spool_dir(self.spool_dir.clone()))
+            }
+            other => other,
+        };
+        #[cfg(feature = "edit")]
+        let edit = match self.edit {
+            Some(edit) if self.spool_dir.is_some() && elsewhere(&edit.preview_config().spool_dir) => {
+                let preview =
+                    kodik_core::PreviewConfig { spool_dir: self.spool_dir.clone(), ..edit.preview_config().clone() };
+                Some(edit.preview(preview))
+            }
+            other => other,
+        };
         let workspace = Workspace::with_roots(&self.roots)?.with_settings(self.settings).with_trusted(!self.untrusted);
         let mut context = ToolContext::new(workspace);
         if let Some(a) = self.approver {
@@ -717,10 +747,10 @@ impl ToolboxBuilder {
         let mut registry = ToolRegistry::new();
 
         #[cfg(feature = "search")]
-        self.search.unwrap_or_default().register(&mut registry);
+        search.unwrap_or_default().register(&mut registry);
 
         #[cfg(feature = "edit")]
-        let edit = self.edit.unwrap_or_default();
+        let edit = edit.unwrap_or_default();
         #[cfg(feature = "edit")]
         {
             edit.register(&mut registry);
@@ -729,7 +759,7 @@ impl ToolboxBuilder {
         }
 
         #[cfg(feature = "shell")]
-        let shell = self.shell.unwrap_or_default();
+        let shell = shell.unwrap_or_default();
         #[cfg(feature = "shell")]
         shell.register(&mut registry);
 

@@ -36,3 +36,20 @@ async fn gl1_the_builders_search_toolset_sets_the_glob_limit() {
     let listed = out.text_content().lines().filter(|l| l.ends_with(".txt")).count();
     assert_eq!(listed, 2, "{}", out.text_content());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn g20_a_shell_toolset_made_before_build_saves_full_outputs_where_the_model_can_read_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let spool = tempfile::tempdir().unwrap();
+    // Made before the builder sets the folder, as a host configures its shell.
+    let shell = kodik_tools::shell::ShellToolset::new().unset_env("OPENAI_API_KEY");
+    let tb = Toolbox::builder().workspace(dir.path()).shell(shell).spool_dir(spool.path()).build().unwrap();
+    let out = tb.call(&ToolCall::new("1", "shell", json!({"command": "seq 1 200000"}))).await;
+    let full = out.full_output.clone().expect("a long output is saved in full");
+    assert!(full.starts_with(spool.path()), "{} is not in {}", full.display(), spool.path().display());
+    let read = tb
+        .call(&ToolCall::new("2", "read_file", json!({"path": full, "ranges": [{"start_line": 1, "end_line": 2}]})))
+        .await;
+    assert_eq!(read.status, ToolStatus::Success, "{}", read.text_content());
+    assert!(read.text_content().contains("2→2"), "{}", read.text_content());
+}
