@@ -34,6 +34,9 @@ pub use openai::ResponsesClient;
 pub use types::{
     EventStream, Image, Item, ModelClient, ModelError, ModelEvent, Request, StopReason, ToolDef, ToolInput, Usage,
 };
+/// What [`ModelClient::stream`] is cancelled with; the same type kodik-core and kodik-agent
+/// re-export, so a host needs no `tokio-util` dependency of its own.
+pub use tokio_util::sync::CancellationToken;
 
 /// The client for `config.provider`.
 pub fn client(config: ModelConfig) -> Result<Arc<dyn ModelClient>, ModelError> {
