@@ -658,11 +658,17 @@ enum HttpStartError {
     Other(String),
 }
 
+/// The largest `structuredContent` kept in a result's `meta` (its JSON's bytes), as large as
+/// the text the scheduler lets through by default; a larger one is left out and its size given
+/// as `structured_content_bytes` (when the server sent no other content it is the text, which
+/// is cut and saved in full like any other).
+const MAX_STRUCTURED_META: usize = 100_000;
+
 /// An MCP result as a Kodik output, raw text untouched (G8): text blocks as they are, images
 /// as images, embedded text resources (and blobs that hold text) as their text, other blocks as
 /// a one-line note;
-/// `isError` → `error`; `structuredContent` in `meta.structured_content` (and as the text
-/// when the server sent no content).
+/// `isError` → `error`; `structuredContent` in `meta.structured_content` up to
+/// [`MAX_STRUCTURED_META`] (and as the text when the server sent no content).
 pub fn result_output(result: CallToolResult, server: &str, tool: &str) -> ToolOutput {
     let mut content = Vec::new();
     let mut resources = Vec::new();
@@ -708,10 +714,18 @@ pub fn result_output(result: CallToolResult, server: &str, tool: &str) -> ToolOu
     resources.retain(|r| seen.insert(r["uri"].to_string()));
     let mut meta = json!({"server": server, "tool": tool});
     if let Some(structured) = result.structured_content {
-        if content.is_empty() {
-            content.push(Content::text(structured.to_string()));
+        let text = structured.to_string();
+        if text.len() > MAX_STRUCTURED_META {
+            // The scheduler cuts content to the model's budget (G9) but not meta, which
+            // `kodik serve` passes on in `structuredContent` (the field some clients give their
+            // model) and `kodik batch` prints: a server's copy of a 5 MB file went through whole.
+            meta["structured_content_bytes"] = json!(text.len());
+        } else {
+            meta["structured_content"] = structured;
         }
-        meta["structured_content"] = structured;
+        if content.is_empty() {
+            content.push(Content::text(text));
+        }
     }
     if !resources.is_empty() {
         meta["resources"] = Value::Array(resources);

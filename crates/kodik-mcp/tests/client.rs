@@ -253,6 +253,23 @@ async fn g8_a_20_mib_answer_arrives_and_one_over_the_limit_fails_at_once_saying_
     m.client.shutdown().await;
 }
 
+/// G9: the Python SDK sends a tool's text twice, as content and as `structuredContent`
+/// (`{"result": …}`). The scheduler cuts content to the model's budget, but the copy in `meta`
+/// went through whole — into `kodik batch`'s output and `kodik serve`'s `structuredContent`,
+/// which some clients give their model. Past 100 000 bytes only its size is kept.
+#[tokio::test(flavor = "multi_thread")]
+async fn g9_a_large_structured_copy_of_the_output_is_not_kept_whole_in_meta() {
+    let m = Mounted::new(ClientOptions::default()).await;
+    let out = m.call("py__sized", json!({"mib": 1})).await;
+    assert_eq!(out.status, ToolStatus::Success, "{}", text(&out).chars().take(300).collect::<String>());
+    assert_eq!(text(&out).len(), 1024 * 1024);
+    assert!(out.meta.get("structured_content").is_none(), "{}", out.meta.to_string().len());
+    assert!(out.meta["structured_content_bytes"].as_u64().unwrap() > 1024 * 1024, "{}", out.meta);
+    let small = m.call("py__stats", json!({"n": 3})).await;
+    assert_eq!(small.meta["structured_content"], json!({"n": 3, "square": 9}));
+    m.client.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a8_a_server_killed_mid_call_fails_that_call_and_is_restarted_once() {
     let m = Mounted::new(ClientOptions::default()).await;
