@@ -29,6 +29,21 @@ fn full_harness_plans_per_model_and_runs_every_tool_family() {
     assert!(dir.path().join("src/greet.sh").is_file());
 }
 
+#[test]
+fn g3_g12_own_loop_runs_a_turn_with_its_own_tool_through_the_plan_and_the_approver() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_own_loop")).arg(dir.path()).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{}", String::from_utf8_lossy(&out.stderr));
+    let offered = stdout.lines().find(|l| l.starts_with("offered:")).unwrap();
+    assert!(offered.contains(" line_count") && offered.contains(" call_tool"), "{offered}");
+    assert!(stdout.contains("--- c1 line_count [success]\n3 lines"), "{stdout}");
+    assert!(stdout.contains("notes.md:2:TODO: write the parser"), "{stdout}");
+    assert!(stdout.contains("--- c3 shell [denied]\n[denied]") && stdout.contains("not allowed here"), "{stdout}");
+    assert!(stdout.contains("--- c4 line_count [error]") && stdout.contains("unknown field `file`"), "{stdout}");
+    assert!(dir.path().join("notes.md").is_file(), "the denied rm never ran");
+}
+
 fn send(stdin: &mut impl std::io::Write, msg: Value) {
     writeln!(stdin, "{msg}").unwrap();
     stdin.flush().unwrap();
