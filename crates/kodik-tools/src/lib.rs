@@ -355,7 +355,9 @@ impl Toolbox {
         plan.registry(&narrowed)
     }
 
-    /// The specs of every enabled tool, sorted by name.
+    /// The specs of every enabled tool, sorted by name (for `kodik schema`-like listings). A
+    /// model request offers [`plan`](Self::plan)'s `tools` instead: per mode and model, with
+    /// deferred tools behind `tool_search`/`call_tool` and unusable ones left out.
     pub fn specs(&self) -> Vec<ToolSpec> {
         self.tools.current().registry.specs().cloned().collect()
     }
