@@ -585,6 +585,7 @@ impl Server {
 
     async fn call(&self, tool: &str, args: Value, cx: &ToolContext) -> ToolOutput {
         let cancel = &cx.cancel;
+        let limit = self.config.timeout.map(Duration::from_millis).unwrap_or(self.options.call_timeout);
         let meta = || json!({"server": self.name, "tool": tool});
         let peer = match self.peer().await {
             Ok(p) => p,
@@ -608,7 +609,7 @@ impl Server {
             Ok(answer)
         };
         let answer = tokio::select! {
-            a = tokio::time::timeout(self.options.call_timeout, request) => a,
+            a = tokio::time::timeout(limit, request) => a,
             () = cancel.cancelled() => return ToolError::Cancelled.into_output().with_meta(meta()),
         };
         match answer {
@@ -644,7 +645,7 @@ impl Server {
                 format!(
                     "MCP server `{}` did not answer `{tool}` within {} s; the call was cancelled",
                     self.name,
-                    self.options.call_timeout.as_secs()
+                    limit.as_secs_f64()
                 ),
             )
             .with_meta(meta()),

@@ -65,6 +65,10 @@ pub struct ServerConfig {
     /// A server the user switched off without deleting it.
     #[serde(default)]
     pub disabled: bool,
+    /// The longest wait for one of this server's tool calls, in milliseconds (Gemini CLI's
+    /// `timeout`); else [`ClientOptions::call_timeout`](crate::ClientOptions::call_timeout).
+    #[serde(default)]
+    pub timeout: Option<u64>,
 }
 
 impl ServerConfig {
@@ -127,6 +131,10 @@ impl ServerConfig {
             (Some(_), Some(_)) => Err(fail("give either `command` (stdio) or `url` (HTTP), not both".into())),
             (None, None) => Err(fail("needs `command` (a stdio server) or `url` (a streamable-HTTP server)".into())),
         }
+        .and_then(|()| match self.timeout {
+            Some(0) => Err(fail("`timeout` is in milliseconds and must be over 0".into())),
+            _ => Ok(()),
+        })
         .and_then(|()| match self.kind.as_deref() {
             None | Some("stdio" | "http" | "streamable-http" | "streamableHttp") => Ok(()),
             Some("sse") => {
