@@ -7,15 +7,15 @@
 //!
 //! | feature | crate | tools |
 //! | --- | --- | --- |
-//! | `edit` | [`kodik_edit`] | edit_file, create_file, delete_file, apply_patch, edit_notebook |
-//! | `search` | [`kodik_search`] | read_file, glob, grep |
-//! | `shell` | [`kodik_shell`] | shell, get_terminal_output, kill_terminal |
+//! | `edit` | `kodik_edit` | edit_file, create_file, delete_file, apply_patch, edit_notebook |
+//! | `search` | `kodik_search` | read_file, glob, grep |
+//! | `shell` | `kodik_shell` | shell, get_terminal_output, kill_terminal |
 //! | `codemode` | `kodik_codemode` | codemode |
 //! | `lsp` | `kodik_lsp` | lsp, read_lints; errors after edits (E9) when a language server is installed |
 //! | `web` | `kodik_web` | web_fetch, web_search (offered once a search provider is configured) |
 //! | `browser` | `kodik_browser` | browser (headless Chromium) |
 //! | `model` (off by default) | `kodik_model` | — the streaming model clients |
-//! | `agent` (off by default) | `kodik_agent` | — the agent loop; [`Toolbox::agent`] builds one |
+//! | `agent` (off by default) | `kodik_agent` | — the agent loop; `Toolbox::agent` builds one |
 //! | `mcp` (off by default) | `kodik_mcp` | other MCP servers' tools as `server__tool` (`ToolboxBuilder::mcp`) |
 //! | `conversation` | `kodik_conversation` | todo_write, memory, ask_questions, agent_status, sub_agent and send_message (with `agent`: `Toolbox::enable_sub_agents`), generate_plan, check_understanding, create_lesson |
 //!
@@ -272,7 +272,7 @@ impl McpMount {
 /// The enabled tools and the context they share: one conversation's tool set.
 ///
 /// The tools of mounted MCP servers follow their `tools/list_changed`: [`registry`](Self::registry),
-/// [`plan`](Self::plan), [`call`](Self::call) and the agents of [`agent`](Self::agent) see
+/// [`plan`](Self::plan), [`call`](Self::call) and the agents of `agent` (feature `agent`) see
 /// the new list from their next use; calls already running keep the tools they started with.
 pub struct Toolbox {
     tools: Arc<Tools>,
@@ -601,7 +601,7 @@ impl ToolboxBuilder {
     /// `$TMPDIR/kodik-output-<uid>`, private to the user. This sets the folder for the whole
     /// process (every output preview made afterwards uses it), as a host does once at start-up.
     /// The shell, search and edit toolsets given to this builder save there too (a shell
-    /// toolset moved to it gets a fresh terminal table: reach it through [`Toolbox::shell`]).
+    /// toolset moved to it gets a fresh terminal table: reach it through `Toolbox::shell`).
     pub fn spool_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.spool_dir = Some(dir.into());
         self
