@@ -586,6 +586,36 @@ fn raw_server(mode: &str, pidfile: &Path) -> ServerConfig {
     ServerConfig::stdio(python, ["-c", RAW_SERVER, mode, &pidfile.to_string_lossy()])
 }
 
+/// The raw server in `mode`, mounted as `raw`, with a context to call its tools in.
+struct RawMounted {
+    client: McpClient,
+    tools: Vec<McpTool>,
+    cx: ToolContext,
+    _dir: tempfile::TempDir,
+}
+
+impl RawMounted {
+    async fn new(mode: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let config = McpConfig::new().server("raw", raw_server(mode, &dir.path().join("pid")));
+        let client = McpClient::connect(&config, ClientOptions::default()).await;
+        assert!(client.errors().is_empty(), "{:?}", client.errors());
+        let tools = client.tools(&HashSet::new());
+        let cx = ToolContext::new(Workspace::with_roots([dir.path()]).unwrap());
+        Self { client, tools, cx, _dir: dir }
+    }
+
+    async fn call(&self, name: &str) -> ToolOutput {
+        let tool = self.tools.iter().find(|t| t.spec().name == name).unwrap();
+        tokio::time::timeout(Duration::from_secs(30), tool.call(json!({}), &self.cx)).await.unwrap()
+    }
+}
+
+/// The URIs a result names in `meta.resources`, in order.
+fn resource_uris(out: &ToolOutput) -> Vec<&str> {
+    out.meta["resources"].as_array().unwrap().iter().map(|r| r["uri"].as_str().unwrap()).collect()
+}
+
 /// A8: an HTTP server that refuses the token (401) or is not running is reported in terms of
 /// what to fix (the header, whether the server runs), not with rmcp's internal type names.
 #[tokio::test(flavor = "multi_thread")]
@@ -631,14 +661,8 @@ async fn a8_an_http_servers_401_and_a_refused_connection_say_what_to_fix() {
 #[tokio::test(flavor = "multi_thread")]
 async fn r5_a_servers_images_are_checked_and_downscaled_like_read_files() {
     use base64::Engine as _;
-    let dir = tempfile::tempdir().unwrap();
-    let config = McpConfig::new().server("i", raw_server("images", &dir.path().join("pid")));
-    let client = McpClient::connect(&config, ClientOptions::default()).await;
-    assert!(client.errors().is_empty(), "{:?}", client.errors());
-    let tools = client.tools(&HashSet::new());
-    let pics = tools.iter().find(|t| t.spec().name == "i__pics").unwrap();
-    let cx = ToolContext::new(Workspace::with_roots([dir.path()]).unwrap());
-    let out = pics.call(json!({}), &cx).await;
+    let m = RawMounted::new("images").await;
+    let out = m.call("raw__pics").await;
     assert_eq!(out.status, ToolStatus::Success, "{out:?}");
     assert_eq!(out.content.len(), 4, "{out:?}");
     let note = |i: usize| match &out.content[i] {
@@ -660,7 +684,7 @@ async fn r5_a_servers_images_are_checked_and_downscaled_like_read_files() {
     let (mime, small) = image(3);
     assert_eq!(mime, "image/png", "declared image/jpeg, but the bytes are a PNG");
     assert_eq!((small.width(), small.height()), (2, 3));
-    client.shutdown().await;
+    m.client.shutdown().await;
 }
 
 /// A8: servers scoped by MCP roots learn the workspace. server-filesystem started without
@@ -705,16 +729,11 @@ impl kodik_core::EventSink for Events {
 /// as it ran.
 #[tokio::test(flavor = "multi_thread")]
 async fn a8_a_mounted_servers_progress_reaches_the_calls_events() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = McpConfig::new().server("p", raw_server("progress", &dir.path().join("pid")));
-    let client = McpClient::connect(&config, ClientOptions::default()).await;
-    assert!(client.errors().is_empty(), "{:?}", client.errors());
-    let tools = client.tools(&HashSet::new());
-    let build = tools.iter().find(|t| t.spec().name == "p__build").unwrap();
+    let mut m = RawMounted::new("progress").await;
     let events = Arc::new(Events::default());
-    let mut cx = ToolContext::new(Workspace::with_roots([dir.path()]).unwrap()).for_call("call-7");
-    cx.events = events.clone();
-    let out = tokio::time::timeout(Duration::from_secs(30), build.call(json!({}), &cx)).await.unwrap();
+    m.cx = m.cx.for_call("call-7");
+    m.cx.events = events.clone();
+    let out = m.call("raw__build").await;
     assert_eq!(out.status, ToolStatus::Success, "{out:?}");
     assert!(!text(&out).ends_with("null"), "the request carried a progress token: {out:?}");
     let seen: Vec<(String, String)> = events
@@ -729,7 +748,7 @@ async fn a8_a_mounted_servers_progress_reaches_the_calls_events() {
         .collect();
     let call = |m: &str| ("call-7".to_owned(), m.to_owned());
     assert_eq!(seen, [call("compiling (1/3)"), call("linking (2/3)"), call("progress 2.5")]);
-    client.shutdown().await;
+    m.client.shutdown().await;
 }
 
 /// G8: kodik gives the model no tool to read MCP resources, so a resource link in a result
@@ -739,14 +758,8 @@ async fn a8_a_mounted_servers_progress_reaches_the_calls_events() {
 /// cannot be read says why.
 #[tokio::test(flavor = "multi_thread")]
 async fn g8_a_resource_link_to_text_is_read_for_the_model() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = McpConfig::new().server("l", raw_server("links", &dir.path().join("pid")));
-    let client = McpClient::connect(&config, ClientOptions::default()).await;
-    assert!(client.errors().is_empty(), "{:?}", client.errors());
-    let tools = client.tools(&HashSet::new());
-    let report = tools.iter().find(|t| t.spec().name == "l__report").unwrap();
-    let cx = ToolContext::new(Workspace::with_roots([dir.path()]).unwrap());
-    let out = tokio::time::timeout(Duration::from_secs(30), report.call(json!({}), &cx)).await.unwrap();
+    let m = RawMounted::new("links").await;
+    let out = m.call("raw__report").await;
     assert_eq!(out.status, ToolStatus::Success, "{out:?}");
     assert_eq!(
         text(&out),
@@ -754,10 +767,9 @@ async fn g8_a_resource_link_to_text_is_read_for_the_model() {
          demo://r/data.gz (data.gz)]\n[resource link demo://r/gone.txt (gone.txt)]\n[demo://r/gone.txt could not \
          be read: Resource not found: demo://r/gone.txt]"
     );
-    let uris: Vec<&str> =
-        out.meta["resources"].as_array().unwrap().iter().map(|r| r["uri"].as_str().unwrap()).collect();
+    let uris = resource_uris(&out);
     assert_eq!(uris, ["demo://r/summary.md", "demo://r/data.gz", "demo://r/gone.txt"]);
-    client.shutdown().await;
+    m.client.shutdown().await;
 }
 
 /// G8: a blob resource that holds text (server-everything sends its `text/plain` resources as
@@ -765,14 +777,8 @@ async fn g8_a_resource_link_to_text_is_read_for_the_model() {
 /// binary blobs and bytes that are not UTF-8 stay a note naming the resource.
 #[tokio::test(flavor = "multi_thread")]
 async fn g8_a_blob_resource_holding_text_is_given_to_the_model_as_text() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = McpConfig::new().server("b", raw_server("blobs", &dir.path().join("pid")));
-    let client = McpClient::connect(&config, ClientOptions::default()).await;
-    assert!(client.errors().is_empty(), "{:?}", client.errors());
-    let tools = client.tools(&HashSet::new());
-    let files = tools.iter().find(|t| t.spec().name == "b__files").unwrap();
-    let cx = ToolContext::new(Workspace::with_roots([dir.path()]).unwrap());
-    let out = files.call(json!({}), &cx).await;
+    let m = RawMounted::new("blobs").await;
+    let out = m.call("raw__files").await;
     assert_eq!(out.status, ToolStatus::Success, "{out:?}");
     let texts: Vec<String> = out
         .content
@@ -787,10 +793,9 @@ async fn g8_a_blob_resource_holding_text_is_given_to_the_model_as_text() {
     assert_eq!(texts[2], "just text", "{texts:?}");
     assert_eq!(texts[3], "[resource demo://a.gz (application/gzip), 8 bytes of base64]", "{texts:?}");
     assert_eq!(texts[4], "[resource demo://latin1 (text/plain), 8 bytes of base64]", "{texts:?}");
-    let uris: Vec<&str> =
-        out.meta["resources"].as_array().unwrap().iter().map(|r| r["uri"].as_str().unwrap()).collect();
+    let uris = resource_uris(&out);
     assert_eq!(uris, ["demo://plain", "demo://report", "demo://untyped", "demo://a.gz", "demo://latin1"]);
-    client.shutdown().await;
+    m.client.shutdown().await;
 }
 
 /// A8: tools whose input schemas Anthropic refuses (no top-level `"type": "object"`, a top-level
