@@ -668,8 +668,9 @@ const MAX_STRUCTURED_META: usize = 100_000;
 /// An MCP result as a Kodik output, raw text untouched (G8): text blocks as they are, images
 /// as images, embedded text resources (and blobs that hold text) as their text, other blocks as
 /// a one-line note;
-/// `isError` → `error`; `structuredContent` in `meta.structured_content` up to
-/// [`MAX_STRUCTURED_META`] (and as the text when the server sent no content).
+/// `isError` → `error`; `structuredContent` in `meta.structured_content` up to 100 000 bytes
+/// of JSON, else only its size as `structured_content_bytes` (and as the text when the server
+/// sent no content).
 pub fn result_output(result: CallToolResult, server: &str, tool: &str) -> ToolOutput {
     let mut content = Vec::new();
     let mut resources = Vec::new();

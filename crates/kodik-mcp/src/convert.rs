@@ -115,7 +115,8 @@ fn annotations(spec: &ToolSpec) -> ToolAnnotations {
 
 /// The MCP result for a Kodik output: text and image blocks in order, `isError` unless the
 /// status is `success`, and `structuredContent = {"status", "output", "meta", "full_output"}`,
-/// where `output` is the content's text ([`set_structured_output`]).
+/// where `output` is the content's text (images as a note), for clients that give their model
+/// `structuredContent` instead of `content`.
 pub fn call_result(out: ToolOutput) -> CallToolResult {
     let ToolOutput { status, content, meta, full_output } = out;
     let blocks = content
