@@ -551,7 +551,10 @@ impl ToolboxBuilder {
         self
     }
 
-    /// Who approves calls (default: everything auto-approved).
+    /// Who approves calls (default: everything auto-approved). A denied call's reason goes to
+    /// the model. The calls that `call_tool` and code mode's scripts make are asked for one by
+    /// one under their own names, after the wrapper call itself (`call_tool`, `codemode`), so
+    /// an approver that asks a person can let the wrappers through without asking.
     pub fn approver(mut self, approver: Arc<dyn Approver>) -> Self {
         self.approver = Some(approver);
         self
