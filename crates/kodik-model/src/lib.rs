@@ -31,12 +31,12 @@ pub use anthropic::AnthropicClient;
 pub use chat::ChatClient;
 pub use config::{ModelConfig, Provider};
 pub use openai::ResponsesClient;
-pub use types::{
-    EventStream, Image, Item, ModelClient, ModelError, ModelEvent, Request, StopReason, ToolDef, ToolInput, Usage,
-};
 /// What [`ModelClient::stream`] is cancelled with; the same type kodik-core and kodik-agent
 /// re-export, so a host needs no `tokio-util` dependency of its own.
 pub use tokio_util::sync::CancellationToken;
+pub use types::{
+    EventStream, Image, Item, ModelClient, ModelError, ModelEvent, Request, StopReason, ToolDef, ToolInput, Usage,
+};
 
 /// The client for `config.provider`.
 pub fn client(config: ModelConfig) -> Result<Arc<dyn ModelClient>, ModelError> {
