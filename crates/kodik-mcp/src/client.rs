@@ -78,7 +78,8 @@ fn model_schema(mut schema: JsonObject, description: &str) -> (Value, String) {
 }
 
 /// Why an HTTP server's handshake failed, in terms of what to fix: a 401 names the header to
-/// check, a refused connection says nothing is listening; anything else is rmcp's reason.
+/// check, a refused connection says nothing is listening, a 404 or 405 says the URL is no MCP
+/// endpoint (an old SSE one, when it ends in `/sse`); anything else is rmcp's reason.
 fn http_init_message(e: &rmcp::service::ClientInitializeError, url: &str) -> String {
     use rmcp::transport::streamable_http_client::StreamableHttpError;
     let rmcp::service::ClientInitializeError::TransportError { error, .. } = e else {
@@ -99,6 +100,26 @@ fn http_init_message(e: &rmcp::service::ClientInitializeError, url: &str) -> Str
             )
         }
         Some(StreamableHttpError::Client(re)) if re.is_timeout() => format!("{url} did not answer in time"),
+        // "HTTP 404 Not Found: <!DOCTYPE html>…" (an Express app's "Cannot POST /sse"), inside
+        // rmcp's transport type names: the URL is no streamable-HTTP endpoint.
+        Some(StreamableHttpError::UnexpectedServerResponse(response)) => {
+            let (status, body) = response.split_once(": ").unwrap_or((response.as_ref(), ""));
+            let body: String = body.split_whitespace().collect::<Vec<_>>().join(" ").chars().take(200).collect();
+            let mut message = format!("{url} answered {status} to MCP's `initialize` POST");
+            if !body.is_empty() {
+                message.push_str(&format!(" ({body})"));
+            }
+            if status.starts_with("HTTP 404") || status.starts_with("HTTP 405") {
+                message.push_str(": it is not a streamable-HTTP MCP endpoint; check the path in `url` (often `/mcp`)");
+                if url.trim_end_matches('/').ends_with("/sse") {
+                    message.push_str(
+                        ". A URL ending in `/sse` is the old HTTP+SSE transport, which kodik does not support: use \
+                         the server's streamable-HTTP URL",
+                    );
+                }
+            }
+            message
+        }
         _ => e.to_string(),
     }
 }

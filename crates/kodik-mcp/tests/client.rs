@@ -654,6 +654,41 @@ async fn a8_an_http_servers_401_and_a_refused_connection_say_what_to_fix() {
     client.shutdown().await;
 }
 
+/// A8: a URL that is no streamable-HTTP endpoint — the old SSE transport's `/sse`, which
+/// server-everything's `sse` mode serves, answers a POST with Express's HTML 404 — is reported
+/// as such, not as rmcp's "Send message error Transport [rmcp::transport::worker::…]" with the
+/// page's HTML.
+#[tokio::test(flavor = "multi_thread")]
+async fn a8_an_http_url_that_is_no_mcp_endpoint_says_so() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/sse", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let mut buf = vec![0u8; 65536];
+            let _ = stream.read(&mut buf).await;
+            let body = "<!DOCTYPE html>\n<html lang=\"en\">\n<body>\n<pre>Cannot POST /sse</pre>\n</body>\n</html>\n";
+            let response = format!(
+                "HTTP/1.1 404 Not Found\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: {}\r\n\
+                 Connection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = stream.write_all(response.as_bytes()).await;
+        }
+    });
+    let config = McpConfig::new().server("old", ServerConfig::http(&url));
+    let options = ClientOptions { init_timeout: Duration::from_secs(10), ..ClientOptions::default() };
+    let client = McpClient::connect(&config, options).await;
+    let errors: Vec<String> = client.errors().iter().map(ToString::to_string).collect();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    let e = &errors[0];
+    assert!(!e.contains("rmcp::"), "{e}");
+    assert!(e.contains(&format!("{url} answered HTTP 404 Not Found")), "{e}");
+    assert!(e.contains("Cannot POST /sse"), "{e}");
+    assert!(e.contains("not a streamable-HTTP MCP endpoint") && e.contains("old HTTP+SSE transport"), "{e}");
+    client.shutdown().await;
+}
+
 /// R5, G8: a mounted server's images reach the model only as providers take them: an SVG and
 /// invalid base64 become notes saying why (Anthropic refused the whole request, and every resume
 /// of the conversation, with HTTP 400), a 9000 px wide PNG is downscaled to 2048 px, and an
