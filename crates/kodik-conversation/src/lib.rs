@@ -208,6 +208,11 @@ impl ConversationToolset {
         self.inner.runner.set(runner).is_ok()
     }
 
+    /// Whether an [`Asker`] was given, so `ask_questions` can reach someone.
+    pub fn has_asker(&self) -> bool {
+        self.inner.asker.is_some()
+    }
+
     /// Whether a runner is set, so `sub_agent` can start anything.
     pub fn has_runner(&self) -> bool {
         self.inner.runner.get().is_some()

@@ -291,6 +291,7 @@ pub struct Harness {
     hidden: std::collections::HashSet<String>,
     no_search_provider: bool,
     no_sub_agent_runner: bool,
+    no_asker: bool,
 }
 
 impl Harness {
@@ -353,6 +354,14 @@ impl Harness {
         self
     }
 
+    /// A6: `ask_questions` is offered only where someone can answer; with `false` it is
+    /// listed as not offered in every mode, as `web_search` is without a provider. Default
+    /// `true`.
+    pub fn set_asker_available(&mut self, available: bool) -> &mut Self {
+        self.no_asker = !available;
+        self
+    }
+
     /// Overrides whether a tool is deferred in one mode.
     pub fn set_deferred(&mut self, mode: Mode, tool: impl Into<String>, deferred: bool) -> &mut Self {
         self.deferral.insert((mode, tool.into()), deferred);
@@ -402,8 +411,9 @@ impl Harness {
                 && ((openai_patches && FILE_TOOLS.contains(&name))
                     || (name == "apply_patch" && family != ModelFamily::OpenAi));
             let structurally = entry.server.is_some() || (mode.can_offer(name, entry.spec.effect) && !respelled_here);
-            let unconfigured =
-                (self.no_search_provider && name == "web_search") || (self.no_sub_agent_runner && name == "sub_agent");
+            let unconfigured = (self.no_search_provider && name == "web_search")
+                || (self.no_sub_agent_runner && name == "sub_agent")
+                || (self.no_asker && name == "ask_questions");
             if !structurally || self.hidden.contains(name) || unconfigured {
                 if respelled_here && mode.can_offer(name, entry.spec.effect) && !self.hidden.contains(name) {
                     respelled.push(name.to_string());

@@ -640,7 +640,8 @@ impl ToolboxBuilder {
 
     /// The conversation tools' host side: who answers questions, who shows plans and
     /// lessons, where conversations are listed, this session's id. By default nobody can be
-    /// asked and plans and lessons are saved with their path printed.
+    /// asked (plans then leave `ask_questions` out) and plans and lessons are saved with their
+    /// path printed.
     #[cfg(feature = "conversation")]
     pub fn conversation(mut self, tools: kodik_conversation::ConversationToolset) -> Self {
         self.conversation = Some(tools);
@@ -886,6 +887,9 @@ impl ToolboxBuilder {
         // Offered once `enable_sub_agents` (or the host's own runner) can start them (A3).
         #[cfg(feature = "conversation")]
         harness.set_sub_agents_available(conversation.has_runner());
+        // With nobody to answer, ask_questions could only ever say so (A6, G11).
+        #[cfg(feature = "conversation")]
+        harness.set_asker_available(conversation.has_asker());
         #[cfg(feature = "codemode")]
         for name in script_only {
             harness.hide_from_model(name);

@@ -143,3 +143,15 @@ async fn a7_plans_and_lessons_open_in_the_browser_when_the_host_asks() {
     assert!(out.is_success(), "{}", out.text_content());
     tb.browser().shutdown().await;
 }
+
+#[test]
+fn a6_g11_ask_questions_is_offered_only_when_the_host_gave_an_asker() {
+    let dir = tempfile::tempdir().unwrap();
+    let offers_ask =
+        |tb: &Toolbox| tb.plan(Mode::Code, "claude-sonnet-4-5").tools.iter().any(|t| t.name == "ask_questions");
+    let nobody = Toolbox::builder().workspace(dir.path()).build().unwrap();
+    assert!(!offers_ask(&nobody), "with nobody to answer it could only say so");
+    let asker = Arc::new(ScriptedAsker::new([Reaction::default()]));
+    let someone = toolbox(dir.path(), ConversationToolset::builder().config(config()).asker(asker).build());
+    assert!(offers_ask(&someone));
+}
