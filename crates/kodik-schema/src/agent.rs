@@ -54,7 +54,6 @@ pub enum TodoStatus {
 /// One item to create or update.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-#[schemars(transform = crate::compact_schema)]
 pub struct TodoItem {
     /// The item's id. Required to update an existing item (a status-only change must name an
     /// existing id); a new item may omit it and gets one.
@@ -68,7 +67,6 @@ pub struct TodoItem {
 /// Arguments of `todo_write`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-#[schemars(transform = crate::compact_schema)]
 pub struct TodoWriteArgs {
     /// The items to create or update, several per call.
     pub todos: Vec<TodoItem>,
@@ -167,7 +165,6 @@ pub enum MemoryScope {
 /// Arguments of `memory`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-#[schemars(transform = crate::compact_schema)]
 pub struct MemoryArgs {
     /// What to do (default `save`).
     #[serde(default)]
@@ -233,7 +230,6 @@ pub enum AgentMode {
 /// Arguments of `sub_agent`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-#[schemars(transform = crate::compact_schema)]
 pub struct SubAgentArgs {
     /// A short name of the task (3–6 words), shown to the user and by agent_status.
     pub description: String,
@@ -309,7 +305,6 @@ pub enum SessionState {
 /// Arguments of `agent_status`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-#[schemars(transform = crate::compact_schema)]
 pub struct AgentStatusArgs {
     /// A background sub-agent's id (from sub_agent) for its status, goal and elapsed time, or
     /// another conversation's session id for its recent activity. Omit it to list.
@@ -394,7 +389,6 @@ activity. Completion is reported to you automatically, so poll only when you nee
 /// Arguments of `send_message`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-#[schemars(transform = crate::compact_schema)]
 pub struct SendMessageArgs {
     /// The recipient: a background sub-agent's id (running, or finished recently: it resumes its
     /// saved conversation), or another conversation's session id (a closed one starts working on
@@ -453,7 +447,6 @@ message each other.";
 /// One answer the user can pick.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-#[schemars(transform = crate::compact_schema)]
 pub struct QuestionOption {
     /// The answer, a few words.
     pub label: String,
@@ -464,7 +457,6 @@ pub struct QuestionOption {
 /// One question.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-#[schemars(transform = crate::compact_schema)]
 pub struct Question {
     /// The question, one short sentence.
     pub question: String,
@@ -479,7 +471,6 @@ pub struct Question {
 /// Arguments of `ask_questions`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-#[schemars(transform = crate::compact_schema)]
 pub struct AskQuestionsArgs {
     /// The questions, fewest that settle the ambiguity (at most 5).
     pub questions: Vec<Question>,
@@ -530,7 +521,6 @@ assumptions you made. Do not ask what you can find out yourself.";
 /// One comprehension question.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-#[schemars(transform = crate::compact_schema)]
 pub struct QuizQuestion {
     /// The question.
     pub question: String,
@@ -546,7 +536,6 @@ pub struct QuizQuestion {
 /// Arguments of `check_understanding`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-#[schemars(transform = crate::compact_schema)]
 pub struct CheckUnderstandingArgs {
     /// What is being checked, e.g. `Rust ownership and borrowing`.
     pub topic: String,
@@ -622,7 +611,6 @@ come back so you can fill the gaps.";
 /// Arguments of `create_lesson`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-#[schemars(transform = crate::compact_schema)]
 pub struct CreateLessonArgs {
     /// The lesson's title.
     pub title: String,
@@ -659,7 +647,6 @@ exercises the learner can try.";
 /// One step of a plan.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-#[schemars(transform = crate::compact_schema)]
 pub struct PlanStep {
     /// What the step does, in one line.
     pub title: String,
@@ -673,7 +660,6 @@ pub struct PlanStep {
 /// Arguments of `generate_plan`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-#[schemars(transform = crate::compact_schema)]
 pub struct GeneratePlanArgs {
     /// The plan's title.
     pub title: String,

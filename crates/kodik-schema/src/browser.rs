@@ -289,7 +289,6 @@ pub enum ElementState {
 /// first match.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-#[schemars(transform = crate::compact_schema)]
 pub struct Target {
     /// A ref from the latest snapshot (e.g. `e12`). Valid only until the page is observed again.
     #[serde(rename = "ref")]
@@ -385,7 +384,6 @@ impl Target {
 /// A rectangle of the page in CSS pixels.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-#[schemars(transform = crate::compact_schema)]
 pub struct Clip {
     /// Left edge.
     pub x: f64,
@@ -401,7 +399,6 @@ pub struct Clip {
 /// use it, and an action refuses fields it does not use.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-#[schemars(transform = crate::compact_schema)]
 pub struct BrowserArgs {
     /// What to do.
     pub action: BrowserAction,

@@ -14,7 +14,6 @@ pub fn specs() -> Vec<ToolSpec> {
 /// Arguments of `codemode`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-#[schemars(transform = crate::compact_schema)]
 pub struct CodemodeArgs {
     /// The JavaScript program: the body of an async function. Call tools with
     /// `await tools.<name>({...})` (MCP tools as `tools.<server>.<tool>`), and `return` the

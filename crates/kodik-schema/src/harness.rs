@@ -19,7 +19,6 @@ pub fn specs() -> Vec<ToolSpec> {
 /// Arguments of `tool_search`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-#[schemars(transform = crate::compact_schema)]
 pub struct ToolSearchArgs {
     /// Keywords for what you want to do or the tool's name, e.g. `go to definition` or `lsp`.
     pub query: String,
@@ -39,7 +38,6 @@ tools with their descriptions and JSON Schemas; call one with call_tool.";
 /// Arguments of `call_tool`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-#[schemars(transform = crate::compact_schema)]
 pub struct CallToolArgs {
     /// The exact name of a tool found with tool_search.
     pub name: String,

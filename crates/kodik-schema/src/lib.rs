@@ -44,12 +44,14 @@ pub trait ToolArgs: DeserializeOwned + JsonSchema + Send + 'static {
     const STREAMING_START: Option<bool> = None;
 }
 
-/// The JSON Schema of `A`, with every subschema inlined (providers dislike `$ref`) and
-/// without the `$schema` and `title` keys.
+/// The JSON Schema of `A`, with every subschema inlined (providers dislike `$ref`), made
+/// compact ([`compact_schema`]) and without the `$schema` and `title` keys.
 pub fn input_schema<A: JsonSchema>() -> Value {
     let generator =
         schemars::generate::SchemaSettings::draft2020_12().with(|s| s.inline_subschemas = true).into_generator();
-    let mut value = generator.into_root_schema_for::<A>().to_value();
+    let mut schema = generator.into_root_schema_for::<A>();
+    compact_schema(&mut schema);
+    let mut value = schema.to_value();
     if let Value::Object(map) = &mut value {
         map.remove("$schema");
         map.remove("title");
@@ -101,8 +103,10 @@ pub(crate) fn invalid_input(tool: &str, field: &str, message: impl Into<String>)
     }
 }
 
-/// Makes an argument struct's schema smaller and easier for every provider to take. Put it on
-/// the struct: `#[schemars(transform = kodik_schema::compact_schema)]`.
+/// Makes an argument struct's schema smaller and easier for every provider to take.
+/// [`input_schema`] (and so [`spec`]) applies it to every tool's arguments; use it on a schema
+/// of your own made another way. It is applied once: a second pass would join the enum value
+/// lines it writes into the description.
 ///
 /// The object's description and each property's description are unwrapped: the line breaks
 /// of the doc comment become spaces (blank lines stay paragraph breaks). Then, for each property:
@@ -114,13 +118,25 @@ pub(crate) fn invalid_input(tool: &str, field: &str, message: impl Into<String>)
 /// - an enum of documented unit variants (a `oneOf` of `const` strings) becomes
 ///   `{"type": "string", "enum": [...]}`, each value's doc listed in the field's description:
 ///   shorter, and Gemini and OpenAI's strict mode do not take `oneOf`.
+///
+/// The same goes for the object schemas nested in a property (an array's `items`, an object
+/// property's own `properties`) and in `$defs`: a model reads them as it reads the top level,
+/// and a provider that refuses a format refuses it at any depth.
 pub fn compact_schema(schema: &mut schemars::Schema) {
     if let Some(Value::String(description)) = schema.get_mut("description") {
         *description = unwrap_lines(description);
     }
-    if let Some(Value::Object(properties)) = schema.get_mut("properties") {
-        for property in properties.values_mut() {
-            compact_property(property);
+    compact_members(schema.as_object_mut());
+}
+
+/// Compacts each property of an object schema and each schema in its `$defs`.
+fn compact_members(map: Option<&mut serde_json::Map<String, Value>>) {
+    let Some(map) = map else { return };
+    for key in ["properties", "$defs"] {
+        if let Some(Value::Object(members)) = map.get_mut(key) {
+            for member in members.values_mut() {
+                compact_property(member);
+            }
         }
     }
 }
@@ -146,6 +162,14 @@ fn compact_property(property: &mut Value) {
         *map = merged;
     }
     map.remove("format");
+    // The schemas inside (after the merge above, which may bring them): an array's items (one
+    // schema or a tuple's), an object's properties.
+    match map.get_mut("items") {
+        Some(Value::Array(items)) => items.iter_mut().for_each(compact_property),
+        Some(items) => compact_property(items),
+        None => {}
+    }
+    compact_members(Some(map));
     // "type": [T, "null"] → T.
     if let Some(Value::Array(types)) = map.get("type") {
         let non_null: Vec<Value> = types.iter().filter(|t| t.as_str() != Some("null")).cloned().collect();

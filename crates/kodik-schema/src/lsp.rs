@@ -19,7 +19,6 @@ pub fn specs() -> Vec<ToolSpec> {
 /// Arguments of `read_lints`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-#[schemars(transform = crate::compact_schema)]
 pub struct ReadLintsArgs {
     /// Files or folders to report on, relative to the workspace or absolute. Omit it, or pass an
     /// empty list, for the whole workspace.
@@ -89,7 +88,6 @@ impl LspOperation {
 /// identifier on that line, so no column counting is needed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-#[schemars(transform = crate::compact_schema)]
 pub struct LspArgs {
     /// What to ask the language server.
     pub operation: LspOperation,
@@ -183,7 +181,6 @@ line, at most 100 locations plus the total count; locations in dependencies outs
 /// Arguments of `codebase_search`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-#[schemars(transform = crate::compact_schema)]
 pub struct CodebaseSearchArgs {
     /// What you are looking for, in words: "where are expired sessions cleaned up?" works
     /// better than a single identifier (use grep for exact text).

@@ -14,7 +14,6 @@ pub fn specs() -> Vec<ToolSpec> {
 /// Arguments of `web_fetch`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-#[schemars(transform = crate::compact_schema)]
 pub struct WebFetchArgs {
     /// The page to fetch. Must be `https://`; plain `http://` is allowed only for localhost.
     pub url: String,
@@ -91,7 +90,6 @@ to discover, then web_fetch the most promising result to read it in full.";
 /// Arguments of `web_search`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-#[schemars(transform = crate::compact_schema)]
 pub struct WebSearchArgs {
     /// What to search for, as you would type it into a search engine: library and version
     /// names, the exact error message, the API in question.

@@ -391,3 +391,57 @@ fn own_descriptions_read_as_prose_without_doc_comment_line_breaks() {
         }
     }
 }
+
+/// Every place in `schema`, at any depth, where a keyword a provider may refuse is left: a
+/// `format` (schemars' `uint`, `double`) or a `null` among the types of an optional field.
+fn refusable(schema: &Value, path: &str, out: &mut Vec<String>) {
+    let Value::Object(map) = schema else { return };
+    if map.get("format").is_some_and(Value::is_string) {
+        out.push(format!("{path}.format"));
+    }
+    let null_type = match map.get("type") {
+        Some(Value::Array(types)) => types.iter().any(|t| t == "null"),
+        Some(t) => t == "null",
+        None => false,
+    };
+    if null_type {
+        out.push(format!("{path}.type"));
+    }
+    for (key, value) in map {
+        match (key.as_str(), value) {
+            ("properties" | "$defs", Value::Object(members)) => {
+                for (name, member) in members {
+                    refusable(member, &format!("{path}.{name}"), out);
+                }
+            }
+            ("items" | "additionalProperties", sub) => refusable(sub, &format!("{path}.{key}"), out),
+            ("anyOf" | "oneOf" | "allOf" | "prefixItems", Value::Array(subs)) => {
+                for (i, sub) in subs.iter().enumerate() {
+                    refusable(sub, &format!("{path}.{key}[{i}]"), out);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+#[test]
+fn g13_no_schema_keeps_a_format_or_a_null_type_at_any_depth() {
+    // Gemini and OpenAI's strict mode refuse type lists with `null`; Ajv in strict mode (MCP
+    // clients in JavaScript) refuses formats it does not know. read_file's `ranges[].start_line`
+    // and grep's `context_before` kept both until the compaction ran for every tool's arguments.
+    let mut found = Vec::new();
+    for spec in kodik_schema::all() {
+        refusable(&spec.input_schema, &spec.name, &mut found);
+    }
+    assert!(found.is_empty(), "left for a provider to refuse: {found:?}");
+}
+
+#[test]
+fn nested_descriptions_read_as_one_line_per_paragraph() {
+    // The doc comment of an array item's field is unwrapped like a top-level one.
+    let spec = kodik_schema::find("read_file").unwrap();
+    let item = &spec.input_schema["properties"]["ranges"]["items"]["properties"]["start_column"];
+    let description = item["description"].as_str().unwrap();
+    assert!(!description.contains('\n'), "a wrapped doc comment line reached the model: {description:?}");
+}
