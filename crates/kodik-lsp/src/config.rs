@@ -188,12 +188,77 @@ impl ServerConfig {
     }
 
     /// The program's full path when it can be run (absolute and present, or found on `PATH`).
+    /// A rustup proxy (`~/.cargo/bin/rust-analyzer` with the component not installed) is not
+    /// the program: it only says "Unknown binary", so the search goes on down `PATH`, and with
+    /// nothing else found the server counts as not installed rather than failing every start.
     pub fn resolve_program(&self) -> Option<PathBuf> {
         if self.command.components().count() > 1 {
             return self.command.is_file().then(|| self.command.clone());
         }
-        let path = std::env::var_os("PATH")?;
-        std::env::split_paths(&path).map(|d| d.join(&self.command)).find(|p| p.is_file())
+        resolve_on(&std::env::var_os("PATH")?, &self.command)
+    }
+}
+
+/// The first `command` in the folders of `path_var` (a `PATH` value) that can be run.
+fn resolve_on(path_var: &std::ffi::OsStr, command: &Path) -> Option<PathBuf> {
+    std::env::split_paths(path_var).map(|d| d.join(command)).find(|p| p.is_file() && !is_idle_rustup_proxy(p))
+}
+
+/// How long a rustup proxy may take to say whether its tool is installed.
+const PROXY_CHECK: Duration = Duration::from_secs(5);
+
+/// Whether `program` is rustup standing in for a tool whose component is not installed: a link
+/// to the `rustup` beside it (as rustup installs its proxies) whose `--version` fails. Asked
+/// only of such links, so other servers start no extra process.
+fn is_idle_rustup_proxy(program: &Path) -> bool {
+    let Some(dir) = program.parent() else { return false };
+    let rustup = dir.join("rustup");
+    let links_to_rustup = match std::fs::read_link(program) {
+        Ok(target) => target.file_name().is_some_and(|n| n == "rustup"),
+        // A hard link: the same file as `rustup`.
+        Err(_) => {
+            use std::os::unix::fs::MetadataExt as _;
+            match (std::fs::metadata(program), std::fs::metadata(&rustup)) {
+                (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+                _ => false,
+            }
+        }
+    };
+    if !links_to_rustup {
+        return false;
+    }
+    let spawn = || {
+        std::process::Command::new(program)
+            .arg("--version")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+    };
+    let mut child = spawn();
+    // A file just written may still be open in a process another thread is forking.
+    for _ in 0..20 {
+        match &child {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy => {
+                std::thread::sleep(Duration::from_millis(10));
+                child = spawn();
+            }
+            _ => break,
+        }
+    }
+    let Ok(mut child) = child else { return true };
+    let started = std::time::Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return !status.success(),
+            Ok(None) if started.elapsed() < PROXY_CHECK => std::thread::sleep(Duration::from_millis(5)),
+            // Too slow to tell: let the start decide (and say why if it fails).
+            Ok(None) | Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return false;
+            }
+        }
     }
 }
 
@@ -569,6 +634,46 @@ mod tests {
 
     fn server(name: &str) -> ServerConfig {
         default_servers().into_iter().find(|s| s.name == name).unwrap_or_else(|| panic!("no {name}"))
+    }
+
+    /// An executable shell script at `dir/name`.
+    fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt as _;
+        let p = dir.join(name);
+        write(dir, name, &format!("#!/bin/sh\n{body}\n"));
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap_or_else(|e| panic!("{e}"));
+        p
+    }
+
+    #[test]
+    fn l6_a_rustup_proxy_without_its_component_is_not_the_server() {
+        // `~/.cargo/bin/rust-analyzer` with the component not installed: a link to rustup that
+        // answers "Unknown binary". Every `.rs` edit used to say the server "did not start".
+        let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let (cargo_bin, other, working) =
+            (tmp.path().join("cargo-bin"), tmp.path().join("other"), tmp.path().join("ok"));
+        for d in [&cargo_bin, &other, &working] {
+            std::fs::create_dir_all(d).unwrap_or_else(|e| panic!("{e}"));
+        }
+        script(&cargo_bin, "rustup", "echo \"error: Unknown binary 'rust-analyzer'\" >&2; exit 1");
+        std::os::unix::fs::symlink("rustup", cargo_bin.join("rust-analyzer")).unwrap_or_else(|e| panic!("{e}"));
+        let command = Path::new("rust-analyzer");
+        let only_proxy = std::env::join_paths([&cargo_bin]).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(resolve_on(&only_proxy, command), None, "the idle proxy counts as not installed");
+        // A real program further down PATH is found.
+        let real = script(&other, "rust-analyzer", "exit 0");
+        let both = std::env::join_paths([&cargo_bin, &other]).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(resolve_on(&both, command), Some(real));
+        // A proxy whose component is installed is the program.
+        script(&working, "rustup", "exit 0");
+        std::os::unix::fs::symlink("rustup", working.join("rust-analyzer")).unwrap_or_else(|e| panic!("{e}"));
+        let installed = std::env::join_paths([&working, &other]).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(resolve_on(&installed, command), Some(working.join("rust-analyzer")));
+        // Any other program is taken as found, without being run.
+        let marker = tmp.path().join("ran");
+        script(&other, "clangd", &format!("touch {}; exit 1", marker.display()));
+        assert_eq!(resolve_on(&both, Path::new("clangd")), Some(other.join("clangd")));
+        assert!(!marker.exists(), "only rustup proxies are asked for their version");
     }
 
     /// L2: the crates of one cargo workspace share one rust-analyzer at the workspace root; an
