@@ -178,12 +178,28 @@ pub trait TypedTool: Send + Sync {
     async fn run(&self, args: Self::Args, cx: &ToolContext) -> Result<ToolOutput, ToolError>;
 }
 
+/// serde's message with the Rust type it expected (`expected struct ReadFileArgs`) said as the
+/// JSON the model must send (`expected a JSON object`): the model never sees the type's name.
+fn without_type_names(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message;
+    while let Some(at) = rest.find("expected struct ") {
+        out.push_str(&rest[..at]);
+        out.push_str("expected a JSON object");
+        rest = &rest[at + "expected struct ".len()..];
+        rest = rest.trim_start_matches(|c: char| c.is_alphanumeric() || c == '_');
+    }
+    out.push_str(rest);
+    out
+}
+
 /// Deserializes `args` into `A`, naming the offending field on failure.
 pub fn parse_args<A: DeserializeOwned>(tool: &str, args: &Value) -> Result<A, ToolError> {
     // `null` arguments mean "no arguments" for every provider we speak to.
     if args.is_null() {
         return parse_owned_args(tool, Value::Null);
     }
+    not_an_object(tool, args)?;
     serde_path_to_error::deserialize::<_, A>(args).map_err(|e| invalid_input(tool, e))
 }
 
@@ -191,13 +207,35 @@ pub fn parse_args<A: DeserializeOwned>(tool: &str, args: &Value) -> Result<A, To
 /// copied, which matters for a whole-file edit carrying megabytes.
 pub fn parse_owned_args<A: DeserializeOwned>(tool: &str, args: Value) -> Result<A, ToolError> {
     let args = if args.is_null() { Value::Object(Default::default()) } else { args };
+    not_an_object(tool, &args)?;
     serde_path_to_error::deserialize::<_, A>(args).map_err(|e| invalid_input(tool, e))
+}
+
+/// Arguments that are not a JSON object are refused as a whole: every tool's schema is an
+/// object, and serde would otherwise read a list as the fields in declaration order.
+fn not_an_object(tool: &str, args: &Value) -> Result<(), ToolError> {
+    let got = match args {
+        Value::Object(_) => return Ok(()),
+        Value::String(s) if s.trim_start().starts_with('{') => {
+            "a string holding JSON; send the object itself, not a string of it"
+        }
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Number(_) => "a number",
+        Value::Bool(_) => "a boolean",
+        Value::Null => "null",
+    };
+    Err(ToolError::InvalidInput {
+        tool: tool.to_string(),
+        field: None,
+        message: format!("expected a JSON object of named arguments, got {got}"),
+    })
 }
 
 fn invalid_input(tool: &str, e: serde_path_to_error::Error<serde_json::Error>) -> ToolError {
     let path = e.path().to_string();
     let field = (path != ".").then_some(path);
-    let inner = e.into_inner().to_string();
+    let inner = without_type_names(&e.into_inner().to_string());
     let message = match &field {
         Some(f) => format!("{f}: {inner}"),
         None => inner,

@@ -89,6 +89,20 @@ async fn s8_bad_arguments_name_the_field_and_never_reach_approval() {
 }
 
 #[tokio::test]
+async fn s8_arguments_that_are_not_an_object_are_told_as_json_not_as_a_rust_type() {
+    // A model that sends its arguments as a string (or a list) reads what to send instead.
+    let (_d, reg, cx, runs) = setup();
+    for args in [json!("{\"text\": \"a\"}"), json!(["a"]), json!(3)] {
+        let out = dispatch(&reg, &ToolCall::new("1", "echo", args.clone()), &cx).await;
+        assert_eq!(out.status, ToolStatus::Error, "{args}");
+        let text = out.text_content();
+        assert!(text.contains("expected a JSON object"), "{args}: {text}");
+        assert!(!text.contains("struct"), "a Rust type name reached the model: {text}");
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
 async fn unknown_tool_lists_the_closest_names() {
     let (_d, reg, cx, _) = setup();
     let out = dispatch(&reg, &ToolCall::new("1", "ecoh", json!({})), &cx).await;
