@@ -9,7 +9,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use kodik_core::{Content, Effect, Event, EventSink, Tool, ToolContext, ToolError, ToolOutput, ToolSpec, ToolStatus};
 use rmcp::model::{
@@ -234,13 +234,58 @@ struct Shared {
     generation: tokio::sync::watch::Sender<u64>,
     /// The client's count, bumped on every server's refresh.
     client_generation: Arc<tokio::sync::watch::Sender<u64>>,
-    /// Where the progress of each running call goes, by the progress token its request
-    /// carries: the call's event sink and id.
-    progress: Mutex<HashMap<String, ProgressTarget>>,
+    /// Where the progress of each running call goes.
+    progress: Mutex<Progress>,
 }
 
 /// The event sink and call id a running call's progress goes to.
 type ProgressTarget = (Arc<dyn EventSink>, String);
+
+/// How long, and how many, progress notifications of a token no call has claimed yet are kept.
+const EARLY_PROGRESS_FOR: Duration = Duration::from_secs(10);
+const EARLY_PROGRESS_MAX: usize = 64;
+
+/// The running calls' progress targets, and the notifications that came first.
+#[derive(Default)]
+struct Progress {
+    /// By the progress token each call's request carries.
+    targets: HashMap<String, ProgressTarget>,
+    /// Notifications for a token no call has claimed yet (token, when, message): rmcp gives
+    /// out a request's token only once the request is on its way, and a quick server can
+    /// report its first step before the call has claimed it. Claimed, they go out first.
+    early: std::collections::VecDeque<(String, Instant, String)>,
+}
+
+impl Progress {
+    /// Sends `message` to the call with `token`, or keeps it for a call yet to claim it.
+    fn report(&mut self, token: String, message: String) {
+        match self.targets.get(&token) {
+            Some((events, call_id)) => events.emit(Event::Progress { call_id: call_id.clone(), message }),
+            None => {
+                let now = Instant::now();
+                self.early.retain(|(_, at, _)| now.duration_since(*at) < EARLY_PROGRESS_FOR);
+                if self.early.len() == EARLY_PROGRESS_MAX {
+                    self.early.pop_front();
+                }
+                self.early.push_back((token, now, message));
+            }
+        }
+    }
+
+    /// Sends what came for `token` so far to `target`, and the rest of its progress from now on.
+    /// Under the same lock as [`report`](Self::report), so the steps keep their order.
+    fn claim(&mut self, token: String, target: ProgressTarget) {
+        let (events, call_id) = &target;
+        for (t, at, message) in std::mem::take(&mut self.early) {
+            if t == token {
+                events.emit(Event::Progress { call_id: call_id.clone(), message });
+            } else {
+                self.early.push_back((t, at, message));
+            }
+        }
+        self.targets.insert(token, target);
+    }
+}
 
 impl Shared {
     fn set_tools(&self, tools: Vec<rmcp::model::Tool>) {
@@ -255,8 +300,8 @@ impl Shared {
     /// returned guard drops.
     fn track_progress(self: &Arc<Self>, token: &ProgressToken, cx: &ToolContext) -> ProgressGuard {
         let token = token_key(token);
-        if let Ok(mut map) = self.progress.lock() {
-            map.insert(token.clone(), (Arc::clone(&cx.events), cx.call_id.clone()));
+        if let Ok(mut progress) = self.progress.lock() {
+            progress.claim(token.clone(), (Arc::clone(&cx.events), cx.call_id.clone()));
         }
         ProgressGuard { shared: Arc::clone(self), token }
     }
@@ -275,8 +320,8 @@ struct ProgressGuard {
 
 impl Drop for ProgressGuard {
     fn drop(&mut self) {
-        if let Ok(mut map) = self.shared.progress.lock() {
-            map.remove(&self.token);
+        if let Ok(mut progress) = self.shared.progress.lock() {
+            progress.targets.remove(&self.token);
         }
     }
 }
@@ -302,8 +347,7 @@ async fn call_tool(
 ) -> Result<CallToolResponse, ServiceError> {
     let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
     let handle = peer.send_request_with_option(request, PeerRequestOptions::no_options()).await?;
-    // A notification that arrives before this line finds no call and is dropped: the server
-    // has not even read the request yet at that point, unless the machine stalls right here.
+    // A notification that arrives before this line is kept until the token is claimed here.
     let _progress = shared.track_progress(&handle.progress_token, cx);
     let mut abandon = Abandon { peer: peer.clone(), id: Some(handle.id.clone()) };
     let answer = handle.await_response().await;
@@ -395,11 +439,10 @@ impl ClientHandler for Handler {
     }
 
     async fn on_progress(&self, params: ProgressNotificationParam, _context: NotificationContext<RoleClient>) {
-        let token = token_key(&params.progress_token);
-        let target = self.shared.progress.lock().ok().and_then(|map| map.get(&token).cloned());
-        // A token of no running call: the call ended (or the server made it up).
-        if let Some((events, call_id)) = target {
-            events.emit(Event::Progress { call_id, message: progress_message(&params) });
+        // A token of no running call is kept briefly: its call may not have claimed it yet.
+        // One whose call ended (or that the server made up) is dropped when it ages out.
+        if let Ok(mut progress) = self.shared.progress.lock() {
+            progress.report(token_key(&params.progress_token), progress_message(&params));
         }
     }
 
@@ -1127,5 +1170,41 @@ impl McpClient {
             }
             server.kill_group();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Collects the progress lines it is given.
+    #[derive(Default)]
+    struct Lines(Mutex<Vec<String>>);
+
+    impl EventSink for Lines {
+        fn emit(&self, event: Event) {
+            if let (Event::Progress { message, .. }, Ok(mut lines)) = (event, self.0.lock()) {
+                lines.push(message);
+            }
+        }
+    }
+
+    #[test]
+    fn a8_progress_that_comes_before_its_call_claims_the_token_still_reaches_the_call() {
+        // A server reported its first step before the call had claimed the request's token
+        // (seen in CI: "compiling (1/3)" lost, the later steps shown).
+        let mut progress = Progress::default();
+        progress.report("n:1".into(), "compiling (1/3)".into());
+        progress.report("n:2".into(), "another call's step".into());
+        let lines = Arc::new(Lines::default());
+        progress.claim("n:1".into(), (lines.clone(), "call-1".into()));
+        progress.report("n:1".into(), "linking (2/3)".into());
+        let seen = lines.0.lock().map(|l| l.clone()).unwrap_or_default();
+        assert_eq!(seen, ["compiling (1/3)", "linking (2/3)"]);
+        assert_eq!(progress.early.len(), 1, "the other token's step waits for its own call");
+        for i in 0..2 * EARLY_PROGRESS_MAX {
+            progress.report(format!("n:{}", 100 + i), "unclaimed".into());
+        }
+        assert_eq!(progress.early.len(), EARLY_PROGRESS_MAX, "unclaimed steps are bounded");
     }
 }
