@@ -395,47 +395,15 @@ fn progress_message(p: &ProgressNotificationParam) -> String {
 }
 
 /// The rmcp client handler: identifies as kodik, follows `tools/list_changed`, passes
-/// progress on to the call it belongs to, names the workspace as the root.
-// Roots are deprecated by SEP-2577 (a draft after 2025-11-25), but servers in use today scope
-// themselves by them (server-filesystem's recommended setup).
-#[allow(deprecated)]
+/// progress on to the call it belongs to.
 #[derive(Clone)]
 struct Handler {
     shared: Arc<Shared>,
-    /// The workspace ([`ClientOptions::base_dir`]) as an MCP root, when there is one.
-    root: Option<rmcp::model::Root>,
-}
-
-/// `dir` as an MCP root: its `file://` URI, named by its last component. Servers scoped by
-/// roots (server-filesystem started without folders: "MCP Roots (Recommended)") otherwise
-/// allow no folder at all, and every call they get is refused.
-#[allow(deprecated)] // see `Handler`
-fn workspace_root(dir: &std::path::Path) -> Option<rmcp::model::Root> {
-    // `kodik --workspace ws` gives a relative folder, which a URI cannot name.
-    let dir = std::path::absolute(dir).ok()?;
-    let uri = reqwest::Url::from_file_path(&dir).ok()?;
-    let mut root = rmcp::model::Root::new(uri.to_string());
-    root.name = dir.file_name().map(|n| n.to_string_lossy().into_owned());
-    Some(root)
 }
 
 impl ClientHandler for Handler {
-    #[allow(deprecated)] // roots: see `Handler`
     fn get_info(&self) -> ClientConfig {
-        let capabilities = if self.root.is_some() {
-            ClientCapabilities::builder().enable_roots().build()
-        } else {
-            ClientCapabilities::default()
-        };
-        ClientConfig::new(capabilities, Implementation::new("kodik", env!("CARGO_PKG_VERSION")))
-    }
-
-    #[allow(deprecated)] // see `Handler`
-    async fn list_roots(
-        &self,
-        _context: rmcp::service::RequestContext<RoleClient>,
-    ) -> Result<rmcp::model::ListRootsResult, rmcp::ErrorData> {
-        Ok(rmcp::model::ListRootsResult::new(self.root.iter().cloned().collect()))
+        ClientConfig::new(ClientCapabilities::default(), Implementation::new("kodik", env!("CARGO_PKG_VERSION")))
     }
 
     async fn on_progress(&self, params: ProgressNotificationParam, _context: NotificationContext<RoleClient>) {
@@ -478,8 +446,7 @@ struct Server {
 
 impl Server {
     async fn start(&self) -> Result<Service, ClientError> {
-        let root = self.options.base_dir.as_deref().and_then(workspace_root);
-        let handler = Handler { shared: Arc::clone(&self.shared), root };
+        let handler = Handler { shared: Arc::clone(&self.shared) };
         let server = self.name.clone();
         let init_failed = |e: &rmcp::service::ClientInitializeError| ClientError::Initialize {
             server: server.clone(),

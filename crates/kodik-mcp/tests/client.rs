@@ -722,32 +722,6 @@ async fn r5_a_servers_images_are_checked_and_downscaled_like_read_files() {
     m.client.shutdown().await;
 }
 
-/// A8: servers scoped by MCP roots learn the workspace. server-filesystem started without
-/// folders (its README's recommended setup) allowed none under kodik, which offered no roots,
-/// so every call it got was refused "Access denied"; now `roots/list` names the workspace
-/// (`ClientOptions::base_dir`) as a `file://` URI. Without a workspace, no roots are offered.
-#[tokio::test(flavor = "multi_thread")]
-async fn a8_a_server_scoped_by_roots_gets_the_workspace_as_its_root() {
-    let ws = tempfile::tempdir().unwrap();
-    let project = ws.path().join("my project");
-    std::fs::create_dir(&project).unwrap();
-    let uri = format!("file://{}", project.display()).replace(' ', "%20");
-    // `kodik --workspace DIR` passes the folder as given, often relative to where kodik runs.
-    let cwd = std::env::current_dir().unwrap();
-    let relative = Path::new(&"../".repeat(cwd.components().count() - 1)).join(project.strip_prefix("/").unwrap());
-    for base in [project.clone(), relative] {
-        let m = Mounted::new(ClientOptions { base_dir: Some(base.clone()), ..ClientOptions::default() }).await;
-        let out = m.call("py__roots", json!({})).await;
-        assert_eq!(out.status, ToolStatus::Success, "{out:?}");
-        assert_eq!(text(&out), format!("{uri} my project"), "base_dir {}", base.display());
-        m.client.shutdown().await;
-    }
-
-    let m = Mounted::new(ClientOptions::default()).await;
-    assert_eq!(text(&m.call("py__roots", json!({})).await), "the client does not offer roots");
-    m.client.shutdown().await;
-}
-
 /// Collects the events of the calls it is given to.
 #[derive(Default)]
 struct Events(Mutex<Vec<kodik_core::Event>>);
