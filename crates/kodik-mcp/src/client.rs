@@ -632,19 +632,18 @@ impl Server {
             other => return not_an_object(tool, &other).into_output(),
         }
         // Dropping the request (timeout, cancellation) sends notifications/cancelled.
-        let request = async {
-            let mut answer = call_tool(&peer, &self.shared, cx, params).await?;
-            if let CallToolResponse::Complete(result) = &mut answer {
-                follow_links(&peer, result).await;
-            }
-            Ok(answer)
-        };
+        let request = call_tool(&peer, &self.shared, cx, params);
         let answer = tokio::select! {
             a = tokio::time::timeout(limit, request) => a,
             () = cancel.cancelled() => return ToolError::Cancelled.into_output().with_meta(meta()),
         };
         match answer {
-            Ok(Ok(CallToolResponse::Complete(result))) => result_output(result, &self.name, tool),
+            // The server has answered: the call's limit is met, and what follows its links is
+            // bounded on its own, so a slow link never turns a done call into a timed-out one.
+            Ok(Ok(CallToolResponse::Complete(mut result))) => {
+                follow_links(&peer, &mut result, cancel).await;
+                result_output(result, &self.name, tool)
+            }
             Ok(Ok(_)) => ToolOutput::error(format!(
                 "MCP server `{}` answered `{tool}` with a task or an input request, which kodik does not support",
                 self.name
@@ -810,21 +809,27 @@ fn is_textual(mime: &str) -> bool {
 /// How many resource links of one result are read ([`follow_links`]).
 const MAX_LINKS_READ: usize = 8;
 
-/// The longest wait for one `resources/read` of a link.
-const LINK_READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// The longest wait for all `resources/read`s of one result's links together.
+const LINK_READS_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Past this many bytes of linked resources read for one result, later links are not read.
+const LINK_READS_MAX_BYTES: usize = 1 << 20;
 
 /// Reads the resources a result links to, each right after its link, when the server offers
 /// resources: kodik gives the model no tool to read MCP resources, so a link alone ("[resource
 /// link demo://resource/dynamic/text/2 (Text Resource 2)]", a report a server returns by
 /// reference) is a dead end. Only links to text or images (or of no stated type) are read, at
-/// most [`MAX_LINKS_READ`]; a link that cannot be read says why. The output is cut to the
-/// model's budget like any other (G9).
-async fn follow_links(peer: &Peer<RoleClient>, result: &mut CallToolResult) {
+/// most [`MAX_LINKS_READ`], within [`LINK_READS_TIMEOUT`] and [`LINK_READS_MAX_BYTES`] in all;
+/// a link that is not read says why. Cancelling the call stops the reads and keeps the result.
+/// The output is cut to the model's budget like any other (G9).
+async fn follow_links(peer: &Peer<RoleClient>, result: &mut CallToolResult, cancel: &kodik_core::CancellationToken) {
     let offers_resources = peer.peer_info().is_some_and(|info| info.capabilities.resources.is_some());
     if !offers_resources || !result.content.iter().any(|b| matches!(b, ContentBlock::ResourceLink(_))) {
         return;
     }
     let mut read = 0;
+    let mut bytes = 0usize;
+    let deadline = tokio::time::Instant::now() + LINK_READS_TIMEOUT;
     let mut content = Vec::with_capacity(result.content.len());
     for block in std::mem::take(&mut result.content) {
         let uri = match &block {
@@ -839,16 +844,43 @@ async fn follow_links(peer: &Peer<RoleClient>, result: &mut CallToolResult) {
         content.push(block);
         let Some(uri) = uri else { continue };
         read += 1;
+        let why_not = if cancel.is_cancelled() {
+            Some("the call was cancelled".to_owned())
+        } else if bytes > LINK_READS_MAX_BYTES {
+            Some(format!("the links before it brought {bytes} bytes already"))
+        } else {
+            None
+        };
+        if let Some(why) = why_not {
+            content.push(ContentBlock::text(format!("[{uri} not read: {why}]")));
+            continue;
+        }
         let request = peer.read_resource(rmcp::model::ReadResourceRequestParams::new(uri.clone()));
-        match tokio::time::timeout(LINK_READ_TIMEOUT, request).await {
-            Ok(Ok(r)) => content.extend(r.contents.into_iter().map(ContentBlock::resource)),
+        let answer = tokio::select! {
+            a = tokio::time::timeout_at(deadline, request) => a,
+            () = cancel.cancelled() => {
+                content.push(ContentBlock::text(format!("[{uri} not read: the call was cancelled]")));
+                continue;
+            }
+        };
+        match answer {
+            Ok(Ok(r)) => {
+                for c in r.contents {
+                    bytes += match &c {
+                        ResourceContents::TextResourceContents { text, .. } => text.len(),
+                        ResourceContents::BlobResourceContents { blob, .. } => blob.len(),
+                        _ => 0,
+                    };
+                    content.push(ContentBlock::resource(c));
+                }
+            }
             Ok(Err(ServiceError::McpError(e))) => {
                 content.push(ContentBlock::text(format!("[{uri} could not be read: {}]", e.message)));
             }
             Ok(Err(e)) => content.push(ContentBlock::text(format!("[{uri} could not be read: {e}]"))),
             Err(_) => content.push(ContentBlock::text(format!(
-                "[{uri} could not be read: no answer within {} s]",
-                LINK_READ_TIMEOUT.as_secs()
+                "[{uri} could not be read: the links' reads took over {} s]",
+                LINK_READS_TIMEOUT.as_secs()
             ))),
         }
     }

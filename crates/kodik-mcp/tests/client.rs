@@ -506,7 +506,7 @@ for line in sys.stdin:
     if msg["method"] == "initialize":
         result = {"protocolVersion": msg["params"]["protocolVersion"], "capabilities": {"tools": {}},
                   "serverInfo": {"name": "raw", "version": "0"}}
-        if mode == "links":
+        if mode in ("links", "slowlink"):
             result["capabilities"]["resources"] = {}
     elif msg["method"] == "tools/list" and mode == "images":
         result = {"tools": [{"name": "pics", "inputSchema": {"type": "object"}}]}
@@ -553,6 +553,15 @@ for line in sys.stdin:
             continue
         text = "Summary:\n<all green>\n" if uri == "demo://r/summary.md" else "binary, never to be read"
         result = {"contents": [{"uri": uri, "mimeType": "text/markdown", "text": text}]}
+    elif msg["method"] == "tools/list" and mode == "slowlink":
+        result = {"tools": [{"name": "deploy", "inputSchema": {"type": "object"}}]}
+    elif msg["method"] == "tools/call" and mode == "slowlink":
+        result = {"content": [{"type": "text", "text": "deployed"},
+                              {"type": "resource_link", "uri": "demo://log", "name": "log", "mimeType": "text/plain"}]}
+    elif msg["method"] == "resources/read" and mode == "slowlink":
+        import time
+        time.sleep(2)
+        result = {"contents": [{"uri": "demo://log", "mimeType": "text/plain", "text": "the deploy log"}]}
     elif msg["method"] == "tools/list" and mode == "blobs":
         result = {"tools": [{"name": "files", "inputSchema": {"type": "object"}}]}
     elif msg["method"] == "tools/call" and mode == "blobs":
@@ -609,6 +618,27 @@ impl RawMounted {
         let tool = self.tools.iter().find(|t| t.spec().name == name).unwrap();
         tokio::time::timeout(Duration::from_secs(30), tool.call(json!({}), &self.cx)).await.unwrap()
     }
+}
+
+/// A8, G8: the call's limit (here the server's `timeout`, 1 s) is for the server's answer.
+/// Reading a link afterwards (2 s here) used to count against it: a deploy the server had
+/// carried out came back `timed_out`, "did not answer … the call was cancelled", its result lost.
+#[tokio::test(flavor = "multi_thread")]
+async fn a8_g8_a_slow_link_read_never_turns_an_answered_call_into_a_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = raw_server("slowlink", &dir.path().join("pid"));
+    server.timeout = Some(1000);
+    let client = McpClient::connect(&McpConfig::new().server("raw", server), ClientOptions::default()).await;
+    assert!(client.errors().is_empty(), "{:?}", client.errors());
+    let tools = client.tools(&HashSet::new());
+    let cx = ToolContext::new(Workspace::with_roots([dir.path()]).unwrap());
+    let tool = tools.iter().find(|t| t.spec().name == "raw__deploy").unwrap();
+    let out = tokio::time::timeout(Duration::from_secs(30), tool.call(json!({}), &cx)).await.unwrap();
+    assert_eq!(out.status, ToolStatus::Success, "{out:?}");
+    let text = text(&out);
+    assert!(text.starts_with("deployed"), "{text}");
+    assert!(text.contains("the deploy log"), "the link is still read after the answer: {text}");
+    client.shutdown().await;
 }
 
 /// The URIs a result names in `meta.resources`, in order.
