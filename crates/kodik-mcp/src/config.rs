@@ -66,8 +66,9 @@ pub struct ServerConfig {
     #[serde(default)]
     pub disabled: bool,
     /// The longest wait for one of this server's tool calls, in milliseconds (Gemini CLI's
-    /// `timeout`); else [`ClientOptions::call_timeout`](crate::ClientOptions::call_timeout).
-    #[serde(default)]
+    /// `timeout`; a fraction is rounded), at least 1000; else
+    /// [`ClientOptions::call_timeout`](crate::ClientOptions::call_timeout).
+    #[serde(default, deserialize_with = "millis")]
     pub timeout: Option<u64>,
 }
 
@@ -132,7 +133,14 @@ impl ServerConfig {
             (None, None) => Err(fail("needs `command` (a stdio server) or `url` (a streamable-HTTP server)".into())),
         }
         .and_then(|()| match self.timeout {
-            Some(0) => Err(fail("`timeout` is in milliseconds and must be over 0".into())),
+            Some(0) => Err(fail("`timeout` is in milliseconds and at least 1000".into())),
+            // Cline writes its `timeout` in seconds: a copied 60 would be 60 ms, and every call
+            // would time out while the server carries it out.
+            Some(t) if t < 1000 => Err(fail(format!(
+                "`timeout` is in milliseconds (as Gemini CLI writes it) and at least 1000: {t} would be {t} ms; \
+                 write {} for {t} seconds",
+                t.saturating_mul(1000)
+            ))),
             _ => Ok(()),
         })
         .and_then(|()| match self.kind.as_deref() {
@@ -257,6 +265,16 @@ impl McpConfig {
     /// Whether no server is configured.
     pub fn is_empty(&self) -> bool {
         self.servers.is_empty()
+    }
+}
+
+/// A number of milliseconds: whole or with a fraction (rounded), never negative.
+fn millis<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    match Option::<f64>::deserialize(d)? {
+        None => Ok(None),
+        // `as` saturates: a number past u64 is the longest wait there is.
+        Some(ms) if ms.is_finite() && ms >= 0.0 => Ok(Some(ms.round() as u64)),
+        Some(ms) => Err(serde::de::Error::custom(format!("`timeout` must be a number of milliseconds, got {ms}"))),
     }
 }
 

@@ -258,7 +258,7 @@ async fn g8_a_20_mib_answer_arrives_and_one_over_the_limit_fails_at_once_saying_
 #[tokio::test(flavor = "multi_thread")]
 async fn a8_a_servers_timeout_from_its_config_bounds_its_calls() {
     let markers = tempfile::tempdir().unwrap();
-    let entry = json!({"command": mcp_python(), "args": [fixture(), markers.path()], "timeout": 700});
+    let entry = json!({"command": mcp_python(), "args": [fixture(), markers.path()], "timeout": 1000.4});
     let config = McpConfig::parse(&json!({"mcpServers": {"py": entry}}).to_string(), "test").unwrap();
     let client = McpClient::connect(&config, ClientOptions::default()).await;
     assert!(client.errors().is_empty(), "{:?}", client.errors());
@@ -271,13 +271,19 @@ async fn a8_a_servers_timeout_from_its_config_bounds_its_calls() {
         .await
         .unwrap();
     assert_eq!(out.status, ToolStatus::TimedOut, "{out:?}");
-    assert!(text(&out).contains("within 0.7 s"), "{out:?}");
+    assert!(text(&out).contains("within 1 s"), "{out:?}");
     assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
     client.shutdown().await;
 
-    let zero = json!({"mcpServers": {"py": {"command": "x", "timeout": 0}}}).to_string();
-    let err = McpConfig::parse(&zero, "mcp.json").unwrap_err().to_string();
-    assert!(err.contains("`timeout` is in milliseconds and must be over 0"), "{err}");
+    // 0, and a number of seconds as Cline writes it, are refused naming the unit.
+    for (timeout, fix) in [(json!(0), "at least 1000"), (json!(60), "write 60000 for 60 seconds")] {
+        let config = json!({"mcpServers": {"py": {"command": "x", "timeout": timeout}}}).to_string();
+        let err = McpConfig::parse(&config, "mcp.json").unwrap_err().to_string();
+        assert!(err.contains("`timeout` is in milliseconds") && err.contains(fix), "{err}");
+    }
+    let negative = json!({"mcpServers": {"py": {"command": "x", "timeout": -5}}}).to_string();
+    let err = McpConfig::parse(&negative, "mcp.json").unwrap_err().to_string();
+    assert!(err.contains("must be a number of milliseconds"), "{err}");
 }
 
 /// G9: the Python SDK sends a tool's text twice, as content and as `structuredContent`
