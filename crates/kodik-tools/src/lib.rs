@@ -93,10 +93,36 @@ pub enum BuildError {
     /// A tool named in `disable` does not exist.
     #[error("unknown tool `{0}` in the toolbox configuration")]
     UnknownTool(String),
+    /// A tool given to [`ToolboxBuilder::tool`] has a name a provider refuses (not 1–64 of
+    /// `A-Z a-z 0-9 _ -`) or one the harness keeps for itself (`call_tool`, `tool_search`,
+    /// `codemode`).
+    #[error("a host tool cannot be called `{name}`: {reason}")]
+    ToolName {
+        /// The name given.
+        name: String,
+        /// Why it cannot be used.
+        reason: &'static str,
+    },
     /// The web tools' configuration (e.g. `KODIK_SEARCH_PROVIDER`) is wrong.
     #[cfg(feature = "web")]
     #[error("web tools: {0}")]
     Web(String),
+}
+
+/// Whether a host's tool may be called `name`: providers take 1–64 of `A-Z a-z 0-9 _ -`, and
+/// the harness's own tools cannot be replaced (it offers and runs them itself).
+fn check_host_tool_name(name: &str) -> Result<(), BuildError> {
+    let reason = if name.is_empty()
+        || name.len() > 64
+        || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    {
+        "providers take 1 to 64 of A-Z, a-z, 0-9, _ and -"
+    } else if matches!(name, "call_tool" | "tool_search" | "codemode") {
+        "the harness keeps this name for its own tool"
+    } else {
+        return Ok(());
+    };
+    Err(BuildError::ToolName { name: name.to_owned(), reason })
 }
 
 /// The tools in force at one moment: replaced as a whole when a mounted MCP server's list
@@ -812,7 +838,12 @@ impl ToolboxBuilder {
         registry.register(kodik_browser::BrowserTool::new(browser.clone()));
 
         // The host's own tools, after the built-ins so one of the same name replaces it.
+        #[cfg(feature = "conversation")]
+        let host_has = |name: &str| self.custom.iter().any(|t| t.spec().name == name);
+        #[cfg(feature = "conversation")]
+        let (host_sub_agent, host_asker) = (host_has("sub_agent"), host_has("ask_questions"));
         for tool in self.custom {
+            check_host_tool_name(&tool.spec().name)?;
             registry.register_arc(tool);
         }
 
@@ -886,10 +917,10 @@ impl ToolboxBuilder {
         harness.set_search_configured(search_configured);
         // Offered once `enable_sub_agents` (or the host's own runner) can start them (A3).
         #[cfg(feature = "conversation")]
-        harness.set_sub_agents_available(conversation.has_runner());
+        harness.set_sub_agents_available(conversation.has_runner() || host_sub_agent);
         // With nobody to answer, ask_questions could only ever say so (A6, G11).
         #[cfg(feature = "conversation")]
-        harness.set_asker_available(conversation.has_asker());
+        harness.set_asker_available(conversation.has_asker() || host_asker);
         #[cfg(feature = "codemode")]
         for name in script_only {
             harness.hide_from_model(name);

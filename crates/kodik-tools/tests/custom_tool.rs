@@ -151,3 +151,46 @@ async fn g10_g12_scheduler_for_runs_what_a_plan_lets_the_model_call_and_nothing_
     assert_eq!(outs[1].status, ToolStatus::Success, "{}", outs[1].text_content());
     assert!(outs[1].text_content().contains("grep"), "{}", outs[1].text_content());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a3_a6_a_hosts_own_sub_agent_and_ask_questions_are_offered() {
+    // Plans leave the built-in sub_agent and ask_questions out while nothing can run them; a
+    // host that brings its own under those names gets them offered.
+    use kodik_tools::harness::Mode;
+    struct Mine(ToolSpec);
+    #[async_trait]
+    impl kodik_tools::core::Tool for Mine {
+        fn spec(&self) -> &ToolSpec {
+            &self.0
+        }
+        async fn call(&self, _args: serde_json::Value, _cx: &ToolContext) -> ToolOutput {
+            ToolOutput::text("mine")
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let offered = |tb: &Toolbox, name: &str| {
+        let plan = tb.plan(Mode::Code, "gpt-5");
+        plan.tools.iter().chain(&plan.deferred).any(|t| t.name == name)
+    };
+    let plain = Toolbox::builder().workspace(dir.path()).build().unwrap();
+    assert!(!offered(&plain, "sub_agent") && !offered(&plain, "ask_questions"));
+    let tb = Toolbox::builder()
+        .workspace(dir.path())
+        .tool(Mine(kodik_tools::schema::find("sub_agent").unwrap()))
+        .tool(Mine(kodik_tools::schema::find("ask_questions").unwrap()))
+        .build()
+        .unwrap();
+    assert!(offered(&tb, "sub_agent") && offered(&tb, "ask_questions"));
+}
+
+#[test]
+fn g12_a_host_tool_cannot_take_a_harness_name_or_one_providers_refuse() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, why) in [("call_tool", "keeps this name"), ("my tool!", "1 to 64"), ("", "1 to 64")] {
+        let spec = ToolSpec::new(name, "A tool of the host's own.", json!({"type": "object"}), Effect::ReadOnly);
+        let Err(err) = Toolbox::builder().workspace(dir.path()).tool(Greet(spec)).build() else {
+            panic!("`{name}` was taken");
+        };
+        assert!(err.to_string().contains(why), "{name}: {err}");
+    }
+}
