@@ -611,8 +611,15 @@ struct RawMounted {
 
 impl RawMounted {
     async fn new(mode: &str) -> Self {
+        Self::with(mode, |_| {}).await
+    }
+
+    /// [`RawMounted::new`] with the server's configuration changed by `adjust` first.
+    async fn with(mode: &str, adjust: impl FnOnce(&mut ServerConfig)) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let config = McpConfig::new().server("raw", raw_server(mode, &dir.path().join("pid")));
+        let mut server = raw_server(mode, &dir.path().join("pid"));
+        adjust(&mut server);
+        let config = McpConfig::new().server("raw", server);
         let client = McpClient::connect(&config, ClientOptions::default()).await;
         assert!(client.errors().is_empty(), "{:?}", client.errors());
         let tools = client.tools(&HashSet::new());
@@ -631,20 +638,13 @@ impl RawMounted {
 /// carried out came back `timed_out`, "did not answer … the call was cancelled", its result lost.
 #[tokio::test(flavor = "multi_thread")]
 async fn a8_g8_a_slow_link_read_never_turns_an_answered_call_into_a_timeout() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut server = raw_server("slowlink", &dir.path().join("pid"));
-    server.timeout = Some(1000);
-    let client = McpClient::connect(&McpConfig::new().server("raw", server), ClientOptions::default()).await;
-    assert!(client.errors().is_empty(), "{:?}", client.errors());
-    let tools = client.tools(&HashSet::new());
-    let cx = ToolContext::new(Workspace::with_roots([dir.path()]).unwrap());
-    let tool = tools.iter().find(|t| t.spec().name == "raw__deploy").unwrap();
-    let out = tokio::time::timeout(Duration::from_secs(30), tool.call(json!({}), &cx)).await.unwrap();
+    let m = RawMounted::with("slowlink", |server| server.timeout = Some(1000)).await;
+    let out = m.call("raw__deploy").await;
     assert_eq!(out.status, ToolStatus::Success, "{out:?}");
     let text = text(&out);
     assert!(text.starts_with("deployed"), "{text}");
     assert!(text.contains("the deploy log"), "the link is still read after the answer: {text}");
-    client.shutdown().await;
+    m.client.shutdown().await;
 }
 
 /// The URIs a result names in `meta.resources`, in order.

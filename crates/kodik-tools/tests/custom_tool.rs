@@ -40,6 +40,19 @@ impl TypedTool for Greet {
     }
 }
 
+/// A host tool under any spec that always answers the same text.
+struct Fixed(ToolSpec, &'static str);
+
+#[async_trait]
+impl kodik_tools::core::Tool for Fixed {
+    fn spec(&self) -> &ToolSpec {
+        &self.0
+    }
+    async fn call(&self, _args: serde_json::Value, _cx: &ToolContext) -> ToolOutput {
+        ToolOutput::text(self.1)
+    }
+}
+
 /// Records the calls the hooks see.
 #[derive(Default)]
 struct Seen(Mutex<Vec<String>>);
@@ -106,18 +119,8 @@ async fn g3_k1_a_host_tool_is_offered_validated_hooked_approved_and_callable_fro
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn g10_a_host_tool_with_a_built_in_name_replaces_the_built_in() {
     let dir = tempfile::tempdir().unwrap();
-    struct MyGlob(ToolSpec);
-    #[async_trait]
-    impl kodik_tools::core::Tool for MyGlob {
-        fn spec(&self) -> &ToolSpec {
-            &self.0
-        }
-        async fn call(&self, _args: serde_json::Value, _cx: &ToolContext) -> ToolOutput {
-            ToolOutput::text("my glob")
-        }
-    }
     let spec = kodik_tools::schema::find("glob").unwrap();
-    let tb = Toolbox::builder().workspace(dir.path()).tool(MyGlob(spec)).build().unwrap();
+    let tb = Toolbox::builder().workspace(dir.path()).tool(Fixed(spec, "my glob")).build().unwrap();
     let out = tb.call(&ToolCall::new("1", "glob", json!({"pattern": "*"}))).await;
     assert_eq!(out.text_content(), "my glob");
 }
@@ -157,16 +160,6 @@ async fn a3_a6_a_hosts_own_sub_agent_and_ask_questions_are_offered() {
     // Plans leave the built-in sub_agent and ask_questions out while nothing can run them; a
     // host that brings its own under those names gets them offered.
     use kodik_tools::harness::Mode;
-    struct Mine(ToolSpec);
-    #[async_trait]
-    impl kodik_tools::core::Tool for Mine {
-        fn spec(&self) -> &ToolSpec {
-            &self.0
-        }
-        async fn call(&self, _args: serde_json::Value, _cx: &ToolContext) -> ToolOutput {
-            ToolOutput::text("mine")
-        }
-    }
     let dir = tempfile::tempdir().unwrap();
     let offered = |tb: &Toolbox, name: &str| {
         let plan = tb.plan(Mode::Code, "gpt-5");
@@ -176,8 +169,8 @@ async fn a3_a6_a_hosts_own_sub_agent_and_ask_questions_are_offered() {
     assert!(!offered(&plain, "sub_agent") && !offered(&plain, "ask_questions"));
     let tb = Toolbox::builder()
         .workspace(dir.path())
-        .tool(Mine(kodik_tools::schema::find("sub_agent").unwrap()))
-        .tool(Mine(kodik_tools::schema::find("ask_questions").unwrap()))
+        .tool(Fixed(kodik_tools::schema::find("sub_agent").unwrap(), "mine"))
+        .tool(Fixed(kodik_tools::schema::find("ask_questions").unwrap(), "mine"))
         .build()
         .unwrap();
     assert!(offered(&tb, "sub_agent") && offered(&tb, "ask_questions"));
