@@ -261,7 +261,7 @@ mod tests {
     /// `usize` fields (grep's `context`, read_file's `ranges[].start_line`), so a JavaScript
     /// MCP client that compiles kodik's schemas failed on them.
     #[test]
-    fn g13_served_schemas_keep_only_formats_json_schema_defines() {
+    fn served_schemas_keep_only_formats_json_schema_defines() {
         let schema = json!({
             "type": "object",
             "properties": {

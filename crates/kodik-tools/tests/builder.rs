@@ -24,7 +24,7 @@ async fn p4_the_builders_edit_toolset_decides_which_file_operations_run() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn gl1_the_builders_search_toolset_sets_the_glob_limit() {
+async fn the_builders_search_toolset_sets_the_glob_limit() {
     let dir = tempfile::tempdir().unwrap();
     for i in 0..5 {
         std::fs::write(dir.path().join(format!("f{i}.txt")), "x").unwrap();

@@ -117,7 +117,7 @@ async fn g3_k1_a_host_tool_is_offered_validated_hooked_approved_and_callable_fro
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn g10_a_host_tool_with_a_built_in_name_replaces_the_built_in() {
+async fn a_host_tool_with_a_built_in_name_replaces_the_built_in() {
     let dir = tempfile::tempdir().unwrap();
     let spec = kodik_tools::schema::find("glob").unwrap();
     let tb = Toolbox::builder().workspace(dir.path()).tool(Fixed(spec, "my glob")).build().unwrap();
