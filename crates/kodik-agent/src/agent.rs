@@ -60,6 +60,13 @@ struct Shared {
 pub trait ToolSource: Send + Sync {
     /// The registry and policy in force now.
     fn current(&self) -> (Arc<ToolRegistry>, Arc<Harness>);
+
+    /// Text for the end of the system prompt that comes with these tools, read on every
+    /// request: the mounted MCP servers' `instructions`, fenced and labelled as theirs.
+    /// Default: none.
+    fn instructions(&self) -> Option<String> {
+        None
+    }
 }
 
 /// A source of messages that arrive between requests from outside the loop — a background
@@ -685,6 +692,12 @@ impl Conversation {
             Some(p) => p.clone(),
             None if plan.guidance.is_empty() => String::new(),
             None => format!("Tools:\n{}", plan.guidance),
+        };
+        // Last, after kodik's own guidance, so that it reads as what it is: the servers' notes.
+        let system = match shared.source.as_ref().and_then(|s| s.instructions()) {
+            Some(extra) if system.is_empty() => extra,
+            Some(extra) => format!("{system}\n\n{extra}"),
+            None => system,
         };
 
         let settled: Settled = Arc::new(Mutex::new(HashSet::new()));

@@ -236,6 +236,8 @@ struct Shared {
     client_generation: Arc<tokio::sync::watch::Sender<u64>>,
     /// Where the progress of each running call goes.
     progress: Mutex<Progress>,
+    /// The `instructions` of the server's last `initialize` answer.
+    instructions: RwLock<Option<String>>,
 }
 
 /// The event sink and call id a running call's progress goes to.
@@ -445,7 +447,15 @@ struct Server {
 }
 
 impl Server {
+    /// Connects and initializes the server, keeping the `instructions` it answered with.
     async fn start(&self) -> Result<Service, ClientError> {
+        let service = self.connect().await?;
+        let instructions = service.peer().peer_info().and_then(|info| info.instructions.clone());
+        *self.shared.instructions.write().unwrap_or_else(|p| p.into_inner()) = instructions;
+        Ok(service)
+    }
+
+    async fn connect(&self) -> Result<Service, ClientError> {
         let handler = Handler { shared: Arc::clone(&self.shared) };
         let server = self.name.clone();
         let init_failed = |e: &rmcp::service::ClientInitializeError| ClientError::Initialize {
@@ -898,12 +908,15 @@ fn not_an_object(tool: &str, args: &Value) -> ToolError {
 /// `server__tool` with every character outside `[A-Za-z0-9_-]` replaced by `_`, at most 64
 /// characters (the providers' limit).
 pub fn tool_name(server: &str, tool: &str) -> String {
-    let clean = |s: &str| -> String {
-        s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).collect()
-    };
-    let mut name = format!("{}__{}", clean(server), clean(tool));
+    let mut name = format!("{}__{}", clean_name(server), clean_name(tool));
     name.truncate(64);
     name
+}
+
+/// `name` with every character outside `[A-Za-z0-9_-]` replaced by `_`: a server's name as
+/// the model sees it in its tools' names.
+pub(crate) fn clean_name(name: &str) -> String {
+    name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).collect()
 }
 
 /// One tool of a mounted server, as a Kodik [`Tool`].
@@ -1061,6 +1074,7 @@ impl McpClient {
                     generation,
                     client_generation: Arc::clone(&client_generation),
                     progress: Mutex::default(),
+                    instructions: RwLock::default(),
                 }),
                 stderr: Arc::new(StderrTail::default()),
                 conn: tokio::sync::Mutex::new(None),
@@ -1098,6 +1112,31 @@ impl McpClient {
     /// The connected servers' names.
     pub fn server_names(&self) -> Vec<&str> {
         self.servers.iter().map(|s| s.name.as_str()).collect()
+    }
+
+    /// Each connected server's `instructions` (from its `initialize` answer; MCP meant them
+    /// for the model) as (server name, text), in the servers' order; a server that sent none,
+    /// or only whitespace, is left out. The text is the server's, unbounded: for a system
+    /// prompt use [`instructions_prompt`](Self::instructions_prompt).
+    pub fn instructions(&self) -> Vec<(String, String)> {
+        self.servers
+            .iter()
+            .filter_map(|s| {
+                let text = s.shared.instructions.read().unwrap_or_else(|p| p.into_inner()).clone()?;
+                (!text.trim().is_empty()).then(|| (s.name.clone(), text))
+            })
+            .collect()
+    }
+
+    /// The servers' [`instructions`](Self::instructions) as a section for a model's system
+    /// prompt, or `None` when no server sent any: introduced as written by the servers' authors
+    /// (not by the host or the user), each server's text fenced in
+    /// `<mcp_server_instructions server="name">` (a fence its text cannot close) and cut at
+    /// [`MAX_INSTRUCTIONS_BYTES`](crate::instructions::MAX_INSTRUCTIONS_BYTES), saying how much
+    /// was left out. A server started again after it died gives its new answer's text.
+    pub fn instructions_prompt(&self) -> Option<String> {
+        let servers = self.instructions();
+        crate::instructions::instructions_section(servers.iter().map(|(n, t)| (n.as_str(), t.as_str())))
     }
 
     /// Every server's current tools as Kodik tools named `server__tool`, kept unique (and

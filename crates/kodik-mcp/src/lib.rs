@@ -48,6 +48,7 @@ mod convert;
 pub mod events;
 pub mod http;
 mod images;
+pub mod instructions;
 mod server;
 
 pub use client::{ClientError, ClientOptions, DEPTH_VAR, MAX_DEPTH, McpClient, McpTool, RemovedTool};
@@ -55,6 +56,7 @@ pub use config::{ConfigError, McpConfig, ServerConfig};
 pub use convert::{call_result, mcp_tool, terminal_note};
 pub use events::McpEvents;
 pub use http::{HttpError, HttpOptions, serve_http};
+pub use instructions::instructions_section;
 pub use server::{McpServer, Offering};
 
 /// The rmcp version this crate speaks, re-exported for embedders that pass their own transport.

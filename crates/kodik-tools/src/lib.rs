@@ -225,6 +225,23 @@ impl kodik_agent::ToolSource for Tools {
         let set = Tools::current(self);
         (Arc::clone(&set.registry), Arc::clone(&set.harness))
     }
+
+    fn instructions(&self) -> Option<String> {
+        self.mcp_instructions()
+    }
+}
+
+#[cfg(any(feature = "agent", feature = "mcp"))]
+impl Tools {
+    /// The mounted MCP servers' instructions as a system-prompt section
+    /// ([`Toolbox::mcp_instructions`]).
+    fn mcp_instructions(&self) -> Option<String> {
+        #[cfg(feature = "mcp")]
+        if let Some(mount) = &self.mcp {
+            return mount.client.instructions_prompt();
+        }
+        None
+    }
 }
 
 #[cfg(feature = "mcp")]
@@ -491,6 +508,29 @@ impl Toolbox {
     #[cfg(feature = "mcp")]
     pub fn mcp(&self) -> Option<&Arc<kodik_mcp::McpClient>> {
         self.mcp.as_ref()
+    }
+
+    /// What the mounted MCP servers tell the model about their tools (the `instructions` of
+    /// their `initialize` answers), as a section to put at the end of a system prompt, or
+    /// `None` when no server sent any (or none is mounted). Each server's text is labelled as
+    /// that server's, fenced so it cannot pass for the host's own instructions, and cut at
+    /// [`MAX_INSTRUCTIONS_BYTES`](kodik_mcp::instructions::MAX_INSTRUCTIONS_BYTES) saying how
+    /// much was left out ([`McpClient::instructions_prompt`](kodik_mcp::McpClient::instructions_prompt)).
+    /// [`agent`](Self::agent)'s requests carry it already; an agent loop of your own reads it
+    /// for each request, as a server started again may answer with new text:
+    ///
+    /// ```no_run
+    /// # fn f(toolbox: &kodik_tools::Toolbox) {
+    /// let mut system = String::from("You are a careful coding agent.");
+    /// if let Some(servers) = toolbox.mcp_instructions() {
+    ///     system.push_str("\n\n");
+    ///     system.push_str(&servers);
+    /// }
+    /// # }
+    /// ```
+    #[cfg(feature = "mcp")]
+    pub fn mcp_instructions(&self) -> Option<String> {
+        self.tools.mcp_instructions()
     }
 
     /// An agent that talks to `model` and runs its calls on this toolbox: every tool, the

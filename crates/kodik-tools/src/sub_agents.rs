@@ -172,6 +172,14 @@ impl AgentLoopRunner {
         }
         let mut config = self.config.clone();
         config.mode = mode;
+        // A child calls the mounted servers' tools too, so it gets their instructions; its
+        // agent has a fixed registry and no tool source to read them from.
+        if let Some(servers) = tools.mcp_instructions() {
+            config.system_prompt = Some(match config.system_prompt.take() {
+                Some(own) => format!("{own}\n\n{servers}"),
+                None => servers,
+            });
+        }
         // Its own context: what the child read is not what the parent read (E2, R4).
         let mut context = self.context.clone();
         context.session = Arc::new(Session::new());
