@@ -141,9 +141,30 @@ fn compact_members(map: Option<&mut serde_json::Map<String, Value>>) {
     }
 }
 
-/// Joins the lines of each paragraph of a doc comment with spaces.
+/// Joins the lines of each paragraph of a doc comment with spaces, except that a list item
+/// (`- `, `* `, `1. `) starts a line of its own: a list written in a doc comment, and the value
+/// list [`compact_schema`] writes for an enum, stay lists (so compacting twice changes nothing).
 fn unwrap_lines(text: &str) -> String {
-    text.split("\n\n").map(|p| p.lines().map(str::trim).collect::<Vec<_>>().join(" ")).collect::<Vec<_>>().join("\n\n")
+    let paragraph = |p: &str| {
+        let mut out = String::with_capacity(p.len());
+        for line in p.lines().map(str::trim).filter(|l| !l.is_empty()) {
+            if !out.is_empty() {
+                out.push(if is_list_item(line) { '\n' } else { ' ' });
+            }
+            out.push_str(line);
+        }
+        out
+    };
+    text.split("\n\n").map(paragraph).collect::<Vec<_>>().join("\n\n")
+}
+
+/// Whether a doc comment line starts a Markdown list item.
+fn is_list_item(line: &str) -> bool {
+    if line.starts_with("- ") || line.starts_with("* ") {
+        return true;
+    }
+    let digits = line.bytes().take_while(u8::is_ascii_digit).count();
+    digits > 0 && (line[digits..].starts_with(". ") || line[digits..].starts_with(") "))
 }
 
 fn compact_property(property: &mut Value) {

@@ -445,3 +445,42 @@ fn nested_descriptions_read_as_one_line_per_paragraph() {
     let description = item["description"].as_str().unwrap();
     assert!(!description.contains('\n'), "a wrapped doc comment line reached the model: {description:?}");
 }
+
+/// A host that still applies `compact_schema` to its own struct (as the attribute
+/// `#[schemars(transform = compact_schema)]` did before `input_schema` applied it itself) gets
+/// the schema it would get from one pass: before, the second pass joined the enum's value list
+/// into one line. A list in a doc comment stays a list too.
+#[test]
+fn compacting_a_schema_twice_changes_nothing_and_doc_lists_stay_lists() {
+    /// How to sort.
+    #[derive(schemars::JsonSchema)]
+    #[serde(rename_all = "snake_case")]
+    #[allow(dead_code)]
+    enum Order {
+        /// Newest first.
+        Newest,
+        /// By name, A to Z.
+        Name,
+    }
+    /// Lists files.
+    #[derive(schemars::JsonSchema)]
+    #[allow(dead_code)]
+    struct ListArgs {
+        /// The order of the list.
+        order: Option<Order>,
+        /// What to leave out:
+        /// - hidden files,
+        /// - files over the size limit.
+        ///
+        /// Give none to keep all.
+        skip: Vec<String>,
+    }
+    let once = kodik_schema::input_schema::<ListArgs>();
+    let mut twice = schemars::Schema::try_from(once.clone()).unwrap();
+    kodik_schema::compact_schema(&mut twice);
+    assert_eq!(twice.as_value(), &once);
+    let order = once["properties"]["order"]["description"].as_str().unwrap();
+    assert_eq!(order, "The order of the list.\n- `newest`: Newest first.\n- `name`: By name, A to Z.");
+    let skip = once["properties"]["skip"]["description"].as_str().unwrap();
+    assert_eq!(skip, "What to leave out:\n- hidden files,\n- files over the size limit.\n\nGive none to keep all.");
+}
