@@ -145,17 +145,18 @@ pub fn model_text(out: &ToolOutput) -> String {
 pub(crate) fn model_result(out: &ToolOutput, show_images: bool) -> (String, Vec<Image>) {
     let mut images = Vec::new();
     let mut text = String::new();
-    if !matches!(out.status, ToolStatus::Success | ToolStatus::Error) {
-        text.push_str(&format!("[{}] ", out.status));
+    // The status in brackets, once: a refusal's own text starts with it too ("denied: …").
+    let status = (!matches!(out.status, ToolStatus::Success | ToolStatus::Error)).then(|| out.status.to_string());
+    if let Some(status) = &status {
+        text.push_str(&format!("[{status}] "));
     }
     let mut first = true;
     for c in &out.content {
         if !first {
             text.push('\n');
         }
-        first = false;
         match c {
-            Content::Text { text: t } => text.push_str(t),
+            Content::Text { text: t } => text.push_str(if first { after_status(t, status.as_deref()) } else { t }),
             Content::Image { data, mime_type } => {
                 let bytes = data.len() / 4 * 3;
                 if show_images {
@@ -166,9 +167,13 @@ pub(crate) fn model_result(out: &ToolOutput, show_images: bool) -> (String, Vec<
                 }
             }
         }
+        first = false;
     }
     if first {
         text.push_str("(no output)");
+    }
+    if text.ends_with("] ") && status.is_some_and(|s| text.len() == s.len() + 3) {
+        text.pop(); // the text said nothing beyond its status
     }
     // G9: the model must learn where the whole output is, also from a tool whose preview
     // text does not say it.
@@ -179,6 +184,12 @@ pub(crate) fn model_result(out: &ToolOutput, show_images: bool) -> (String, Vec<
         }
     }
     (text, images)
+}
+
+/// `text` without a leading `"{status}: "` (or `text` that is only the status word).
+fn after_status<'a>(text: &'a str, status: Option<&str>) -> &'a str {
+    let Some(rest) = status.and_then(|s| text.strip_prefix(s)) else { return text };
+    rest.strip_prefix(": ").unwrap_or(if rest.is_empty() { rest } else { text })
 }
 
 #[cfg(test)]
@@ -199,6 +210,10 @@ mod tests {
         assert_eq!(model_text(&ToolOutput::text("")), "");
         assert_eq!(model_text(&ToolOutput { content: vec![], ..ToolOutput::text("") }), "(no output)");
         assert_eq!(model_text(&ToolOutput::error("boom")), "boom");
+        // A refusal's text starts with its status; the model reads the status once.
+        let denied = ToolError::Denied("blocked by a hook: no pushes".into()).into_output();
+        assert_eq!(model_text(&denied), "[denied] blocked by a hook: no pushes");
+        assert_eq!(model_text(&ToolError::Cancelled.into_output()), "[cancelled]");
         assert_eq!(head("añb", 2), "a");
         // R5: to a model that takes images, the image goes along and the text says where.
         let (text, images) = model_result(&out, true);
