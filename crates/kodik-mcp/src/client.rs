@@ -238,6 +238,8 @@ struct Shared {
     progress: Mutex<Progress>,
     /// The `instructions` of the server's last `initialize` answer.
     instructions: RwLock<Option<String>>,
+    /// Where the server's log messages go.
+    logs: crate::logs::ServerLogs,
 }
 
 /// The event sink and call id a running call's progress goes to.
@@ -397,7 +399,7 @@ fn progress_message(p: &ProgressNotificationParam) -> String {
 }
 
 /// The rmcp client handler: identifies as kodik, follows `tools/list_changed`, passes
-/// progress on to the call it belongs to.
+/// progress on to the call it belongs to and log messages to the user ([`crate::logs`]).
 #[derive(Clone)]
 struct Handler {
     shared: Arc<Shared>,
@@ -414,6 +416,16 @@ impl ClientHandler for Handler {
         if let Ok(mut progress) = self.shared.progress.lock() {
             progress.report(token_key(&params.progress_token), progress_message(&params));
         }
+    }
+
+    // Deprecated by draft SEP-2577; servers of the 2025 protocol versions still log this way.
+    #[allow(deprecated)]
+    async fn on_logging_message(
+        &self,
+        params: rmcp::model::LoggingMessageNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.shared.logs.deliver(&params);
     }
 
     async fn on_tool_list_changed(&self, context: NotificationContext<RoleClient>) {
@@ -641,6 +653,8 @@ impl Server {
             Value::Null => {}
             other => return not_an_object(tool, &other).into_output(),
         }
+        // The server's log messages go to this call's events until it ends (links read too).
+        let _logs = self.shared.logs.track(cx);
         // Dropping the request (timeout, cancellation) sends notifications/cancelled.
         let request = call_tool(&peer, &self.shared, cx, params);
         let answer = tokio::select! {
@@ -1075,6 +1089,7 @@ impl McpClient {
                     client_generation: Arc::clone(&client_generation),
                     progress: Mutex::default(),
                     instructions: RwLock::default(),
+                    logs: crate::logs::ServerLogs::new(name),
                 }),
                 stderr: Arc::new(StderrTail::default()),
                 conn: tokio::sync::Mutex::new(None),

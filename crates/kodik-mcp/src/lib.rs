@@ -49,6 +49,7 @@ pub mod events;
 pub mod http;
 mod images;
 pub mod instructions;
+pub mod logs;
 mod server;
 
 pub use client::{ClientError, ClientOptions, DEPTH_VAR, MAX_DEPTH, McpClient, McpTool, RemovedTool};

@@ -938,3 +938,89 @@ async fn a8_a_servers_instructions_are_kept_by_name_and_fenced_for_the_system_pr
     assert_eq!(quiet.client.instructions_prompt(), None, "a server without instructions adds nothing");
     quiet.client.shutdown().await;
 }
+
+/// What `tracing` wrote at [`kodik_mcp::logs::LOG_TARGET`] in this test binary: one global
+/// subscriber, as the client's handler runs on the runtime's worker threads.
+static TRACED: Mutex<Vec<u8>> = Mutex::new(Vec::new());
+
+struct Traced;
+
+impl std::io::Write for Traced {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        TRACED.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn trace_server_logs() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let filter = tracing_subscriber::EnvFilter::new(format!("{}=trace", kodik_mcp::logs::LOG_TARGET));
+        tracing_subscriber::fmt().with_env_filter(filter).with_ansi(false).with_writer(|| Traced).init();
+    });
+}
+
+/// A8: a mounted server's log messages (`notifications/message`) reach the user: `tracing`
+/// (target `kodik_mcp::server_log`, the server named, MCP's level mapped) and, during its call,
+/// that call's events (the host's sink). Before, they were dropped. The model's result is the
+/// tool's answer alone.
+#[tokio::test(flavor = "multi_thread")]
+async fn a8_a_servers_log_messages_reach_tracing_and_the_calls_events_never_its_result() {
+    trace_server_logs();
+    let mut m = Mounted::new(ClientOptions::default()).await;
+    let events = Arc::new(Events::default());
+    m.cx = m.cx.for_call("call-9");
+    m.cx.events = events.clone();
+    let out = m.call("py__chatty", json!({})).await;
+    assert_eq!((out.status, text(&out).as_str()), (ToolStatus::Success, "indexed 1 file"), "{out:?}");
+    assert_eq!(out.content.len(), 1, "{out:?}");
+
+    let logs = || -> Vec<(String, String, String)> {
+        let mut logs: Vec<_> = events
+            .0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|e| match e {
+                kodik_core::Event::Log { call_id, level, message } => {
+                    Some((call_id.clone(), level.clone(), message.clone()))
+                }
+                _ => None,
+            })
+            .collect();
+        // rmcp handles each notification in a task of its own: their order is not kept.
+        logs.sort();
+        logs
+    };
+    let start = Instant::now();
+    while logs().len() < 4 && start.elapsed() < Duration::from_secs(5) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let log = |level: &str, message: &str| ("call-9".to_owned(), level.to_owned(), message.to_owned());
+    assert_eq!(
+        logs(),
+        [
+            log("debug", "[MCP server py] cache warm"),
+            log("error", "[MCP server py] c.txt unreadable"),
+            log("info", "[MCP server py/indexer] indexing 3 files"),
+            log("warn", r#"[MCP server py] {"skipped":"b.bin","why":"binary"}"#),
+        ]
+    );
+    m.client.shutdown().await;
+
+    let traced = String::from_utf8(TRACED.lock().unwrap().clone()).unwrap();
+    let line = |text: &str| {
+        traced.lines().find(|l| l.contains(text)).unwrap_or_else(|| panic!("{text} not traced:\n{traced}")).to_owned()
+    };
+    for (text, level) in
+        [("cache warm", "DEBUG"), ("indexing 3 files", " INFO"), ("b.bin", " WARN"), ("c.txt unreadable", "ERROR")]
+    {
+        let l = line(text);
+        assert!(l.contains(level) && l.contains("kodik_mcp::server_log") && l.contains("server=\"py\""), "{l}");
+    }
+    assert!(line("indexing 3 files").contains("logger=\"indexer\""), "{traced}");
+}
