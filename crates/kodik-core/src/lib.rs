@@ -17,6 +17,7 @@
 //! | [`text`] | detect, decode and re-encode file bytes (R6, E12) |
 //! | [`preview`] | the bounded head+tail output buffer with a spool file (G17–G20) |
 //! | [`ext`] | traits other crates implement: [`DiagnosticsProvider`], [`CommandInterceptor`] |
+//! | [`embed`] | [`Embedder`]: texts to vectors for `codebase_search`, plugged in by the host |
 //!
 //! ```
 //! use kodik_core::{ToolOutput, ToolStatus};
@@ -27,6 +28,7 @@
 //! ```
 
 pub mod context;
+pub mod embed;
 pub mod error;
 pub mod events;
 pub mod ext;
@@ -42,6 +44,7 @@ pub mod tool;
 pub mod workspace;
 
 pub use context::{ToolContext, TurnSignals};
+pub use embed::{EmbedError, Embedder};
 pub use error::ToolError;
 pub use events::{Event, EventSink, NullSink, TerminalEvent};
 pub use ext::{
