@@ -12,6 +12,7 @@
 //! | [`replay`] | [`Recording`](replay::Recording) files and the loopback [`ReplayServer`](replay::ReplayServer) |
 //! | [`decode`] | [`BodyDecoder`](decode::BodyDecoder): a raw body to events without HTTP |
 //! | [`sse`] | the incremental SSE parser |
+//! | [`embeddings`] | [`EmbeddingsClient`]: `/v1/embeddings` for `codebase_search` ([`kodik_core::Embedder`]) |
 //!
 //! [`client`] builds the client a configuration names.
 
@@ -21,6 +22,7 @@ pub mod anthropic;
 pub mod chat;
 pub mod config;
 pub mod decode;
+pub mod embeddings;
 pub mod openai;
 pub mod replay;
 pub mod sse;
@@ -30,6 +32,7 @@ pub mod types;
 pub use anthropic::AnthropicClient;
 pub use chat::ChatClient;
 pub use config::{ModelConfig, Provider};
+pub use embeddings::{EmbeddingsClient, EmbeddingsConfig, HashEmbeddingServer};
 pub use openai::ResponsesClient;
 /// What [`ModelClient::stream`] is cancelled with; the same type kodik-core and kodik-agent
 /// re-export, so a host needs no `tokio-util` dependency of its own.

@@ -309,7 +309,7 @@ async fn serve(
 }
 
 /// Reads one request (head and `Content-Length` body); `None` when the client sent nothing.
-async fn read_request(socket: &mut TcpStream) -> io::Result<Option<RecordedRequest>> {
+pub(crate) async fn read_request(socket: &mut TcpStream) -> io::Result<Option<RecordedRequest>> {
     let mut buf = Vec::with_capacity(8192);
     let head_end = loop {
         if let Some(p) = memchr::memmem::find(&buf, b"\r\n\r\n") {
@@ -348,7 +348,7 @@ async fn read_request(socket: &mut TcpStream) -> io::Result<Option<RecordedReque
     Ok(Some(RecordedRequest { method, path, headers, body }))
 }
 
-fn reason(status: u16) -> &'static str {
+pub(crate) fn reason(status: u16) -> &'static str {
     match status {
         200 => "OK",
         400 => "Bad Request",

@@ -70,6 +70,14 @@ pub(crate) struct Transport {
 
 static CRYPTO: Once = Once::new();
 
+/// Installs rustls' ring provider once per process (reqwest is built without one).
+pub(crate) fn install_crypto() {
+    CRYPTO.call_once(|| {
+        // Err means another part of the process installed a provider first; that one serves.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
 impl Transport {
     pub(crate) fn new(config: ModelConfig) -> Result<Self, ModelError> {
         if !config.base_url.starts_with("http://") && !config.base_url.starts_with("https://") {
@@ -78,10 +86,7 @@ impl Transport {
                 config.base_url
             )));
         }
-        CRYPTO.call_once(|| {
-            // Err means another part of the process installed a provider first; that one serves.
-            let _ = rustls::crypto::ring::default_provider().install_default();
-        });
+        install_crypto();
         let http = reqwest::Client::builder()
             .tls_backend_rustls()
             .connect_timeout(Duration::from_secs(30))
@@ -269,7 +274,7 @@ impl Transport {
 
 /// `url` as an error may show it: without a `user:password@` or a query, where keys and tokens
 /// sometimes ride (keys never appear in errors).
-fn without_secrets(url: &str) -> String {
+pub(crate) fn without_secrets(url: &str) -> String {
     match reqwest::Url::parse(url) {
         Ok(mut u) => {
             let _ = u.set_username("");
@@ -288,7 +293,7 @@ enum Attempt {
 }
 
 /// reqwest's error with its sources, which hold the useful part ("connection refused").
-fn transport_message(e: &reqwest::Error) -> String {
+pub(crate) fn transport_message(e: &reqwest::Error) -> String {
     let mut message = e.to_string();
     let mut source = std::error::Error::source(e);
     while let Some(s) = source {
