@@ -17,6 +17,8 @@ use rmcp::transport::async_rw::AsyncRwTransport;
 use tokio::io::{AsyncRead, ReadBuf};
 use tokio::process::{ChildStderr, ChildStdin, ChildStdout};
 
+use crate::tasks::LineSniffer;
+
 /// The longest message read from a server: a full-page screenshot or a large query result
 /// fits; anything longer is no answer a model could use.
 pub(crate) const MAX_MESSAGE: usize = 128 * 1024 * 1024;
@@ -35,7 +37,11 @@ pub(crate) struct ServerProcess {
 
 impl ServerProcess {
     /// Starts `command` with piped stdin, stdout and stderr; returns the process and its stderr.
-    pub(crate) fn spawn(mut command: CommandWrap, reason: CloseReason) -> std::io::Result<(Self, Option<ChildStderr>)> {
+    pub(crate) fn spawn(
+        mut command: CommandWrap,
+        reason: CloseReason,
+        sniffer: LineSniffer,
+    ) -> std::io::Result<(Self, Option<ChildStderr>)> {
         command.command_mut().stdin(std::process::Stdio::piped());
         command.command_mut().stdout(std::process::Stdio::piped());
         command.command_mut().stderr(std::process::Stdio::piped());
@@ -44,7 +50,7 @@ impl ServerProcess {
             return Err(std::io::Error::other("the server's stdin or stdout was not piped"));
         };
         let stderr = child.inner_mut().stderr().take();
-        let read = LineLimit { inner: stdout, line: 0, limit: MAX_MESSAGE, reason };
+        let read = LineLimit { inner: stdout, line: 0, limit: MAX_MESSAGE, reason, sniffer: Some(sniffer) };
         // rmcp's own limit lies above ours: ours is the one that decides, and says why.
         let transport = AsyncRwTransport::new(read, stdin).with_max_line_length(MAX_MESSAGE + 2);
         Ok((Self { child: Some(child), transport }, stderr))
@@ -108,6 +114,8 @@ pub(crate) struct LineLimit<R> {
     line: usize,
     limit: usize,
     reason: CloseReason,
+    /// Reads `tools/list` answers for the tools that run only as tasks.
+    sniffer: Option<LineSniffer>,
 }
 
 impl<R: AsyncRead + Unpin> AsyncRead for LineLimit<R> {
@@ -137,6 +145,9 @@ impl<R: AsyncRead + Unpin> AsyncRead for LineLimit<R> {
             buf.set_filled(before);
             return Poll::Ready(Err(std::io::Error::new(std::io::ErrorKind::InvalidData, why)));
         }
+        if let Some(sniffer) = &mut this.sniffer {
+            sniffer.feed(&buf.filled()[before..]);
+        }
         Poll::Ready(Ok(()))
     }
 }
@@ -151,13 +162,18 @@ mod tests {
         let reason = CloseReason::default();
         // A long line in the middle of one chunk counts as much as one at its end.
         let data = b"short\n0123456789012\nabc".to_vec();
-        let mut r = LineLimit { inner: &data[..], line: 0, limit: 12, reason: Arc::clone(&reason) };
+        let mut r = LineLimit { inner: &data[..], line: 0, limit: 12, reason: Arc::clone(&reason), sniffer: None };
         let mut out = Vec::new();
         let err = r.read_to_end(&mut out).await.unwrap_err();
         assert_eq!(err.kind(), std::io::ErrorKind::InvalidData);
         assert!(reason.lock().unwrap().as_deref().unwrap().contains("message of over"));
-        let mut ok =
-            LineLimit { inner: &b"short\nabcdefghij\n"[..], line: 0, limit: 12, reason: CloseReason::default() };
+        let mut ok = LineLimit {
+            inner: &b"short\nabcdefghij\n"[..],
+            line: 0,
+            limit: 12,
+            reason: CloseReason::default(),
+            sniffer: None,
+        };
         let mut all = Vec::new();
         ok.read_to_end(&mut all).await.unwrap();
         assert_eq!(all, b"short\nabcdefghij\n");

@@ -240,6 +240,10 @@ struct Shared {
     instructions: RwLock<Option<String>>,
     /// Where the server's log messages go.
     logs: crate::logs::ServerLogs,
+    /// The tools it runs only as tasks, read from its raw `tools/list` answers.
+    tasks: crate::tasks::TaskOnly,
+    /// The task-only tools already reported as left out.
+    withheld: Mutex<HashSet<String>>,
 }
 
 /// The event sink and call id a running call's progress goes to.
@@ -503,7 +507,8 @@ impl Server {
             if let Ok(mut reason) = self.close_reason.lock() {
                 *reason = None;
             }
-            let (transport, stderr) = crate::child::ServerProcess::spawn(wrap, Arc::clone(&self.close_reason))
+            let sniffer = crate::tasks::LineSniffer::new(self.shared.tasks.clone());
+            let (transport, stderr) = crate::child::ServerProcess::spawn(wrap, Arc::clone(&self.close_reason), sniffer)
                 .map_err(|source| ClientError::Spawn { server: self.name.clone(), command: command.clone(), source })?;
             // The leader's pid is its group's id.
             self.pgid.store(transport.id().and_then(|id| i32::try_from(id).ok()).unwrap_or(0), Ordering::Relaxed);
@@ -566,6 +571,7 @@ impl Server {
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| HttpStartError::Other(format!("cannot build the HTTP client: {e}")))?;
+        let client = crate::tasks::SniffingHttp { client, tasks: self.shared.tasks.clone() };
         let transport = StreamableHttpClientTransport::with_client(client, config.custom_headers(headers));
         match tokio::time::timeout(self.options.init_timeout, handler.serve(transport)).await {
             Ok(Ok(service)) => Ok(service),
@@ -594,6 +600,20 @@ impl Server {
         };
         self.shared.set_tools(tools);
         Ok(())
+    }
+
+    /// Leaves out a tool the server runs only as a task, saying so once per tool.
+    fn withhold(&self, tool: &str) {
+        let first = self.shared.withheld.lock().unwrap_or_else(|p| p.into_inner()).insert(tool.to_owned());
+        if first {
+            tracing::warn!(
+                server = %self.name,
+                tool,
+                "MCP server `{}` offers `{tool}` only as a task (execution.taskSupport: \"required\"), and kodik \
+                 cannot call tools as tasks: it is not offered to the model",
+                self.name
+            );
+        }
     }
 
     /// Kills what is left of a stdio server's process group. Closing the connection ends the
@@ -1090,6 +1110,8 @@ impl McpClient {
                     progress: Mutex::default(),
                     instructions: RwLock::default(),
                     logs: crate::logs::ServerLogs::new(name),
+                    tasks: crate::tasks::TaskOnly::default(),
+                    withheld: Mutex::default(),
                 }),
                 stderr: Arc::new(StderrTail::default()),
                 conn: tokio::sync::Mutex::new(None),
@@ -1157,7 +1179,9 @@ impl McpClient {
     /// Every server's current tools as Kodik tools named `server__tool`, kept unique (and
     /// apart from `taken`, the built-ins) with a `_2`, `_3`… suffix. Tools without
     /// `readOnlyHint: true` are side-effecting in every mode (A8); all start while the
-    /// response still streams (G4).
+    /// response still streams (G4). A tool its server runs only as a task
+    /// (`execution.taskSupport: "required"`) is left out, with a `tracing` warning the first
+    /// time: kodik cannot call tools as tasks, and any other call of it fails.
     pub fn tools(&self, taken: &HashSet<String>) -> Vec<McpTool> {
         let mut used: HashSet<String> = taken.clone();
         let mut out = Vec::new();
@@ -1165,6 +1189,10 @@ impl McpClient {
         for server in &self.servers {
             let tools = server.shared.tools.read().map(|t| t.clone()).unwrap_or_default();
             for tool in tools {
+                if server.shared.tasks.required(&tool.name) {
+                    server.withhold(&tool.name);
+                    continue;
+                }
                 let base = tool_name(&server.name, &tool.name);
                 let mut name = base.clone();
                 let mut n = 2;

@@ -51,6 +51,7 @@ mod images;
 pub mod instructions;
 pub mod logs;
 mod server;
+mod tasks;
 
 pub use client::{ClientError, ClientOptions, DEPTH_VAR, MAX_DEPTH, McpClient, McpTool, RemovedTool};
 pub use config::{ConfigError, McpConfig, ServerConfig};

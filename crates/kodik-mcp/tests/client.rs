@@ -959,7 +959,8 @@ impl std::io::Write for Traced {
 fn trace_server_logs() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
-        let filter = tracing_subscriber::EnvFilter::new(format!("{}=trace", kodik_mcp::logs::LOG_TARGET));
+        let filter =
+            tracing_subscriber::EnvFilter::new(format!("{}=trace,kodik_mcp::client=warn", kodik_mcp::logs::LOG_TARGET));
         tracing_subscriber::fmt().with_env_filter(filter).with_ansi(false).with_writer(|| Traced).init();
     });
 }
@@ -1023,4 +1024,40 @@ async fn a8_a_servers_log_messages_reach_tracing_and_the_calls_events_never_its_
         assert!(l.contains(level) && l.contains("kodik_mcp::server_log") && l.contains("server=\"py\""), "{l}");
     }
     assert!(line("indexing 3 files").contains("logger=\"indexer\""), "{traced}");
+}
+
+/// A8: a tool its server runs only as a task (`execution.taskSupport: "required"`; rmcp's
+/// `Tool` drops the field) is not offered, over stdio and streamable HTTP, and the log says why
+/// once. Before, the model was offered server-everything's simulate-research-query, and every
+/// call of it failed ("requires task augmentation"). An `optional` one stays.
+#[tokio::test(flavor = "multi_thread")]
+async fn a8_a_tool_that_runs_only_as_a_task_is_not_offered_and_the_log_says_why_once() {
+    trace_server_logs();
+    // Names of their own: the log is shared with every test of this binary.
+    let markers = tempfile::tempdir().unwrap();
+    let python = mcp_python().to_string_lossy().into_owned();
+    let args = [fixture(), markers.path().to_string_lossy().into_owned()];
+    let http = HttpFixture::start();
+    let config = McpConfig::new()
+        .server("tasks_stdio", ServerConfig::stdio(python, args))
+        .server("tasks_http", ServerConfig::http(&http.url));
+    let client = McpClient::connect(&config, ClientOptions::default()).await;
+    assert!(client.errors().is_empty(), "{:?}", client.errors());
+    for server in ["tasks_stdio", "tasks_http"] {
+        for _ in 0..2 {
+            let names: Vec<String> = client.tools(&HashSet::new()).iter().map(|t| t.spec().name.clone()).collect();
+            assert!(!names.contains(&format!("{server}__research")), "{names:?}");
+            for offered in ["echo", "write_note"] {
+                assert!(names.contains(&format!("{server}__{offered}")), "{offered} missing from {names:?}");
+            }
+        }
+        let traced = String::from_utf8(TRACED.lock().unwrap().clone()).unwrap();
+        let why: Vec<&str> = traced
+            .lines()
+            .filter(|l| l.contains(&format!("MCP server `{server}` offers `research` only as a task")))
+            .collect();
+        assert_eq!(why.len(), 1, "said once: {traced}");
+        assert!(why[0].contains("WARN") && why[0].contains("not offered to the model"), "{}", why[0]);
+    }
+    client.shutdown().await;
 }
