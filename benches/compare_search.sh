@@ -159,6 +159,11 @@ echo "  $(compare glob "$BIN glob $SRC '**/*.rs'" "$FD -t f -g '*.rs' $SRC") (ta
 # makes that the like-for-like floor.
 echo "  vs fd reading each match's mtime (--changed-before 2100-01-01): $(compare glob-stat \
     "$BIN glob $SRC '**/*.rs'" "$FD -t f -g '*.rs' --changed-before 2100-01-01 $SRC")"
+# ripgrep lists files with the same walker (`ignore`) and the same regex engine features as
+# kodik (full DFAs for the ignore globs, which fd's build leaves out): what a tool that also
+# greps pays over fd before reading any metadata.
+echo "  vs rg --files -g '*.rs': $(compare glob-rg "$BIN glob $SRC '**/*.rs'" "$RG --files -g '*.rs' $SRC")"
+echo "  rg --files -g '*.rs' vs fd: $(compare rg-fd "$RG --files -g '*.rs' $SRC" "$FD -t f -g '*.rs' $SRC")"
 # The same walk with no match: what remains of the difference above is the one `stat` per
 # matched file that newest-first ordering needs (fd -t f reads no metadata; fd -l does).
 echo "glob walk only (no match): $(compare walk "$BIN glob $SRC '*.no-such-extension'" "$FD -t f -g '*.no-such-extension' $SRC")"
