@@ -5,6 +5,7 @@
 //! | [`read`] | [`ReadFileTool`]: numbered lines, 16 KB per call, ranges, encodings, images | R1–R6 |
 //! | [`glob`] | [`GlobTool`]: files by pattern, newest first | GL1 |
 //! | [`grep`] | [`GrepTool`]: regex search with ripgrep's options | GR1–GR5 |
+//! | [`codebase`] | [`CodebaseSearchTool`]: meaning-based search over a self-updating vector index (needs an [`Embedder`](kodik_core::Embedder)) | L7 |
 //!
 //! Every path goes through [`kodik_core::Workspace`] (confinement and `.kodikignore`, G16), every
 //! walk through [`Workspace::walker`](kodik_core::Workspace::walker) (`.gitignore`, `.ignore`,
@@ -25,6 +26,7 @@
 //! # }
 //! ```
 
+pub mod codebase;
 mod config;
 mod error;
 pub mod glob;
@@ -35,18 +37,23 @@ pub mod read;
 mod stream;
 mod util;
 
+pub use codebase::{CodebaseIndex, CodebaseSearchTool, IndexConfig, IndexStatus};
 pub use config::SearchConfig;
 pub use error::SearchError;
 pub use glob::GlobTool;
 pub use grep::GrepTool;
 pub use read::ReadFileTool;
 
-use kodik_core::ToolRegistry;
+use std::sync::Arc;
 
-/// The three search tools with one shared configuration; what the `kodik-tools` facade registers.
+use kodik_core::{Embedder, ToolRegistry};
+
+/// The search tools with one shared configuration; what the `kodik-tools` facade registers.
+/// `codebase_search` is among them only when an embedder (or an index) is given.
 #[derive(Debug, Clone, Default)]
 pub struct SearchToolset {
     config: SearchConfig,
+    codebase: Option<Arc<CodebaseIndex>>,
 }
 
 impl SearchToolset {
@@ -57,7 +64,26 @@ impl SearchToolset {
 
     /// The tools with the given limits.
     pub fn with_config(config: SearchConfig) -> Self {
-        Self { config }
+        Self { config, codebase: None }
+    }
+
+    /// Offers `codebase_search` (L7) over an index of `embedder`'s vectors with default limits
+    /// and the per-user cache folder (see [`IndexConfig`]). Without an embedder the tool is not
+    /// offered at all.
+    pub fn embedder(self, embedder: Arc<dyn Embedder>) -> Self {
+        self.codebase_index(Arc::new(CodebaseIndex::new(embedder)))
+    }
+
+    /// Offers `codebase_search` over `index`, which the host keeps to [`warm`](CodebaseIndex::warm)
+    /// it at start or show its [`status`](CodebaseIndex::status).
+    pub fn codebase_index(mut self, index: Arc<CodebaseIndex>) -> Self {
+        self.codebase = Some(index);
+        self
+    }
+
+    /// The index behind `codebase_search`, when it is offered.
+    pub fn index(&self) -> Option<&Arc<CodebaseIndex>> {
+        self.codebase.as_ref()
     }
 
     /// The model's context window in tokens; the read size limit (R3) is derived from it.
@@ -101,11 +127,14 @@ impl SearchToolset {
         &self.config
     }
 
-    /// Registers `read_file`, `glob` and `grep`.
+    /// Registers `read_file`, `glob` and `grep`, and `codebase_search` when an embedder was given.
     pub fn register(&self, registry: &mut ToolRegistry) {
         registry.register(ReadFileTool::new(self.config.clone()));
         registry.register(GlobTool::new(self.config.clone()));
         registry.register(GrepTool::new(self.config.clone()));
+        if let Some(index) = &self.codebase {
+            registry.register(CodebaseSearchTool::new(index.clone()));
+        }
     }
 }
 

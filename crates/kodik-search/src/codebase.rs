@@ -1,0 +1,1091 @@
+//! `codebase_search` (L7): meaning-based search over a local vector index that builds and
+//! updates itself.
+//!
+//! A library ships no embedding model: the host gives a [`kodik_core::Embedder`] (kodik-model's
+//! `EmbeddingsClient` speaks the OpenAI-compatible `/v1/embeddings` API of OpenAI, Ollama,
+//! LM Studio, vLLM, …). Without one, [`SearchToolset`](crate::SearchToolset) does not offer the
+//! tool at all.
+//!
+//! How the index lives:
+//! - The first call (or [`CodebaseIndex::warm`]) starts a background build over the workspace's
+//!   files through [`Workspace::walker`] (`.gitignore`, `.ignore`, `.kodikignore`, G16). Binary
+//!   files, files over a size cap and secrets (`.env*`, `*.pem`, `*.key`, `id_rsa*`, …) never
+//!   reach the embedder.
+//! - Files are cut into chunks of whole lines (about 40–80, preferring a blank line, a few
+//!   lines of overlap), each sent prefixed with its path.
+//! - Every call first brings the index up to date: a walk with each file's size and times
+//!   (cheap), then only new or changed files are embedded and deleted ones dropped (G15: a
+//!   changed file gives fresh results). A call waits for that at most
+//!   [`IndexConfig::call_wait`]; a larger change goes on in the background and the answer says
+//!   how much is indexed so far.
+//! - The vectors are kept in a per-user cache folder (`$XDG_CACHE_HOME/kodik/index` or
+//!   `~/.cache/kodik/index`), one file per workspace and embedding model, written atomically and
+//!   loaded on the next start, so a restart re-embeds only what changed. A corrupt or foreign
+//!   file is rebuilt. An untrusted workspace is never written to disk.
+
+use std::collections::HashMap;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use kodik_core::{EmbedError, Embedder, Resource, ToolContext, ToolError, ToolOutput, ToolSpec, TypedTool, Workspace};
+use kodik_schema::lsp::CodebaseSearchArgs;
+use serde_json::json;
+use tokio::sync::watch;
+
+use crate::error::SearchError;
+use crate::glob::show_path;
+use crate::guard;
+use crate::util::{Unreadable, content_stamp, run_blocking};
+
+/// Limits and places of a [`CodebaseIndex`]. Every field has a sensible default.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexConfig {
+    /// Where index files are kept; `None` keeps the index in memory only. Default:
+    /// `$XDG_CACHE_HOME/kodik/index`, else `~/.cache/kodik/index`.
+    pub cache_dir: Option<PathBuf>,
+    /// Files larger than this are not indexed (default 512 KiB).
+    pub max_file_bytes: u64,
+    /// At most this many files are indexed (default 20 000); the answer says when the cap was hit.
+    pub max_files: usize,
+    /// At most this many chunks are kept (default 50 000), which bounds memory: each holds a
+    /// vector and a few preview lines.
+    pub max_chunks: usize,
+    /// Lines a chunk aims for (default 60); it ends at a blank line between two thirds and four
+    /// thirds of this when there is one.
+    pub chunk_lines: usize,
+    /// Lines the next chunk repeats from the end of the previous one (default 5).
+    pub overlap_lines: usize,
+    /// Bytes of one chunk's text sent to the embedder at most (default 8 KiB); a longer chunk
+    /// (one enormous line) is embedded by its start.
+    pub max_chunk_bytes: usize,
+    /// How long a call waits for the index to catch up before answering from what is indexed
+    /// (default 10 s); the update goes on in the background.
+    pub call_wait: Duration,
+}
+
+impl Default for IndexConfig {
+    fn default() -> Self {
+        Self {
+            cache_dir: default_cache_dir(),
+            max_file_bytes: 512 * 1024,
+            max_files: 20_000,
+            max_chunks: 50_000,
+            chunk_lines: 60,
+            overlap_lines: 5,
+            max_chunk_bytes: 8 * 1024,
+            call_wait: Duration::from_secs(10),
+        }
+    }
+}
+
+/// `$XDG_CACHE_HOME/kodik/index` or `~/.cache/kodik/index`; `None` when neither is set.
+pub fn default_cache_dir() -> Option<PathBuf> {
+    let from = |var: &str| std::env::var_os(var).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let base = from("XDG_CACHE_HOME").filter(|p| p.is_absolute()).or_else(|| from("HOME").map(|h| h.join(".cache")))?;
+    Some(base.join("kodik").join("index"))
+}
+
+/// Whether a file name is a secret that must never be sent to an embedding server, whatever
+/// the ignore files say: environment files, private keys and certificates, key stores,
+/// credential files.
+pub fn is_secret_name(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    let ext = lower.rsplit_once('.').map(|(_, e)| e);
+    lower.starts_with(".env")
+        || lower.ends_with(".env")
+        || ["id_rsa", "id_dsa", "id_ecdsa", "id_ed25519"].iter().any(|k| lower.starts_with(k))
+        || matches!(
+            ext,
+            Some("pem" | "key" | "p12" | "pfx" | "jks" | "keystore" | "kdbx" | "gpg" | "asc" | "crt" | "der")
+        )
+        || matches!(
+            lower.as_str(),
+            ".netrc" | ".npmrc" | ".pypirc" | ".htpasswd" | ".git-credentials" | "credentials" | "credentials.json"
+        )
+}
+
+/// One chunk of a file: its lines, a short preview and its vector.
+#[derive(Debug, Clone)]
+struct Chunk {
+    /// 1-based, inclusive.
+    start: u32,
+    /// 1-based, inclusive.
+    end: u32,
+    /// The chunk's first lines (each cut at 200 characters).
+    preview: String,
+    /// L2-normalised.
+    vector: Vec<f32>,
+}
+
+/// What the index holds for one file.
+#[derive(Debug, Clone)]
+struct FileEntry {
+    /// [`content_stamp`]: modification time, size, change time and inode folded together.
+    stamp: (u128, u64),
+    chunks: Vec<Chunk>,
+}
+
+/// The index of one workspace.
+#[derive(Debug, Default)]
+struct Data {
+    files: HashMap<PathBuf, FileEntry>,
+    dimension: Option<usize>,
+    /// Indexable files the last walk found.
+    total: usize,
+    /// A note about what was left out (caps).
+    capped: Option<String>,
+    /// What the last update could not do.
+    error: Option<EmbedError>,
+    /// Whether the last walk found folders it could not read, with the note for the answer.
+    unreadable: Option<String>,
+    /// Whether anything changed since the last save.
+    dirty: bool,
+    /// Bumped at every change: what the loop guard fingerprints.
+    version: u64,
+    /// Whether at least one walk finished.
+    walked: bool,
+}
+
+impl Data {
+    fn chunk_count(&self) -> usize {
+        self.files.values().map(|f| f.chunks.len()).sum()
+    }
+}
+
+#[derive(Debug, Default)]
+struct Schedule {
+    /// Update passes asked for.
+    requested: u64,
+    /// Whether a background task is running passes.
+    running: bool,
+}
+
+/// The index of one workspace: data, the update schedule and where it is saved.
+struct WsIndex {
+    ws: Workspace,
+    embedder: Arc<dyn Embedder>,
+    config: Arc<IndexConfig>,
+    cache_file: Option<PathBuf>,
+    data: Mutex<Data>,
+    schedule: Mutex<Schedule>,
+    /// The last pass that finished.
+    done: watch::Sender<u64>,
+}
+
+impl std::fmt::Debug for WsIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WsIndex").field("roots", &self.ws.roots()).field("cache_file", &self.cache_file).finish()
+    }
+}
+
+/// How far an index is, for hosts that show it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexStatus {
+    /// Files indexed (binary or empty ones count as done).
+    pub indexed_files: usize,
+    /// Indexable files found by the last walk.
+    pub total_files: usize,
+    /// Chunks held.
+    pub chunks: usize,
+    /// Whether an update is running.
+    pub updating: bool,
+    /// What the last update could not do.
+    pub error: Option<EmbedError>,
+}
+
+/// The vector index behind `codebase_search`: one per embedder, holding an index per workspace
+/// it was used with. Share it (`Arc`) between the tool and the host, which may
+/// [`warm`](Self::warm) it at start.
+pub struct CodebaseIndex {
+    embedder: Arc<dyn Embedder>,
+    config: Arc<IndexConfig>,
+    workspaces: Mutex<HashMap<Vec<PathBuf>, Arc<WsIndex>>>,
+}
+
+impl std::fmt::Debug for CodebaseIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CodebaseIndex")
+            .field("model", &self.embedder.model())
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CodebaseIndex {
+    /// An index over `embedder`'s vectors with default limits and the per-user cache folder.
+    pub fn new(embedder: Arc<dyn Embedder>) -> Self {
+        Self::with_config(embedder, IndexConfig::default())
+    }
+
+    /// An index with the given limits.
+    pub fn with_config(embedder: Arc<dyn Embedder>, config: IndexConfig) -> Self {
+        Self { embedder, config: Arc::new(config), workspaces: Mutex::default() }
+    }
+
+    /// The limits in use.
+    pub fn config(&self) -> &IndexConfig {
+        &self.config
+    }
+
+    /// Starts building (or updating) the index of `ws` in the background and returns at once.
+    /// Needs a Tokio runtime.
+    pub async fn warm(&self, ws: &Workspace) {
+        let index = self.workspace(ws).await;
+        index.request();
+    }
+
+    /// Waits until the index of `ws` is up to date with the files as they are now, at most
+    /// `timeout`; `true` when it is.
+    pub async fn wait_until_current(&self, ws: &Workspace, timeout: Duration) -> bool {
+        let index = self.workspace(ws).await;
+        let wanted = index.request();
+        index.wait_for(wanted, timeout).await
+    }
+
+    /// How far the index of `ws` is (`None` before its first use).
+    pub fn status(&self, ws: &Workspace) -> Option<IndexStatus> {
+        let index = self.workspaces.lock().unwrap_or_else(PoisonError::into_inner).get(ws.roots()).cloned()?;
+        let data = index.data();
+        let updating = index.schedule.lock().unwrap_or_else(PoisonError::into_inner).running;
+        Some(IndexStatus {
+            indexed_files: data.files.len(),
+            total_files: data.total,
+            chunks: data.chunk_count(),
+            updating,
+            error: data.error.clone(),
+        })
+    }
+
+    /// The index of `ws`, loaded from the cache file on first use.
+    async fn workspace(&self, ws: &Workspace) -> Arc<WsIndex> {
+        if let Some(found) = self.workspaces.lock().unwrap_or_else(PoisonError::into_inner).get(ws.roots()) {
+            return found.clone();
+        }
+        let cache_file = self
+            .config
+            .cache_dir
+            .as_ref()
+            .filter(|_| ws.is_trusted())
+            .map(|dir| dir.join(cache_name(ws.roots(), self.embedder.model())));
+        let loaded = match cache_file.clone() {
+            Some(file) => {
+                let (roots, model, dim) =
+                    (ws.roots().to_vec(), self.embedder.model().to_owned(), self.embedder.dimension());
+                tokio::task::spawn_blocking(move || load(&file, &roots, &model, dim)).await.ok().flatten()
+            }
+            None => None,
+        };
+        let index = Arc::new(WsIndex {
+            ws: ws.clone(),
+            embedder: self.embedder.clone(),
+            config: self.config.clone(),
+            cache_file,
+            data: Mutex::new(loaded.unwrap_or_default()),
+            schedule: Mutex::default(),
+            done: watch::channel(0).0,
+        });
+        // Another call may have loaded it meanwhile: the first one in wins.
+        self.workspaces
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(ws.roots().to_vec())
+            .or_insert(index)
+            .clone()
+    }
+}
+
+impl WsIndex {
+    fn data(&self) -> std::sync::MutexGuard<'_, Data> {
+        self.data.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Asks for an update pass that starts from now; returns its number.
+    fn request(self: &Arc<Self>) -> u64 {
+        let mut schedule = self.schedule.lock().unwrap_or_else(PoisonError::into_inner);
+        schedule.requested += 1;
+        let wanted = schedule.requested;
+        if !schedule.running {
+            schedule.running = true;
+            let me = self.clone();
+            tokio::spawn(async move { me.run().await });
+        }
+        wanted
+    }
+
+    /// Runs passes until none is asked for: a change made while a pass walked is seen by the next.
+    async fn run(self: Arc<Self>) {
+        loop {
+            let this = self.schedule.lock().unwrap_or_else(PoisonError::into_inner).requested;
+            self.pass().await;
+            self.done.send_replace(this);
+            let mut schedule = self.schedule.lock().unwrap_or_else(PoisonError::into_inner);
+            if schedule.requested == this {
+                schedule.running = false;
+                return;
+            }
+        }
+    }
+
+    /// Waits until pass `wanted` finished, at most `timeout`.
+    async fn wait_for(&self, wanted: u64, timeout: Duration) -> bool {
+        let mut rx = self.done.subscribe();
+        tokio::time::timeout(timeout, rx.wait_for(|done| *done >= wanted)).await.is_ok_and(|r| r.is_ok())
+    }
+
+    /// One update: walk, drop what is gone, embed what is new or changed, save.
+    async fn pass(&self) {
+        let (ws, config) = (self.ws.clone(), self.config.clone());
+        let walked = match tokio::task::spawn_blocking(move || walk(&ws, &config)).await {
+            Ok(walked) => walked,
+            Err(e) => {
+                tracing::warn!("codebase index walk failed: {e}");
+                return;
+            }
+        };
+        let mut todo: Vec<(PathBuf, (u128, u64))> = {
+            let mut data = self.data();
+            let before = data.files.len();
+            data.files.retain(|path, _| walked.files.contains_key(path));
+            if data.files.len() != before {
+                data.dirty = true;
+                data.version += 1;
+            }
+            data.total = walked.files.len();
+            data.capped = walked.capped.clone();
+            data.unreadable = walked.unreadable.clone();
+            data.walked = true;
+            walked
+                .files
+                .iter()
+                .filter(|(path, stamp)| data.files.get(*path).is_none_or(|e| e.stamp != **stamp))
+                .map(|(p, s)| (p.clone(), *s))
+                .collect()
+        };
+        // Path order: a partial index covers whole folders, which reads more sensibly.
+        todo.sort();
+        let mut failed = None;
+        let mut at = 0;
+        while at < todo.len() {
+            // Read and cut files until a batch's worth of chunks is ready.
+            let (ws, config, want) = (self.ws.clone(), self.config.clone(), self.embedder.max_batch().max(1));
+            let slice: Vec<_> = todo[at..].to_vec();
+            let Ok(group) = tokio::task::spawn_blocking(move || read_group(&ws, &config, &slice, want)).await else {
+                break;
+            };
+            at += group.len();
+            let room = self.config.max_chunks.saturating_sub(self.data().chunk_count());
+            let texts: Vec<String> = group.iter().flat_map(|f| f.chunks.iter().map(|c| c.text.clone())).collect();
+            if texts.len() > room {
+                let mut data = self.data();
+                data.capped = Some(format!(
+                    "the index holds its maximum of {} chunks; files beyond it are not indexed",
+                    self.config.max_chunks
+                ));
+                break;
+            }
+            let vectors = if texts.is_empty() {
+                Vec::new()
+            } else {
+                match self.embedder.embed(&texts).await {
+                    Ok(v) if v.len() == texts.len() => v,
+                    Ok(v) => {
+                        failed = Some(EmbedError::BadResponse(format!(
+                            "{} texts sent, {} vectors received",
+                            texts.len(),
+                            v.len()
+                        )));
+                        break;
+                    }
+                    Err(e) => {
+                        failed = Some(e);
+                        break;
+                    }
+                }
+            };
+            let mut vectors = vectors.into_iter().map(normalised);
+            let mut data = self.data();
+            for file in group {
+                let mut chunks = Vec::with_capacity(file.chunks.len());
+                for c in file.chunks {
+                    let Some(vector) = vectors.next() else { break };
+                    // Vectors of another length belong to another model: start over with these.
+                    if data.dimension.is_some_and(|d| d != vector.len()) {
+                        data.files.clear();
+                    }
+                    data.dimension = Some(vector.len());
+                    chunks.push(Chunk { start: c.start, end: c.end, preview: c.preview, vector });
+                }
+                data.files.insert(file.path, FileEntry { stamp: file.stamp, chunks });
+            }
+            data.dirty = true;
+            data.version += 1;
+        }
+        {
+            let mut data = self.data();
+            if data.error != failed {
+                data.version += 1;
+            }
+            data.error = failed;
+        }
+        self.save().await;
+    }
+
+    /// Writes the index to its cache file when it changed.
+    async fn save(&self) {
+        let Some(file) = self.cache_file.clone() else { return };
+        let bytes = {
+            let mut data = self.data();
+            if !data.dirty {
+                return;
+            }
+            data.dirty = false;
+            encode(&data, self.ws.roots(), self.embedder.model())
+        };
+        let saved = tokio::task::spawn_blocking(move || write_atomic(&file, &bytes)).await;
+        if let Ok(Err(e)) | Err(e) = saved.map_err(|e| std::io::Error::other(e.to_string())) {
+            tracing::warn!("could not save the codebase index: {e}");
+        }
+    }
+}
+
+/// What a walk found: the indexable files with their stamps.
+struct Walked {
+    files: HashMap<PathBuf, (u128, u64)>,
+    capped: Option<String>,
+    unreadable: Option<String>,
+}
+
+fn walk(ws: &Workspace, config: &IndexConfig) -> Walked {
+    let roots = ws.roots();
+    let mut files = HashMap::new();
+    let mut over = 0usize;
+    let unreadable = Unreadable::new();
+    for (i, root) in roots.iter().enumerate() {
+        // A root inside another is walked through the outer one.
+        if roots.iter().enumerate().any(|(j, o)| j != i && root.starts_with(o) && (o != root || j < i)) {
+            continue;
+        }
+        let enters = unreadable.clone();
+        let walker = ws.walker_with(root, move |e| enters.enters(e)).build();
+        for entry in walker {
+            let entry = match entry {
+                Ok(e) => e,
+                Err(e) => {
+                    unreadable.walk_error(&e);
+                    continue;
+                }
+            };
+            if !entry.file_type().is_some_and(|t| t.is_file()) {
+                continue;
+            }
+            if is_secret_name(&entry.file_name().to_string_lossy()) {
+                continue;
+            }
+            let Ok(meta) = entry.metadata() else { continue };
+            if meta.len() > config.max_file_bytes || meta.len() == 0 {
+                continue;
+            }
+            if files.len() >= config.max_files {
+                over += 1;
+                continue;
+            }
+            files.insert(entry.into_path(), content_stamp(Some(&meta)));
+        }
+    }
+    let capped = (over > 0)
+        .then(|| format!("{over} more files are not indexed: the index takes at most {} files", config.max_files));
+    Walked { files, capped, unreadable: unreadable.note(ws) }
+}
+
+/// A chunk cut from a file, before embedding.
+struct ChunkText {
+    start: u32,
+    end: u32,
+    preview: String,
+    /// What is embedded: the path, a line break, the lines.
+    text: String,
+}
+
+struct ReadFile {
+    path: PathBuf,
+    stamp: (u128, u64),
+    chunks: Vec<ChunkText>,
+}
+
+/// Reads and cuts files from the start of `todo` until `want` chunks are ready (at least one file).
+fn read_group(ws: &Workspace, config: &IndexConfig, todo: &[(PathBuf, (u128, u64))], want: usize) -> Vec<ReadFile> {
+    let mut out = Vec::new();
+    let mut count = 0;
+    for (path, stamp) in todo {
+        if count >= want && !out.is_empty() {
+            break;
+        }
+        // A file that cannot be read now, or is binary, is recorded without chunks so it is
+        // not read again until it changes.
+        let chunks = match std::fs::read(path) {
+            Ok(bytes) if !bytes[..bytes.len().min(8192)].contains(&0) => {
+                let text = String::from_utf8_lossy(&bytes);
+                chunk_file(&show_path(ws, path), &text, config)
+            }
+            _ => Vec::new(),
+        };
+        count += chunks.len();
+        out.push(ReadFile { path: path.clone(), stamp: *stamp, chunks });
+    }
+    out
+}
+
+/// Cuts `text` into chunks of whole lines.
+fn chunk_file(shown: &str, text: &str, config: &IndexConfig) -> Vec<ChunkText> {
+    let lines: Vec<&str> = text.lines().collect();
+    let target = config.chunk_lines.max(3);
+    let (min, max) = ((target * 2 / 3).max(1), (target * 4 / 3).max(2));
+    let mut out = Vec::new();
+    let mut start = 0;
+    while start < lines.len() {
+        let hard_end = (start + max).min(lines.len());
+        let mut end = hard_end;
+        if hard_end < lines.len() {
+            // The last blank line in the preferred window, so a chunk holds whole functions.
+            if let Some(blank) = (start + min..hard_end).rev().find(|&i| lines[i].trim().is_empty()) {
+                end = blank + 1;
+            } else {
+                end = (start + target).min(lines.len());
+            }
+        }
+        let body = &lines[start..end];
+        if body.iter().any(|l| !l.trim().is_empty()) {
+            let mut text = String::with_capacity(shown.len() + 1 + body.iter().map(|l| l.len() + 1).sum::<usize>());
+            text.push_str(shown);
+            text.push('\n');
+            for line in body {
+                if text.len() + line.len() > config.max_chunk_bytes {
+                    let mut cut = config.max_chunk_bytes.saturating_sub(text.len()).min(line.len());
+                    while !line.is_char_boundary(cut) {
+                        cut -= 1;
+                    }
+                    text.push_str(&line[..cut]);
+                    break;
+                }
+                text.push_str(line);
+                text.push('\n');
+            }
+            let preview = body
+                .iter()
+                .filter(|l| !l.trim().is_empty())
+                .take(4)
+                .map(|l| cut_line(l.trim_end(), 200))
+                .collect::<Vec<_>>()
+                .join("\n");
+            out.push(ChunkText { start: (start + 1) as u32, end: end as u32, preview, text });
+        }
+        if end >= lines.len() {
+            break;
+        }
+        let next = end.saturating_sub(config.overlap_lines.min(target / 2));
+        start = if next > start { next } else { end };
+    }
+    out
+}
+
+fn cut_line(line: &str, max_chars: usize) -> String {
+    match line.char_indices().nth(max_chars) {
+        Some((at, _)) => format!("{}…", &line[..at]),
+        None => line.to_owned(),
+    }
+}
+
+fn normalised(mut v: Vec<f32>) -> Vec<f32> {
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if norm > 0.0 && norm.is_finite() {
+        v.iter_mut().for_each(|x| *x /= norm);
+    }
+    v
+}
+
+// ---------------------------------------------------------------------------------------------
+// The cache file
+// ---------------------------------------------------------------------------------------------
+
+const MAGIC: &[u8; 8] = b"KODIKIX1";
+
+/// The file name for a workspace and model: a hash of both, so a model or workspace never reads
+/// another's vectors (the dimension is checked inside).
+fn cache_name(roots: &[PathBuf], model: &str) -> String {
+    let mut key = Vec::new();
+    for r in roots {
+        key.extend_from_slice(r.as_os_str().as_encoded_bytes());
+        key.push(0);
+    }
+    key.extend_from_slice(model.as_bytes());
+    format!("{:016x}.idx", xxhash_rust::xxh3::xxh3_64(&key))
+}
+
+fn put_u32(out: &mut Vec<u8>, n: usize) {
+    out.extend_from_slice(&(n.min(u32::MAX as usize) as u32).to_le_bytes());
+}
+
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    put_u32(out, b.len());
+    out.extend_from_slice(b);
+}
+
+/// magic, header (roots, model, dimension), files (path, stamp, chunks), xxh3 of all before.
+fn encode(data: &Data, roots: &[PathBuf], model: &str) -> Vec<u8> {
+    let dim = data.dimension.unwrap_or(0);
+    let mut out = Vec::with_capacity(64 + data.chunk_count() * (dim * 4 + 120));
+    out.extend_from_slice(MAGIC);
+    put_u32(&mut out, roots.len());
+    for r in roots {
+        put_bytes(&mut out, r.as_os_str().as_encoded_bytes());
+    }
+    put_bytes(&mut out, model.as_bytes());
+    put_u32(&mut out, dim);
+    put_u32(&mut out, data.files.len());
+    for (path, entry) in &data.files {
+        put_bytes(&mut out, path.as_os_str().as_encoded_bytes());
+        out.extend_from_slice(&entry.stamp.0.to_le_bytes());
+        out.extend_from_slice(&entry.stamp.1.to_le_bytes());
+        put_u32(&mut out, entry.chunks.len());
+        for c in &entry.chunks {
+            put_u32(&mut out, c.start as usize);
+            put_u32(&mut out, c.end as usize);
+            put_bytes(&mut out, c.preview.as_bytes());
+            for x in &c.vector {
+                out.extend_from_slice(&x.to_le_bytes());
+            }
+        }
+    }
+    let sum = xxhash_rust::xxh3::xxh3_64(&out);
+    out.extend_from_slice(&sum.to_le_bytes());
+    out
+}
+
+struct Reader<'a> {
+    bytes: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        if self.bytes.len() < n {
+            return None;
+        }
+        let (head, rest) = self.bytes.split_at(n);
+        self.bytes = rest;
+        Some(head)
+    }
+    fn u32(&mut self) -> Option<usize> {
+        Some(u32::from_le_bytes(self.take(4)?.try_into().ok()?) as usize)
+    }
+    fn bytes(&mut self) -> Option<&'a [u8]> {
+        let n = self.u32()?;
+        self.take(n)
+    }
+}
+
+/// The index saved in `file`, or `None` when there is none or it is corrupt or someone else's
+/// (another workspace, model or dimension): then the index is rebuilt and the file replaced.
+fn load(file: &Path, roots: &[PathBuf], model: &str, dimension: Option<usize>) -> Option<Data> {
+    let bytes = std::fs::read(file).ok()?;
+    let decoded = decode(&bytes, roots, model, dimension);
+    if decoded.is_none() {
+        tracing::warn!(file = %file.display(), "the codebase index cache is corrupt or not this index's; rebuilding it");
+    }
+    decoded
+}
+
+fn decode(bytes: &[u8], roots: &[PathBuf], model: &str, dimension: Option<usize>) -> Option<Data> {
+    let (body, sum) = bytes.split_at_checked(bytes.len().checked_sub(8)?)?;
+    if xxhash_rust::xxh3::xxh3_64(body) != u64::from_le_bytes(sum.try_into().ok()?) {
+        return None;
+    }
+    let mut r = Reader { bytes: body };
+    if r.take(8)? != MAGIC {
+        return None;
+    }
+    let n_roots = r.u32()?;
+    if n_roots != roots.len() {
+        return None;
+    }
+    for root in roots {
+        if r.bytes()? != root.as_os_str().as_encoded_bytes() {
+            return None;
+        }
+    }
+    if r.bytes()? != model.as_bytes() {
+        return None;
+    }
+    let dim = r.u32()?;
+    if dimension.is_some_and(|d| d != dim) {
+        return None;
+    }
+    let n_files = r.u32()?;
+    let mut files = HashMap::with_capacity(n_files.min(1 << 20));
+    for _ in 0..n_files {
+        let path = PathBuf::from(String::from_utf8(r.bytes()?.to_vec()).ok()?);
+        let mtime = u128::from_le_bytes(r.take(16)?.try_into().ok()?);
+        let len = u64::from_le_bytes(r.take(8)?.try_into().ok()?);
+        let n_chunks = r.u32()?;
+        let mut chunks = Vec::with_capacity(n_chunks.min(1 << 16));
+        for _ in 0..n_chunks {
+            let start = r.u32()? as u32;
+            let end = r.u32()? as u32;
+            let preview = String::from_utf8(r.bytes()?.to_vec()).ok()?;
+            let raw = r.take(dim.checked_mul(4)?)?;
+            let vector = raw.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+            chunks.push(Chunk { start, end, preview, vector });
+        }
+        files.insert(path, FileEntry { stamp: (mtime, len), chunks });
+    }
+    if !r.bytes.is_empty() {
+        return None;
+    }
+    Some(Data { files, dimension: (dim > 0).then_some(dim), ..Data::default() })
+}
+
+/// Writes `bytes` to `file` through a temporary file in the same folder and a rename, so a
+/// crash leaves the old file or the new one, never half of one.
+fn write_atomic(file: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = file.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    // Unique per process and write: two indexes of one workspace may save at once.
+    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let tmp = dir.join(format!(
+        ".{}.{}.{}.tmp",
+        file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+        std::process::id(),
+        WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    let written = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, file)
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
+}
+
+// ---------------------------------------------------------------------------------------------
+// The tool
+// ---------------------------------------------------------------------------------------------
+
+/// The `codebase_search` tool over a shared [`CodebaseIndex`].
+#[derive(Debug, Clone)]
+pub struct CodebaseSearchTool {
+    spec: ToolSpec,
+    index: Arc<CodebaseIndex>,
+}
+
+impl CodebaseSearchTool {
+    /// The tool over `index`.
+    pub fn new(index: Arc<CodebaseIndex>) -> Self {
+        Self { spec: kodik_schema::spec::<CodebaseSearchArgs>(), index }
+    }
+
+    /// The index it searches.
+    pub fn index(&self) -> &Arc<CodebaseIndex> {
+        &self.index
+    }
+}
+
+/// One result.
+struct Hit<'a> {
+    score: f32,
+    path: &'a Path,
+    chunk: &'a Chunk,
+}
+
+#[async_trait]
+impl TypedTool for CodebaseSearchTool {
+    type Args = CodebaseSearchArgs;
+
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn reads(&self, args: &CodebaseSearchArgs, ws: &Workspace) -> Vec<Resource> {
+        crate::glob::searched(ws, args.path.as_deref())
+    }
+
+    fn check(&self, args: &CodebaseSearchArgs) -> Result<(), ToolError> {
+        if args.query.trim().is_empty() {
+            return Err(ToolError::InvalidInput {
+                tool: "codebase_search".into(),
+                field: Some("query".into()),
+                message: "the query is empty: describe in words what you are looking for".into(),
+            });
+        }
+        Ok(())
+    }
+
+    async fn run(&self, args: CodebaseSearchArgs, cx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let ws = cx.workspace.clone();
+        // The folder first: a refused path costs no update and no embedding.
+        let base = match args.path.as_deref().map(str::trim).filter(|p| !p.is_empty()) {
+            Some(p) => {
+                let ws2 = ws.clone();
+                let p = p.to_owned();
+                Some(
+                    run_blocking(&cx.cancel, move || {
+                        let resolved = ws2.check_readable(&p)?;
+                        if !resolved.exists() {
+                            return Err(ws2.not_found(&resolved).into());
+                        }
+                        Ok(resolved)
+                    })
+                    .await?,
+                )
+            }
+            None => None,
+        };
+        let limit = args.limit.unwrap_or(10).clamp(1, 50) as usize;
+        let index = self.index.workspace(&ws).await;
+        let wanted = index.request();
+        let current = tokio::select! {
+            current = index.wait_for(wanted, self.index.config.call_wait) => current,
+            () = cx.cancel.cancelled() => return Err(SearchError::Cancelled.into()),
+        };
+        let query = vec![args.query.trim().to_owned()];
+        let query_vector = tokio::select! {
+            v = self.index.embedder.embed(&query) => v,
+            () = cx.cancel.cancelled() => return Err(SearchError::Cancelled.into()),
+        };
+        let query_vector = match query_vector {
+            Ok(mut v) if v.len() == 1 => normalised(v.remove(0)),
+            Ok(v) => {
+                return Err(embed_failure(&EmbedError::BadResponse(format!(
+                    "1 text sent, {} vectors received",
+                    v.len()
+                ))));
+            }
+            Err(e) => return Err(embed_failure(&e)),
+        };
+        let (index2, ws2, base2) = (index.clone(), ws.clone(), base.clone());
+        let result = run_blocking(&cx.cancel, move || {
+            Ok(answer(&index2, &ws2, base2.as_deref(), &query_vector, limit, current))
+        })
+        .await?;
+        let Answer { text, fingerprint, settled, meta } = result?;
+        if settled {
+            let key = format!(
+                "codebase_search\0{}\0{}\0{limit}",
+                args.query.trim(),
+                base.as_deref().map(|b| b.display().to_string()).unwrap_or_default()
+            );
+            if let Some(out) = guard::check(&cx.session, &key, fingerprint, "the index holds the same files") {
+                return Ok(out);
+            }
+        }
+        Ok(ToolOutput::text(text).with_meta(meta))
+    }
+}
+
+/// The error for a failed embedding: what happened and what to do.
+fn embed_failure(e: &EmbedError) -> ToolError {
+    let advice = e.advice().map(|a| format!(" {a}")).unwrap_or_default();
+    ToolError::Failed(format!("codebase_search could not embed the query: {e}.{advice}"))
+}
+
+struct Answer {
+    text: String,
+    fingerprint: u64,
+    /// Whether the index was complete and healthy: only then may an identical repeat be
+    /// answered "unchanged".
+    settled: bool,
+    meta: serde_json::Value,
+}
+
+fn answer(
+    index: &WsIndex,
+    ws: &Workspace,
+    base: Option<&Path>,
+    query: &[f32],
+    limit: usize,
+    current: bool,
+) -> Result<Answer, ToolError> {
+    let data = index.data();
+    let indexed = data.files.len();
+    let total = data.total.max(indexed);
+    let mut notes = Vec::new();
+    let mut settled = current && data.error.is_none();
+    if let Some(e) = &data.error {
+        let advice = e.advice().map(|a| format!(" {a}")).unwrap_or_default();
+        if indexed == 0 {
+            return Err(ToolError::Failed(format!(
+                "codebase_search could not build its index: {e}.{advice} Meanwhile use grep or glob."
+            )));
+        }
+        notes.push(format!(
+            "[the index could not be brought up to date: {e}.{advice} Results come from what was indexed before.]"
+        ));
+    }
+    if indexed < total {
+        settled = false;
+        notes.push(format!(
+            "[index: {indexed} of {total} files so far; results may be incomplete — the rest is being indexed in \
+             the background, ask again shortly]"
+        ));
+    }
+    if let Some(c) = &data.capped {
+        notes.push(format!("[{c}]"));
+    }
+    if let Some(u) = &data.unreadable {
+        notes.push(u.clone());
+    }
+    if data.walked && indexed >= total && data.files.values().all(|f| f.chunks.is_empty()) {
+        return Ok(Answer {
+            text: "The workspace has no files codebase_search can index (ignored, hidden, binary, secret and very \
+                   large files are left out). Use glob to see what is there."
+                .into(),
+            fingerprint: data.version,
+            settled,
+            meta: json!({ "indexed_files": 0, "total_files": 0, "results": 0 }),
+        });
+    }
+    let mut ignore = ws.ignore_checks();
+    let mut hits: Vec<Hit<'_>> = Vec::new();
+    for (path, entry) in &data.files {
+        if base.is_some_and(|b| !path.starts_with(b)) || entry.chunks.is_empty() {
+            continue;
+        }
+        // A rule added since the file was indexed hides it at once (G16).
+        if ignore.is_ignored(path) {
+            continue;
+        }
+        for chunk in &entry.chunks {
+            if chunk.vector.len() != query.len() {
+                continue;
+            }
+            let score = chunk.vector.iter().zip(query).map(|(a, b)| a * b).sum::<f32>();
+            hits.push(Hit { score, path, chunk });
+        }
+    }
+    let found = hits.len();
+    if found > limit {
+        hits.select_nth_unstable_by(limit - 1, |a, b| b.score.total_cmp(&a.score));
+        hits.truncate(limit);
+    }
+    hits.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.path.cmp(b.path)));
+    let mut text = String::new();
+    if hits.is_empty() {
+        let where_ = base.map(|b| format!(" below `{}`", show_path(ws, b))).unwrap_or_default();
+        if indexed < total {
+            text.push_str(&format!("Nothing indexed{where_} yet to compare with."));
+        } else {
+            text.push_str(&format!("No indexed code{where_} to compare with (empty, binary or left-out files only)."));
+        }
+    }
+    for hit in &hits {
+        text.push_str(&format!(
+            "{}:{}-{} (score {:.2})\n",
+            show_path(ws, hit.path),
+            hit.chunk.start,
+            hit.chunk.end,
+            hit.score
+        ));
+        for line in hit.chunk.preview.lines() {
+            text.push_str("  ");
+            text.push_str(line);
+            text.push('\n');
+        }
+        text.push('\n');
+    }
+    let mut text = text.trim_end().to_owned();
+    for n in &notes {
+        text.push('\n');
+        text.push_str(n);
+    }
+    let results: Vec<_> = hits
+        .iter()
+        .map(|h| json!({ "path": show_path(ws, h.path), "start_line": h.chunk.start, "end_line": h.chunk.end, "score": h.score }))
+        .collect();
+    let fingerprint = crate::util::hash_of(&(data.version, indexed, total));
+    Ok(Answer {
+        text,
+        fingerprint,
+        settled,
+        meta: json!({ "indexed_files": indexed, "total_files": total, "results": results, "complete": indexed >= total }),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    fn config() -> IndexConfig {
+        IndexConfig { cache_dir: None, chunk_lines: 6, overlap_lines: 1, ..IndexConfig::default() }
+    }
+
+    #[test]
+    fn l7_chunks_are_whole_lines_with_overlap_and_the_path_in_front() {
+        let text: String = (1..=20).map(|i| format!("line {i}\n")).collect();
+        let chunks = chunk_file("src/a.rs", &text, &config());
+        assert!(chunks.len() >= 3, "{}", chunks.len());
+        assert_eq!(chunks[0].start, 1);
+        assert_eq!(chunks.last().unwrap().end, 20);
+        for pair in chunks.windows(2) {
+            assert!(pair[1].start <= pair[0].end, "overlap or adjacency");
+            assert!(pair[1].start > pair[0].start);
+        }
+        for c in &chunks {
+            assert!(c.text.starts_with("src/a.rs\nline "), "{}", c.text);
+            // Every line whole.
+            for l in c.text.lines().skip(1) {
+                assert!(l.starts_with("line "), "{l}");
+            }
+        }
+    }
+
+    #[test]
+    fn l7_chunks_end_at_a_blank_line_and_long_lines_are_cut_only_in_the_preview() {
+        let text = "a\nb\nc\nd\n\ne\nf\ng\nh\n";
+        let chunks = chunk_file("x", text, &config());
+        assert_eq!((chunks[0].start, chunks[0].end), (1, 5), "ends after the blank line");
+        let long = "y".repeat(500);
+        let chunks = chunk_file("x", &long, &config());
+        assert_eq!(chunks[0].preview.chars().count(), 201);
+    }
+
+    #[test]
+    fn l7_secret_names_are_recognised() {
+        for s in [".env", ".env.local", "prod.env", "server.key", "tls.PEM", "id_rsa", "id_ed25519.pub", ".netrc"] {
+            assert!(is_secret_name(s), "{s}");
+        }
+        for s in ["main.rs", "environment.ts", "keys.rs", "README.md", "envelope.go"] {
+            assert!(!is_secret_name(s), "{s}");
+        }
+    }
+
+    #[test]
+    fn l7_the_cache_format_round_trips_and_refuses_other_models_and_damage() {
+        let mut data = Data { dimension: Some(2), ..Data::default() };
+        data.files.insert(
+            PathBuf::from("/w/a.rs"),
+            FileEntry {
+                stamp: (7, 9),
+                chunks: vec![Chunk { start: 1, end: 3, preview: "fn a()".into(), vector: vec![0.6, 0.8] }],
+            },
+        );
+        let roots = vec![PathBuf::from("/w")];
+        let bytes = encode(&data, &roots, "m");
+        let back = decode(&bytes, &roots, "m", None).unwrap();
+        assert_eq!(back.files[Path::new("/w/a.rs")].chunks[0].vector, vec![0.6, 0.8]);
+        assert_eq!(back.dimension, Some(2));
+        assert!(decode(&bytes, &roots, "other-model", None).is_none());
+        assert!(decode(&bytes, &roots, "m", Some(3)).is_none());
+        assert!(decode(&bytes, &[PathBuf::from("/v")], "m", None).is_none());
+        let mut damaged = bytes.clone();
+        damaged[20] ^= 1;
+        assert!(decode(&damaged, &roots, "m", None).is_none());
+        assert!(decode(&bytes[..bytes.len() - 3], &roots, "m", None).is_none());
+        assert!(decode(b"", &roots, "m", None).is_none());
+    }
+}

@@ -1,0 +1,401 @@
+//! `codebase_search` (L7) end to end: the real `/v1/embeddings` client of kodik-model talks
+//! to a real HTTP server on 127.0.0.1 whose vectors come from word hashing, so "remove
+//! expired sessions" lands near the chunk about purging sessions. Asserts on what the server
+//! received prove what was (and was not) sent.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kodik_core::{ToolContext, ToolOutput, ToolRegistry, ToolStatus, Workspace};
+use kodik_model::{EmbeddingsClient, EmbeddingsConfig, HashEmbeddingServer};
+use kodik_search::{CodebaseIndex, IndexConfig, SearchToolset};
+use serde_json::json;
+
+const SESSIONS: &str = "\
+//! Session store.
+
+/// Purges every session whose expiry time has passed: removes expired sessions from the
+/// store so stale logins cannot be reused.
+pub fn purge_expired_sessions(store: &mut Store, now: Instant) {
+    store.sessions.retain(|s| s.expires_at > now);
+}
+";
+
+const MARKDOWN: &str = "\
+/// Renders rows as a Markdown table with a header line and aligned columns.
+pub fn render_markdown_table(rows: &[Row]) -> String {
+    let mut out = String::new();
+    for row in rows { out.push_str(&row.cells.join(\" | \")); }
+    out
+}
+";
+
+const ROUTER: &str = "\
+/// Routes an incoming HTTP request to its handler by method and path.
+pub fn route_request(req: &Request) -> Response {
+    match (req.method, req.path.as_str()) { _ => not_found() }
+}
+";
+
+/// A workspace with three source files, a `.kodikignore`d note, secrets and a binary file.
+fn workspace() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let files: &[(&str, &[u8])] = &[
+        ("src/sessions.rs", SESSIONS.as_bytes()),
+        ("src/markdown.rs", MARKDOWN.as_bytes()),
+        ("src/router.rs", ROUTER.as_bytes()),
+        (".kodikignore", b"private/\n"),
+        ("private/plan.md", b"Secret plan: remove expired sessions by hand every night.\n"),
+        (".env", b"SESSION_TOKEN=hunter2-expired-sessions\n"),
+        ("config/prod.env", b"DB_PASSWORD=swordfish-sessions\n"),
+        ("deploy/server.key", b"-----BEGIN PRIVATE KEY----- sessions expired\n"),
+        ("id_rsa", b"-----BEGIN OPENSSH PRIVATE KEY----- sessions\n"),
+        ("assets/logo.bin", b"\x89PNG\0\0\0sessions expired remove\0"),
+    ];
+    for (path, body) in files {
+        let p = dir.path().join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, body).unwrap();
+    }
+    dir
+}
+
+struct Setup {
+    ws: tempfile::TempDir,
+    cache: tempfile::TempDir,
+    server: HashEmbeddingServer,
+}
+
+impl Setup {
+    async fn new() -> Self {
+        Self {
+            ws: workspace(),
+            cache: tempfile::tempdir().unwrap(),
+            server: HashEmbeddingServer::start(256).await.unwrap(),
+        }
+    }
+
+    fn client(&self, config: impl FnOnce(EmbeddingsConfig) -> EmbeddingsConfig) -> Arc<EmbeddingsClient> {
+        let c = EmbeddingsConfig::new(self.server.base_url(), "hash-embed-256")
+            .api_key("sk-test")
+            .retries(0)
+            .retry_base_delay(Duration::from_millis(10));
+        Arc::new(EmbeddingsClient::new(config(c)).unwrap())
+    }
+
+    /// A fresh process's view: a new index over the same cache folder.
+    fn tools(
+        &self,
+        client: Arc<EmbeddingsClient>,
+        call_wait: Duration,
+    ) -> (ToolRegistry, Arc<CodebaseIndex>, ToolContext) {
+        let config =
+            IndexConfig { cache_dir: Some(self.cache.path().to_path_buf()), call_wait, ..IndexConfig::default() };
+        let index = Arc::new(CodebaseIndex::with_config(client, config));
+        let mut reg = ToolRegistry::new();
+        SearchToolset::new().codebase_index(index.clone()).register(&mut reg);
+        let cx = ToolContext::new(Workspace::new(self.ws.path()).unwrap());
+        (reg, index, cx)
+    }
+
+    fn default_tools(&self) -> (ToolRegistry, Arc<CodebaseIndex>, ToolContext) {
+        self.tools(self.client(|c| c), Duration::from_secs(30))
+    }
+
+    fn write(&self, path: &str, body: &str) {
+        let p = self.ws.path().join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, body).unwrap();
+    }
+
+    fn cache_files(&self) -> Vec<PathBuf> {
+        std::fs::read_dir(self.cache.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "idx"))
+            .collect()
+    }
+}
+
+async fn search(reg: &ToolRegistry, cx: &ToolContext, args: serde_json::Value) -> ToolOutput {
+    let tool = reg.get("codebase_search").expect("codebase_search is registered");
+    tokio::time::timeout(Duration::from_secs(60), tool.call(args, cx)).await.expect("codebase_search hung")
+}
+
+/// The `path:start-end` heads of the results, best first.
+fn heads(out: &ToolOutput) -> Vec<String> {
+    out.text_content()
+        .lines()
+        .filter(|l| !l.starts_with(' ') && l.contains(".rs:") && l.contains("(score"))
+        .map(|l| l.split(' ').next().unwrap().to_owned())
+        .collect()
+}
+
+fn inputs_since(server: &HashEmbeddingServer, before: usize) -> Vec<String> {
+    server.inputs().into_iter().skip(before).collect()
+}
+
+#[tokio::test]
+async fn l7_without_an_embedder_the_tool_is_not_offered() {
+    let mut reg = ToolRegistry::new();
+    SearchToolset::new().register(&mut reg);
+    assert!(reg.get("codebase_search").is_none());
+    let s = Setup::new().await;
+    let (reg, _, _) = s.default_tools();
+    let tool = reg.get("codebase_search").unwrap();
+    assert_eq!(tool.spec(), &kodik_schema::spec::<kodik_schema::lsp::CodebaseSearchArgs>());
+    assert_eq!(s.server.requests().len(), 0, "registering embeds nothing");
+}
+
+#[tokio::test]
+async fn l7_first_call_builds_the_index_and_ranks_by_meaning() {
+    let s = Setup::new().await;
+    let (reg, index, cx) = s.default_tools();
+    let out = search(&reg, &cx, json!({ "query": "remove expired sessions" })).await;
+    assert!(out.is_success(), "{}", out.text_content());
+    let text = out.text_content();
+    let found = heads(&out);
+    assert_eq!(found.len(), 3, "{text}");
+    assert!(found[0].starts_with("src/sessions.rs:1-"), "{text}");
+    assert!(text.contains("  /// Purges every session whose expiry time has passed"), "first lines shown: {text}");
+    assert!(!text.contains("index:"), "a finished index has no progress note: {text}");
+    let status = index.status(&cx.workspace).unwrap();
+    assert_eq!((status.indexed_files, status.total_files), (4, 4), "3 sources and the binary file (no chunks)");
+    // `limit` caps the results.
+    let one = search(&reg, &cx, json!({ "query": "render a markdown table", "limit": 1 })).await;
+    assert_eq!(heads(&one), ["src/markdown.rs:1-6"], "{}", one.text_content());
+    // Chunks are sent with their path in front.
+    assert!(s.server.inputs().iter().any(|i| i.starts_with("src/sessions.rs\n//! Session store.")));
+}
+
+#[tokio::test]
+async fn g16_l7_ignored_secret_and_binary_files_never_reach_the_embedder_or_the_results() {
+    let s = Setup::new().await;
+    let (reg, _, cx) = s.default_tools();
+    let out = search(&reg, &cx, json!({ "query": "remove expired sessions secret plan token", "limit": 50 })).await;
+    assert!(out.is_success(), "{}", out.text_content());
+    let sent = s.server.inputs().join("\n=====\n");
+    for secret in ["Secret plan", "hunter2", "swordfish", "PRIVATE KEY", "PNG"] {
+        assert!(!sent.contains(secret), "`{secret}` reached the embedding server:\n{sent}");
+    }
+    for path in ["private/", ".env", "config/prod.env", "deploy/", "id_rsa", "assets/"] {
+        assert!(!out.text_content().contains(path), "{path} in {}", out.text_content());
+    }
+    // A rule added after indexing hides the file's chunks at once.
+    s.write(".kodikignore", "private/\nsrc/sessions.rs\n");
+    let out = search(&reg, &cx, json!({ "query": "remove expired sessions" })).await;
+    assert!(out.is_success(), "{}", out.text_content());
+    assert!(!out.text_content().contains("sessions.rs"), "{}", out.text_content());
+    assert!(heads(&out).len() == 2, "{}", out.text_content());
+}
+
+#[tokio::test]
+async fn l7_a_query_while_building_says_how_far_the_index_is() {
+    let s = Setup::new().await;
+    // One text per request, each answered after 300 ms: the build outlasts the call's wait.
+    s.server.set_delay(Duration::from_millis(300));
+    let (reg, index, cx) = s.tools(s.client(|c| c.batch_size(1)), Duration::from_millis(100));
+    let out = search(&reg, &cx, json!({ "query": "remove expired sessions" })).await;
+    assert!(out.is_success(), "{}", out.text_content());
+    let text = out.text_content();
+    let note = text.lines().find(|l| l.starts_with("[index: ")).unwrap_or_else(|| panic!("no progress note: {text}"));
+    assert!(note.contains(" of 4 files so far; results may be incomplete"), "{note}");
+    assert!(!note.starts_with("[index: 4 of 4"), "{note}");
+    assert!(!text.contains("No indexed code"), "{text}");
+    // The build goes on in the background and completes.
+    assert!(index.wait_until_current(&cx.workspace, Duration::from_secs(30)).await);
+    let out = search(&reg, &cx, json!({ "query": "remove expired sessions" })).await;
+    assert!(!out.text_content().contains("[index: "), "{}", out.text_content());
+    assert!(heads(&out)[0].starts_with("src/sessions.rs:"), "{}", out.text_content());
+}
+
+#[tokio::test]
+async fn g15_l7_an_edit_changes_the_answer_and_a_deleted_file_is_gone() {
+    let s = Setup::new().await;
+    let (reg, _, cx) = s.default_tools();
+    let query = json!({ "query": "parse the yaml configuration file" });
+    let before = search(&reg, &cx, query.clone()).await;
+    assert!(!heads(&before).is_empty());
+    assert!(!before.text_content().contains("config.rs"), "{}", before.text_content());
+
+    // A new file: only it (and the query) is embedded, and it is the best match.
+    let sent = s.server.inputs().len();
+    s.write("src/config.rs", "/// Parses the YAML configuration file into settings.\npub fn parse_yaml_configuration(text: &str) -> Config { todo!() }\n");
+    let after = search(&reg, &cx, query.clone()).await;
+    assert_eq!(heads(&after)[0], "src/config.rs:1-2", "{}", after.text_content());
+    let new = inputs_since(&s.server, sent);
+    assert!(
+        new.iter().all(|i| i.starts_with("src/config.rs\n") || i == "parse the yaml configuration file"),
+        "{new:?}"
+    );
+
+    // An edit of an existing file changes its chunk.
+    s.write("src/markdown.rs", "/// Reads the yaml configuration file and parses it.\nfn load() {}\n");
+    let after = search(&reg, &cx, json!({ "query": "render a markdown table", "limit": 50 })).await;
+    assert!(after.text_content().contains("src/markdown.rs:1-2"), "{}", after.text_content());
+    assert!(
+        after.text_content().contains("/// Reads the yaml configuration file and parses it."),
+        "{}",
+        after.text_content()
+    );
+    assert!(
+        !after.text_content().contains("Renders rows as a Markdown table"),
+        "stale chunk: {}",
+        after.text_content()
+    );
+
+    // A deleted file's chunks are gone.
+    std::fs::remove_file(s.ws.path().join("src/config.rs")).unwrap();
+    let gone = search(&reg, &cx, query).await;
+    assert!(!gone.text_content().contains("config.rs"), "{}", gone.text_content());
+}
+
+#[tokio::test]
+async fn l7_a_restart_loads_the_cache_and_embeds_only_what_changed() {
+    let s = Setup::new().await;
+    {
+        let (reg, _, cx) = s.default_tools();
+        assert!(search(&reg, &cx, json!({ "query": "route an http request" })).await.is_success());
+    }
+    assert_eq!(s.cache_files().len(), 1, "one cache file for the workspace and model");
+    let sent = s.server.inputs().len();
+    assert!(sent >= 4, "three source chunks and the query");
+
+    // A new process: the cache is loaded, nothing is re-embedded but the query.
+    let (reg, _, cx) = s.default_tools();
+    let out = search(&reg, &cx, json!({ "query": "route an http request" })).await;
+    assert_eq!(heads(&out)[0], "src/router.rs:1-4", "{}", out.text_content());
+    assert_eq!(inputs_since(&s.server, sent), ["route an http request"]);
+
+    // One changed file: only it is embedded again.
+    let sent = s.server.inputs().len();
+    s.write(
+        "src/router.rs",
+        "/// Dispatches an incoming HTTP request to the handler for its route.\npub fn dispatch() {}\n",
+    );
+    let (reg, _, cx) = s.default_tools();
+    let out = search(&reg, &cx, json!({ "query": "route an http request" })).await;
+    assert_eq!(heads(&out)[0], "src/router.rs:1-2", "{}", out.text_content());
+    let new = inputs_since(&s.server, sent);
+    assert_eq!(new.len(), 2, "{new:?}");
+    assert!(new[0].starts_with("src/router.rs\n/// Dispatches"), "{new:?}");
+}
+
+#[tokio::test]
+async fn l7_a_corrupt_or_foreign_cache_is_rebuilt_not_a_crash() {
+    let s = Setup::new().await;
+    {
+        let (reg, _, cx) = s.default_tools();
+        assert!(search(&reg, &cx, json!({ "query": "sessions" })).await.is_success());
+    }
+    let file = s.cache_files().pop().unwrap();
+    let mut bytes = std::fs::read(&file).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x55;
+    std::fs::write(&file, &bytes).unwrap();
+    let sent = s.server.inputs().len();
+    let (reg, _, cx) = s.default_tools();
+    let out = search(&reg, &cx, json!({ "query": "remove expired sessions" })).await;
+    assert!(out.is_success(), "{}", out.text_content());
+    assert!(heads(&out)[0].starts_with("src/sessions.rs:"), "{}", out.text_content());
+    assert_eq!(inputs_since(&s.server, sent).len(), 4, "every file embedded again, and the query");
+
+    // The rebuilt file is whole again: the next process embeds only its query.
+    let sent = s.server.inputs().len();
+    let (reg, _, cx) = s.default_tools();
+    assert!(search(&reg, &cx, json!({ "query": "sessions" })).await.is_success());
+    assert_eq!(inputs_since(&s.server, sent), ["sessions"]);
+
+    // Garbage of any length is the same.
+    std::fs::write(&file, b"not an index").unwrap();
+    let (reg, _, cx) = s.default_tools();
+    assert!(search(&reg, &cx, json!({ "query": "sessions" })).await.is_success());
+}
+
+#[tokio::test]
+async fn l7_a_refused_key_is_a_clear_error_and_the_index_keeps_what_it_had() {
+    let s = Setup::new().await;
+    s.server.require_key(Some("the-right-key"));
+    let (reg, _, cx) = s.tools(s.client(|c| c.api_key("a-wrong-key")), Duration::from_secs(30));
+    let out = search(&reg, &cx, json!({ "query": "remove expired sessions" })).await;
+    assert_eq!(out.status, ToolStatus::Error, "{}", out.text_content());
+    let text = out.text_content();
+    assert!(text.contains("refused the API key (HTTP 401)"), "{text}");
+    assert!(text.contains("Check the embedding API key"), "{text}");
+    assert!(!text.contains("a-wrong-key"), "{text}");
+
+    // With the right key the index is built; then one update fails: the old chunks still answer.
+    let (reg, _, cx) = s.tools(s.client(|c| c.api_key("the-right-key")), Duration::from_secs(30));
+    assert!(search(&reg, &cx, json!({ "query": "sessions" })).await.is_success());
+    s.write("src/sessions.rs", &format!("{SESSIONS}\n// touched\n"));
+    s.server.fail_next(401, None);
+    let out = search(&reg, &cx, json!({ "query": "remove expired sessions" })).await;
+    assert!(out.is_success(), "{}", out.text_content());
+    assert!(heads(&out)[0].starts_with("src/sessions.rs:"), "{}", out.text_content());
+    assert!(out.text_content().contains("could not be brought up to date"), "{}", out.text_content());
+    assert!(out.text_content().contains("refused the API key"), "{}", out.text_content());
+    // The next call catches up.
+    let out = search(&reg, &cx, json!({ "query": "remove expired sessions" })).await;
+    assert!(!out.text_content().contains("could not be brought up to date"), "{}", out.text_content());
+}
+
+#[tokio::test]
+async fn l7_an_unreachable_server_says_what_to_do() {
+    let s = Setup::new().await;
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let client = Arc::new(
+        EmbeddingsClient::new(EmbeddingsConfig::new(format!("http://127.0.0.1:{port}/v1"), "m").retries(0)).unwrap(),
+    );
+    let (reg, _, cx) = s.tools(client, Duration::from_secs(30));
+    let out = search(&reg, &cx, json!({ "query": "sessions" })).await;
+    assert_eq!(out.status, ToolStatus::Error);
+    assert!(out.text_content().contains("could not reach the embedding server"), "{}", out.text_content());
+    assert!(out.text_content().contains("use grep"), "{}", out.text_content());
+}
+
+#[tokio::test]
+async fn l7_g16_path_limits_the_search_and_outside_or_ignored_folders_are_refused() {
+    let s = Setup::new().await;
+    s.write("docs/sessions.md", "How expired sessions are removed: the purge job runs hourly.\n");
+    let (reg, _, cx) = s.default_tools();
+    for path in ["/", "..", "private", "no/such/folder"] {
+        let out = search(&reg, &cx, json!({ "query": "sessions", "path": path })).await;
+        assert_eq!(out.status, ToolStatus::Error, "`{path}`: {}", out.text_content());
+    }
+    assert_eq!(s.server.requests().len(), 0, "a refused call embeds nothing");
+    let out = search(&reg, &cx, json!({ "query": "remove expired sessions", "path": "docs" })).await;
+    assert!(out.is_success(), "{}", out.text_content());
+    assert!(out.text_content().starts_with("docs/sessions.md:1-1"), "{}", out.text_content());
+    assert!(!out.text_content().contains("src/"), "{}", out.text_content());
+}
+
+#[tokio::test]
+async fn l7_a_workspace_with_nothing_indexable_says_so() {
+    let s = Setup::new().await;
+    for f in ["src", ".kodikignore", "private"] {
+        let p = s.ws.path().join(f);
+        if p.is_dir() { std::fs::remove_dir_all(p).unwrap() } else { std::fs::remove_file(p).unwrap() }
+    }
+    let (reg, _, cx) = s.default_tools();
+    let out = search(&reg, &cx, json!({ "query": "sessions" })).await;
+    assert!(out.is_success(), "{}", out.text_content());
+    assert!(out.text_content().contains("no files codebase_search can index"), "{}", out.text_content());
+}
+
+#[tokio::test]
+async fn g15_l7_an_unchanged_repeat_gets_the_short_hint() {
+    let s = Setup::new().await;
+    let (reg, _, cx) = s.default_tools();
+    let args = json!({ "query": "remove expired sessions" });
+    assert!(!heads(&search(&reg, &cx, args.clone()).await).is_empty());
+    let again = search(&reg, &cx, args.clone()).await;
+    assert!(again.text_content().starts_with("Unchanged since your last identical call"), "{}", again.text_content());
+    s.write("src/sessions.rs", &format!("{SESSIONS}\n// touched\n"));
+    let fresh = search(&reg, &cx, args).await;
+    assert!(heads(&fresh)[0].starts_with("src/sessions.rs:"), "{}", fresh.text_content());
+}
