@@ -1,4 +1,4 @@
-//! `read_file`, `glob` and `grep` for kodik-tools, on ripgrep's own engine.
+//! `read_file`, `glob` and `grep` for kodik-tools, on ripgrep's own engine, and `codebase_search`.
 //!
 //! | module | tool | SPEC |
 //! | --- | --- | --- |
