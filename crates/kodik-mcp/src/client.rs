@@ -402,6 +402,28 @@ fn progress_message(p: &ProgressNotificationParam) -> String {
     }
 }
 
+/// The level of log messages asked of a server that declares `logging`: until a client sends
+/// `logging/setLevel` a server "MAY decide which messages to send", and server-everything then
+/// sends only its emergency-level ones.
+#[allow(deprecated)] // MCP logging: deprecated by draft SEP-2577, used by 2025 servers.
+const LOG_LEVEL: rmcp::model::LoggingLevel = rmcp::model::LoggingLevel::Info;
+
+/// Sends `logging/setLevel` ([`LOG_LEVEL`]) to a server that declares `logging`, without
+/// waiting for the answer: its log messages are for the user ([`crate::logs`]), and a server that
+/// refuses the request still works.
+#[allow(deprecated)] // MCP logging: deprecated by draft SEP-2577, used by 2025 servers.
+fn ask_for_logs(peer: &Peer<RoleClient>) {
+    if peer.peer_info().is_none_or(|info| info.capabilities.logging.is_none()) {
+        return;
+    }
+    let peer = peer.clone();
+    tokio::spawn(async move {
+        if let Err(e) = peer.set_level(rmcp::model::SetLevelRequestParams::new(LOG_LEVEL)).await {
+            tracing::debug!("an MCP server refused logging/setLevel: {e}");
+        }
+    });
+}
+
 /// The rmcp client handler: identifies as kodik, follows `tools/list_changed`, passes
 /// progress on to the call it belongs to and log messages to the user ([`crate::logs`]).
 #[derive(Clone)]
@@ -468,6 +490,7 @@ impl Server {
         let service = self.connect().await?;
         let instructions = service.peer().peer_info().and_then(|info| info.instructions.clone());
         *self.shared.instructions.write().unwrap_or_else(|p| p.into_inner()) = instructions;
+        ask_for_logs(service.peer());
         Ok(service)
     }
 

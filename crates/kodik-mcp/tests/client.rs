@@ -498,6 +498,11 @@ for line in sys.stdin:
                   "serverInfo": {"name": "raw", "version": "0"}}
         if mode in ("links", "slowlink"):
             result["capabilities"]["resources"] = {}
+        if mode == "logging":
+            result["capabilities"]["logging"] = {}
+    elif msg["method"] == "logging/setLevel":
+        open(pidfile, "w").write(msg["params"]["level"])
+        result = {}
     elif msg["method"] == "tools/list" and mode == "images":
         result = {"tools": [{"name": "pics", "inputSchema": {"type": "object"}}]}
     elif msg["method"] == "tools/call" and mode == "images":
@@ -590,7 +595,7 @@ struct RawMounted {
     client: McpClient,
     tools: Vec<McpTool>,
     cx: ToolContext,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl RawMounted {
@@ -608,7 +613,7 @@ impl RawMounted {
         assert!(client.errors().is_empty(), "{:?}", client.errors());
         let tools = client.tools(&HashSet::new());
         let cx = ToolContext::new(Workspace::with_roots([dir.path()]).unwrap());
-        Self { client, tools, cx, _dir: dir }
+        Self { client, tools, cx, dir }
     }
 
     async fn call(&self, name: &str) -> ToolOutput {
@@ -1060,4 +1065,24 @@ async fn a8_a_tool_that_runs_only_as_a_task_is_not_offered_and_the_log_says_why_
         assert!(why[0].contains("WARN") && why[0].contains("not offered to the model"), "{}", why[0]);
     }
     client.shutdown().await;
+}
+
+/// A8: a server that declares `logging` is asked for its messages from `info` on
+/// (`logging/setLevel`): until a client asks, a server may pick what it sends, and
+/// server-everything then sent only emergency-level ones. One without `logging` is not asked.
+#[tokio::test(flavor = "multi_thread")]
+async fn a8_a_server_that_logs_is_asked_for_info_and_above() {
+    for (mode, asked) in [("logging", Some("info")), ("plain", None)] {
+        let m = RawMounted::new(mode).await;
+        let file = m.dir.path().join("pid");
+        // Sent without waiting for its answer: given time to arrive (a server never asked gets
+        // the same time to show that it was not).
+        let wait = if asked.is_some() { Duration::from_secs(5) } else { Duration::from_millis(500) };
+        let start = Instant::now();
+        while !file.exists() && start.elapsed() < wait {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(std::fs::read_to_string(&file).ok().as_deref(), asked, "{mode}");
+        m.client.shutdown().await;
+    }
 }
