@@ -8,7 +8,7 @@
 //! | feature | crate | tools |
 //! | --- | --- | --- |
 //! | `edit` | `kodik_edit` | edit_file, create_file, delete_file, apply_patch, edit_notebook |
-//! | `search` | `kodik_search` | read_file, glob, grep |
+//! | `search` | `kodik_search` | read_file, glob, grep; codebase_search when an embedder is given (`ToolboxBuilder::embedder`) |
 //! | `shell` | `kodik_shell` | shell, get_terminal_output, kill_terminal |
 //! | `codemode` | `kodik_codemode` | codemode |
 //! | `lsp` | `kodik_lsp` | lsp, read_lints; errors after edits (E9) when a language server is installed |
@@ -588,6 +588,8 @@ pub struct ToolboxBuilder {
     shell: Option<kodik_shell::ShellToolset>,
     #[cfg(feature = "search")]
     search: Option<kodik_search::SearchToolset>,
+    #[cfg(feature = "search")]
+    embedder: Option<Arc<dyn kodik_core::Embedder>>,
     #[cfg(feature = "edit")]
     edit: Option<kodik_edit::EditToolset>,
     #[cfg(feature = "web")]
@@ -735,6 +737,17 @@ impl ToolboxBuilder {
         self
     }
 
+    /// Offers `codebase_search` (L7), meaning-based search over a vector index of the workspace
+    /// that builds and updates itself, with this embedder's vectors (e.g. kodik-model's
+    /// `EmbeddingsClient` for an OpenAI-compatible `/v1/embeddings` server). Without one the tool
+    /// is not offered. A search toolset given to [`search`](Self::search) with its own index
+    /// keeps that one.
+    #[cfg(feature = "search")]
+    pub fn embedder(mut self, embedder: Arc<dyn kodik_core::Embedder>) -> Self {
+        self.embedder = Some(embedder);
+        self
+    }
+
     /// The edit tools: which file operations are allowed (P4,
     /// [`EditToolset::with_file_ops`](kodik_edit::EditToolset::with_file_ops)) and how much of
     /// a diff a result shows; by default [`EditToolset::new`](kodik_edit::EditToolset::new).
@@ -819,7 +832,14 @@ impl ToolboxBuilder {
         let mut registry = ToolRegistry::new();
 
         #[cfg(feature = "search")]
-        search.unwrap_or_default().register(&mut registry);
+        {
+            let search = search.unwrap_or_default();
+            let search = match self.embedder {
+                Some(embedder) if search.index().is_none() => search.embedder(embedder),
+                _ => search,
+            };
+            search.register(&mut registry);
+        }
 
         #[cfg(feature = "edit")]
         let edit = edit.unwrap_or_default();
