@@ -128,7 +128,7 @@ pub async fn run(args: Args) -> ExitCode {
     // The model's key stays with the model client: a command's `env`, or a mounted server that
     // reads its environment, would show it to the model (and put it in the transcript and in
     // --record files). A server that needs a key names it in its `env`.
-    let keys = [Provider::OpenAiResponses.key_var(), Provider::Anthropic.key_var()];
+    let keys = [Provider::OpenAiResponses.key_var(), Provider::Anthropic.key_var(), "KODIK_EMBEDDINGS_KEY"];
     // MCP servers of the workspace, the user and --mcp-config join the tools (A8); the demo is
     // a fixed recording and mounts none.
     let (tools, mcp) = if args.demo {

@@ -50,7 +50,10 @@ enum Command {
     /// Run a task with a model and the tools: progress on stderr, the answer on stdout.
     ///
     /// The model comes from --model or KODIK_MODEL, its key from OPENAI_API_KEY or
-    /// ANTHROPIC_API_KEY. Exit code 0 when the run completed, 1 when it failed or hit a limit,
+    /// ANTHROPIC_API_KEY. codebase_search is offered (to every command) when
+    /// KODIK_EMBEDDINGS_MODEL names an embedding model at KODIK_EMBEDDINGS_URL (any
+    /// OpenAI-compatible /v1/embeddings server; default OpenAI) with KODIK_EMBEDDINGS_KEY.
+    /// Exit code 0 when the run completed, 1 when it failed or hit a limit,
     /// 130 when interrupted (Ctrl-C). `kodik agent --demo` replays a recorded session offline.
     Agent(agent::Args),
     /// Print the JSON Schemas of the tools (all of them, or the ones named).
@@ -224,12 +227,34 @@ fn parse_encoding(label: &str) -> Result<String, String> {
 fn builder(workspace: PathBuf) -> kodik_tools::ToolboxBuilder {
     let trusted = !UNTRUSTED.load(std::sync::atomic::Ordering::Relaxed);
     let settings = kodik_tools::core::Settings { files_encoding: FILES_ENCODING.get().cloned() };
-    let builder = Toolbox::builder().workspace(workspace).trusted(trusted).settings(settings);
+    let mut builder = Toolbox::builder().workspace(workspace).trusted(trusted).settings(settings);
+    if let Some(embedder) = embedder_from_env() {
+        builder = builder.embedder(embedder);
+    }
     match std::env::current_exe() {
         Ok(exe) => builder.codemode(
             kodik_tools::codemode::CodeModeConfig::default().worker(exe.to_string_lossy(), ["codemode-worker"]),
         ),
         Err(_) => builder,
+    }
+}
+
+/// The embedder `codebase_search` needs (L7), from `KODIK_EMBEDDINGS_MODEL`,
+/// `KODIK_EMBEDDINGS_URL` (default OpenAI's API) and `KODIK_EMBEDDINGS_KEY` (else
+/// `OPENAI_API_KEY` for OpenAI's API): any OpenAI-compatible `/v1/embeddings` server (Ollama,
+/// LM Studio, vLLM, …). `None` without a model, and then the tool is not offered; a bad
+/// configuration is said once on stderr.
+fn embedder_from_env() -> Option<Arc<dyn kodik_tools::core::Embedder>> {
+    use kodik_tools::model::{EmbeddingsClient, EmbeddingsConfig};
+    static WARNED: std::sync::Once = std::sync::Once::new();
+    let made = EmbeddingsConfig::from_vars(|name| std::env::var(name).ok())
+        .and_then(|config| config.map(EmbeddingsClient::new).transpose());
+    match made {
+        Ok(client) => client.map(|c| Arc::new(c) as Arc<dyn kodik_tools::core::Embedder>),
+        Err(e) => {
+            WARNED.call_once(|| eprintln!("kodik: codebase_search is off: {e} (KODIK_EMBEDDINGS_MODEL is set)"));
+            None
+        }
     }
 }
 
