@@ -147,6 +147,10 @@ pub async fn run(args: Args) -> ExitCode {
             Ok(t) => t,
             Err(e) => return usage_error(e),
         };
+    // codebase_search's index builds (or catches up) while the model reads the task (L7).
+    if let Some(index) = toolbox.codebase_index() {
+        index.warm(&toolbox.context().workspace).await;
+    }
     let mut config = AgentConfig::default().mode(args.mode);
     if let Some(n) = args.max_turns {
         config = config.max_turns(n);

@@ -333,6 +333,8 @@ pub struct Toolbox {
     mcp: Option<Arc<kodik_mcp::McpClient>>,
     #[cfg(feature = "browser")]
     browser: Arc<kodik_browser::BrowserSession>,
+    #[cfg(feature = "search")]
+    codebase: Option<Arc<kodik_search::CodebaseIndex>>,
 }
 
 impl std::fmt::Debug for Toolbox {
@@ -354,6 +356,15 @@ impl Toolbox {
     /// their tools later).
     pub fn registry(&self) -> Arc<ToolRegistry> {
         Arc::clone(&self.tools.current().registry)
+    }
+
+    /// The index behind `codebase_search`, when an embedder made it offered
+    /// ([`ToolboxBuilder::embedder`]): a host [`warm`](kodik_search::CodebaseIndex::warm)s it at
+    /// start so the index builds while the model works, or shows its
+    /// [`status`](kodik_search::CodebaseIndex::status).
+    #[cfg(feature = "search")]
+    pub fn codebase_index(&self) -> Option<&Arc<kodik_search::CodebaseIndex>> {
+        self.codebase.as_ref()
     }
 
     /// The shared context (workspace, session, approver, hooks, events).
@@ -832,14 +843,15 @@ impl ToolboxBuilder {
         let mut registry = ToolRegistry::new();
 
         #[cfg(feature = "search")]
-        {
+        let codebase = {
             let search = search.unwrap_or_default();
             let search = match self.embedder {
                 Some(embedder) if search.index().is_none() => search.embedder(embedder),
                 _ => search,
             };
             search.register(&mut registry);
-        }
+            search.index().cloned()
+        };
 
         #[cfg(feature = "edit")]
         let edit = edit.unwrap_or_default();
@@ -1019,6 +1031,8 @@ impl ToolboxBuilder {
             mcp: self.mcp,
             #[cfg(feature = "browser")]
             browser,
+            #[cfg(feature = "search")]
+            codebase,
         })
     }
 }

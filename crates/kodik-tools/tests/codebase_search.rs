@@ -17,11 +17,17 @@ async fn l7_an_embedder_given_to_the_builder_offers_codebase_search() {
 
     let plain = Toolbox::builder().workspace(dir.path()).build().unwrap();
     assert!(plain.registry().get("codebase_search").is_none(), "no embedder, no tool");
+    assert!(plain.codebase_index().is_none());
 
     let server = HashEmbeddingServer::start(128).await.unwrap();
     let client = EmbeddingsClient::new(EmbeddingsConfig::new(server.base_url(), "hash-128")).unwrap();
     // Untrusted: the index stays in memory, so the test writes nothing to the user's cache.
     let tb = Toolbox::builder().workspace(dir.path()).trusted(false).embedder(Arc::new(client)).build().unwrap();
+    // Warmed at start: the index is built before the first question.
+    let index = tb.codebase_index().unwrap();
+    index.warm(&tb.context().workspace).await;
+    assert!(index.wait_until_current(&tb.context().workspace, std::time::Duration::from_secs(20)).await);
+    assert_eq!(index.status(&tb.context().workspace).unwrap().chunks, 2);
     let out = tb
         .call(&ToolCall::new("c1", "codebase_search", json!({ "query": "clean up expired sessions", "limit": 1 })))
         .await;
