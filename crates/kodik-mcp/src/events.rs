@@ -35,7 +35,7 @@ pub struct McpEvents {
     min_level: Arc<AtomicU8>,
     dropped: AtomicU64,
     /// Running calls whose request asked for progress: call id → token and steps sent.
-    progress: Arc<Mutex<HashMap<String, (ProgressToken, u64)>>>,
+    progress: Arc<Steps>,
     /// Terminal events not yet shown in a tool result (see [`McpEvents::take_pending`]).
     pending: Mutex<VecDeque<TerminalEvent>>,
 }
@@ -56,7 +56,7 @@ impl McpEvents {
             rx: Mutex::new(Some(rx)),
             min_level: Arc::new(AtomicU8::new(rank(LoggingLevel::Debug))),
             dropped: AtomicU64::new(0),
-            progress: Arc::new(Mutex::new(HashMap::new())),
+            progress: Arc::default(),
             pending: Mutex::new(VecDeque::new()),
         }
     }
@@ -71,18 +71,10 @@ impl McpEvents {
         let progress = Arc::clone(&self.progress);
         tokio::spawn(async move {
             while let Some(event) = rx.recv().await {
-                if let Event::Progress { call_id, message } = &event {
-                    // Only while the call runs: the spec forbids progress after the response.
-                    let step = lock(&progress).get_mut(call_id).map(|(token, n)| {
-                        *n += 1;
-                        (token.clone(), *n)
-                    });
-                    if let Some((token, n)) = step {
-                        let param = ProgressNotificationParam::new(token, n as f64).with_message(message.clone());
-                        if peer.notify_progress(param).await.is_err() {
-                            break;
-                        }
-                    }
+                if let Event::Progress { call_id, message } = &event
+                    && progress.send(&peer, call_id, message.clone()).await.is_err()
+                {
+                    break;
                 }
                 let level = level_of(&event);
                 if rank(level) < min_level.load(Ordering::Relaxed) {
@@ -108,12 +100,25 @@ impl McpEvents {
     /// Sends `Progress` events of `call_id` as `notifications/progress` with `token` until
     /// [`end_progress`](Self::end_progress); they still go out as log messages too.
     pub fn begin_progress(&self, call_id: &str, token: ProgressToken) {
-        lock(&self.progress).insert(call_id.to_owned(), (token, 0));
+        lock(&self.progress.calls).insert(call_id.to_owned(), (token, 0));
     }
 
     /// The call ended: no more progress notifications for it.
     pub fn end_progress(&self, call_id: &str) {
-        lock(&self.progress).remove(call_id);
+        lock(&self.progress.calls).remove(call_id);
+    }
+
+    /// Sends `peer` a `notifications/progress` of `call_id` saying `message`, as its next step,
+    /// when its request asked for progress and it still runs; `Err` when the client is gone.
+    /// Progress that is no event ("still running") goes through here too, so steps go out in
+    /// increasing order whichever path sends them.
+    pub(crate) async fn send_progress(
+        &self,
+        peer: &Peer<RoleServer>,
+        call_id: &str,
+        message: String,
+    ) -> Result<(), rmcp::service::ServiceError> {
+        self.progress.send(peer, call_id, message).await
     }
 
     /// Notifications below `level` are not sent (the client's `logging/setLevel`).
@@ -133,6 +138,35 @@ impl McpEvents {
     /// Events dropped because the client could not keep up.
     pub fn dropped(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)
+    }
+}
+
+/// The progress steps of running calls, and a gate that keeps them in order on the wire.
+#[derive(Default)]
+struct Steps {
+    calls: Mutex<HashMap<String, (ProgressToken, u64)>>,
+    gate: tokio::sync::Mutex<()>,
+}
+
+impl Steps {
+    async fn send(
+        &self,
+        peer: &Peer<RoleServer>,
+        call_id: &str,
+        message: String,
+    ) -> Result<(), rmcp::service::ServiceError> {
+        let _in_order = self.gate.lock().await;
+        // Only while the call runs: the spec forbids progress after the response.
+        let step = lock(&self.calls).get_mut(call_id).map(|(token, n)| {
+            *n += 1;
+            (token.clone(), *n)
+        });
+        match step {
+            Some((token, n)) => {
+                peer.notify_progress(ProgressNotificationParam::new(token, n as f64).with_message(message)).await
+            }
+            None => Ok(()),
+        }
     }
 }
 

@@ -105,6 +105,9 @@ pub struct McpServer {
     /// While a call runs, ping the client this often: an HTTP session counts as idle when no
     /// message passes, and a long call must not make it expire.
     heartbeat: Option<std::time::Duration>,
+    /// While a call whose request carries a progress token runs, tell the client this often
+    /// that it still does ([`progress_every`](Self::progress_every)).
+    progress_every: std::time::Duration,
     /// This client's requests being answered now: one that arrives while none is, or well
     /// after the last one arrived, starts a new message (R4).
     burst: Mutex<BurstState>,
@@ -152,6 +155,7 @@ impl McpServer {
             instructions: None,
             in_flight: None,
             heartbeat: None,
+            progress_every: PROGRESS_EVERY,
             burst: Mutex::new(BurstState { running: 0, last: std::time::Instant::now() }),
         }
     }
@@ -160,6 +164,16 @@ impl McpServer {
     pub fn with_instructions(mut self, instructions: impl Into<String>) -> Self {
         let text = instructions.into();
         self.instructions = (!text.trim().is_empty()).then_some(text);
+        self
+    }
+
+    /// How often a running call whose request carries a progress token sends
+    /// `notifications/progress` ("still running (40 s)") when nothing else reports progress
+    /// (default 20 s). Clients time out a request after a fixed wait unless progress resets it
+    /// (the TypeScript SDK: 60 s, reset with `resetTimeoutOnProgress`, as opencode does): a
+    /// `shell` call given a longer `timeout` was cancelled, and its command killed, at 60 s.
+    pub fn progress_every(mut self, every: std::time::Duration) -> Self {
+        self.progress_every = every.max(std::time::Duration::from_millis(10));
         self
     }
 
@@ -345,6 +359,22 @@ impl ServerHandler for McpServer {
         let _progress = context.meta.get_progress_token().map(|token| {
             self.events.begin_progress(&id, token);
             EndProgress(&self.events, id.clone())
+        });
+        let _still_running = _progress.as_ref().map(|_| {
+            let (events, peer, call_id, every) =
+                (Arc::clone(&self.events), context.peer.clone(), id.clone(), self.progress_every);
+            Heartbeat(tokio::spawn(async move {
+                let started = std::time::Instant::now();
+                let mut tick = tokio::time::interval(every);
+                tick.tick().await;
+                loop {
+                    tick.tick().await;
+                    let message = format!("still running ({} s)", started.elapsed().as_secs());
+                    if events.send_progress(&peer, &call_id, message).await.is_err() {
+                        break;
+                    }
+                }
+            }))
         });
         let _running = self.in_flight.as_deref().map(Running::new);
         let _heartbeat = self.heartbeat.map(|every| {
@@ -538,7 +568,11 @@ impl Drop for Burst<'_> {
     }
 }
 
-/// Stops a call's heartbeat pings when the call ends.
+/// How often a call whose request carries a progress token says it still runs
+/// ([`McpServer::progress_every`]): three times in the TypeScript SDK's 60 s request timeout.
+const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// Stops a call's heartbeat (pings, or progress) when the call ends.
 struct Heartbeat(tokio::task::JoinHandle<()>);
 
 impl Drop for Heartbeat {

@@ -212,6 +212,11 @@ struct Fixture {
 const OFFERED: [&str; 8] = ["pair", "echo", "append", "wait_cancel", "emit", "append_other", "probe", "progress"];
 
 async fn fixture() -> Fixture {
+    fixture_with(|server| server).await
+}
+
+/// [`fixture`] with the server changed by `adjust` before it serves.
+async fn fixture_with(adjust: impl FnOnce(McpServer) -> McpServer) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let (started_tx, started_rx) = mpsc::unbounded_channel();
     let append_log = Arc::new(Mutex::new(Vec::new()));
@@ -243,7 +248,8 @@ async fn fixture() -> Fixture {
     let tools: Vec<ToolSpec> = OFFERED.iter().map(|n| registry.get(n).map(|t| t.spec().clone()).unwrap()).collect();
 
     let cx = ToolContext::new(Workspace::new(dir.path()).unwrap());
-    let server = McpServer::new(Scheduler::new(Arc::new(registry)), cx, tools).with_instructions("Use the tools.");
+    let server =
+        adjust(McpServer::new(Scheduler::new(Arc::new(registry)), cx, tools).with_instructions("Use the tools."));
     let (server_io, client_io) = tokio::io::duplex(1 << 16);
     tokio::spawn(async move {
         let _ = server.serve(server_io).await;
@@ -443,4 +449,36 @@ async fn progress_events_become_progress_notifications_for_the_requesting_call()
     f.progress_release.notify_one();
     let done = tokio::time::timeout(LIMIT, handle.await_response()).await.unwrap().unwrap();
     assert!(format!("{done:?}").contains("finished"), "{done:?}");
+}
+
+/// A client that asked for progress hears that a long call still runs (every 100 ms here, 20 s
+/// by default), in increasing steps with the call's own progress, and nothing after the answer.
+/// Before, a `shell` call with a `timeout` over 60 s sent nothing, and a TypeScript-SDK client
+/// (60 s request timeout, reset by progress with `resetTimeoutOnProgress`) cancelled it — and so
+/// killed its command — at 60 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn g6_a_long_call_tells_a_client_that_asked_for_progress_that_it_still_runs() {
+    let mut f = fixture_with(|server| server.progress_every(Duration::from_millis(100))).await;
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(params("progress", json!({}))));
+    let handle = f.client.peer().send_cancellable_request(request, PeerRequestOptions::no_options()).await.unwrap();
+    let token = handle.progress_token.clone();
+    let mut notes = Vec::new();
+    while notes.len() < 3 {
+        notes.push(tokio::time::timeout(LIMIT, f.progress.recv()).await.expect("a long call went quiet").unwrap());
+    }
+    assert!(notes.iter().all(|n| n.progress_token == token), "{notes:?}");
+    let steps: Vec<f64> = notes.iter().map(|n| n.progress).collect();
+    assert_eq!(steps, [1.0, 2.0, 3.0], "{notes:?}");
+    let messages: Vec<&str> = notes.iter().filter_map(|n| n.message.as_deref()).collect();
+    assert!(messages.contains(&"halfway"), "{messages:?}");
+    assert!(messages.iter().filter(|m| m.starts_with("still running (")).count() >= 2, "{messages:?}");
+    f.progress_release.notify_one();
+    let done = tokio::time::timeout(LIMIT, handle.await_response()).await.unwrap().unwrap();
+    assert!(format!("{done:?}").contains("finished"), "{done:?}");
+    // Those sent before the answer may still be handled (rmcp handles each in a task): let
+    // them land, then three intervals must pass in silence.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    while f.progress.try_recv().is_ok() {}
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(f.progress.try_recv().is_err(), "progress after the answer");
 }
