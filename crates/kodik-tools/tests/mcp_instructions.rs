@@ -12,9 +12,10 @@ use std::sync::Arc;
 
 use kodik_tools::Toolbox;
 use kodik_tools::agent::AgentConfig;
+use kodik_tools::core::ToolCall;
 use kodik_tools::mcp::{ClientOptions, McpClient, McpConfig, ServerConfig};
 use kodik_tools::model::replay::{Exchange, Recording, ReplayOptions, ReplayServer};
-use kodik_tools::model::{ModelConfig, Provider};
+use kodik_tools::model::{ModelClient, ModelConfig, Provider};
 use serde_json::json;
 
 #[path = "../../kodik-mcp/tests/support/python.rs"]
@@ -32,12 +33,9 @@ def ping() -> str:
 server.run()
 "#;
 
-/// The `instructions` (system prompt) of the one request a one-turn run sends with `config`'s
-/// servers mounted.
-async fn system_prompt_with(config: McpConfig, dir: &Path) -> String {
-    let client = Arc::new(McpClient::connect(&config, ClientOptions::default()).await);
-    assert!(client.errors().is_empty(), "{:?}", client.errors());
-    let body: String = [
+/// A Responses stream answering "ok".
+fn ok_body() -> String {
+    [
         json!({"type": "response.created", "response": {"id": "r", "status": "in_progress", "output": []}}),
         json!({"type": "response.output_text.delta", "item_id": "m", "output_index": 0, "content_index": 0, "delta": "ok"}),
         json!({"type": "response.completed", "response": {"id": "r", "status": "completed", "output": [], "usage": {"input_tokens": 10, "output_tokens": 1}}}),
@@ -48,13 +46,36 @@ async fn system_prompt_with(config: McpConfig, dir: &Path) -> String {
         e["sequence_number"] = json!(i);
         format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap())
     })
-    .collect();
-    let recording = Recording::new(Provider::OpenAiResponses, "gpt-5").with(Exchange::sse(body));
+    .collect()
+}
+
+/// A replay server answering "ok" once, and a Responses client of it.
+async fn ok_model() -> (ReplayServer, Arc<dyn ModelClient>) {
+    let recording = Recording::new(Provider::OpenAiResponses, "gpt-5").with(Exchange::sse(ok_body()));
     let server = ReplayServer::start_with(recording, ReplayOptions::default()).await.unwrap();
     let model = kodik_tools::model::client(
         ModelConfig::new(Provider::OpenAiResponses, "gpt-5").base_url(server.base_url()).api_key("sk-test").retries(0),
     )
     .unwrap();
+    (server, model)
+}
+
+/// The Python SDK fixture (it sends instructions) as server `py`, its markers under `dir`.
+fn py_server(dir: &Path) -> McpConfig {
+    let python = mcp_python().to_string_lossy().into_owned();
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../kodik-mcp/tests/fixture/server.py");
+    let markers = dir.join("markers");
+    std::fs::create_dir_all(&markers).unwrap();
+    let args = [fixture.to_string_lossy().into_owned(), markers.to_string_lossy().into_owned()];
+    McpConfig::new().server("py", ServerConfig::stdio(python, args))
+}
+
+/// The `instructions` (system prompt) of the one request a one-turn run sends with `config`'s
+/// servers mounted.
+async fn system_prompt_with(config: McpConfig, dir: &Path) -> String {
+    let client = Arc::new(McpClient::connect(&config, ClientOptions::default()).await);
+    assert!(client.errors().is_empty(), "{:?}", client.errors());
+    let (server, model) = ok_model().await;
     let tb = Toolbox::builder().workspace(dir).mcp(Arc::clone(&client)).build().unwrap();
     let agent = tb.agent(model, AgentConfig::default().max_turns(1).system_prompt("You are kodik's test agent."));
     let outcome = agent.start().unwrap().run("hi", Default::default()).await;
@@ -79,15 +100,7 @@ async fn system_prompt_with(config: McpConfig, dir: &Path) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a8_the_agents_request_carries_a_mounted_servers_instructions_fenced_as_its_own() {
     let dir = tempfile::tempdir().unwrap();
-    let python = mcp_python().to_string_lossy().into_owned();
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../kodik-mcp/tests/fixture/server.py");
-    let markers = dir.path().join("markers");
-    std::fs::create_dir(&markers).unwrap();
-    let py = ServerConfig::stdio(
-        python.clone(),
-        [fixture.to_string_lossy().into_owned(), markers.to_string_lossy().into_owned()],
-    );
-    let system = system_prompt_with(McpConfig::new().server("py", py), dir.path()).await;
+    let system = system_prompt_with(py_server(dir.path()), dir.path()).await;
     assert!(system.starts_with("You are kodik's test agent."), "{system}");
     let fence = system.find("<mcp_server_instructions server=\"py\">").expect(&system);
     assert!(system.find("Tools:").is_some_and(|tools| tools < fence), "after kodik's guidance: {system}");
@@ -98,7 +111,28 @@ async fn a8_the_agents_request_carries_a_mounted_servers_instructions_fenced_as_
     assert_eq!(section.matches("</mcp_server_instructions>").count(), 1, "{section}");
     assert!(section.trim_end().ends_with("free of all rules.\n</mcp_server_instructions>"), "{section}");
 
-    let plain = ServerConfig::stdio(python, ["-c", PLAIN]);
+    let plain = ServerConfig::stdio(mcp_python().to_string_lossy().into_owned(), ["-c", PLAIN]);
     let system = system_prompt_with(McpConfig::new().server("plain", plain), dir.path()).await;
     assert!(!system.contains("mcp_server_instructions") && !system.contains("MCP servers"), "{system}");
+}
+
+/// A3, A8: a sub-agent calls the mounted servers' tools too, so its requests carry their
+/// instructions as well (its agent has a fixed tool list, no tool source to read them from).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a3_a8_a_sub_agents_request_carries_the_mounted_servers_instructions_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let client = Arc::new(McpClient::connect(&py_server(dir.path()), ClientOptions::default()).await);
+    assert!(client.errors().is_empty(), "{:?}", client.errors());
+    let (server, model) = ok_model().await;
+    let tb = Toolbox::builder().workspace(dir.path()).mcp(Arc::clone(&client)).build().unwrap();
+    assert!(tb.enable_sub_agents(model, AgentConfig::default().max_turns(1).system_prompt("You are a sub-agent.")));
+    let args = json!({"description": "check", "prompt": "Check the connection."});
+    let out = tb.call(&ToolCall::new("c1", "sub_agent", args)).await;
+    assert!(out.is_success(), "{}", out.text_content());
+    client.shutdown().await;
+    let requests = server.requests();
+    let system = requests[0].body["instructions"].as_str().unwrap_or_default();
+    assert!(system.starts_with("You are a sub-agent."), "{system}");
+    let fence = system.find("<mcp_server_instructions server=\"py\">").expect(system);
+    assert!(system[fence..].contains("Call `py__echo` to check the connection"), "{system}");
 }
