@@ -462,16 +462,19 @@ async fn g6_a_long_call_tells_a_client_that_asked_for_progress_that_it_still_run
     let request = ClientRequest::CallToolRequest(CallToolRequest::new(params("progress", json!({}))));
     let handle = f.client.peer().send_cancellable_request(request, PeerRequestOptions::no_options()).await.unwrap();
     let token = handle.progress_token.clone();
-    let mut notes = Vec::new();
-    while notes.len() < 3 {
+    // The tool's own "halfway" and two "still running", in whatever order a loaded machine
+    // interleaves them.
+    let mut notes: Vec<ProgressNotificationParam> = Vec::new();
+    let heard = |notes: &[ProgressNotificationParam], what: &str| {
+        notes.iter().filter(|n| n.message.as_deref().is_some_and(|m| m.starts_with(what))).count()
+    };
+    while heard(&notes, "halfway") == 0 || heard(&notes, "still running (") < 2 {
         notes.push(tokio::time::timeout(LIMIT, f.progress.recv()).await.expect("a long call went quiet").unwrap());
     }
     assert!(notes.iter().all(|n| n.progress_token == token), "{notes:?}");
     let steps: Vec<f64> = notes.iter().map(|n| n.progress).collect();
-    assert_eq!(steps, [1.0, 2.0, 3.0], "{notes:?}");
-    let messages: Vec<&str> = notes.iter().filter_map(|n| n.message.as_deref()).collect();
-    assert!(messages.contains(&"halfway"), "{messages:?}");
-    assert!(messages.iter().filter(|m| m.starts_with("still running (")).count() >= 2, "{messages:?}");
+    let expected: Vec<f64> = (1..=notes.len()).map(|n| n as f64).collect();
+    assert_eq!(steps, expected, "one increasing sequence: {notes:?}");
     f.progress_release.notify_one();
     let done = tokio::time::timeout(LIMIT, handle.await_response()).await.unwrap().unwrap();
     assert!(format!("{done:?}").contains("finished"), "{done:?}");
