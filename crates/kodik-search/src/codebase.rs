@@ -985,6 +985,12 @@ fn answer(
             "[index: {indexed} of {total} files so far; results may be incomplete — the rest is being indexed in \
              the background, ask again shortly]"
         ));
+    } else if !current && data.error.is_none() {
+        notes.push(
+            "[index: still checking for changes made since its last update; results may miss them — ask again \
+             shortly]"
+                .to_owned(),
+        );
     }
     if let Some(c) = &data.capped {
         notes.push(format!("[{c}]"));

@@ -399,3 +399,21 @@ async fn g15_l7_an_unchanged_repeat_gets_the_short_hint() {
     let fresh = search(&reg, &cx, args).await;
     assert!(heads(&fresh)[0].starts_with("src/sessions.rs:"), "{}", fresh.text_content());
 }
+
+#[tokio::test]
+async fn g15_l7_an_answer_given_while_a_change_is_still_being_embedded_says_so() {
+    let s = Setup::new().await;
+    let (reg, index, cx) = s.tools(s.client(|c| c), Duration::from_millis(200));
+    assert!(index.wait_until_current(&cx.workspace, Duration::from_secs(30)).await);
+    s.server.set_delay(Duration::from_millis(1500));
+    s.write("src/sessions.rs", "/// Formats dates for the audit log.\nfn format_date() {}\n");
+    let out = search(&reg, &cx, json!({ "query": "remove expired sessions" })).await;
+    assert!(out.is_success(), "{}", out.text_content());
+    assert!(out.text_content().contains("[index: still checking for changes"), "{}", out.text_content());
+    // Once caught up, the edit shows and the note is gone.
+    s.server.set_delay(Duration::ZERO);
+    assert!(index.wait_until_current(&cx.workspace, Duration::from_secs(30)).await);
+    let out = search(&reg, &cx, json!({ "query": "format dates for the audit log" })).await;
+    assert!(heads(&out)[0].starts_with("src/sessions.rs:1-2"), "{}", out.text_content());
+    assert!(!out.text_content().contains("[index:"), "{}", out.text_content());
+}
