@@ -779,8 +779,14 @@ fn session_server(
     let (offering, plan) = serve_offer(&tb, mode, model, defer);
     // Events reach the client as MCP logging notifications: the server forwards the context's
     // event sink to its peer, so the toolbox keeps no other sink (stdout is the protocol).
-    let mut server =
-        kodik_mcp::McpServer::offering(offering, tb.context().clone()).with_instructions(plan.guidance.clone());
+    // A mounted server's own instructions go on to our client as `kodik agent` uses them:
+    // after kodik's guidance, fenced and labelled as that server's.
+    let mut instructions = plan.guidance.clone();
+    if let Some(servers) = tb.mcp_instructions() {
+        instructions.push_str("\n\n");
+        instructions.push_str(&servers);
+    }
+    let mut server = kodik_mcp::McpServer::offering(offering, tb.context().clone()).with_instructions(instructions);
     if let Some(client) = mcp {
         let model = model.to_owned();
         server = server.follow(client.subscribe(), move || serve_offer(&tb, mode, &model, defer).0);

@@ -169,7 +169,7 @@ async def main():
     server = StdioServerParameters(command=kodik, args=["serve", "--workspace", workspace, *extra])
     async with stdio_client(server) as (read, write):
         async with ClientSession(read, write) as session:
-            await session.initialize()
+            init = await session.initialize()
 BODY
     print(json.dumps(out))
 
@@ -772,6 +772,28 @@ fn a8_g13_serve_mcp_config_aggregates_another_servers_tools_after_the_built_ins(
     // G8: the other server's text comes through kodik unchanged.
     assert_eq!(s["echo"]["is_error"], false, "{}", s["echo"]);
     assert_eq!(s["echo"]["text"], "<b>&amp;</b>\n");
+}
+
+/// A8: `kodik serve --mcp-config` passes a mounted server's `instructions` on to its own
+/// client, fenced and labelled as that server's, after kodik's own guidance, as `kodik agent`
+/// puts them in its system prompt. Before, the client got kodik's guidance only.
+#[test]
+fn a8_serve_passes_a_mounted_servers_instructions_on_fenced() {
+    let ws = tempfile::tempdir().unwrap();
+    let conf = tempfile::tempdir().unwrap();
+    let config = fixture_config(conf.path());
+    let body = r#"out["instructions"] = init.instructions"#;
+    let s = run_scenario(ws.path(), &["--mcp-config", config.to_str().unwrap()], body, Duration::from_secs(90));
+    let text = s["instructions"].as_str().unwrap_or_else(|| panic!("no instructions: {s}"));
+    let fenced = text.find(r#"<mcp_server_instructions server="py">"#).unwrap_or_else(|| panic!("{text}"));
+    let own = text.find("Call `py__echo` to check the connection").unwrap_or_else(|| panic!("{text}"));
+    assert!(fenced < own, "{text}");
+    assert!(text[..fenced].contains("read_file"), "kodik's own guidance comes first: {text}");
+    // The server's attempt to close the fence early does not close it.
+    assert_eq!(text.matches("</mcp_server_instructions>").count(), 1, "{text}");
+    let plain = tempfile::tempdir().unwrap();
+    let s = run_scenario(plain.path(), &[], body, Duration::from_secs(60));
+    assert!(!s["instructions"].as_str().unwrap_or_default().contains("mcp_server_instructions"), "{s}");
 }
 
 /// G13, A8: `kodik serve` lists a mounted server's tools with that server's MCP annotations,
