@@ -5,7 +5,7 @@
 //! | [`read`] | [`ReadFileTool`]: numbered lines, 16 KB per call, ranges, encodings, images | R1–R6 |
 //! | [`glob`] | [`GlobTool`]: files by pattern, newest first | GL1 |
 //! | [`grep`] | [`GrepTool`]: regex search with ripgrep's options | GR1–GR5 |
-//! | [`codebase`] | [`CodebaseSearchTool`]: meaning-based search over a self-updating vector index (needs an [`Embedder`](kodik_core::Embedder)) | L7 |
+//! | [`codebase`] | [`CodebaseSearchTool`]: meaning-based search over a self-updating vector index (needs an [`Embedder`]) | L7 |
 //!
 //! Every path goes through [`kodik_core::Workspace`] (confinement and `.kodikignore`, G16), every
 //! walk through [`Workspace::walker`](kodik_core::Workspace::walker) (`.gitignore`, `.ignore`,
