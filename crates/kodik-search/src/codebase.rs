@@ -147,8 +147,6 @@ struct Data {
     unreadable: Option<String>,
     /// Whether anything changed since the last save.
     dirty: bool,
-    /// Bumped at every change: what the loop guard fingerprints.
-    version: u64,
     /// Whether at least one walk finished.
     walked: bool,
 }
@@ -355,7 +353,6 @@ impl WsIndex {
             data.files.retain(|path, _| walked.files.contains_key(path));
             if data.files.len() != before {
                 data.dirty = true;
-                data.version += 1;
             }
             data.total = walked.files.len();
             data.capped = walked.capped.clone();
@@ -380,16 +377,20 @@ impl WsIndex {
                 break;
             };
             at += group.len();
+            // The files that still fit under the chunk cap; the rest are left out, and said so.
             let room = self.config.max_chunks.saturating_sub(self.data().chunk_count());
-            let texts: Vec<String> = group.iter().flat_map(|f| f.chunks.iter().map(|c| c.text.clone())).collect();
-            if texts.len() > room {
-                let mut data = self.data();
-                data.capped = Some(format!(
-                    "the index holds its maximum of {} chunks; files beyond it are not indexed",
-                    self.config.max_chunks
-                ));
-                break;
+            let (mut fit, mut used) = (0, 0);
+            for f in &group {
+                if used + f.chunks.len() > room {
+                    break;
+                }
+                used += f.chunks.len();
+                fit += 1;
             }
+            let full = fit < group.len();
+            let mut group = group;
+            group.truncate(fit);
+            let texts: Vec<String> = group.iter().flat_map(|f| f.chunks.iter().map(|c| c.text.clone())).collect();
             let vectors = if texts.is_empty() {
                 Vec::new()
             } else {
@@ -426,15 +427,18 @@ impl WsIndex {
                 data.files.insert(file.path, FileEntry { stamp: file.stamp, chunks });
             }
             data.dirty = true;
-            data.version += 1;
-        }
-        {
-            let mut data = self.data();
-            if data.error != failed {
-                data.version += 1;
+            if full {
+                data.capped = Some(format!(
+                    "the index holds its maximum of {} chunks; {} more files are not indexed",
+                    self.config.max_chunks,
+                    data.total.saturating_sub(data.files.len())
+                ));
+                // What is left out is not "still being indexed".
+                data.total = data.files.len();
+                break;
             }
-            data.error = failed;
         }
+        self.data().error = failed;
         self.save().await;
     }
 
@@ -1003,7 +1007,7 @@ fn answer(
             text: "The workspace has no files codebase_search can index (ignored, hidden, binary, secret and very \
                    large files are left out). Use glob to see what is there."
                 .into(),
-            fingerprint: data.version,
+            fingerprint: 0,
             settled,
             meta: json!({ "indexed_files": 0, "total_files": 0, "results": 0 }),
         });
@@ -1066,7 +1070,13 @@ fn answer(
         .iter()
         .map(|h| json!({ "path": show_path(ws, h.path), "start_line": h.chunk.start, "end_line": h.chunk.end, "score": h.score }))
         .collect();
-    let fingerprint = crate::util::hash_of(&(data.version, indexed, total));
+    // What the index holds, not its history: each file's path and stamp (summed, so the map's
+    // order does not matter), and the notes.
+    let held = data.files.iter().fold(0u64, |sum, (path, entry)| {
+        let seed = (entry.stamp.0 as u64) ^ entry.stamp.1.rotate_left(32);
+        sum.wrapping_add(xxhash_rust::xxh3::xxh3_64_with_seed(path.as_os_str().as_encoded_bytes(), seed))
+    });
+    let fingerprint = crate::util::hash_of(&(held, indexed, total, &data.capped, &data.unreadable));
     Ok(Answer {
         text,
         fingerprint,

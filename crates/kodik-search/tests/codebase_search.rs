@@ -417,3 +417,46 @@ async fn g15_l7_an_answer_given_while_a_change_is_still_being_embedded_says_so()
     assert!(heads(&out)[0].starts_with("src/sessions.rs:1-2"), "{}", out.text_content());
     assert!(!out.text_content().contains("[index:"), "{}", out.text_content());
 }
+
+#[tokio::test]
+async fn l7_file_size_file_count_and_chunk_caps_leave_files_out_and_say_so() {
+    let s = Setup::new().await;
+    s.write("src/huge.rs", &format!("// remove expired sessions\n{}", "x\n".repeat(40_000)));
+    let limits = |config: IndexConfig| IndexConfig { cache_dir: None, max_file_bytes: 10_000, ..config };
+    let build = |config: IndexConfig| {
+        let index = Arc::new(CodebaseIndex::with_config(s.client(|c| c), config));
+        let mut reg = ToolRegistry::new();
+        SearchToolset::new().codebase_index(index).register(&mut reg);
+        reg
+    };
+    let cx = ToolContext::new(Workspace::new(s.ws.path()).unwrap());
+
+    // Over the size cap: never read, never sent.
+    let reg = build(limits(IndexConfig::default()));
+    let out = search(&reg, &cx, json!({ "query": "remove expired sessions", "limit": 50 })).await;
+    assert!(out.is_success(), "{}", out.text_content());
+    assert!(!out.text_content().contains("huge.rs"), "{}", out.text_content());
+    assert!(s.server.inputs().iter().all(|i| !i.starts_with("src/huge.rs")));
+
+    // Two files at most: the rest is counted in a note.
+    let reg = build(IndexConfig { max_files: 2, ..limits(IndexConfig::default()) });
+    let out = search(&reg, &cx, json!({ "query": "remove expired sessions" })).await;
+    assert!(
+        out.text_content().contains("[2 more files are not indexed: the index takes at most 2 files]"),
+        "{}",
+        out.text_content()
+    );
+    // The first two in path order: assets/logo.bin (binary, no chunks) and src/markdown.rs.
+    assert_eq!(heads(&out), ["src/markdown.rs:1-6"], "{}", out.text_content());
+
+    // One chunk at most: the next file does not fit and the note says so.
+    let reg = build(IndexConfig { max_chunks: 1, ..limits(IndexConfig::default()) });
+    let out = search(&reg, &cx, json!({ "query": "remove expired sessions" })).await;
+    assert!(
+        out.text_content().contains("[the index holds its maximum of 1 chunks; 2 more files are not indexed]"),
+        "{}",
+        out.text_content()
+    );
+    assert_eq!(heads(&out), ["src/markdown.rs:1-6"], "{}", out.text_content());
+    assert!(!out.text_content().contains("[index: "), "left-out files are not 'being indexed': {}", out.text_content());
+}
