@@ -25,6 +25,7 @@
 
 use std::collections::HashMap;
 use std::io::Write as _;
+use std::os::unix::ffi::OsStringExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -553,11 +554,10 @@ fn read_group(ws: &Workspace, config: &IndexConfig, todo: &[(PathBuf, (u128, u64
         }
         // A file that cannot be read now, or is binary, is recorded without chunks so it is
         // not read again until it changes.
-        let chunks = match std::fs::read(path) {
-            Ok(bytes) if !bytes[..bytes.len().min(8192)].contains(&0) => {
-                let text = String::from_utf8_lossy(&bytes);
-                chunk_file(&show_path(ws, path), &text, config)
-            }
+        // Decoded as read_file decodes (R6): UTF-16, Windows-1251 and the project's
+        // `files.encoding` become text; NUL bytes in any other pattern mean binary.
+        let chunks = match std::fs::read(path).map(|b| kodik_core::text::decode(&b, ws.settings().encoding())) {
+            Ok(Ok(decoded)) => chunk_file(&show_path(ws, path), &decoded.text, config),
             _ => Vec::new(),
         };
         count += chunks.len();
@@ -780,7 +780,8 @@ fn decode(bytes: &[u8], roots: &[PathBuf], model: &str, dimension: Option<usize>
     let n_files = r.u32()?;
     let mut files = HashMap::with_capacity(n_files.min(1 << 20));
     for _ in 0..n_files {
-        let path = PathBuf::from(String::from_utf8(r.bytes()?.to_vec()).ok()?);
+        // The path's own bytes: a name that is not UTF-8 is kept as it is.
+        let path = PathBuf::from(std::ffi::OsString::from_vec(r.bytes()?.to_vec()));
         let mtime = u128::from_le_bytes(r.take(16)?.try_into().ok()?);
         let len = u64::from_le_bytes(r.take(8)?.try_into().ok()?);
         let n_chunks = r.u32()?;
@@ -1171,6 +1172,13 @@ mod tests {
         assert_eq!(back.files[Path::new("/w/a.rs")].chunks[0].vector, vec![95, 127]);
         assert_eq!(back.files[Path::new("/w/a.rs")].chunks[0].scale, 0.8 / 127.0);
         assert_eq!(back.dimension, Some(2));
+        // A name that is not UTF-8 survives too.
+        let odd = PathBuf::from(std::ffi::OsString::from_vec(b"/w/\xff.rs".to_vec()));
+        let mut data = back;
+        let entry = data.files[Path::new("/w/a.rs")].clone();
+        data.files.insert(odd.clone(), entry);
+        let back = decode(&encode(&data, &roots, "m"), &roots, "m", Some(2)).unwrap();
+        assert!(back.files.contains_key(&odd));
         assert!(decode(&bytes, &roots, "other-model", None).is_none());
         assert!(decode(&bytes, &roots, "m", Some(3)).is_none());
         assert!(decode(&bytes, &[PathBuf::from("/v")], "m", None).is_none());

@@ -460,3 +460,21 @@ async fn l7_file_size_file_count_and_chunk_caps_leave_files_out_and_say_so() {
     assert_eq!(heads(&out), ["src/markdown.rs:1-6"], "{}", out.text_content());
     assert!(!out.text_content().contains("[index: "), "left-out files are not 'being indexed': {}", out.text_content());
 }
+
+#[tokio::test]
+async fn l7_r6_legacy_and_utf16_files_are_decoded_before_they_are_embedded() {
+    let s = Setup::new().await;
+    let cp1251 = encoding_rs::WINDOWS_1251.encode("// Удаляет просроченные сессии из хранилища.\nfn purge() {}\n").0;
+    std::fs::write(s.ws.path().join("src/legacy.rs"), &cp1251).unwrap();
+    let mut utf16 = vec![0xFF, 0xFE];
+    for unit in "// Renders the monthly invoice as PDF.\nfn invoice() {}\n".encode_utf16() {
+        utf16.extend_from_slice(&unit.to_le_bytes());
+    }
+    std::fs::write(s.ws.path().join("src/invoice.rs"), &utf16).unwrap();
+    let (reg, _, cx) = s.default_tools();
+    let out = search(&reg, &cx, json!({ "query": "просроченные сессии" })).await;
+    assert!(heads(&out)[0].starts_with("src/legacy.rs:1-2"), "{}", out.text_content());
+    assert!(out.text_content().contains("  // Удаляет просроченные сессии из хранилища."), "{}", out.text_content());
+    let out = search(&reg, &cx, json!({ "query": "monthly invoice PDF" })).await;
+    assert!(heads(&out)[0].starts_with("src/invoice.rs:1-2"), "{}", out.text_content());
+}
