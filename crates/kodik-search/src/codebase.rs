@@ -65,6 +65,9 @@ pub struct IndexConfig {
     /// How long a call waits for the index to catch up before answering from what is indexed
     /// (default 10 s); the update goes on in the background.
     pub call_wait: Duration,
+    /// How often a long build saves what it has so far (default 10 s), so a process that ends
+    /// mid-build (a one-shot `kodik call`, an agent stopped early) leaves its work to the next.
+    pub save_every: Duration,
 }
 
 impl Default for IndexConfig {
@@ -78,6 +81,7 @@ impl Default for IndexConfig {
             overlap_lines: 5,
             max_chunk_bytes: 8 * 1024,
             call_wait: Duration::from_secs(10),
+            save_every: Duration::from_secs(10),
         }
     }
 }
@@ -370,7 +374,12 @@ impl WsIndex {
         todo.sort();
         let mut failed = None;
         let mut at = 0;
+        let mut saved = std::time::Instant::now();
         while at < todo.len() {
+            if saved.elapsed() >= self.config.save_every {
+                self.save().await;
+                saved = std::time::Instant::now();
+            }
             // Read and cut files until a batch's worth of chunks is ready.
             let (ws, config, want) = (self.ws.clone(), self.config.clone(), self.embedder.max_batch().max(1));
             let slice: Vec<_> = todo[at..].to_vec();

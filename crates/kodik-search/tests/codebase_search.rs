@@ -478,3 +478,35 @@ async fn l7_r6_legacy_and_utf16_files_are_decoded_before_they_are_embedded() {
     let out = search(&reg, &cx, json!({ "query": "monthly invoice PDF" })).await;
     assert!(heads(&out)[0].starts_with("src/invoice.rs:1-2"), "{}", out.text_content());
 }
+
+#[tokio::test]
+async fn l7_a_long_build_saves_what_it_has_before_it_ends() {
+    let s = Setup::new().await;
+    // One text per request, slowly: the build takes a second; it saves after every batch, so a
+    // process that ends mid-build (a one-shot `kodik call`) leaves its work to the next.
+    s.server.set_delay(Duration::from_millis(300));
+    let config = IndexConfig {
+        cache_dir: Some(s.cache.path().to_path_buf()),
+        call_wait: Duration::from_millis(50),
+        save_every: Duration::ZERO,
+        ..IndexConfig::default()
+    };
+    let index = Arc::new(CodebaseIndex::with_config(s.client(|c| c.batch_size(1)), config));
+    let ws = Workspace::new(s.ws.path()).unwrap();
+    index.warm(&ws).await;
+    let saved_while_building = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            if !s.cache_files().is_empty() {
+                return index.status(&ws).unwrap();
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("no cache file was written");
+    assert!(
+        saved_while_building.updating && saved_while_building.indexed_files < saved_while_building.total_files,
+        "the first save came only with the finished build: {saved_while_building:?}"
+    );
+    assert!(index.wait_until_current(&ws, Duration::from_secs(30)).await);
+}
