@@ -934,6 +934,8 @@ impl TypedTool for CodebaseSearchTool {
             }
             Err(e) => return Err(embed_failure(&e)),
         };
+        // The update may have finished while the query was embedded.
+        let current = current || *index.done.borrow() >= wanted;
         let (index2, ws2, base2) = (index.clone(), ws.clone(), base.clone());
         let result = run_blocking(&cx.cancel, move || {
             Ok(answer(&index2, &ws2, base2.as_deref(), &query_vector, limit, current))

@@ -403,10 +403,13 @@ async fn g15_l7_an_unchanged_repeat_gets_the_short_hint() {
 #[tokio::test]
 async fn g15_l7_an_answer_given_while_a_change_is_still_being_embedded_says_so() {
     let s = Setup::new().await;
-    let (reg, index, cx) = s.tools(s.client(|c| c), Duration::from_millis(200));
+    let (reg, index, cx) = s.tools(s.client(|c| c.batch_size(1)), Duration::from_millis(200));
     assert!(index.wait_until_current(&cx.workspace, Duration::from_secs(30)).await);
+    // Two changed files, one request each, 1.5 s apiece: the update outlasts the call's wait
+    // and the query's own embedding.
     s.server.set_delay(Duration::from_millis(1500));
     s.write("src/sessions.rs", "/// Formats dates for the audit log.\nfn format_date() {}\n");
+    s.write("src/router.rs", "/// Sends the weekly newsletter.\nfn newsletter() {}\n");
     let out = search(&reg, &cx, json!({ "query": "remove expired sessions" })).await;
     assert!(out.is_success(), "{}", out.text_content());
     assert!(out.text_content().contains("[index: still checking for changes"), "{}", out.text_content());
