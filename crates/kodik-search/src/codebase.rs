@@ -19,8 +19,9 @@
 //!   [`IndexConfig::call_wait`]; a larger change goes on in the background and the answer says
 //!   how much is indexed so far.
 //! - The vectors are kept in a per-user cache folder (`$XDG_CACHE_HOME/kodik/index` or
-//!   `~/.cache/kodik/index`), one file per workspace and embedding model, written atomically and
-//!   loaded on the next start, so a restart re-embeds only what changed. A corrupt or foreign
+//!   `~/.cache/kodik/index`), one file per workspace and embedding model, written atomically
+//!   (after each update and every [`IndexConfig::save_every`] of a long one) and loaded on the
+//!   next start, so a restart re-embeds only what changed. A corrupt or foreign
 //!   file is rebuilt. An untrusted workspace is never written to disk.
 
 use std::collections::HashMap;
