@@ -434,6 +434,8 @@ pub struct HashEmbeddingServer {
     dimension: usize,
     state: Arc<Mutex<ServerState>>,
     served: Arc<AtomicUsize>,
+    /// Requests being answered now, and the most at once.
+    in_flight: Arc<(AtomicUsize, AtomicUsize)>,
     stop: CancellationToken,
 }
 
@@ -450,8 +452,10 @@ impl HashEmbeddingServer {
         let addr = listener.local_addr()?;
         let state = Arc::new(Mutex::new(ServerState::default()));
         let served = Arc::new(AtomicUsize::new(0));
+        let in_flight = Arc::new((AtomicUsize::new(0), AtomicUsize::new(0)));
         let stop = CancellationToken::new();
         let (task_state, task_served, task_stop) = (state.clone(), served.clone(), stop.clone());
+        let task_in_flight = in_flight.clone();
         tokio::spawn(async move {
             loop {
                 let accepted = tokio::select! {
@@ -460,15 +464,16 @@ impl HashEmbeddingServer {
                 };
                 let Ok((mut socket, _)) = accepted else { continue };
                 let (state, served, stop) = (task_state.clone(), task_served.clone(), task_stop.clone());
+                let in_flight = task_in_flight.clone();
                 tokio::spawn(async move {
                     tokio::select! {
                         () = stop.cancelled() => {}
-                        _ = serve_embeddings(&mut socket, dimension, &state, &served) => {}
+                        _ = serve_embeddings(&mut socket, dimension, &state, &served, &in_flight) => {}
                     }
                 });
             }
         });
-        Ok(Self { addr, dimension, state, served, stop })
+        Ok(Self { addr, dimension, state, served, in_flight, stop })
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, ServerState> {
@@ -519,6 +524,11 @@ impl HashEmbeddingServer {
     pub fn served(&self) -> usize {
         self.served.load(Ordering::SeqCst)
     }
+
+    /// The most requests that were being answered at the same time.
+    pub fn max_in_flight(&self) -> usize {
+        self.in_flight.1.load(Ordering::SeqCst)
+    }
 }
 
 fn inputs_of(body: &Value) -> Vec<String> {
@@ -534,8 +544,23 @@ async fn serve_embeddings(
     dimension: usize,
     state: &Mutex<ServerState>,
     served: &AtomicUsize,
+    in_flight: &(AtomicUsize, AtomicUsize),
 ) -> std::io::Result<()> {
     let Some(request) = read_request(socket).await? else { return Ok(()) };
+    let now = in_flight.0.fetch_add(1, Ordering::SeqCst) + 1;
+    in_flight.1.fetch_max(now, Ordering::SeqCst);
+    let answered = answer_embeddings(socket, request, dimension, state, served).await;
+    in_flight.0.fetch_sub(1, Ordering::SeqCst);
+    answered
+}
+
+async fn answer_embeddings(
+    socket: &mut tokio::net::TcpStream,
+    request: RecordedRequest,
+    dimension: usize,
+    state: &Mutex<ServerState>,
+    served: &AtomicUsize,
+) -> std::io::Result<()> {
     let (failure, delay) = {
         let mut s = state.lock().unwrap_or_else(PoisonError::into_inner);
         s.requests.push(request.clone());

@@ -69,6 +69,9 @@ pub struct IndexConfig {
     /// How often a long build saves what it has so far (default 10 s), so a process that ends
     /// mid-build (a one-shot `kodik call`, an agent stopped early) leaves its work to the next.
     pub save_every: Duration,
+    /// Batches sent to the embedder at once while building (default 4): a remote API answers
+    /// each in about a second, so one at a time leaves a large build waiting on round trips.
+    pub concurrent_requests: usize,
 }
 
 impl Default for IndexConfig {
@@ -83,6 +86,7 @@ impl Default for IndexConfig {
             max_chunk_bytes: 8 * 1024,
             call_wait: Duration::from_secs(10),
             save_every: Duration::from_secs(10),
+            concurrent_requests: 4,
         }
     }
 }
@@ -374,70 +378,102 @@ impl WsIndex {
         // Path order: a partial index covers whole folders, which reads more sensibly.
         todo.sort();
         let mut failed = None;
+        let mut full = false;
         let mut at = 0;
         let mut saved = std::time::Instant::now();
-        while at < todo.len() {
+        // Chunks sent and not answered yet, which the chunk cap counts as held.
+        let mut reserved = 0usize;
+        let mut inflight: tokio::task::JoinSet<Embedded> = tokio::task::JoinSet::new();
+        let requests = self.config.concurrent_requests.max(1);
+        loop {
+            // Keep up to `requests` batches at the embedder; stop sending after a failure.
+            while inflight.len() < requests && at < todo.len() && failed.is_none() && !full {
+                // Read and cut files until a batch's worth of chunks is ready (the slice bounds
+                // the copy: a run of binary files yields no chunks).
+                let want = self.embedder.max_batch().max(1);
+                let slice: Vec<_> = todo[at..(at + want.max(16) * 2).min(todo.len())].to_vec();
+                let (ws, config) = (self.ws.clone(), self.config.clone());
+                let Ok(mut group) = tokio::task::spawn_blocking(move || read_group(&ws, &config, &slice, want)).await
+                else {
+                    failed = Some(EmbedError::BadResponse("reading the files failed".into()));
+                    break;
+                };
+                at += group.len();
+                // The files that still fit under the chunk cap; the rest are left out, and said so.
+                let room = self.config.max_chunks.saturating_sub(self.data().chunk_count() + reserved);
+                let (mut fit, mut used) = (0, 0);
+                for f in &group {
+                    if used + f.chunks.len() > room {
+                        break;
+                    }
+                    used += f.chunks.len();
+                    fit += 1;
+                }
+                full = fit < group.len();
+                group.truncate(fit);
+                reserved += used;
+                let embedder = self.embedder.clone();
+                inflight.spawn(async move {
+                    let texts: Vec<String> =
+                        group.iter().flat_map(|f| f.chunks.iter().map(|c| c.text.clone())).collect();
+                    let vectors = if texts.is_empty() {
+                        Ok(Vec::new())
+                    } else {
+                        match embedder.embed(&texts).await {
+                            Ok(v) if v.len() != texts.len() => Err(EmbedError::BadResponse(format!(
+                                "{} texts sent, {} vectors received",
+                                texts.len(),
+                                v.len()
+                            ))),
+                            other => other,
+                        }
+                    };
+                    Embedded { group, chunks: texts.len(), vectors }
+                });
+            }
+            let Some(joined) = inflight.join_next().await else { break };
+            let Embedded { group, chunks, vectors } = match joined {
+                Ok(done) => done,
+                Err(e) => {
+                    failed.get_or_insert(EmbedError::BadResponse(format!("an embedding task failed: {e}")));
+                    continue;
+                }
+            };
+            reserved = reserved.saturating_sub(chunks);
+            let vectors = match vectors {
+                Ok(v) => v,
+                Err(e) => {
+                    // The first failure is the one reported; batches already sent still count.
+                    failed.get_or_insert(e);
+                    continue;
+                }
+            };
+            let mut vectors = vectors.into_iter().map(normalised);
+            {
+                let mut data = self.data();
+                for file in group {
+                    let mut chunks = Vec::with_capacity(file.chunks.len());
+                    for c in file.chunks {
+                        let Some(vector) = vectors.next() else { break };
+                        // Vectors of another length belong to another model: start over with these.
+                        if data.dimension.is_some_and(|d| d != vector.len()) {
+                            data.files.clear();
+                        }
+                        data.dimension = Some(vector.len());
+                        let (vector, scale) = quantised(&vector);
+                        chunks.push(Chunk { start: c.start, end: c.end, preview: c.preview, vector, scale });
+                    }
+                    data.files.insert(file.path, FileEntry { stamp: file.stamp, chunks });
+                }
+                data.dirty = true;
+            }
             if saved.elapsed() >= self.config.save_every {
                 self.save().await;
                 saved = std::time::Instant::now();
             }
-            // Read and cut files until a batch's worth of chunks is ready.
-            let (ws, config, want) = (self.ws.clone(), self.config.clone(), self.embedder.max_batch().max(1));
-            let slice: Vec<_> = todo[at..].to_vec();
-            let Ok(group) = tokio::task::spawn_blocking(move || read_group(&ws, &config, &slice, want)).await else {
-                break;
-            };
-            at += group.len();
-            // The files that still fit under the chunk cap; the rest are left out, and said so.
-            let room = self.config.max_chunks.saturating_sub(self.data().chunk_count());
-            let (mut fit, mut used) = (0, 0);
-            for f in &group {
-                if used + f.chunks.len() > room {
-                    break;
-                }
-                used += f.chunks.len();
-                fit += 1;
-            }
-            let full = fit < group.len();
-            let mut group = group;
-            group.truncate(fit);
-            let texts: Vec<String> = group.iter().flat_map(|f| f.chunks.iter().map(|c| c.text.clone())).collect();
-            let vectors = if texts.is_empty() {
-                Vec::new()
-            } else {
-                match self.embedder.embed(&texts).await {
-                    Ok(v) if v.len() == texts.len() => v,
-                    Ok(v) => {
-                        failed = Some(EmbedError::BadResponse(format!(
-                            "{} texts sent, {} vectors received",
-                            texts.len(),
-                            v.len()
-                        )));
-                        break;
-                    }
-                    Err(e) => {
-                        failed = Some(e);
-                        break;
-                    }
-                }
-            };
-            let mut vectors = vectors.into_iter().map(normalised);
+        }
+        {
             let mut data = self.data();
-            for file in group {
-                let mut chunks = Vec::with_capacity(file.chunks.len());
-                for c in file.chunks {
-                    let Some(vector) = vectors.next() else { break };
-                    // Vectors of another length belong to another model: start over with these.
-                    if data.dimension.is_some_and(|d| d != vector.len()) {
-                        data.files.clear();
-                    }
-                    data.dimension = Some(vector.len());
-                    let (vector, scale) = quantised(&vector);
-                    chunks.push(Chunk { start: c.start, end: c.end, preview: c.preview, vector, scale });
-                }
-                data.files.insert(file.path, FileEntry { stamp: file.stamp, chunks });
-            }
-            data.dirty = true;
             if full {
                 data.capped = Some(format!(
                     "the index holds its maximum of {} chunks; {} more files are not indexed",
@@ -446,10 +482,9 @@ impl WsIndex {
                 ));
                 // What is left out is not "still being indexed".
                 data.total = data.files.len();
-                break;
             }
+            data.error = failed;
         }
-        self.data().error = failed;
         self.save().await;
     }
 
@@ -469,6 +504,13 @@ impl WsIndex {
             tracing::warn!("could not save the codebase index: {e}");
         }
     }
+}
+
+/// A batch's answer: its files, how many chunks were sent, and their vectors.
+struct Embedded {
+    group: Vec<ReadFile>,
+    chunks: usize,
+    vectors: Result<Vec<Vec<f32>>, EmbedError>,
 }
 
 /// What a walk found: the indexable files with their stamps.

@@ -100,6 +100,26 @@ impl Setup {
         (reg, index, cx)
     }
 
+    /// [`tools`](Self::tools) with one batch at the embedder at a time: tests of what a call
+    /// says while the build runs need it to last.
+    fn serial_tools(
+        &self,
+        client: Arc<EmbeddingsClient>,
+        call_wait: Duration,
+    ) -> (ToolRegistry, Arc<CodebaseIndex>, ToolContext) {
+        let config = IndexConfig {
+            cache_dir: Some(self.cache.path().to_path_buf()),
+            call_wait,
+            concurrent_requests: 1,
+            ..IndexConfig::default()
+        };
+        let index = Arc::new(CodebaseIndex::with_config(client, config));
+        let mut reg = ToolRegistry::new();
+        SearchToolset::new().codebase_index(index.clone()).register(&mut reg);
+        let cx = ToolContext::new(Workspace::new(self.ws.path()).unwrap());
+        (reg, index, cx)
+    }
+
     fn default_tools(&self) -> (ToolRegistry, Arc<CodebaseIndex>, ToolContext) {
         self.tools(self.client(|c| c), Duration::from_secs(30))
     }
@@ -196,7 +216,7 @@ async fn l7_a_query_while_building_says_how_far_the_index_is() {
     let s = Setup::new().await;
     // One text per request, each answered after 300 ms: the build outlasts the call's wait.
     s.server.set_delay(Duration::from_millis(300));
-    let (reg, index, cx) = s.tools(s.client(|c| c.batch_size(1)), Duration::from_millis(100));
+    let (reg, index, cx) = s.serial_tools(s.client(|c| c.batch_size(1)), Duration::from_millis(100));
     let out = search(&reg, &cx, json!({ "query": "remove expired sessions" })).await;
     assert!(out.is_success(), "{}", out.text_content());
     let text = out.text_content();
@@ -403,7 +423,7 @@ async fn g15_l7_an_unchanged_repeat_gets_the_short_hint() {
 #[tokio::test]
 async fn g15_l7_an_answer_given_while_a_change_is_still_being_embedded_says_so() {
     let s = Setup::new().await;
-    let (reg, index, cx) = s.tools(s.client(|c| c.batch_size(1)), Duration::from_millis(200));
+    let (reg, index, cx) = s.serial_tools(s.client(|c| c.batch_size(1)), Duration::from_millis(200));
     assert!(index.wait_until_current(&cx.workspace, Duration::from_secs(30)).await);
     // Two changed files, one request each, 1.5 s apiece: the update outlasts the call's wait
     // and the query's own embedding.
@@ -492,6 +512,7 @@ async fn l7_a_long_build_saves_what_it_has_before_it_ends() {
         cache_dir: Some(s.cache.path().to_path_buf()),
         call_wait: Duration::from_millis(50),
         save_every: Duration::ZERO,
+        concurrent_requests: 1,
         ..IndexConfig::default()
     };
     let index = Arc::new(CodebaseIndex::with_config(s.client(|c| c.batch_size(1)), config));
@@ -512,4 +533,24 @@ async fn l7_a_long_build_saves_what_it_has_before_it_ends() {
         "the first save came only with the finished build: {saved_while_building:?}"
     );
     assert!(index.wait_until_current(&ws, Duration::from_secs(30)).await);
+}
+
+#[tokio::test]
+async fn l7_a_build_keeps_a_bounded_number_of_batches_at_the_embedder() {
+    let s = Setup::new().await;
+    for i in 0..12 {
+        s.write(&format!("src/gen/f{i:02}.rs"), &format!("/// Generated helper number {i}.\nfn helper_{i}() {{}}\n"));
+    }
+    let ws = Workspace::new(s.ws.path()).unwrap();
+    for (requests, expect) in [(1, 1..=1), (3, 2..=3)] {
+        // A server of its own per run, one text per request, each answered after 100 ms.
+        let server = HashEmbeddingServer::start(64).await.unwrap();
+        server.set_delay(Duration::from_millis(100));
+        let client = EmbeddingsClient::new(EmbeddingsConfig::new(server.base_url(), "m").batch_size(1)).unwrap();
+        let config = IndexConfig { cache_dir: None, concurrent_requests: requests, ..IndexConfig::default() };
+        let index = CodebaseIndex::with_config(Arc::new(client), config);
+        assert!(index.wait_until_current(&ws, Duration::from_secs(30)).await);
+        assert_eq!(index.status(&ws).unwrap().chunks, 15, "3 sources and 12 generated files");
+        assert!(expect.contains(&server.max_in_flight()), "{requests} allowed, {} at once", server.max_in_flight());
+    }
 }
