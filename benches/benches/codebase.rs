@@ -2,7 +2,8 @@
 //! built once: what one call costs when nothing changed (the walk comparing every file's size
 //! and times, the query's embedding over HTTP, ranking every chunk), beside the same run's
 //! baselines: glob `**/*.rs` (the same walk with one stat per file) and one embedding request
-//! of the query alone. Vectors come from kodik-model's loopback word-hashing server (1536
+//! of the query alone. Then building an index of 200 files from scratch with one batch at the
+//! embedder against four. Vectors come from kodik-model's loopback word-hashing server (1536
 //! dimensions), so the embedding's own cost is the HTTP round trip.
 
 use std::sync::Arc;
@@ -52,6 +53,29 @@ fn bench(c: &mut Criterion) {
     });
     g.bench_function("baseline_glob_all_rs", |b| b.iter(|| run("glob", json!({"pattern": "**/*.rs"}))));
     g.bench_function("baseline_embed_query_only", |b| b.iter(|| rt.block_on(client.embed(&query)).unwrap()));
+    g.finish();
+
+    // Building from scratch against an embedder with 20 ms of latency per request (a local
+    // server; remote APIs take longer): one batch in flight against four, in the same run.
+    let small = tempfile::tempdir().unwrap();
+    for i in 0..200 {
+        let body: String = (0..200).map(|l| format!("fn item_{i}_{l}(x: u32) -> u32 {{ x + {l} }}\n")).collect();
+        std::fs::write(small.path().join(format!("f{i}.rs")), body).unwrap();
+    }
+    let small_ws = Workspace::new(small.path()).unwrap();
+    server.set_delay(Duration::from_millis(20));
+    let mut g = c.benchmark_group("codebase_build_200_files_20ms_latency");
+    g.sample_size(10);
+    for requests in [1, 4] {
+        g.bench_function(format!("concurrent_requests_{requests}"), |b| {
+            b.iter(|| {
+                let config = IndexConfig { cache_dir: None, concurrent_requests: requests, ..IndexConfig::default() };
+                let index = CodebaseIndex::with_config(client.clone(), config);
+                assert!(rt.block_on(index.wait_until_current(&small_ws, Duration::from_secs(600))));
+                assert_eq!(index.status(&small_ws).unwrap().chunks, 800);
+            })
+        });
+    }
     g.finish();
 }
 
