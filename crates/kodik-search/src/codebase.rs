@@ -886,6 +886,9 @@ fn write_atomic(file: &Path, bytes: &[u8]) -> std::io::Result<()> {
 // The tool
 // ---------------------------------------------------------------------------------------------
 
+/// The longest query embedded.
+const MAX_QUERY_BYTES: usize = 4096;
+
 /// The `codebase_search` tool over a shared [`CodebaseIndex`].
 #[derive(Debug, Clone)]
 pub struct CodebaseSearchTool {
@@ -930,6 +933,19 @@ impl TypedTool for CodebaseSearchTool {
                 tool: "codebase_search".into(),
                 field: Some("query".into()),
                 message: "the query is empty: describe in words what you are looking for".into(),
+            });
+        }
+        // Embedding models take a few thousand tokens at most; a pasted file is no question.
+        if args.query.len() > MAX_QUERY_BYTES {
+            return Err(ToolError::InvalidInput {
+                tool: "codebase_search".into(),
+                field: Some("query".into()),
+                message: format!(
+                    "the query is {} bytes; describe what you are looking for in a sentence or two (at most {} \
+                     bytes), or use grep for exact text",
+                    args.query.len(),
+                    MAX_QUERY_BYTES
+                ),
             });
         }
         Ok(())

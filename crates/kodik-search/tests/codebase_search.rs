@@ -387,6 +387,11 @@ async fn l7_g16_path_limits_the_search_and_outside_or_ignored_folders_are_refuse
         let out = search(&reg, &cx, json!({ "query": "sessions", "path": path })).await;
         assert_eq!(out.status, ToolStatus::Error, "`{path}`: {}", out.text_content());
     }
+    for query in ["", "   ", &"x".repeat(5000)] {
+        let out = search(&reg, &cx, json!({ "query": query })).await;
+        assert_eq!(out.status, ToolStatus::Error, "{}", out.text_content());
+        assert!(out.text_content().contains("query"), "{}", out.text_content());
+    }
     assert_eq!(s.server.requests().len(), 0, "a refused call embeds nothing");
     let out = search(&reg, &cx, json!({ "query": "remove expired sessions", "path": "docs" })).await;
     assert!(out.is_success(), "{}", out.text_content());
