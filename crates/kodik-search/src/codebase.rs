@@ -25,7 +25,6 @@
 //!   file is rebuilt. An untrusted workspace is never written to disk.
 
 use std::collections::HashMap;
-use std::io::Write as _;
 use std::os::unix::ffi::OsStringExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -857,29 +856,15 @@ fn decode(bytes: &[u8], roots: &[PathBuf], model: &str, dimension: Option<usize>
     Some(Data { files, dimension: (dim > 0).then_some(dim), ..Data::default() })
 }
 
-/// Writes `bytes` to `file` through a temporary file in the same folder and a rename, so a
-/// crash leaves the old file or the new one, never half of one.
+/// Writes `bytes` to `file` with kodik-core's atomic write (a crash leaves the old file or the
+/// new one, never half of one) in a folder only the user can read: the file holds lines of
+/// the project's code.
 fn write_atomic(file: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = file.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    // Unique per process and write: two indexes of one workspace may save at once.
-    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let tmp = dir.join(format!(
-        ".{}.{}.{}.tmp",
-        file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
-        std::process::id(),
-        WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-    ));
-    let written = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, file)
-    })();
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
+    use std::os::unix::fs::DirBuilderExt as _;
+    if let Some(dir) = file.parent() {
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
     }
-    written
+    kodik_core::fs::write_atomic(file, bytes, false)
 }
 
 // ---------------------------------------------------------------------------------------------

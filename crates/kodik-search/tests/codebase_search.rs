@@ -91,8 +91,7 @@ impl Setup {
         client: Arc<EmbeddingsClient>,
         call_wait: Duration,
     ) -> (ToolRegistry, Arc<CodebaseIndex>, ToolContext) {
-        let config =
-            IndexConfig { cache_dir: Some(self.cache.path().to_path_buf()), call_wait, ..IndexConfig::default() };
+        let config = IndexConfig { cache_dir: Some(self.cache_dir()), call_wait, ..IndexConfig::default() };
         let index = Arc::new(CodebaseIndex::with_config(client, config));
         let mut reg = ToolRegistry::new();
         SearchToolset::new().codebase_index(index.clone()).register(&mut reg);
@@ -108,7 +107,7 @@ impl Setup {
         call_wait: Duration,
     ) -> (ToolRegistry, Arc<CodebaseIndex>, ToolContext) {
         let config = IndexConfig {
-            cache_dir: Some(self.cache.path().to_path_buf()),
+            cache_dir: Some(self.cache_dir()),
             call_wait,
             concurrent_requests: 1,
             ..IndexConfig::default()
@@ -130,12 +129,14 @@ impl Setup {
         std::fs::write(p, body).unwrap();
     }
 
+    /// The cache folder, which the index creates.
+    fn cache_dir(&self) -> PathBuf {
+        self.cache.path().join("kodik/index")
+    }
+
     fn cache_files(&self) -> Vec<PathBuf> {
-        std::fs::read_dir(self.cache.path())
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.extension().is_some_and(|e| e == "idx"))
-            .collect()
+        let Ok(dir) = std::fs::read_dir(self.cache_dir()) else { return Vec::new() };
+        dir.map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "idx")).collect()
     }
 }
 
@@ -280,6 +281,9 @@ async fn l7_a_restart_loads_the_cache_and_embeds_only_what_changed() {
         assert!(search(&reg, &cx, json!({ "query": "route an http request" })).await.is_success());
     }
     assert_eq!(s.cache_files().len(), 1, "one cache file for the workspace and model");
+    // It holds lines of the project's code: only the user may enter the folder it made.
+    use std::os::unix::fs::PermissionsExt as _;
+    assert_eq!(std::fs::metadata(s.cache_dir()).unwrap().permissions().mode() & 0o777, 0o700);
     let sent = s.server.inputs().len();
     assert!(sent >= 4, "three source chunks and the query");
 
@@ -514,7 +518,7 @@ async fn l7_a_long_build_saves_what_it_has_before_it_ends() {
     // process that ends mid-build (a one-shot `kodik call`) leaves its work to the next.
     s.server.set_delay(Duration::from_millis(300));
     let config = IndexConfig {
-        cache_dir: Some(s.cache.path().to_path_buf()),
+        cache_dir: Some(s.cache_dir()),
         call_wait: Duration::from_millis(50),
         save_every: Duration::ZERO,
         concurrent_requests: 1,
