@@ -563,3 +563,13 @@ async fn l7_a_build_keeps_a_bounded_number_of_batches_at_the_embedder() {
         assert!(expect.contains(&server.max_in_flight()), "{requests} allowed, {} at once", server.max_in_flight());
     }
 }
+
+#[tokio::test]
+async fn l7_an_untrusted_workspace_is_indexed_in_memory_only() {
+    let s = Setup::new().await;
+    let (reg, _, _) = s.default_tools();
+    let cx = ToolContext::new(Workspace::new(s.ws.path()).unwrap().with_trusted(false));
+    let out = search(&reg, &cx, json!({ "query": "remove expired sessions" })).await;
+    assert!(heads(&out)[0].starts_with("src/sessions.rs:"), "{}", out.text_content());
+    assert!(s.cache_files().is_empty(), "an untrusted workspace left {:?}", s.cache_files());
+}
