@@ -484,11 +484,17 @@ async fn a8_an_http_server_killed_mid_call_fails_that_call_and_is_reconnected_on
 const RAW_SERVER: &str = r#"
 import json, os, subprocess, sys
 mode, pidfile = sys.argv[1], sys.argv[2]
+def put(text):
+    # Written under another name and renamed: a test that sees the file also sees its text
+    # (open(pidfile, "w") creates it empty first, and a test read "" in between).
+    with open(pidfile + ".part", "w") as f:
+        f.write(text)
+    os.replace(pidfile + ".part", pidfile)
 if mode == "spawn":
     child = subprocess.Popen(["sleep", "300"])
-    open(pidfile, "w").write(str(child.pid))
+    put(str(child.pid))
 if mode == "cwd":
-    open(pidfile, "w").write(os.getcwd())
+    put(os.getcwd())
 for line in sys.stdin:
     msg = json.loads(line)
     if "id" not in msg:
@@ -501,7 +507,7 @@ for line in sys.stdin:
         if mode == "logging":
             result["capabilities"]["logging"] = {}
     elif msg["method"] == "logging/setLevel":
-        open(pidfile, "w").write(msg["params"]["level"])
+        put(msg["params"]["level"])
         result = {}
     elif msg["method"] == "tools/list" and mode == "images":
         result = {"tools": [{"name": "pics", "inputSchema": {"type": "object"}}]}
