@@ -168,8 +168,8 @@ impl McpServer {
     }
 
     /// How often a running call whose request carries a progress token sends
-    /// `notifications/progress` ("still running (40 s)") when nothing else reports progress
-    /// (default 20 s). Clients time out a request after a fixed wait unless progress resets it
+    /// `notifications/progress` ("still running (40 s)"), whether or not the tool reports
+    /// progress of its own in between (default 20 s). Clients time out a request after a fixed wait unless progress resets it
     /// (the TypeScript SDK: 60 s, reset with `resetTimeoutOnProgress`, as opencode does): a
     /// `shell` call given a longer `timeout` was cancelled, and its command killed, at 60 s.
     pub fn progress_every(mut self, every: std::time::Duration) -> Self {
@@ -366,6 +366,9 @@ impl ServerHandler for McpServer {
             Heartbeat(tokio::spawn(async move {
                 let started = std::time::Instant::now();
                 let mut tick = tokio::time::interval(every);
+                // After a stall (a loaded machine, a slow client), one note and the next a
+                // whole interval later, not a burst of the ticks missed.
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
                 tick.tick().await;
                 loop {
                     tick.tick().await;
@@ -383,6 +386,7 @@ impl ServerHandler for McpServer {
             Heartbeat(tokio::spawn(async move {
                 use rmcp::model::GetExtensions as _;
                 let mut tick = tokio::time::interval(every);
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
                 tick.tick().await;
                 loop {
                     tick.tick().await;
