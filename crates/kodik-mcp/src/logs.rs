@@ -8,7 +8,9 @@
 //! while several calls on the same sink run goes to that sink once, under the call started
 //! last. rmcp handles notifications in tasks of their own, so a message a server sends just
 //! before its answer may be handled just after it: the call that ended last keeps receiving
-//! them for [`LOG_GRACE`].
+//! them for [`LOG_GRACE`]. A call shows at most [`MAX_LOGS_PER_CALL`] of them as events (in
+//! `kodik serve` they share the event queue with kodik's own progress and answers), then one
+//! saying that the rest are not shown; `tracing` keeps them all.
 
 // MCP logging is deprecated by draft SEP-2577 in rmcp, but servers of the 2025 protocol versions
 // (server-everything, the SDKs' `ctx.info`) still log this way.
@@ -31,8 +33,22 @@ pub const LOG_GRACE: Duration = Duration::from_secs(1);
 /// The most of one log message kept, in bytes: a server may log a whole payload.
 const MAX_LOG_BYTES: usize = 4096;
 
-/// A call that receives its server's log messages: (order of start, call id, its sink).
-type Target = (u64, String, Arc<dyn EventSink>);
+/// The most log messages one call shows as events. A server may log thousands in one call (a
+/// progress line per file), and each event takes a slot of the host's event queue (1024 in
+/// `kodik serve`, shared with kodik's own progress and answers) and a line of a person's screen.
+pub const MAX_LOGS_PER_CALL: usize = 100;
+
+/// A call that receives its server's log messages.
+struct Target {
+    /// Order of start.
+    order: u64,
+    call_id: String,
+    sink: Arc<dyn EventSink>,
+    /// Messages shown as this call's events (at most [`MAX_LOGS_PER_CALL`]), and whether it
+    /// has said that the rest are not shown.
+    shown: usize,
+    cut: bool,
+}
 
 #[derive(Default)]
 struct Calls {
@@ -57,7 +73,7 @@ pub(crate) struct LogGuard {
 impl Drop for LogGuard {
     fn drop(&mut self) {
         let mut calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(at) = calls.running.iter().position(|t| t.0 == self.id) {
+        if let Some(at) = calls.running.iter().position(|t| t.order == self.id) {
             let target = calls.running.remove(at);
             calls.ended = Some((Instant::now(), target));
         }
@@ -74,7 +90,13 @@ impl ServerLogs {
         let mut calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
         calls.started += 1;
         let id = calls.started;
-        calls.running.push((id, cx.call_id.clone(), Arc::clone(&cx.events)));
+        calls.running.push(Target {
+            order: id,
+            call_id: cx.call_id.clone(),
+            sink: Arc::clone(&cx.events),
+            shown: 0,
+            cut: false,
+        });
         LogGuard { calls: Arc::clone(&self.calls), id }
     }
 
@@ -102,28 +124,49 @@ impl ServerLogs {
         };
         let source = if logger.is_empty() { server.to_owned() } else { format!("{server}/{logger}") };
         let message = format!("[MCP server {source}] {text}");
-        for (call_id, sink) in targets {
-            sink.emit(Event::Log { call_id, level: level.to_owned(), message: message.clone() });
+        for (call_id, sink, show) in targets {
+            if show {
+                sink.emit(Event::Log { call_id, level: level.to_owned(), message: message.clone() });
+            } else {
+                let message = format!(
+                    "[MCP server {server}] more than {MAX_LOGS_PER_CALL} log messages in this call: the rest are \
+                     not shown; KODIK_LOG={LOG_TARGET}=debug shows them"
+                );
+                sink.emit(Event::Log { call_id, level: "info".to_owned(), message });
+            }
         }
     }
 
     /// Each sink of the running calls once, under its call started last; with none running, the
-    /// call that ended within [`LOG_GRACE`].
-    fn targets(&self) -> Vec<(String, Arc<dyn EventSink>)> {
-        let calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
-        let mut out: Vec<(String, Arc<dyn EventSink>)> = Vec::new();
+    /// call that ended within [`LOG_GRACE`]; each with whether it shows the message (`false`:
+    /// its call has shown [`MAX_LOGS_PER_CALL`] and is to say once that the rest are not shown).
+    /// A call that has said so is left out.
+    fn targets(&self) -> Vec<(String, Arc<dyn EventSink>, bool)> {
+        let mut calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
+        let calls = &mut *calls;
         // `running` is in start order: a later call on the same sink takes its place.
-        for (_, call_id, sink) in &calls.running {
-            match out.iter_mut().find(|(_, s)| Arc::ptr_eq(s, sink)) {
-                Some(slot) => slot.0 = call_id.clone(),
-                None => out.push((call_id.clone(), Arc::clone(sink))),
+        let mut chosen: Vec<&mut Target> = Vec::new();
+        for target in calls.running.iter_mut() {
+            match chosen.iter_mut().find(|t| Arc::ptr_eq(&t.sink, &target.sink)) {
+                Some(slot) => *slot = target,
+                None => chosen.push(target),
             }
         }
-        if out.is_empty()
-            && let Some((at, (_, call_id, sink))) = &calls.ended
+        if chosen.is_empty()
+            && let Some((at, target)) = &mut calls.ended
             && at.elapsed() < LOG_GRACE
         {
-            out.push((call_id.clone(), Arc::clone(sink)));
+            chosen.push(target);
+        }
+        let mut out = Vec::new();
+        for target in chosen {
+            if target.shown < MAX_LOGS_PER_CALL {
+                target.shown += 1;
+                out.push((target.call_id.clone(), Arc::clone(&target.sink), true));
+            } else if !target.cut {
+                target.cut = true;
+                out.push((target.call_id.clone(), Arc::clone(&target.sink), false));
+            }
         }
         out
     }
@@ -192,5 +235,24 @@ mod tests {
         logs.deliver(&log("indexing"));
         assert_eq!(calls_of(&host), [("c1".to_owned(), line)], "the call that ended last, within the grace");
         assert!(calls_of(&other).is_empty());
+    }
+
+    #[test]
+    fn a8_a_call_shows_a_hundred_log_messages_then_says_once_that_the_rest_are_not() {
+        let logs = ServerLogs::new("docs");
+        let host = Arc::new(CollectingSink::default());
+        let _call = logs.track(&call("c1", &host));
+        for i in 0..MAX_LOGS_PER_CALL {
+            logs.deliver(&log(&format!("line {i}")));
+        }
+        let shown = calls_of(&host);
+        assert_eq!(shown.len(), MAX_LOGS_PER_CALL);
+        assert_eq!(shown.last().map(|s| s.1.as_str()), Some("[MCP server docs] line 99"), "no note at exactly 100");
+        for i in 0..3 {
+            logs.deliver(&log(&format!("more {i}")));
+        }
+        let note = "[MCP server docs] more than 100 log messages in this call: the rest are not shown; \
+                    KODIK_LOG=kodik_mcp::server_log=debug shows them";
+        assert_eq!(calls_of(&host), [("c1".to_owned(), note.to_owned())]);
     }
 }

@@ -1037,6 +1037,51 @@ async fn a8_a_servers_log_messages_reach_tracing_and_the_calls_events_never_its_
     assert!(line("indexing 3 files").contains("logger=\"indexer\""), "{traced}");
 }
 
+/// A8: a call whose server logs 500 messages shows the first 100 as its events, then one
+/// saying the rest are not shown and how to see them; `tracing` gets all 500. Before, each became
+/// an event: in `kodik serve` they filled the event queue kodik's own progress and answers share.
+#[tokio::test(flavor = "multi_thread")]
+async fn a8_a_call_shows_at_most_a_hundred_of_its_servers_log_messages_and_says_the_rest_are_not_shown() {
+    trace_server_logs();
+    let mut m = Mounted::new(ClientOptions::default()).await;
+    let events = Arc::new(Events::default());
+    m.cx = m.cx.for_call("call-flood");
+    m.cx.events = events.clone();
+    let out = m.call("py__flood", json!({"n": 500, "tag": "flood-a8"})).await;
+    assert_eq!((out.status, text(&out).as_str()), (ToolStatus::Success, "logged 500"), "{out:?}");
+    let logs = || -> Vec<String> {
+        events
+            .0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|e| match e {
+                kodik_core::Event::Log { call_id, message, .. } if call_id == "call-flood" => Some(message.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    let start = Instant::now();
+    while logs().len() < 101 && start.elapsed() < Duration::from_secs(5) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Messages handled after the answer (rmcp runs each in a task) still have the grace.
+    tokio::time::sleep(kodik_mcp::logs::LOG_GRACE).await;
+    let logs = logs();
+    assert_eq!(logs.len(), 101, "{logs:#?}");
+    assert_eq!(logs.iter().filter(|l| l.starts_with("[MCP server py] flood-a8 line ")).count(), 100);
+    let note: Vec<&String> = logs.iter().filter(|l| l.contains("not shown")).collect();
+    assert_eq!(
+        note,
+        ["[MCP server py] more than 100 log messages in this call: the rest are not shown; \
+          KODIK_LOG=kodik_mcp::server_log=debug shows them"],
+        "{logs:#?}"
+    );
+    m.client.shutdown().await;
+    let traced = String::from_utf8(TRACED.lock().unwrap().clone()).unwrap();
+    assert_eq!(traced.lines().filter(|l| l.contains("flood-a8 line ")).count(), 500, "tracing keeps them all");
+}
+
 /// A8: a tool its server runs only as a task (`execution.taskSupport: "required"`; rmcp's
 /// `Tool` drops the field) is not offered, over stdio and streamable HTTP, and the log says why
 /// once. Before, the model was offered server-everything's simulate-research-query, and every
