@@ -172,22 +172,41 @@ impl AgentLoopRunner {
         }
         let mut config = self.config.clone();
         config.mode = mode;
-        // A child calls the mounted servers' tools too, so it gets their instructions; its
-        // agent has a fixed registry and no tool source to read them from.
-        if let Some(servers) = tools.mcp_instructions() {
-            config.system_prompt = Some(match config.system_prompt.take() {
-                Some(own) => format!("{own}\n\n{servers}"),
-                None => servers,
-            });
-        }
         // Its own context: what the child read is not what the parent read (E2, R4).
         let mut context = self.context.clone();
         context.session = Arc::new(Session::new());
         context.cancel = CancellationToken::new();
         let workspace = context.workspace.clone();
+        // A child calls the mounted servers' tools too, so it gets their instructions, from a
+        // tool source as the parent does: the agent puts them after its own prompt and kodik's
+        // tool guidance. Appended to the prompt, they came before the guidance, which then read
+        // as part of the servers' section.
+        let source = ChildTools {
+            registry: Arc::clone(&registry),
+            harness: Arc::new(harness.clone()),
+            instructions: tools.mcp_instructions(),
+        };
         Ok(Agent::new(Arc::clone(&self.model), registry, context, harness, config)
+            .with_tool_source(Arc::new(source))
             .with_scheduler_config(self.scheduler.clone())
             .with_notes(Arc::new(ConversationNotes::new(own.clone(), workspace))))
+    }
+}
+
+/// A child's tools, fixed when it starts, and the mounted servers' instructions of then.
+struct ChildTools {
+    registry: Arc<kodik_core::ToolRegistry>,
+    harness: Arc<Harness>,
+    instructions: Option<String>,
+}
+
+impl kodik_agent::ToolSource for ChildTools {
+    fn current(&self) -> (Arc<kodik_core::ToolRegistry>, Arc<Harness>) {
+        (Arc::clone(&self.registry), Arc::clone(&self.harness))
+    }
+
+    fn instructions(&self) -> Option<String> {
+        self.instructions.clone()
     }
 }
 

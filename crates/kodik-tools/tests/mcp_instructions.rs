@@ -117,7 +117,8 @@ async fn a8_the_agents_request_carries_a_mounted_servers_instructions_fenced_as_
 }
 
 /// A3, A8: a sub-agent calls the mounted servers' tools too, so its requests carry their
-/// instructions as well (its agent has a fixed tool list, no tool source to read them from).
+/// instructions as well, after its own prompt and kodik's tool guidance as in the parent's;
+/// before, they came before the guidance, which then read as part of the servers' section.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a3_a8_a_sub_agents_request_carries_the_mounted_servers_instructions_too() {
     let dir = tempfile::tempdir().unwrap();
@@ -135,4 +136,5 @@ async fn a3_a8_a_sub_agents_request_carries_the_mounted_servers_instructions_too
     assert!(system.starts_with("You are a sub-agent."), "{system}");
     let fence = system.find("<mcp_server_instructions server=\"py\">").expect(system);
     assert!(system[fence..].contains("Call `py__echo` to check the connection"), "{system}");
+    assert!(system.find("Tools:").is_some_and(|tools| tools < fence), "after kodik's guidance: {system}");
 }
