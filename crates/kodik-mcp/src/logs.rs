@@ -16,7 +16,7 @@
 // (server-everything, the SDKs' `ctx.info`) still log this way.
 #![allow(deprecated)]
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use kodik_core::{Event, EventSink, ToolContext};
@@ -43,7 +43,11 @@ struct Target {
     /// Order of start.
     order: u64,
     call_id: String,
-    sink: Arc<dyn EventSink>,
+    /// Weak so that a call that ended does not keep its host's sink (and what it holds: a
+    /// `kodik serve` session's queue, a client's connection) until this server's next call.
+    sink: Weak<dyn EventSink>,
+    /// The sink held while the call runs.
+    _hold: Option<Arc<dyn EventSink>>,
     /// Messages shown as this call's events (at most [`MAX_LOGS_PER_CALL`]), and whether it
     /// has said that the rest are not shown.
     shown: usize,
@@ -74,7 +78,8 @@ impl Drop for LogGuard {
     fn drop(&mut self) {
         let mut calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(at) = calls.running.iter().position(|t| t.order == self.id) {
-            let target = calls.running.remove(at);
+            let mut target = calls.running.remove(at);
+            target._hold = None;
             calls.ended = Some((Instant::now(), target));
         }
     }
@@ -93,7 +98,8 @@ impl ServerLogs {
         calls.running.push(Target {
             order: id,
             call_id: cx.call_id.clone(),
-            sink: Arc::clone(&cx.events),
+            sink: Arc::downgrade(&cx.events),
+            _hold: Some(Arc::clone(&cx.events)),
             shown: 0,
             cut: false,
         });
@@ -147,7 +153,7 @@ impl ServerLogs {
         // `running` is in start order: a later call on the same sink takes its place.
         let mut chosen: Vec<&mut Target> = Vec::new();
         for target in calls.running.iter_mut() {
-            match chosen.iter_mut().find(|t| Arc::ptr_eq(&t.sink, &target.sink)) {
+            match chosen.iter_mut().find(|t| Weak::ptr_eq(&t.sink, &target.sink)) {
                 Some(slot) => *slot = target,
                 None => chosen.push(target),
             }
@@ -160,12 +166,13 @@ impl ServerLogs {
         }
         let mut out = Vec::new();
         for target in chosen {
+            let Some(sink) = target.sink.upgrade() else { continue };
             if target.shown < MAX_LOGS_PER_CALL {
                 target.shown += 1;
-                out.push((target.call_id.clone(), Arc::clone(&target.sink), true));
+                out.push((target.call_id.clone(), sink, true));
             } else if !target.cut {
                 target.cut = true;
-                out.push((target.call_id.clone(), Arc::clone(&target.sink), false));
+                out.push((target.call_id.clone(), sink, false));
             }
         }
         out
@@ -254,5 +261,22 @@ mod tests {
         let note = "[MCP server docs] more than 100 log messages in this call: the rest are not shown; \
                     KODIK_LOG=kodik_mcp::server_log=debug shows them";
         assert_eq!(calls_of(&host), [("c1".to_owned(), note.to_owned())]);
+    }
+
+    /// A call that ended keeps its sink only weakly: the host's sink (a `kodik serve` session's
+    /// queue) is freed when the host drops it, not at this server's next call.
+    #[test]
+    fn a8_a_call_that_ended_does_not_keep_its_hosts_event_sink() {
+        let logs = ServerLogs::new("docs");
+        let host = Arc::new(CollectingSink::default());
+        let cx = call("c1", &host);
+        let guard = logs.track(&cx);
+        drop(guard);
+        logs.deliver(&log("after the answer"));
+        assert_eq!(calls_of(&host).len(), 1, "still within the grace");
+        let weak = Arc::downgrade(&host);
+        drop((cx, host));
+        assert!(weak.upgrade().is_none(), "the sink outlived its host");
+        logs.deliver(&log("nobody listens"));
     }
 }
