@@ -12,17 +12,24 @@ use crate::client::clean_name;
 /// 4–6 KB); 4 KiB keeps most whole without letting one server fill the prompt.
 pub const MAX_INSTRUCTIONS_BYTES: usize = 4096;
 
+/// The most of all servers' fenced instructions together, in bytes: with many servers mounted,
+/// each within [`MAX_INSTRUCTIONS_BYTES`], they would otherwise crowd out kodik's own prompt.
+/// The servers that do not fit are named in a line saying they were left out.
+pub const MAX_ALL_INSTRUCTIONS_BYTES: usize = 16 * 1024;
+
 /// The tag that fences each server's text.
 const TAG: &str = "mcp_server_instructions";
 
 /// The system-prompt section for `servers` (each a server's name and its instructions, in the
 /// order to show them), or `None` when none sent any. Each text is cleaned (no invisible
 /// characters, no `<` or `>`: written `‹` and `›`), cut to [`MAX_INSTRUCTIONS_BYTES`] (a line after the fence says how much was left out) and
-/// fenced in `<mcp_server_instructions server="name">` … `</mcp_server_instructions>`, so no
+/// fenced in `<mcp_server_instructions server="name">` … `</mcp_server_instructions>` (those
+/// past [`MAX_ALL_INSTRUCTIONS_BYTES`] in all are left out, named in a line at the end), so no
 /// server can end its fence early and write text that reads as kodik's own. The same texts give
 /// the same section, so a prompt cache keeps it.
 pub fn instructions_section<'a>(servers: impl IntoIterator<Item = (&'a str, &'a str)>) -> Option<String> {
     let mut parts = Vec::new();
+    let (mut total, mut left_out) = (0, Vec::new());
     for (server, text) in servers {
         let text = defuse(text);
         let text = text.trim();
@@ -41,7 +48,19 @@ pub fn instructions_section<'a>(servers: impl IntoIterator<Item = (&'a str, &'a 
                 text.len() - cut
             ));
         }
+        if total + part.len() > MAX_ALL_INSTRUCTIONS_BYTES {
+            left_out.push(format!("`{name}`"));
+            continue;
+        }
+        total += part.len();
         parts.push(part);
+    }
+    if !left_out.is_empty() {
+        parts.push(format!(
+            "[kodik left out the instructions of {}: all servers' instructions together are limited to \
+             {MAX_ALL_INSTRUCTIONS_BYTES} bytes]",
+            left_out.join(", ")
+        ));
     }
     if parts.is_empty() {
         return None;
@@ -174,5 +193,30 @@ mod tests {
         // Text between tags is kept, only the angle brackets change.
         let section = instructions_section([("docs", "Pass a `Vec<String>`; a > b.")]).unwrap();
         assert!(section.contains("\nPass a `Vec‹String›`; a › b.\n"), "{section}");
+    }
+
+    /// Many servers' instructions together stop at [`MAX_ALL_INSTRUCTIONS_BYTES`]: those that
+    /// do not fit are named as left out, and a short one after them still fits.
+    #[test]
+    fn a8_all_servers_instructions_together_are_bounded_naming_the_servers_left_out() {
+        let long = "x".repeat(MAX_INSTRUCTIONS_BYTES);
+        let mut servers: Vec<(String, &str)> = (0..6).map(|i| (format!("s{i}"), long.as_str())).collect();
+        servers.push(("short".to_owned(), "Use `short__find`."));
+        let section = instructions_section(servers.iter().map(|(n, t)| (n.as_str(), *t))).unwrap();
+        let fenced: Vec<&str> =
+            section.match_indices("<mcp_server_instructions server=\"").map(|(at, _)| &section[at..]).collect();
+        assert_eq!(fenced.len(), 4, "three long ones and the short one fit");
+        assert!(section.contains("server=\"s2\"") && !section.contains("server=\"s3\""), "{section}");
+        assert!(section.contains("server=\"short\">\nUse `short__find`."), "{section}");
+        assert!(
+            section.ends_with(&format!(
+                "[kodik left out the instructions of `s3`, `s4`, `s5`: all servers' instructions together are \
+                 limited to {MAX_ALL_INSTRUCTIONS_BYTES} bytes]"
+            )),
+            "{}",
+            &section[section.len() - 300..]
+        );
+        let body = section.split_once("<mcp_server_instructions server=").unwrap().1;
+        assert!(body.len() < MAX_ALL_INSTRUCTIONS_BYTES + 300, "{}", body.len());
     }
 }
