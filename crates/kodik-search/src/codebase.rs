@@ -108,12 +108,29 @@ pub fn is_secret_name(name: &str) -> bool {
         || ["id_rsa", "id_dsa", "id_ecdsa", "id_ed25519"].iter().any(|k| lower.starts_with(k))
         || matches!(
             ext,
-            Some("pem" | "key" | "p12" | "pfx" | "jks" | "keystore" | "kdbx" | "gpg" | "asc" | "crt" | "der")
+            Some(
+                "pem" | "key" | "p12" | "pfx" | "jks" | "keystore" | "kdbx" | "gpg" | "asc" | "crt" | "der" | "ppk"
+                    | "keytab" | "ovpn" | "tfvars" | "tfstate"
+            )
         )
         || matches!(
             lower.as_str(),
-            ".netrc" | ".npmrc" | ".pypirc" | ".htpasswd" | ".git-credentials" | "credentials" | "credentials.json"
+            ".netrc" | ".npmrc" | ".pypirc" | ".htpasswd" | ".git-credentials" | "kubeconfig" | ".dockercfg"
         )
+        // Rails' credentials.yml(.enc) and secrets.yml, credentials.json, Google's
+        // client_secret_….json and service-account key files.
+        || lower.starts_with("credentials")
+        || lower.starts_with("secrets.")
+        || lower.starts_with("client_secret")
+        || (lower.ends_with(".json") && lower.contains("service-account"))
+        || lower.ends_with(".tfstate.backup")
+}
+
+/// Whether decoded file text holds key material that must never be sent to an embedding
+/// server, whatever the file is called: a PEM private key, or a JSON key file's
+/// `"private_key"` (a Google service account's).
+pub fn holds_secret(text: &str) -> bool {
+    (text.contains("-----BEGIN") && text.contains("PRIVATE KEY-----")) || text.contains("\"private_key\"")
 }
 
 /// One chunk of a file: its lines, a short preview and its vector.
@@ -608,7 +625,8 @@ fn read_group(ws: &Workspace, config: &IndexConfig, todo: &[(PathBuf, (u128, u64
         // Decoded as read_file decodes (R6): UTF-16, Windows-1251 and the project's
         // `files.encoding` become text; NUL bytes in any other pattern mean binary.
         let chunks = match std::fs::read(path).map(|b| kodik_core::text::decode(&b, ws.settings().encoding())) {
-            Ok(Ok(decoded)) => chunk_file(&show_path(ws, path), &decoded.text, config),
+            // A file holding a private key is kept out whole, like one named as a secret.
+            Ok(Ok(decoded)) if !holds_secret(&decoded.text) => chunk_file(&show_path(ws, path), &decoded.text, config),
             _ => Vec::new(),
         };
         count += chunks.len();
@@ -1197,12 +1215,34 @@ mod tests {
 
     #[test]
     fn l7_secret_names_are_recognised() {
-        for s in [".env", ".env.local", "prod.env", "server.key", "tls.PEM", "id_rsa", "id_ed25519.pub", ".netrc"] {
+        for s in [
+            ".env",
+            ".env.local",
+            "prod.env",
+            "server.key",
+            "tls.PEM",
+            "id_rsa",
+            "id_ed25519.pub",
+            ".netrc",
+            "credentials.yml",
+            "credentials.yml.enc",
+            "secrets.yml",
+            "prod.tfvars",
+            "terraform.tfstate",
+            "my-service-account.json",
+            "client_secret_123.apps.googleusercontent.com.json",
+            "kubeconfig",
+        ] {
             assert!(is_secret_name(s), "{s}");
         }
-        for s in ["main.rs", "environment.ts", "keys.rs", "README.md", "envelope.go"] {
+        for s in
+            ["main.rs", "environment.ts", "keys.rs", "README.md", "envelope.go", "secrets_manager.rs", "account.json"]
+        {
             assert!(!is_secret_name(s), "{s}");
         }
+        assert!(holds_secret(r#"{"type": "service_account", "private_key": "x"}"#));
+        assert!(holds_secret("KEY = \"-----BEGIN RSA PRIVATE KEY-----\\nMIIE\""));
+        assert!(!holds_secret("fn parse_private_key(pem: &str) {}"));
     }
 
     #[test]

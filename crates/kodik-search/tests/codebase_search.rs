@@ -194,11 +194,18 @@ async fn l7_first_call_builds_the_index_and_ranks_by_meaning() {
 #[tokio::test]
 async fn g16_l7_ignored_secret_and_binary_files_never_reach_the_embedder_or_the_results() {
     let s = Setup::new().await;
+    // Secrets under names that do not say `.env` or key: Rails' credentials, Terraform's
+    // variables, and a key file whose name says nothing but whose text holds a private key.
+    s.write("config/credentials.yml", "sessions_secret: correct-horse-sessions\n");
+    s.write("infra/prod.tfvars", "db_password = \"tr0ub4dor-sessions\"\n");
+    s.write("deploy_sessions.json", "{\"type\": \"service_account\", \"private_key\": \"opaque-sessions\"}\n");
     let (reg, _, cx) = s.default_tools();
     let out = search(&reg, &cx, json!({ "query": "remove expired sessions secret plan token", "limit": 50 })).await;
     assert!(out.is_success(), "{}", out.text_content());
     let sent = s.server.inputs().join("\n=====\n");
-    for secret in ["Secret plan", "hunter2", "swordfish", "PRIVATE KEY", "PNG"] {
+    for secret in
+        ["Secret plan", "hunter2", "swordfish", "PRIVATE KEY", "PNG", "correct-horse", "tr0ub4dor", "opaque-sessions"]
+    {
         assert!(!sent.contains(secret), "`{secret}` reached the embedding server:\n{sent}");
     }
     for path in ["private/", ".env", "config/prod.env", "deploy/", "id_rsa", "assets/"] {
