@@ -16,7 +16,7 @@ use kodik_tools::model::{ModelClient, ModelConfig, Provider, Usage};
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
-use crate::{builder, demo, parse_approval, parse_mode, usage_error};
+use crate::{builder_without_embedder, demo, parse_approval, parse_mode, usage_error};
 
 /// What `kodik agent` was asked to do.
 #[derive(clap::Args)]
@@ -132,7 +132,8 @@ pub async fn run(args: Args) -> ExitCode {
     // MCP servers of the workspace, the user and --mcp-config join the tools (A8); the demo is
     // a fixed recording and mounts none.
     let (tools, mcp) = if args.demo {
-        (builder(workspace.clone()), None)
+        // No network: the demo's project is never sent to an embedding server either (L7).
+        (builder_without_embedder(workspace.clone()), None)
     } else {
         match crate::builder_with_mcp(workspace.clone(), &args.mcp_config, &keys).await {
             Ok(b) => b,

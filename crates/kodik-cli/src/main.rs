@@ -225,12 +225,19 @@ fn parse_encoding(label: &str) -> Result<String, String> {
 /// program (`kodik codemode-worker`), so a script that runs away after an `await` is killed
 /// instead of running on inside the command.
 fn builder(workspace: PathBuf) -> kodik_tools::ToolboxBuilder {
+    let builder = builder_without_embedder(workspace);
+    match embedder_from_env() {
+        Some(embedder) => builder.embedder(embedder),
+        None => builder,
+    }
+}
+
+/// [`builder`] without codebase_search's embedder, whatever the environment says: for the
+/// offline demo, whose project must not go to an embedding server.
+fn builder_without_embedder(workspace: PathBuf) -> kodik_tools::ToolboxBuilder {
     let trusted = !UNTRUSTED.load(std::sync::atomic::Ordering::Relaxed);
     let settings = kodik_tools::core::Settings { files_encoding: FILES_ENCODING.get().cloned() };
-    let mut builder = Toolbox::builder().workspace(workspace).trusted(trusted).settings(settings);
-    if let Some(embedder) = embedder_from_env() {
-        builder = builder.embedder(embedder);
-    }
+    let builder = Toolbox::builder().workspace(workspace).trusted(trusted).settings(settings);
     match std::env::current_exe() {
         Ok(exe) => builder.codemode(
             kodik_tools::codemode::CodeModeConfig::default().worker(exe.to_string_lossy(), ["codemode-worker"]),

@@ -131,6 +131,31 @@ fn demo_human_run_prints_progress_on_stderr_and_the_answer_on_stdout() {
     assert!(stderr.contains("completed · 7 turn(s)"), "{stderr}");
 }
 
+/// L7: the offline demo never sends its project to an embedding server, even when the
+/// environment names one (codebase_search would otherwise index the demo's files at start).
+#[test]
+fn l7_the_demo_sends_nothing_to_a_configured_embedding_server() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let tmp = tempfile::tempdir().unwrap();
+    let out = Command::new(KODIK)
+        .args(["agent", "--demo", "--demo-dir"])
+        .arg(tmp.path().join("demo"))
+        .env("KODIK_EMBEDDINGS_MODEL", "text-embedding-3-small")
+        .env("KODIK_EMBEDDINGS_URL", &url)
+        .env("KODIK_EMBEDDINGS_KEY", "k")
+        .env("XDG_CACHE_HOME", tmp.path().join("cache"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "stderr:\n{}", String::from_utf8_lossy(&out.stderr));
+    let connected = listener.accept();
+    assert!(
+        matches!(&connected, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "the demo connected to the embedding server: {connected:?}"
+    );
+}
+
 /// The demo never writes into a folder that holds files.
 #[test]
 fn demo_refuses_a_non_empty_demo_dir() {
