@@ -892,6 +892,10 @@ fn write_atomic(file: &Path, bytes: &[u8]) -> std::io::Result<()> {
 /// The longest query embedded.
 const MAX_QUERY_BYTES: usize = 4096;
 
+/// How long a call waits for its query's vector, retries included: the client's own limits
+/// (a request timeout, retries with backoff) allow minutes against a server that hangs.
+const QUERY_EMBED_LIMIT: Duration = Duration::from_secs(30);
+
 /// The `codebase_search` tool over a shared [`CodebaseIndex`].
 #[derive(Debug, Clone)]
 pub struct CodebaseSearchTool {
@@ -983,7 +987,12 @@ impl TypedTool for CodebaseSearchTool {
         };
         let query = vec![args.query.trim().to_owned()];
         let query_vector = tokio::select! {
-            v = self.index.embedder.embed(&query) => v,
+            v = tokio::time::timeout(QUERY_EMBED_LIMIT, self.index.embedder.embed(&query)) => {
+                v.unwrap_or_else(|_| Err(EmbedError::Unreachable(format!(
+                    "no vector for the query within {} s",
+                    QUERY_EMBED_LIMIT.as_secs()
+                ))))
+            }
             () = cx.cancel.cancelled() => return Err(SearchError::Cancelled.into()),
         };
         let query_vector = match query_vector {
@@ -996,6 +1005,26 @@ impl TypedTool for CodebaseSearchTool {
             }
             Err(e) => return Err(embed_failure(&e)),
         };
+        // Vectors of another length come from another model under the same name (a local
+        // server that swapped its model): none of the index compares with them, so it starts
+        // over rather than answering "no indexed code" for good.
+        let held = index.data().dimension.filter(|&d| d != query_vector.len());
+        if let Some(held) = held {
+            {
+                let mut data = index.data();
+                data.files.clear();
+                data.dimension = None;
+                data.dirty = true;
+            }
+            index.request();
+            return Ok(ToolOutput::text(format!(
+                "The embedding model now gives vectors of {} numbers, but the index was built with {held}: \
+                 another model answers under the name `{}`. The index is being rebuilt for it; ask again in a \
+                 moment (grep finds exact text meanwhile).",
+                query_vector.len(),
+                self.index.embedder.model()
+            )));
+        }
         // The update may have finished while the query was embedded.
         let current = current || *index.done.borrow() >= wanted;
         let (index2, ws2, base2) = (index.clone(), ws.clone(), base.clone());

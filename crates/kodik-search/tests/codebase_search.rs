@@ -580,3 +580,29 @@ async fn l7_an_untrusted_workspace_is_indexed_in_memory_only() {
     assert!(heads(&out)[0].starts_with("src/sessions.rs:"), "{}", out.text_content());
     assert!(s.cache_files().is_empty(), "an untrusted workspace left {:?}", s.cache_files());
 }
+
+/// L7: a server that starts answering with vectors of another length under the same model
+/// name (a local server that swapped its model) gets the index rebuilt: the first call says
+/// so, and once rebuilt the search finds code again. Before, every call answered "No indexed
+/// code" for good.
+#[tokio::test]
+async fn l7_vectors_of_another_length_under_the_same_model_rebuild_the_index() {
+    let s = Setup::new().await;
+    {
+        let (reg, _, cx) = s.default_tools();
+        assert!(search(&reg, &cx, json!({ "query": "route an http request" })).await.is_success());
+    }
+    let other = HashEmbeddingServer::start(128).await.unwrap();
+    let client = Arc::new(
+        EmbeddingsClient::new(EmbeddingsConfig::new(other.base_url(), "hash-embed-256").api_key("sk-test").retries(0))
+            .unwrap(),
+    );
+    let (reg, index, cx) = s.tools(client, Duration::from_secs(30));
+    let out = search(&reg, &cx, json!({ "query": "route an http request" })).await;
+    let text = out.text_content();
+    assert!(out.is_success(), "{text}");
+    assert!(text.contains("vectors of 128 numbers, but the index was built with 256"), "{text}");
+    assert!(index.wait_until_current(&cx.workspace, Duration::from_secs(30)).await);
+    let out = search(&reg, &cx, json!({ "query": "route an http request" })).await;
+    assert_eq!(heads(&out)[0], "src/router.rs:1-4", "{}", out.text_content());
+}
