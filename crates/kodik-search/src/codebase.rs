@@ -416,12 +416,21 @@ impl WsIndex {
                 };
                 at += group.len();
                 // The files that still fit under the chunk cap; the rest are left out, and said so.
-                let room = self.config.max_chunks.saturating_sub(self.data().chunk_count() + reserved);
+                // A changed file's old chunks go when its new ones come: they do not count
+                // against it (at the cap, an edited file would otherwise never fit again).
+                let (held, old): (usize, Vec<usize>) = {
+                    let data = self.data();
+                    let old = group.iter().map(|f| data.files.get(&f.path).map_or(0, |e| e.chunks.len())).collect();
+                    (data.chunk_count(), old)
+                };
+                let mut room = self.config.max_chunks as i64 - (held + reserved) as i64;
                 let (mut fit, mut used) = (0, 0);
-                for f in &group {
-                    if used + f.chunks.len() > room {
+                for (f, old) in group.iter().zip(old) {
+                    let grows = f.chunks.len() as i64 - old as i64;
+                    if grows > room {
                         break;
                     }
+                    room -= grows;
                     used += f.chunks.len();
                     fit += 1;
                 }

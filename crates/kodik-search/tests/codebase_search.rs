@@ -606,3 +606,22 @@ async fn l7_vectors_of_another_length_under_the_same_model_rebuild_the_index() {
     let out = search(&reg, &cx, json!({ "query": "route an http request" })).await;
     assert_eq!(heads(&out)[0], "src/router.rs:1-4", "{}", out.text_content());
 }
+
+/// L7, G15: at the chunk cap an edited file is embedded again (its old chunks make room for
+/// its new ones), so the next call finds the new text. Before, the old chunks counted against
+/// the new ones, the file never fit, and the old text was answered for good.
+#[tokio::test]
+async fn g15_l7_an_edited_file_is_updated_when_the_index_is_at_its_chunk_cap() {
+    let s = Setup::new().await;
+    let config = IndexConfig { cache_dir: None, max_chunks: 3, ..IndexConfig::default() };
+    let index = Arc::new(CodebaseIndex::with_config(s.client(|c| c), config));
+    let mut reg = ToolRegistry::new();
+    SearchToolset::new().codebase_index(index).register(&mut reg);
+    let cx = ToolContext::new(Workspace::new(s.ws.path()).unwrap());
+    let out = search(&reg, &cx, json!({ "query": "remove expired sessions" })).await;
+    assert!(heads(&out)[0].starts_with("src/sessions.rs:"), "{}", out.text_content());
+    s.write("src/sessions.rs", "/// Sends the weekly newsletter to every subscriber.\npub fn newsletter() {}\n");
+    let out = search(&reg, &cx, json!({ "query": "send the weekly newsletter to subscribers" })).await;
+    assert_eq!(heads(&out)[0], "src/sessions.rs:1-2", "{}", out.text_content());
+    assert!(out.text_content().contains("Sends the weekly newsletter"), "{}", out.text_content());
+}
