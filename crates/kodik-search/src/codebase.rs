@@ -126,6 +126,32 @@ pub fn is_secret_name(name: &str) -> bool {
         || lower.ends_with(".tfstate.backup")
 }
 
+/// Whether a file name is a generated file whose text says nothing a search by meaning could
+/// use, and whose embedding costs money: lock files, minified bundles, source maps.
+pub fn is_generated_name(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    matches!(
+        lower.as_str(),
+        "cargo.lock"
+            | "package-lock.json"
+            | "yarn.lock"
+            | "pnpm-lock.yaml"
+            | "bun.lockb"
+            | "poetry.lock"
+            | "pipfile.lock"
+            | "uv.lock"
+            | "composer.lock"
+            | "gemfile.lock"
+            | "go.sum"
+            | "flake.lock"
+            | "mix.lock"
+            | "pubspec.lock"
+            | "podfile.lock"
+    ) || lower.ends_with(".min.js")
+        || lower.ends_with(".min.css")
+        || lower.ends_with(".map")
+}
+
 /// Whether decoded file text holds key material that must never be sent to an embedding
 /// server, whatever the file is called: a PEM private key, or a JSON key file's
 /// `"private_key"` (a Google service account's).
@@ -569,6 +595,7 @@ fn walk(ws: &Workspace, config: &IndexConfig) -> Walked {
                 };
                 if entry.file_type().is_some_and(|t| t.is_file())
                     && !is_secret_name(&entry.file_name().to_string_lossy())
+                    && !is_generated_name(&entry.file_name().to_string_lossy())
                     && let Ok(meta) = entry.metadata()
                     && meta.len() <= config.max_file_bytes
                     && meta.len() > 0
@@ -1252,7 +1279,7 @@ mod tests {
     }
 
     #[test]
-    fn l7_secret_names_are_recognised() {
+    fn l7_secret_and_generated_names_are_recognised() {
         for s in [
             ".env",
             ".env.local",
@@ -1277,6 +1304,13 @@ mod tests {
             ["main.rs", "environment.ts", "keys.rs", "README.md", "envelope.go", "secrets_manager.rs", "account.json"]
         {
             assert!(!is_secret_name(s), "{s}");
+        }
+        for s in ["Cargo.lock", "package-lock.json", "yarn.lock", "go.sum", "app.min.js", "app.js.map", "site.min.css"]
+        {
+            assert!(is_generated_name(s), "{s}");
+        }
+        for s in ["lock.rs", "map.rs", "main.js", "sum.go", "locks.md"] {
+            assert!(!is_generated_name(s), "{s}");
         }
         assert!(holds_secret(r#"{"type": "service_account", "private_key": "x"}"#));
         assert!(holds_secret("KEY = \"-----BEGIN RSA PRIVATE KEY-----\\nMIIE\""));
