@@ -226,8 +226,12 @@ fn parse_encoding(label: &str) -> Result<String, String> {
 /// instead of running on inside the command.
 fn builder(workspace: PathBuf) -> kodik_tools::ToolboxBuilder {
     let builder = builder_without_embedder(workspace);
-    match embedder_from_env() {
-        Some(embedder) => builder.embedder(embedder),
+    // One index per process: `kodik serve --http` builds a toolbox per MCP session, and each
+    // would otherwise hold, build and save its own copy of the same workspace's vectors.
+    static INDEX: std::sync::OnceLock<Option<Arc<kodik_tools::search::CodebaseIndex>>> = std::sync::OnceLock::new();
+    let index = INDEX.get_or_init(|| embedder_from_env().map(|e| Arc::new(kodik_tools::search::CodebaseIndex::new(e))));
+    match index {
+        Some(index) => builder.search(kodik_tools::search::SearchToolset::new().codebase_index(Arc::clone(index))),
         None => builder,
     }
 }
