@@ -17,13 +17,7 @@ use serde_json::{Value, json};
 
 fn bench(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
-    for i in 0..2000 {
-        let sub = dir.path().join(format!("src/m{}/n{}", i % 20, i % 7));
-        std::fs::create_dir_all(&sub).unwrap();
-        let body: String =
-            (0..200).map(|l| format!("fn item_{i}_{l}(x: u32) -> u32 {{ helper(x) + {l} }} // line {l}\n")).collect();
-        std::fs::write(sub.join(format!("f{i}.rs")), body).unwrap();
-    }
+    kodik_benches::write_rust_tree(dir.path()).unwrap();
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     let server = rt.block_on(HashEmbeddingServer::start(1536)).unwrap();
     let client = Arc::new(EmbeddingsClient::new(EmbeddingsConfig::new(server.base_url(), "hash-1536")).unwrap());

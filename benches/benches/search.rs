@@ -10,13 +10,7 @@ use serde_json::{Value, json};
 
 fn bench(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
-    for i in 0..2000 {
-        let sub = dir.path().join(format!("src/m{}/n{}", i % 20, i % 7));
-        std::fs::create_dir_all(&sub).unwrap();
-        let body: String =
-            (0..200).map(|l| format!("fn item_{i}_{l}(x: u32) -> u32 {{ helper(x) + {l} }} // line {l}\n")).collect();
-        std::fs::write(sub.join(format!("f{i}.rs")), body).unwrap();
-    }
+    kodik_benches::write_rust_tree(dir.path()).unwrap();
     let big: String = (0..20_000).map(|l| format!("{l:06} some log text of a typical width here\n")).collect();
     std::fs::write(dir.path().join("big.log"), big).unwrap();
 
