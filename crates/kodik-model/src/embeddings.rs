@@ -421,11 +421,14 @@ struct ServerState {
     failing: Option<u16>,
     key: Option<String>,
     delay: Duration,
+    /// Requests holding a text longer than this many characters are refused with 400, as a
+    /// small model's server refuses input over its context.
+    max_chars: Option<usize>,
 }
 
 /// A loopback HTTP/1.1 server speaking `POST /v1/embeddings` with [`hash_embedding`] vectors,
 /// for tests and demos without a model. It records every request (inputs included, also of
-/// refused ones), can demand a key, fail on purpose and answer slowly. The `data` list comes
+/// refused ones), can demand a key, fail on purpose, refuse long texts and answer slowly. The `data` list comes
 /// back in reverse order, each item with its `index`, as a client must cope with. Dropping it
 /// stops it.
 #[derive(Debug)]
@@ -510,6 +513,13 @@ impl HashEmbeddingServer {
         self.state().delay = delay;
     }
 
+    /// Refuses every request holding a text longer than `max` characters with HTTP 400
+    /// `input too long: …`, as the server of a model with a small context does; `None` takes
+    /// texts of any length.
+    pub fn refuse_longer_than(&self, max: Option<usize>) {
+        self.state().max_chars = max;
+    }
+
     /// The requests received so far, in arrival order.
     pub fn requests(&self) -> Vec<RecordedRequest> {
         self.state().requests.clone()
@@ -571,8 +581,13 @@ async fn answer_embeddings(
             Some((401, None, "Incorrect API key provided".to_owned()))
         } else if let Some((status, after)) = s.failures.pop_front() {
             Some((status, after, format!("failing on purpose with {status}")))
+        } else if let Some(status) = s.failing {
+            Some((status, None, format!("failing on purpose with {status}")))
         } else {
-            s.failing.map(|status| (status, None, format!("failing on purpose with {status}")))
+            let longest = inputs_of(&request.body).iter().map(|t| t.chars().count()).max().unwrap_or(0);
+            s.max_chars
+                .filter(|max| longest > *max)
+                .map(|max| (400, None, format!("input too long: {longest} characters, the model takes at most {max}")))
         };
         (failure, s.delay)
     };
