@@ -17,7 +17,12 @@
 //!   (cheap), then only new or changed files are embedded and deleted ones dropped (G15: a
 //!   changed file gives fresh results). A call waits for that at most
 //!   [`IndexConfig::call_wait`]; a larger change goes on in the background and the answer says
-//!   how much is indexed so far.
+//!   how much is indexed so far. A failed update stops until the next call, and the answer
+//!   says so.
+//! - A batch the server refuses for its input (HTTP 400, 413, 422: a text over a small model's
+//!   context) is split in halves down to single texts; a text refused alone is left out, its
+//!   file kept with what did embed, said once in an answer, and not sent again until the file
+//!   changes. Other failures (key, rate limit, outage) leave the files to the next call.
 //! - The vectors are kept in a per-user cache folder (`$XDG_CACHE_HOME/kodik/index` or
 //!   `~/.cache/kodik/index`), one file per workspace and embedding model, written atomically
 //!   (after each update and every [`IndexConfig::save_every`] of a long one) and loaded on the
@@ -27,6 +32,7 @@
 use std::collections::HashMap;
 use std::os::unix::ffi::OsStringExt as _;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -201,6 +207,10 @@ struct Data {
     dirty: bool,
     /// Whether at least one walk finished.
     walked: bool,
+    /// Files the server refused (part of) since the last answer, with its reason: the next
+    /// answer says so once. They are held with what did embed and not sent again until they
+    /// change.
+    refused: Vec<(PathBuf, String)>,
 }
 
 impl Data {
@@ -427,6 +437,7 @@ impl WsIndex {
         let mut reserved = 0usize;
         let mut inflight: tokio::task::JoinSet<Embedded> = tokio::task::JoinSet::new();
         let requests = self.config.concurrent_requests.max(1);
+        let verdict = Arc::new(Verdict::default());
         loop {
             // Keep up to `requests` batches at the embedder; stop sending after a failure.
             while inflight.len() < requests && at < todo.len() && failed.is_none() && !full {
@@ -463,22 +474,11 @@ impl WsIndex {
                 full = fit < group.len();
                 group.truncate(fit);
                 reserved += used;
-                let embedder = self.embedder.clone();
+                let (embedder, verdict) = (self.embedder.clone(), verdict.clone());
                 inflight.spawn(async move {
                     let texts: Vec<String> =
                         group.iter().flat_map(|f| f.chunks.iter().map(|c| c.text.clone())).collect();
-                    let vectors = if texts.is_empty() {
-                        Ok(Vec::new())
-                    } else {
-                        match embedder.embed(&texts).await {
-                            Ok(v) if v.len() != texts.len() => Err(EmbedError::BadResponse(format!(
-                                "{} texts sent, {} vectors received",
-                                texts.len(),
-                                v.len()
-                            ))),
-                            other => other,
-                        }
-                    };
+                    let vectors = embed_splitting(&*embedder, &texts, &verdict).await;
                     Embedded { group, chunks: texts.len(), vectors }
                 });
             }
@@ -499,13 +499,21 @@ impl WsIndex {
                     continue;
                 }
             };
-            let mut vectors = vectors.into_iter().map(normalised);
+            let mut vectors = vectors.into_iter();
             {
                 let mut data = self.data();
                 for file in group {
                     let mut chunks = Vec::with_capacity(file.chunks.len());
+                    let mut refused = None;
                     for c in file.chunks {
-                        let Some(vector) = vectors.next() else { break };
+                        let vector = match vectors.next() {
+                            Some(Ok(vector)) => normalised(vector),
+                            Some(Err(reason)) => {
+                                refused.get_or_insert(reason);
+                                continue;
+                            }
+                            None => break,
+                        };
                         // Vectors of another length belong to another model: start over with these.
                         if data.dimension.is_some_and(|d| d != vector.len()) {
                             data.files.clear();
@@ -513,6 +521,9 @@ impl WsIndex {
                         data.dimension = Some(vector.len());
                         let (vector, scale) = quantised(&vector);
                         chunks.push(Chunk { start: c.start, end: c.end, preview: c.preview, vector, scale });
+                    }
+                    if let Some(reason) = refused {
+                        data.refused.push((file.path.clone(), reason));
                     }
                     data.files.insert(file.path, FileEntry { stamp: file.stamp, chunks });
                 }
@@ -557,11 +568,101 @@ impl WsIndex {
     }
 }
 
+/// Whether the embedding server takes texts at all in this pass: a refusal of one text alone
+/// is that text's fault only when it does. A server that refuses everything (a wrong model
+/// name answered with 400) must not get every file marked as not embeddable.
+#[derive(Default)]
+struct Verdict {
+    /// Whether it embedded some text in this pass.
+    accepted: AtomicBool,
+    /// Whether it embedded [`PROBE`], asked at most once per pass.
+    probe: tokio::sync::OnceCell<bool>,
+}
+
+/// The text sent to learn whether the server takes anything: short enough for any model.
+const PROBE: &str = "fn main() {}";
+
+impl Verdict {
+    async fn server_works(&self, embedder: &dyn Embedder) -> bool {
+        if self.accepted.load(Ordering::Relaxed) {
+            return true;
+        }
+        *self.probe.get_or_init(|| async { embed_checked(embedder, &[PROBE.to_owned()]).await.is_ok() }).await
+    }
+}
+
+/// The server's reason when it refused a batch for what is in it (HTTP 400, 413, 422: input
+/// too long, too many tokens), as opposed to a key, a limit or an outage, which say nothing
+/// about the texts.
+fn refusal(e: &EmbedError) -> Option<String> {
+    match e {
+        EmbedError::Http { status: status @ (400 | 413 | 422), message } => {
+            let message = message.trim();
+            Some(if message.is_empty() { format!("HTTP {status}") } else { cut_line(message, 120) })
+        }
+        _ => None,
+    }
+}
+
+/// `embedder.embed`, with the count of vectors checked.
+async fn embed_checked(embedder: &dyn Embedder, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+    match embedder.embed(texts).await {
+        Ok(v) if v.len() != texts.len() => {
+            Err(EmbedError::BadResponse(format!("{} texts sent, {} vectors received", texts.len(), v.len())))
+        }
+        other => other,
+    }
+}
+
+/// Embeds `texts`, one vector or one refusal per text. A batch the server refuses for its
+/// input is split in halves and each sent again, down to single texts, so one text over a
+/// small model's context does not keep the rest of its batch out; a text refused alone gets
+/// the server's reason. Any other failure (or a refusal from a server that takes nothing)
+/// fails the whole batch.
+async fn embed_splitting(
+    embedder: &dyn Embedder,
+    texts: &[String],
+    verdict: &Verdict,
+) -> Result<Vec<Result<Vec<f32>, String>>, EmbedError> {
+    let mut out: Vec<Option<Result<Vec<f32>, String>>> = (0..texts.len()).map(|_| None).collect();
+    // Ranges still to send, the first on top: texts come back in their order.
+    let mut todo = if texts.is_empty() { Vec::new() } else { vec![(0, texts.len())] };
+    while let Some((from, to)) = todo.pop() {
+        let e = match embed_checked(embedder, &texts[from..to]).await {
+            Ok(vectors) => {
+                verdict.accepted.store(true, Ordering::Relaxed);
+                for (slot, v) in out[from..to].iter_mut().zip(vectors) {
+                    *slot = Some(Ok(v));
+                }
+                continue;
+            }
+            Err(e) => e,
+        };
+        match refusal(&e) {
+            Some(_) if to - from > 1 => {
+                let mid = from + (to - from) / 2;
+                todo.push((mid, to));
+                todo.push((from, mid));
+            }
+            Some(reason) => {
+                if !verdict.server_works(embedder).await {
+                    return Err(e);
+                }
+                out[from] = Some(Err(reason));
+            }
+            None => return Err(e),
+        }
+    }
+    // The ranges cover every text once, so every slot is filled.
+    Ok(out.into_iter().flatten().collect())
+}
+
 /// A batch's answer: its files, how many chunks were sent, and their vectors.
 struct Embedded {
     group: Vec<ReadFile>,
     chunks: usize,
-    vectors: Result<Vec<Vec<f32>>, EmbedError>,
+    /// Per text its vector, or the server's reason for refusing it alone.
+    vectors: Result<Vec<Result<Vec<f32>, String>>, EmbedError>,
 }
 
 /// What a walk found: the indexable files with their stamps.
@@ -1106,29 +1207,44 @@ fn answer(
     limit: usize,
     current: bool,
 ) -> Result<Answer, ToolError> {
-    let data = index.data();
+    // Whether a pass runs now: after a failed one nothing does until the next call, and the
+    // answer must not say the rest "is being indexed".
+    let running = index.schedule.lock().unwrap_or_else(PoisonError::into_inner).running;
+    let mut data = index.data();
     let indexed = data.files.len();
     let total = data.total.max(indexed);
     let mut notes = Vec::new();
     let mut settled = current && data.error.is_none();
+    let retry = if running { "It is being retried in the background" } else { "The next call retries" };
     if let Some(e) = &data.error {
         let advice = e.advice().map(|a| format!(" {a}")).unwrap_or_default();
         if indexed == 0 {
             return Err(ToolError::Failed(format!(
-                "codebase_search could not build its index: {e}.{advice} Meanwhile use grep or glob."
+                "codebase_search could not build its index: {e}.{advice} {retry}; meanwhile use grep or glob."
             )));
         }
-        notes.push(format!(
-            "[the index could not be brought up to date: {e}.{advice} Results come from what was indexed before.]"
-        ));
+        if indexed < total && !running {
+            settled = false;
+            notes.push(format!(
+                "[index: {indexed} of {total} files so far; results may be incomplete — indexing stopped: {e}.\
+                 {advice} The next call retries.]"
+            ));
+        } else {
+            notes.push(format!(
+                "[the index could not be brought up to date: {e}.{advice} {retry}; results come from what was \
+                 indexed before.]"
+            ));
+        }
     }
-    if indexed < total {
+    if indexed < total && (running || data.error.is_none()) {
         settled = false;
-        notes.push(format!(
-            "[index: {indexed} of {total} files so far; results may be incomplete — the rest is being indexed in \
-             the background, ask again shortly]"
-        ));
-    } else if !current && data.error.is_none() {
+        let rest = if running {
+            "the rest is being indexed in the background, ask again shortly"
+        } else {
+            "the next call goes on indexing"
+        };
+        notes.push(format!("[index: {indexed} of {total} files so far; results may be incomplete — {rest}]"));
+    } else if indexed >= total && !current && data.error.is_none() {
         notes.push(
             "[index: still checking for changes made since its last update; results may miss them — ask again \
              shortly]"
@@ -1141,11 +1257,34 @@ fn answer(
     if let Some(u) = &data.unreadable {
         notes.push(u.clone());
     }
+    // Said once: the files stay out until they change, and every later answer would repeat it.
+    let refused = std::mem::take(&mut data.refused);
+    if !refused.is_empty() {
+        let shown: Vec<String> =
+            refused.iter().take(5).map(|(path, reason)| format!("{} ({reason})", show_path(ws, path))).collect();
+        let more = refused.len() - shown.len();
+        let more = if more > 0 { format!(", and {more} more") } else { String::new() };
+        let (files, them, are, until) = match refused.len() {
+            1 => ("1 file".to_owned(), "it", "is", "it changes"),
+            n => (format!("{n} files"), "them", "are", "they change"),
+        };
+        notes.push(format!(
+            "[{files} could not be embedded (the embedding server refused part or all of {them}) and {are} left \
+             out until {until}: {}{more}]",
+            shown.join(", ")
+        ));
+    }
     if data.walked && indexed >= total && data.files.values().all(|f| f.chunks.is_empty()) {
+        // With the notes: "left out" may be the server's doing, said in one of them.
+        let text = std::iter::once(
+            "The workspace has no files codebase_search can index (ignored, hidden, binary, secret and very large \
+             files are left out). Use glob to see what is there.",
+        )
+        .chain(notes.iter().map(String::as_str))
+        .collect::<Vec<_>>()
+        .join("\n");
         return Ok(Answer {
-            text: "The workspace has no files codebase_search can index (ignored, hidden, binary, secret and very \
-                   large files are left out). Use glob to see what is there."
-                .into(),
+            text,
             fingerprint: 0,
             settled,
             meta: json!({ "indexed_files": 0, "total_files": 0, "results": 0 }),
@@ -1215,7 +1354,7 @@ fn answer(
         let seed = (entry.stamp.0 as u64) ^ entry.stamp.1.rotate_left(32);
         sum.wrapping_add(xxhash_rust::xxh3::xxh3_64_with_seed(path.as_os_str().as_encoded_bytes(), seed))
     });
-    let fingerprint = crate::util::hash_of(&(held, indexed, total, &data.capped, &data.unreadable));
+    let fingerprint = crate::util::hash_of(&(held, indexed, total, &data.capped, &data.unreadable, &refused));
     Ok(Answer {
         text,
         fingerprint,

@@ -625,3 +625,115 @@ async fn g15_l7_an_edited_file_is_updated_when_the_index_is_at_its_chunk_cap() {
     assert_eq!(heads(&out)[0], "src/sessions.rs:1-2", "{}", out.text_content());
     assert!(out.text_content().contains("Sends the weekly newsletter"), "{}", out.text_content());
 }
+
+/// A text longer than the refusing server takes: one chunk of about 1 400 characters.
+fn long_text(topic: &str) -> String {
+    format!("/// {topic}\n{}", format!("// {topic}: one of many lines that make this chunk long\n").repeat(20))
+}
+
+/// L7: a batch the server refuses for its input (HTTP 400 "input too long", as a small
+/// model's server answers one text over its context) is split and sent again, so the rest of
+/// it is indexed; the text refused alone is left out, said once, and not sent again until its
+/// file changes, also after a restart. Before, the whole batch stayed out and every call
+/// failed again with the same error.
+#[tokio::test]
+async fn l7_a_text_the_server_refuses_is_left_out_said_once_and_not_retried_until_it_changes() {
+    let s = Setup::new().await;
+    s.server.refuse_longer_than(Some(600));
+    s.write("src/long.rs", &long_text("Computes the monthly tax report"));
+    let (reg, _, cx) = s.default_tools();
+    let out = search(&reg, &cx, json!({ "query": "remove expired sessions" })).await;
+    let text = out.text_content();
+    assert!(out.is_success(), "{text}");
+    assert!(heads(&out)[0].starts_with("src/sessions.rs:"), "the rest of the batch is indexed: {text}");
+    assert!(text.contains("[1 file could not be embedded (the embedding server refused part or all of it)"), "{text}");
+    assert!(text.contains("src/long.rs (input too long: "), "the server's reason: {text}");
+    assert!(!text.contains("[index:") && !text.contains("could not be brought up to date"), "{text}");
+
+    // Said once; the refused text is not sent again.
+    let sent = s.server.inputs().len();
+    let out = search(&reg, &cx, json!({ "query": "render a markdown table" })).await;
+    assert_eq!(heads(&out)[0], "src/markdown.rs:1-6", "{}", out.text_content());
+    assert!(!out.text_content().contains("could not be embedded"), "{}", out.text_content());
+    assert_eq!(inputs_since(&s.server, sent), ["render a markdown table"]);
+
+    // Nor after a restart.
+    drop(reg);
+    let (reg, _, cx) = s.default_tools();
+    let sent = s.server.inputs().len();
+    let out = search(&reg, &cx, json!({ "query": "route an http request" })).await;
+    assert_eq!(heads(&out)[0], "src/router.rs:1-4", "{}", out.text_content());
+    assert_eq!(inputs_since(&s.server, sent), ["route an http request"]);
+
+    // Changed, it is sent again; refused alone in its update, it is still left out (the
+    // server takes a short text, so the refusal is about this one).
+    s.write("src/long.rs", &long_text("Builds the yearly audit summary"));
+    let out = search(&reg, &cx, json!({ "query": "route an http request" })).await;
+    let text = out.text_content();
+    assert!(out.is_success(), "{text}");
+    assert!(text.contains("src/long.rs (input too long: "), "{text}");
+    let sent = s.server.inputs().len();
+    let out = search(&reg, &cx, json!({ "query": "remove expired sessions" })).await;
+    assert!(!out.text_content().contains("could not be embedded"), "{}", out.text_content());
+    assert_eq!(inputs_since(&s.server, sent), ["remove expired sessions"]);
+
+    // Short enough, it is indexed.
+    s.write("src/long.rs", "/// Computes the monthly tax report.\nfn monthly_tax_report() {}\n");
+    let out = search(&reg, &cx, json!({ "query": "monthly tax report" })).await;
+    assert_eq!(heads(&out)[0], "src/long.rs:1-2", "{}", out.text_content());
+}
+
+/// L7: a server that refuses every text with HTTP 400 (a wrong model name, say) marks no file
+/// as not embeddable: it is a failed update, and once the server answers every file is indexed.
+#[tokio::test]
+async fn l7_a_server_refusing_every_text_marks_no_file() {
+    let s = Setup::new().await;
+    s.server.set_failing(Some(400));
+    let (reg, index, cx) = s.default_tools();
+    let out = search(&reg, &cx, json!({ "query": "remove expired sessions" })).await;
+    assert_eq!(out.status, ToolStatus::Error, "{}", out.text_content());
+    assert!(out.text_content().contains("HTTP 400"), "{}", out.text_content());
+    let status = index.status(&cx.workspace).unwrap();
+    assert_eq!(status.indexed_files, 0, "{status:?}");
+    assert!(status.error.is_some(), "{status:?}");
+
+    s.server.set_failing(None);
+    let out = search(&reg, &cx, json!({ "query": "remove expired sessions" })).await;
+    let text = out.text_content();
+    assert_eq!(heads(&out).len(), 3, "{text}");
+    assert!(heads(&out)[0].starts_with("src/sessions.rs:"), "{text}");
+    assert!(!text.contains("could not be embedded"), "{text}");
+}
+
+/// L7: after a failed update the answer says indexing stopped and the next call retries, which
+/// is what happens: nothing runs until then. Before, it said the rest "is being indexed in the
+/// background". A server error (5xx) marks no file: the next call indexes them.
+#[tokio::test]
+async fn l7_after_a_failed_update_the_answer_says_indexing_stopped_and_the_next_call_retries() {
+    let s = Setup::new().await;
+    let (reg, index, cx) = s.default_tools();
+    assert!(search(&reg, &cx, json!({ "query": "remove expired sessions" })).await.is_success());
+    s.write("src/billing.rs", "/// Emails the monthly invoice to the customer.\nfn email_invoice() {}\n");
+    s.write("src/audit.rs", "/// Appends an entry to the audit log.\nfn audit() {}\n");
+    s.server.fail_next(500, None);
+    let out = search(&reg, &cx, json!({ "query": "email the invoice" })).await;
+    let text = out.text_content();
+    assert!(out.is_success(), "{text}");
+    assert!(
+        text.contains(
+            "[index: 4 of 6 files so far; results may be incomplete — indexing stopped: the embedding server \
+                       answered HTTP 500"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("The next call retries."), "{text}");
+    assert!(!text.contains("being indexed in the background"), "nothing is: {text}");
+    assert!(!index.status(&cx.workspace).unwrap().updating);
+    let sent = s.server.requests().len();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(s.server.requests().len(), sent, "nothing runs until the next call");
+
+    let out = search(&reg, &cx, json!({ "query": "email the invoice" })).await;
+    assert_eq!(heads(&out)[0], "src/billing.rs:1-2", "{}", out.text_content());
+    assert!(!out.text_content().contains("[index:"), "{}", out.text_content());
+}
