@@ -25,9 +25,12 @@
 //!   changes. Other failures (key, rate limit, outage) leave the files to the next call.
 //! - The vectors are kept in a per-user cache folder (`$XDG_CACHE_HOME/kodik/index` or
 //!   `~/.cache/kodik/index`), one file per workspace and embedding model, written atomically
-//!   (after each update and every [`IndexConfig::save_every`] of a long one) and loaded on the
-//!   next start, so a restart re-embeds only what changed. A corrupt or foreign
-//!   file is rebuilt. An untrusted workspace is never written to disk.
+//!   with a checksum in the background (after each update and every
+//!   [`IndexConfig::save_every`] of a long one; a call never waits for the disk) and loaded on
+//!   the next start, so a restart re-embeds only what changed. A corrupt or foreign file is
+//!   rebuilt. An untrusted workspace is never written to disk.
+//! - Dropping the [`CodebaseIndex`] stops its builds at their next batch and writes what they
+//!   embedded.
 
 use std::collections::HashMap;
 use std::os::unix::ffi::OsStringExt as _;
@@ -193,7 +196,9 @@ struct FileEntry {
 /// The index of one workspace.
 #[derive(Debug, Default)]
 struct Data {
-    files: HashMap<PathBuf, FileEntry>,
+    /// Entries are never changed in place, only replaced: a save copies the map (paths and
+    /// pointers) and writes it without holding the lock calls answer from.
+    files: HashMap<PathBuf, Arc<FileEntry>>,
     dimension: Option<usize>,
     /// Indexable files the last walk found.
     total: usize,
@@ -220,6 +225,14 @@ impl Data {
 }
 
 #[derive(Debug, Default)]
+struct Saving {
+    /// Whether a background save runs.
+    running: bool,
+    /// Whether the index changed again while it ran: it saves once more.
+    again: bool,
+}
+
+#[derive(Debug, Default)]
 struct Schedule {
     /// Update passes asked for.
     requested: u64,
@@ -237,6 +250,14 @@ struct WsIndex {
     schedule: Mutex<Schedule>,
     /// The last pass that finished.
     done: watch::Sender<u64>,
+    /// Set when the [`CodebaseIndex`] holding this is dropped: a build stops at its next batch
+    /// instead of paying for embeddings nobody will search.
+    closed: watch::Sender<bool>,
+    /// The background save: one at a time, the latest state wins.
+    saving: Mutex<Saving>,
+    /// Held while the cache file is written, so the background save and the one at drop never
+    /// write at once.
+    writing: Mutex<()>,
 }
 
 impl std::fmt::Debug for WsIndex {
@@ -350,6 +371,9 @@ impl CodebaseIndex {
             data: Mutex::new(loaded.unwrap_or_default()),
             schedule: Mutex::default(),
             done: watch::channel(0).0,
+            closed: watch::channel(false).0,
+            saving: Mutex::default(),
+            writing: Mutex::default(),
         });
         // Another call may have loaded it meanwhile: the first one in wins.
         self.workspaces
@@ -358,6 +382,19 @@ impl CodebaseIndex {
             .entry(ws.roots().to_vec())
             .or_insert(index)
             .clone()
+    }
+}
+
+impl Drop for CodebaseIndex {
+    /// Stops the builds of this index at their next batch and writes what they embedded: the
+    /// host is going away, and a background save may not get to run before its runtime ends.
+    /// This blocks for the write (a fraction of a second at the chunk cap), once, at the end.
+    fn drop(&mut self) {
+        let held = std::mem::take(self.workspaces.get_mut().unwrap_or_else(PoisonError::into_inner));
+        for index in held.values() {
+            index.closed.send_replace(true);
+            index.save_now();
+        }
     }
 }
 
@@ -386,7 +423,7 @@ impl WsIndex {
             self.pass().await;
             self.done.send_replace(this);
             let mut schedule = self.schedule.lock().unwrap_or_else(PoisonError::into_inner);
-            if schedule.requested == this {
+            if schedule.requested == this || *self.closed.borrow() {
                 schedule.running = false;
                 return;
             }
@@ -399,8 +436,10 @@ impl WsIndex {
         tokio::time::timeout(timeout, rx.wait_for(|done| *done >= wanted)).await.is_ok_and(|r| r.is_ok())
     }
 
-    /// One update: walk, drop what is gone, embed what is new or changed, save.
-    async fn pass(&self) {
+    /// One update: walk, drop what is gone, embed what is new or changed, then save in the
+    /// background (the call waiting for this pass does not wait for the disk).
+    async fn pass(self: &Arc<Self>) {
+        let mut closed = self.closed.subscribe();
         let (ws, config) = (self.ws.clone(), self.config.clone());
         let walked = match tokio::task::spawn_blocking(move || walk(&ws, &config)).await {
             Ok(walked) => walked,
@@ -439,8 +478,9 @@ impl WsIndex {
         let requests = self.config.concurrent_requests.max(1);
         let verdict = Arc::new(Verdict::default());
         loop {
-            // Keep up to `requests` batches at the embedder; stop sending after a failure.
-            while inflight.len() < requests && at < todo.len() && failed.is_none() && !full {
+            // Keep up to `requests` batches at the embedder; stop sending after a failure or
+            // once the index's owner is gone.
+            while inflight.len() < requests && at < todo.len() && failed.is_none() && !full && !*self.closed.borrow() {
                 // Read and cut files until a batch's worth of chunks is ready (the slice bounds
                 // the copy: a run of binary files yields no chunks).
                 let want = self.embedder.max_batch().max(1);
@@ -482,7 +522,16 @@ impl WsIndex {
                     Embedded { group, chunks: texts.len(), vectors }
                 });
             }
-            let Some(joined) = inflight.join_next().await else { break };
+            let joined = tokio::select! {
+                joined = inflight.join_next() => joined,
+                () = async { let _ = closed.wait_for(|c| *c).await; } => {
+                    // Requests under way are dropped too (their connections close): nobody
+                    // will search what they would bring.
+                    inflight.abort_all();
+                    break;
+                }
+            };
+            let Some(joined) = joined else { break };
             let Embedded { group, chunks, vectors } = match joined {
                 Ok(done) => done,
                 Err(e) => {
@@ -525,12 +574,12 @@ impl WsIndex {
                     if let Some(reason) = refused {
                         data.refused.push((file.path.clone(), reason));
                     }
-                    data.files.insert(file.path, FileEntry { stamp: file.stamp, chunks });
+                    data.files.insert(file.path, Arc::new(FileEntry { stamp: file.stamp, chunks }));
                 }
                 data.dirty = true;
             }
             if saved.elapsed() >= self.config.save_every {
-                self.save().await;
+                self.request_save();
                 saved = std::time::Instant::now();
             }
         }
@@ -547,23 +596,56 @@ impl WsIndex {
             }
             data.error = failed;
         }
-        self.save().await;
+        self.request_save();
     }
 
-    /// Writes the index to its cache file when it changed.
-    async fn save(&self) {
-        let Some(file) = self.cache_file.clone() else { return };
-        let bytes = {
+    /// Saves the index in the background when it changed: one save at a time, and one more
+    /// after it when the index changed meanwhile, so the latest state is the one left on disk.
+    fn request_save(self: &Arc<Self>) {
+        if self.cache_file.is_none() {
+            return;
+        }
+        {
+            let mut saving = self.saving.lock().unwrap_or_else(PoisonError::into_inner);
+            if saving.running {
+                saving.again = true;
+                return;
+            }
+            saving.running = true;
+        }
+        let me = self.clone();
+        // A blocking task from the start: a runtime that shuts down waits for one that started
+        // (an async task would be dropped before it wrote). Either way the write is atomic.
+        tokio::task::spawn_blocking(move || {
+            loop {
+                me.save_now();
+                let mut saving = me.saving.lock().unwrap_or_else(PoisonError::into_inner);
+                if !saving.again {
+                    saving.running = false;
+                    return;
+                }
+                saving.again = false;
+            }
+        });
+    }
+
+    /// Writes the index to its cache file when it changed; blocks for the write.
+    fn save_now(&self) {
+        let Some(file) = &self.cache_file else { return };
+        let _writing = self.writing.lock().unwrap_or_else(PoisonError::into_inner);
+        let snapshot = {
             let mut data = self.data();
             if !data.dirty {
                 return;
             }
             data.dirty = false;
-            encode(&data, self.ws.roots(), self.embedder.model())
+            Data { files: data.files.clone(), dimension: data.dimension, ..Data::default() }
         };
-        let saved = tokio::task::spawn_blocking(move || write_atomic(&file, &bytes)).await;
-        if let Ok(Err(e)) | Err(e) = saved.map_err(|e| std::io::Error::other(e.to_string())) {
+        let bytes = encode(&snapshot, self.ws.roots(), self.embedder.model());
+        if let Err(e) = write_atomic(file, &bytes) {
             tracing::warn!("could not save the codebase index: {e}");
+            // The next save tries again.
+            self.data().dirty = true;
         }
     }
 }
@@ -1003,7 +1085,7 @@ fn decode(bytes: &[u8], roots: &[PathBuf], model: &str, dimension: Option<usize>
             let vector = r.take(dim)?.iter().map(|b| i8::from_le_bytes([*b])).collect();
             chunks.push(Chunk { start, end, preview, vector, scale });
         }
-        files.insert(path, FileEntry { stamp: (mtime, len), chunks });
+        files.insert(path, Arc::new(FileEntry { stamp: (mtime, len), chunks }));
     }
     if !r.bytes.is_empty() {
         return None;
@@ -1373,6 +1455,68 @@ mod tests {
         IndexConfig { cache_dir: None, chunk_lines: 6, overlap_lines: 1, ..IndexConfig::default() }
     }
 
+    /// Polls `done` every 10 ms for at most 10 s.
+    async fn eventually(what: &str, done: impl Fn() -> bool) {
+        let waited = tokio::time::timeout(Duration::from_secs(10), async {
+            while !done() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        });
+        assert!(waited.await.is_ok(), "{what}");
+    }
+
+    /// L7, G15: the answer to a call after an edit does not wait for the index file to be
+    /// written. The disk is made to stall by holding the lock every write of the file takes
+    /// (a slow filesystem cannot be simulated otherwise): the call still answers at once with
+    /// the edit, and the file is written once the disk is back. Before, the update wrote the
+    /// file before the call could answer.
+    #[tokio::test]
+    // The lock stands for a disk that does not finish writing; holding it across the call is
+    // the point of the test.
+    #[allow(clippy::await_holding_lock)]
+    async fn g15_l7_a_call_after_an_edit_answers_while_the_index_file_is_still_being_written() {
+        let server = kodik_model::HashEmbeddingServer::start(64).await.unwrap();
+        let client = kodik_model::EmbeddingsConfig::new(server.base_url(), "m").retries(0);
+        let client = Arc::new(kodik_model::EmbeddingsClient::new(client).unwrap());
+        let (dir, cache) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        std::fs::write(dir.path().join("a.rs"), "/// Removes expired sessions.\nfn purge() {}\n").unwrap();
+        let config = IndexConfig {
+            cache_dir: Some(cache.path().to_path_buf()),
+            call_wait: Duration::from_secs(5),
+            ..IndexConfig::default()
+        };
+        let index = Arc::new(CodebaseIndex::with_config(client, config));
+        let tool = CodebaseSearchTool::new(index.clone());
+        let cx = ToolContext::new(Workspace::new(dir.path()).unwrap());
+        assert!(index.wait_until_current(&cx.workspace, Duration::from_secs(10)).await);
+        let ws = index.workspace(&cx.workspace).await;
+        let file = ws.cache_file.clone().unwrap();
+        let saving = || ws.saving.lock().unwrap().running;
+        eventually("the first save", || !saving() && file.exists()).await;
+
+        let stalled = ws.writing.lock().unwrap();
+        std::fs::write(dir.path().join("a.rs"), "/// Sends the weekly newsletter.\nfn newsletter() {}\n").unwrap();
+        let args = CodebaseSearchArgs { query: "weekly newsletter".into(), path: None, limit: None };
+        let out = tokio::time::timeout(Duration::from_secs(4), tool.run(args, &cx))
+            .await
+            .expect("the call waited for the index file to be written")
+            .unwrap();
+        let text = out.text_content();
+        assert!(text.contains("/// Sends the weekly newsletter."), "{text}");
+        assert!(!text.contains("[index:"), "the update was complete: {text}");
+        assert!(saving(), "the save waits for the disk");
+        let roots = cx.workspace.roots().to_vec();
+        let on_disk = |needle: &str| {
+            let data = load(&file, &roots, "m", None).unwrap();
+            data.files[&roots[0].join("a.rs")].chunks[0].preview.contains(needle)
+        };
+        assert!(on_disk("expired sessions"), "nothing written while the disk stalls");
+
+        drop(stalled);
+        eventually("the save after the disk is back", || !saving()).await;
+        assert!(on_disk("weekly newsletter"));
+    }
+
     #[test]
     fn l7_chunks_are_whole_lines_with_overlap_and_the_path_in_front() {
         let text: String = (1..=20).map(|i| format!("line {i}\n")).collect();
@@ -1461,7 +1605,7 @@ mod tests {
         let mut data = Data { dimension: Some(2), ..Data::default() };
         data.files.insert(
             PathBuf::from("/w/a.rs"),
-            FileEntry {
+            Arc::new(FileEntry {
                 stamp: (7, 9),
                 chunks: vec![Chunk {
                     start: 1,
@@ -1470,7 +1614,7 @@ mod tests {
                     vector: vec![95, 127],
                     scale: 0.8 / 127.0,
                 }],
-            },
+            }),
         );
         let roots = vec![PathBuf::from("/w")];
         let bytes = encode(&data, &roots, "m");

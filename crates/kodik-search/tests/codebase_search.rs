@@ -154,6 +154,16 @@ fn heads(out: &ToolOutput) -> Vec<String> {
         .collect()
 }
 
+/// Polls `done` every 10 ms for at most 10 s.
+async fn eventually(what: &str, done: impl Fn() -> bool) {
+    let waited = tokio::time::timeout(Duration::from_secs(10), async {
+        while !done() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    });
+    assert!(waited.await.is_ok(), "{what}");
+}
+
 fn inputs_since(server: &HashEmbeddingServer, before: usize) -> Vec<String> {
     server.inputs().into_iter().skip(before).collect()
 }
@@ -333,7 +343,9 @@ async fn l7_a_corrupt_or_foreign_cache_is_rebuilt_not_a_crash() {
     assert!(heads(&out)[0].starts_with("src/sessions.rs:"), "{}", out.text_content());
     assert_eq!(inputs_since(&s.server, sent).len(), 4, "every file embedded again, and the query");
 
-    // The rebuilt file is whole again: the next process embeds only its query.
+    // The rebuilt file is whole again: the next process embeds only its query. This one ends
+    // first (its index is written in the background, and at the latest when it is dropped).
+    drop(reg);
     let sent = s.server.inputs().len();
     let (reg, _, cx) = s.default_tools();
     assert!(search(&reg, &cx, json!({ "query": "sessions" })).await.is_success());
@@ -736,4 +748,62 @@ async fn l7_after_a_failed_update_the_answer_says_indexing_stopped_and_the_next_
     let out = search(&reg, &cx, json!({ "query": "email the invoice" })).await;
     assert_eq!(heads(&out)[0], "src/billing.rs:1-2", "{}", out.text_content());
     assert!(!out.text_content().contains("[index:"), "{}", out.text_content());
+}
+
+/// L7: dropping the last owner of the index (the toolbox) stops its build at the next batch:
+/// the server gets no request after a short grace, and what was embedded is on disk for the
+/// next process. Before, the build went on to the end of its pass.
+#[tokio::test]
+async fn l7_dropping_the_index_stops_its_build_and_keeps_what_it_embedded() {
+    let s = Setup::new().await;
+    for i in 0..30 {
+        s.write(&format!("src/gen/f{i:02}.rs"), &format!("/// Generated helper number {i}.\nfn helper_{i}() {{}}\n"));
+    }
+    // One text per request, each answered after 300 ms: the build takes ten seconds.
+    s.server.set_delay(Duration::from_millis(300));
+    let (reg, index, cx) = s.serial_tools(s.client(|c| c.batch_size(1)), Duration::from_millis(50));
+    index.warm(&cx.workspace).await;
+    eventually("the build started", || s.server.requests().len() >= 3).await;
+    let indexed = index.status(&cx.workspace).unwrap().indexed_files;
+    drop(reg);
+    drop(index);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let sent = s.server.requests().len();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(s.server.requests().len(), sent, "requests after the index was dropped");
+    assert!(sent < 10, "{sent} requests: the build went on");
+
+    // What was embedded before the drop is not embedded again.
+    s.server.set_delay(Duration::ZERO);
+    let (_reg, index, cx) = s.default_tools();
+    let before = s.server.inputs().len();
+    assert!(index.wait_until_current(&cx.workspace, Duration::from_secs(30)).await);
+    // 33 chunks in all (the binary file has none and comes first in path order).
+    let again = inputs_since(&s.server, before).len();
+    assert!(indexed >= 3 && again <= 33 - (indexed - 1), "{indexed} files indexed before, {again} chunks sent again");
+}
+
+/// L7: an edit is saved in the background: a call answers, the file follows, and a new process
+/// started while the first still runs embeds nothing but its query.
+#[tokio::test]
+async fn l7_an_edit_is_saved_in_the_background_for_the_next_process() {
+    let s = Setup::new().await;
+    let (reg, _index, cx) = s.default_tools();
+    assert!(search(&reg, &cx, json!({ "query": "route an http request" })).await.is_success());
+    let saved = || s.cache_files().pop().and_then(|f| std::fs::read(f).ok());
+    eventually("the first save", || saved().is_some()).await;
+    let first = saved();
+    s.write(
+        "src/router.rs",
+        "/// Dispatches an incoming HTTP request to the handler for its route.\npub fn dispatch() {}\n",
+    );
+    let out = search(&reg, &cx, json!({ "query": "route an http request" })).await;
+    assert_eq!(heads(&out)[0], "src/router.rs:1-2", "{}", out.text_content());
+    eventually("the save of the edit", || saved() != first).await;
+
+    let sent = s.server.inputs().len();
+    let (reg2, _, cx2) = s.default_tools();
+    let out = search(&reg2, &cx2, json!({ "query": "route an http request" })).await;
+    assert_eq!(heads(&out)[0], "src/router.rs:1-2", "{}", out.text_content());
+    assert_eq!(inputs_since(&s.server, sent), ["route an http request"]);
 }
