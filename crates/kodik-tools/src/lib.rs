@@ -527,8 +527,8 @@ impl Toolbox {
     /// that server's, fenced so it cannot pass for the host's own instructions, and cut at
     /// [`MAX_INSTRUCTIONS_BYTES`](kodik_mcp::instructions::MAX_INSTRUCTIONS_BYTES) saying how
     /// much was left out ([`McpClient::instructions_prompt`](kodik_mcp::McpClient::instructions_prompt)).
-    /// [`agent`](Self::agent)'s requests carry it already; an agent loop of your own reads it
-    /// for each request, as a server started again may answer with new text:
+    /// The requests of `Toolbox::agent` (feature `agent`) carry it already; an agent loop of your
+    /// own reads it for each request, as a server started again may answer with new text:
     ///
     /// ```no_run
     /// # fn f(toolbox: &kodik_tools::Toolbox) {
