@@ -7,7 +7,7 @@
 //!
 //! | feature | crate | tools |
 //! | --- | --- | --- |
-//! | `edit` | `kodik_edit` | edit_file, create_file, delete_file, apply_patch, edit_notebook |
+//! | `edit` (turns `search` on: edit_file changes only files read_file read, E2) | `kodik_edit` | edit_file, create_file, delete_file, apply_patch, edit_notebook |
 //! | `search` | `kodik_search` | read_file, glob, grep; codebase_search when an embedder is given (`ToolboxBuilder::embedder`) |
 //! | `shell` | `kodik_shell` | shell, get_terminal_output, kill_terminal |
 //! | `codemode` | `kodik_codemode` | codemode |
