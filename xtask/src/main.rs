@@ -4,9 +4,12 @@
 //!   venv under the target dir, and pyright, typescript-language-server + typescript@5 from npm and
 //!   clangd, gopls and golang-go from Debian, and rust-analyzer built from crates.io, for
 //!   kodik-lsp), then fmt check, schema staleness check,
-//!   clippy with `-D warnings` on all targets, rustdoc with `-D warnings`, and the whole test suite. The README's test
-//!   command; `.ci/run` calls it.
+//!   clippy with `-D warnings` on all targets, the same on kodik-tools with each of its features
+//!   alone (and none, and the defaults plus each optional one) and the `minimal_harness` example
+//!   (feature `edit` only) built and run on its own, rustdoc with `-D warnings`, and the whole
+//!   test suite. The README's test command; `.ci/run` calls it.
 //! - `test-tools`: only install what the tests need (what `ci` does first).
+//! - `features`: only `ci`'s kodik-tools feature checks (each feature alone, the minimal toolbox).
 //! - `schema`: write every tool's JSON Schema under `schemas/`; `schema --check` fails when the
 //!   committed files are stale.
 //! - `fuzz [target|all] [seconds]`: run kodik-edit's cargo-fuzz targets (`fuzz/`: `patch_parser`,
@@ -22,8 +25,9 @@ fn main() -> ExitCode {
         Some("ci") => ci(),
         Some("schema") => schema(args.iter().any(|a| a == "--check")),
         Some("test-tools") => ensure_test_tools(),
+        Some("features") => check_tools_features(),
         Some("fuzz") => fuzz(&args[1..]),
-        _ => Err("usage: cargo xtask ci | schema [--check] | test-tools | fuzz [patch_parser|matcher|all] [seconds]"
+        _ => Err("usage: cargo xtask ci | features | schema [--check] | test-tools | fuzz [patch_parser|matcher|all] [seconds]"
             .to_string()),
     };
     match result {
@@ -284,6 +288,7 @@ fn ci() -> Result<(), String> {
     run("fmt", cargo().args(["fmt", "--all", "--", "--check"]))?;
     schema(true)?;
     run("clippy", cargo().args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))?;
+    check_tools_features()?;
     // Broken intra-doc links and bad rustdoc are errors, like clippy's warnings.
     run("doc", cargo().args(["doc", "--workspace", "--no-deps"]).env("RUSTDOCFLAGS", "-D warnings"))?;
     run(
@@ -295,6 +300,99 @@ fn ci() -> Result<(), String> {
             .env("PATH", path_with(&rust_analyzer_bin())?),
     )?;
     eprintln!("xtask: ci passed");
+    Ok(())
+}
+
+/// kodik-tools' features as its Cargo.toml declares them: (name, on by default), `default`
+/// itself left out. Read from the file so a feature added there is checked without a change here.
+fn tools_features() -> Result<Vec<(String, bool)>, String> {
+    let manifest = root().join("crates/kodik-tools/Cargo.toml");
+    let text = std::fs::read_to_string(&manifest).map_err(|e| format!("reading {}: {e}", manifest.display()))?;
+    let section = text
+        .split("\n[")
+        .find_map(|s| s.strip_prefix("features]"))
+        .ok_or_else(|| format!("{} has no [features] table", manifest.display()))?;
+    // `name = [...]` lines; the quoted words of `default = [...]` are the default features.
+    let entries: Vec<(&str, &str)> = section
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(name, value)| (name.trim(), value.trim()))
+        .filter(|(name, value)| !name.starts_with('#') && value.starts_with('['))
+        .collect();
+    let defaults: Vec<&str> = entries
+        .iter()
+        .find(|(name, _)| *name == "default")
+        .map(|(_, value)| value.split('"').skip(1).step_by(2).collect())
+        .unwrap_or_default();
+    let features: Vec<(String, bool)> = entries
+        .iter()
+        .filter(|(name, _)| *name != "default")
+        .map(|(name, _)| (name.to_string(), defaults.contains(name)))
+        .collect();
+    if features.is_empty() || defaults.is_empty() {
+        return Err(format!("found no features or no default set in {}", manifest.display()));
+    }
+    Ok(features)
+}
+
+/// What a user who picks kodik-tools' features gets: the rest of `ci` builds only the union the
+/// workspace turns on, so here kodik-tools is linted with no features, with each feature alone,
+/// and with the defaults plus each optional one, warnings as errors, and its rustdoc too; then
+/// the `minimal_harness` example (feature `edit` only), built on its own, must offer exactly the
+/// edit and search tools.
+fn check_tools_features() -> Result<(), String> {
+    let features = tools_features()?;
+    let mut sets: Vec<Vec<String>> = vec![vec!["--no-default-features".into()]];
+    for (name, _) in &features {
+        sets.push(vec!["--no-default-features".into(), "--features".into(), name.clone()]);
+    }
+    for (name, _) in features.iter().filter(|(_, default)| !default) {
+        sets.push(vec!["--features".into(), name.clone()]);
+    }
+    for set in &sets {
+        let set_name = set.join(" ");
+        run(
+            &format!("clippy kodik-tools {set_name}"),
+            cargo().args(["clippy", "--quiet", "-p", "kodik-tools"]).args(set).args(["--", "-D", "warnings"]),
+        )?;
+        // A doc link to an item of a feature that is off is a broken link.
+        run(
+            &format!("doc kodik-tools {set_name}"),
+            cargo()
+                .args(["doc", "--quiet", "--no-deps", "-p", "kodik-tools"])
+                .args(set)
+                .env("RUSTDOCFLAGS", "-D warnings"),
+        )?;
+    }
+    minimal_toolbox()
+}
+
+/// Runs `minimal_harness` as `cargo run -p minimal_harness` builds it (its features alone: a
+/// workspace-wide build would unify them with every other member's) and checks that its toolbox
+/// offers exactly the edit tools and the search tools `edit` brings (E2: edit_file changes only
+/// files read_file read), and that its read, edit and grep succeed.
+fn minimal_toolbox() -> Result<(), String> {
+    let dir = std::env::temp_dir().join(format!("kodik-xtask-minimal-{}", std::process::id()));
+    eprintln!("xtask: == minimal toolbox: cargo run -p minimal_harness -- {}", dir.display());
+    let out = cargo().args(["run", "--quiet", "-p", "minimal_harness", "--"]).arg(&dir).current_dir(root()).output();
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = out.map_err(|e| format!("minimal toolbox: cannot run cargo: {e}"))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        return Err(format!("minimal toolbox: minimal_harness failed ({}): {}\n{stdout}", out.status, last_line(&out)));
+    }
+    let offered: std::collections::BTreeSet<&str> =
+        stdout.lines().next().and_then(|l| l.strip_prefix("tools: ")).unwrap_or("").split(", ").collect();
+    let edit_and_search = [kodik_schema::edit::specs(), kodik_schema::search::specs()];
+    let wanted: std::collections::BTreeSet<String> = edit_and_search.into_iter().flatten().map(|s| s.name).collect();
+    if !offered.iter().copied().eq(wanted.iter().map(String::as_str)) {
+        return Err(format!(
+            "minimal toolbox: kodik-tools with feature edit offers [{}], not exactly [{}]",
+            offered.into_iter().collect::<Vec<_>>().join(", "),
+            wanted.into_iter().collect::<Vec<_>>().join(", ")
+        ));
+    }
+    eprintln!("xtask: == minimal toolbox: offers exactly {} tools", wanted.len());
     Ok(())
 }
 
