@@ -4,6 +4,8 @@
 //! - warm: one `definition` through the tool (from `block_on` and from a runtime worker task),
 //!   and through kodik's transport alone, vs the same request on an open bare connection,
 //!   interleaved in blocks, medians, p95 and the process's CPU per call printed;
+//! - warm, paced: the same `definition` with the server idle 5 ms before each call (as an agent
+//!   calls it, seconds apart), over several fresh pairs of servers, medians printed;
 //! - warm `references` in a 41-file project (a request the server works on), same comparison;
 //! - edit → diagnostics of the written version (the E9 path), p50/p95 printed.
 //!
@@ -184,9 +186,7 @@ fn kodik_with(program: &Path, root: &Path, keep_warm: bool) -> Kodik {
 }
 
 async fn tool_definition(k: &Kodik) {
-    let args = json!({"operation": "definition", "path": "main.py", "line": 5, "symbol": "helper"});
-    let out = dispatch(&k.registry, ToolCall::new("b", "lsp", args), &k.cx).await;
-    assert!(out.text_content().contains("util.py:1:5:"), "{}", out.text_content());
+    assert_definition(&dispatch(&k.registry, definition_call(), &k.cx).await);
 }
 
 fn bench(c: &mut Criterion) {
@@ -304,7 +304,6 @@ fn bench(c: &mut Criterion) {
         })
     });
     warm.finish();
-    warm_paced(c, &rt, &mut bare, &main, &k, (&server, &params));
     drop((bare, server, k_transport, k_worker, k_unkept));
     if only.is_none() && !warm_samples[0].is_empty() {
         let mut stats = Vec::new();
@@ -347,6 +346,7 @@ fn bench(c: &mut Criterion) {
         );
     }
 
+    warm_paced(c, &rt, &program, &root);
     warm_references(c, &rt, &program);
 
     // E9: each iteration writes a new version (alternating an error and its fix) and waits for
@@ -387,64 +387,131 @@ fn bench(c: &mut Criterion) {
 /// model's turn), so its server has gone to sleep and each request wakes it.
 const PACE: Duration = Duration::from_millis(5);
 
+/// Sets of servers the paced group measures, each a bare pyright and two behind kodik (one for
+/// the tool, one for the transport alone), all started fresh, so every server answers as many
+/// requests. Each pyright process answers at its own speed for its whole life (which core it
+/// settles on, what its JIT optimised): with one set the bare process alone moved the ratio by
+/// ±6 % from run to run of the same build (2026-12-02: 1.07–1.19×); pooled over sets, that
+/// process effect averages out. (The transport on the tool's own server, answering twice as
+/// many requests, ran at 0.89–0.94× of the bare one.)
+const PACED_PAIRS: usize = 4;
+
+/// The `definition` call a model makes, as its harness hands it to the tool: already parsed
+/// from the model's message, so building it is not the tool's time (the bare client's input,
+/// the file and position, is likewise at hand before its clock starts).
+fn definition_call() -> ToolCall {
+    ToolCall::new("b", "lsp", json!({"operation": "definition", "path": "main.py", "line": 5, "symbol": "helper"}))
+}
+
+fn assert_definition(out: &kodik_core::ToolOutput) {
+    assert!(out.text_content().contains("util.py:1:5:"), "{}", out.text_content());
+}
+
 /// Warm `definition` as an agent makes it: a call comes long after the previous answer (the
 /// model's turn in between), so the server has gone idle and the client's code and data are no
-/// longer in the CPU's caches. The bare client, the `lsp` tool and kodik's transport alone take
-/// turns, one call each, every call [`PACE`] after the previous answer; medians printed. Back to
-/// back (the interleaved group above) the server is still awake when the bare client's next
-/// request arrives, which is not how an agent calls it.
-fn warm_paced(
-    c: &mut Criterion,
-    rt: &tokio::runtime::Runtime,
-    bare: &mut Bare,
-    main: &Path,
-    k: &Kodik,
-    transport: (&Arc<kodik_lsp::Server>, &Value),
-) {
-    let (server, params) = transport;
-    let mut samples: [Vec<Duration>; 3] = Default::default();
+/// longer in the CPU's caches. [`PACED_PAIRS`] sets of servers are started; in each round one
+/// set's bare client, `lsp` tool and kodik's transport alone take turns, one call each, every
+/// call [`PACE`] after the previous answer. The tool's call is built before its clock starts
+/// and its answer checked after it stops. Medians of all sets' calls printed, each set's ratios,
+/// and the process's CPU per call. Back to back (the interleaved group above) the server is
+/// still awake when the bare client's next request arrives, which is not how an agent calls it.
+fn warm_paced(c: &mut Criterion, rt: &tokio::runtime::Runtime, program: &Path, root: &Path) {
+    let main = root.join("main.py");
+    let params = json!({"textDocument": {"uri": uri(&main)}, "position": {"line": 4, "character": 11}});
+    let mut pairs: Vec<(Bare, Kodik, Kodik, Arc<kodik_lsp::Server>)> = Vec::new();
+    let mut samples: Vec<[Vec<Duration>; 3]> = (0..PACED_PAIRS).map(|_| Default::default()).collect();
     let mut round = 0usize;
+    // The whole process's CPU time per variant (as in the interleaved group).
+    let mut cpu = [Duration::ZERO; 3];
+    // `KODIK_LSP_PACED_ONLY=N` makes only variant N's calls (to profile one path).
+    let only: Option<usize> = std::env::var("KODIK_LSP_PACED_ONLY").ok().and_then(|v| v.parse().ok());
     let mut group = c.benchmark_group("lsp_warm_definition_paced");
     group.sample_size(20);
     group.bench_function("bare_tool_transport_every_5ms", |b| {
+        // Started here, not before the group: a group filtered out on the command line starts
+        // no server.
+        if pairs.is_empty() {
+            for _ in 0..PACED_PAIRS {
+                let mut bare = Bare::start(program, root);
+                bare.open(&main, MAIN);
+                let k = kodik(program, root);
+                let k_transport = kodik(program, root);
+                rt.block_on(tool_definition(&k_transport));
+                let server = rt.block_on(k_transport.servers.server_for(&main)).unwrap();
+                // The first answers include analysing the files.
+                for _ in 0..20 {
+                    drop(bare.definition(&main));
+                    rt.block_on(tool_definition(&k));
+                    drop(rt.block_on(server.request_ref("textDocument/definition", &params)).unwrap());
+                }
+                pairs.push((bare, k, k_transport, server));
+            }
+        }
         b.iter_custom(|iters| {
             let mut tool_total = Duration::ZERO;
             for _ in 0..iters {
                 round += 1;
+                let pair = round % PACED_PAIRS;
+                let (bare, k, _, server) = &mut pairs[pair];
                 // Every order in turn, so none always follows the same one.
-                for variant in ORDERS[round % 6] {
+                for variant in ORDERS[(round / PACED_PAIRS) % 6].into_iter().filter(|v| only.is_none_or(|o| o == *v)) {
+                    let call = definition_call();
                     std::thread::sleep(PACE);
+                    let cpu_before = process_cpu();
                     let started = Instant::now();
-                    match variant {
-                        0 => drop(bare.definition(main)),
-                        1 => rt.block_on(tool_definition(k)),
-                        _ => drop(rt.block_on(server.request("textDocument/definition", params.clone())).unwrap()),
-                    }
+                    let out = match variant {
+                        0 => {
+                            drop(bare.definition(&main));
+                            None
+                        }
+                        1 => Some(rt.block_on(dispatch(&k.registry, call, &k.cx))),
+                        _ => {
+                            drop(rt.block_on(server.request_ref("textDocument/definition", &params)).unwrap());
+                            None
+                        }
+                    };
                     let took = started.elapsed();
-                    if variant == 1 {
+                    cpu[variant] += process_cpu().saturating_sub(cpu_before);
+                    if let Some(out) = out {
+                        assert_definition(&out);
                         tool_total += took;
                     }
-                    samples[variant].push(took);
+                    samples[pair][variant].push(took);
                 }
             }
             tool_total
         })
     });
     group.finish();
-    if samples[0].is_empty() {
-        return; // the group was filtered out on the command line
-    }
-    let mut stats = Vec::new();
-    for v in &mut samples {
-        v.sort();
-        stats.push((percentile(v, 0.5), percentile(v, 0.95)));
+    if samples[0].iter().any(Vec::is_empty) {
+        return; // the group was filtered out on the command line, or one variant ran alone
     }
     let ratio = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64();
-    let (bare, tool, transport) = (stats[0], stats[1], stats[2]);
+    let medians = |v: &mut Vec<Duration>| {
+        v.sort();
+        (percentile(v, 0.5), percentile(v, 0.95))
+    };
+    let mut pooled: [Vec<Duration>; 3] = Default::default();
+    let mut per_pair = Vec::new();
+    for s in &mut samples {
+        for (all, v) in pooled.iter_mut().zip(s.iter()) {
+            all.extend_from_slice(v);
+        }
+        let [bare, tool, transport] = s.each_mut().map(|v| medians(v).0);
+        per_pair.push(format!(
+            "{:.2}x/{:.2}x/{:.2}x (bare {bare:?})",
+            ratio(tool, bare),
+            ratio(transport, bare),
+            ratio(tool, transport)
+        ));
+    }
+    let [bare, tool, transport] = pooled.each_mut().map(|v| medians(v));
     eprintln!(
-        "lsp warm definition (pyright), each call {PACE:?} after the last answer, {} calls each: bare p50 {:?} p95 {:?}; \
-         lsp tool p50 {:?} p95 {:?} ({:.2}x, {:.2}x); transport only p50 {:?} p95 {:?} ({:.2}x, {:.2}x)",
-        samples[0].len(),
+        "lsp warm definition (pyright), each call {PACE:?} after the last answer, {} calls each over {PACED_PAIRS} \
+         server sets: bare p50 {:?} p95 {:?}; lsp tool p50 {:?} p95 {:?} ({:.2}x, {:.2}x); transport only (a \
+         server of its own) p50 {:?} p95 {:?} ({:.2}x, {:.2}x); tool / transport p50 {:.2}x; client CPU per call: bare {:?}, tool {:?}, transport {:?}; per set \
+         tool/transport/tool÷transport: {}",
+        pooled[0].len(),
         bare.0,
         bare.1,
         tool.0,
@@ -455,6 +522,11 @@ fn warm_paced(
         transport.1,
         ratio(transport.0, bare.0),
         ratio(transport.1, bare.1),
+        ratio(tool.0, transport.0),
+        cpu[0] / pooled[0].len() as u32,
+        cpu[1] / pooled[1].len() as u32,
+        cpu[2] / pooled[2].len() as u32,
+        per_pair.join(", "),
     );
 }
 
