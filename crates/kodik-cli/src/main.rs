@@ -221,14 +221,16 @@ fn parse_encoding(label: &str) -> Result<String, String> {
     }
 }
 
+/// codebase_search's index. One per process: `kodik serve --http` builds a toolbox per MCP
+/// session, and each would otherwise hold, build and save its own copy of the same workspace's
+/// vectors.
+static INDEX: std::sync::OnceLock<Option<Arc<kodik_tools::search::CodebaseIndex>>> = std::sync::OnceLock::new();
+
 /// The toolbox every command uses: scripts of `codemode` run in a worker process of this same
 /// program (`kodik codemode-worker`), so a script that runs away after an `await` is killed
 /// instead of running on inside the command.
 fn builder(workspace: PathBuf) -> kodik_tools::ToolboxBuilder {
     let builder = builder_without_embedder(workspace);
-    // One index per process: `kodik serve --http` builds a toolbox per MCP session, and each
-    // would otherwise hold, build and save its own copy of the same workspace's vectors.
-    static INDEX: std::sync::OnceLock<Option<Arc<kodik_tools::search::CodebaseIndex>>> = std::sync::OnceLock::new();
     let index = INDEX.get_or_init(|| embedder_from_env().map(|e| Arc::new(kodik_tools::search::CodebaseIndex::new(e))));
     match index {
         Some(index) => builder.search(kodik_tools::search::SearchToolset::new().codebase_index(Arc::clone(index))),
@@ -276,7 +278,15 @@ fn usage_error(msg: impl std::fmt::Display) -> ExitCode {
 
 fn with_runtime<F: std::future::Future<Output = ExitCode>>(f: impl FnOnce() -> F) -> ExitCode {
     match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-        Ok(rt) => rt.block_on(f()),
+        Ok(rt) => {
+            let code = rt.block_on(f());
+            // The index is a static, never dropped: what the command embedded is written now,
+            // or a one-shot `kodik call` would leave the next one to embed it again.
+            if let Some(Some(index)) = INDEX.get() {
+                index.flush();
+            }
+            code
+        }
         Err(e) => usage_error(format!("cannot start the async runtime: {e}")),
     }
 }

@@ -41,8 +41,8 @@ async fn l7_kodik_call_offers_codebase_search_when_embeddings_are_configured() {
         ("KODIK_EMBEDDINGS_KEY", "emb-key".to_owned()),
         ("XDG_CACHE_HOME", cache.path().display().to_string()),
     ];
-    let path = ws.path().to_path_buf();
-    let out = tokio::task::spawn_blocking(move || call(&path, &env)).await.unwrap();
+    let (path, first_env) = (ws.path().to_path_buf(), env.clone());
+    let out = tokio::task::spawn_blocking(move || call(&path, &first_env)).await.unwrap();
     assert!(out.status.success(), "{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     let result: Value = serde_json::from_slice(&out.stdout).unwrap();
     let text = result["content"][0]["text"].as_str().unwrap();
@@ -51,4 +51,26 @@ async fn l7_kodik_call_offers_codebase_search_when_embeddings_are_configured() {
     // The index was saved in the per-user cache folder, for the next process.
     let saved = std::fs::read_dir(cache.path().join("kodik/index")).unwrap().count();
     assert_eq!(saved, 1);
+
+    // G15: each later process embeds only what changed since the last one exited (the index
+    // is written before `kodik call` exits, not left to a background save that may not run).
+    let mut sent = server.inputs().len();
+    let mut next_call = |edit: Option<&str>| {
+        if let Some(text) = edit {
+            std::fs::write(ws.path().join("table.rs"), text).unwrap();
+        }
+        let out = call(ws.path(), &env);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let inputs = server.inputs();
+        let new: Vec<String> = inputs[sent..].to_vec();
+        sent = inputs.len();
+        new
+    };
+    let new = tokio::task::block_in_place(|| next_call(None));
+    assert_eq!(new, ["clean up expired sessions"], "an unchanged workspace is embedded again");
+    let new = tokio::task::block_in_place(|| next_call(Some("/// Draws a table with borders.\nfn draw() {}\n")));
+    assert_eq!(new.len(), 2, "the edited file and the query, nothing else: {new:?}");
+    assert!(new.iter().any(|i| i.starts_with("table.rs\n")), "{new:?}");
+    let new = tokio::task::block_in_place(|| next_call(None));
+    assert_eq!(new, ["clean up expired sessions"], "the edit made by the last process is embedded again");
 }

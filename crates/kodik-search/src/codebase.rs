@@ -330,6 +330,17 @@ impl CodebaseIndex {
         index.wait_for(wanted, timeout).await
     }
 
+    /// Writes what is embedded so far to the cache, blocking until it is on disk (after a
+    /// background save under way): a host that is about to exit calls it, or the last update's
+    /// save may never run and the next process embeds those files again. Builds go on.
+    pub fn flush(&self) {
+        let held: Vec<Arc<WsIndex>> =
+            self.workspaces.lock().unwrap_or_else(PoisonError::into_inner).values().cloned().collect();
+        for index in held {
+            index.save_now();
+        }
+    }
+
     /// How far the index of `ws` is (`None` before its first use).
     pub fn status(&self, ws: &Workspace) -> Option<IndexStatus> {
         let index = self.workspaces.lock().unwrap_or_else(PoisonError::into_inner).get(ws.roots()).cloned()?;
