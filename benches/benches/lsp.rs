@@ -418,11 +418,11 @@ fn assert_definition(out: &kodik_core::ToolOutput) {
 fn warm_paced(c: &mut Criterion, rt: &tokio::runtime::Runtime, program: &Path, root: &Path) {
     let main = root.join("main.py");
     let params = json!({"textDocument": {"uri": uri(&main)}, "position": {"line": 4, "character": 11}});
-    let mut pairs: Vec<(Bare, Kodik, Kodik, Arc<kodik_lsp::Server>)> = Vec::new();
-    let mut samples: Vec<[Vec<Duration>; 3]> = (0..PACED_PAIRS).map(|_| Default::default()).collect();
+    let mut pairs: Vec<(Bare, Kodik, Kodik, Arc<kodik_lsp::Server>, Arc<Kodik>)> = Vec::new();
+    let mut samples: Vec<[Vec<Duration>; 4]> = (0..PACED_PAIRS).map(|_| Default::default()).collect();
     let mut round = 0usize;
     // The whole process's CPU time per variant (as in the interleaved group).
-    let mut cpu = [Duration::ZERO; 3];
+    let mut cpu = [Duration::ZERO; 4];
     // `KODIK_LSP_PACED_ONLY=N` makes only variant N's calls (to profile one path).
     let only: Option<usize> = std::env::var("KODIK_LSP_PACED_ONLY").ok().and_then(|v| v.parse().ok());
     let mut group = c.benchmark_group("lsp_warm_definition_paced");
@@ -438,13 +438,15 @@ fn warm_paced(c: &mut Criterion, rt: &tokio::runtime::Runtime, program: &Path, r
                 let k_transport = kodik(program, root);
                 rt.block_on(tool_definition(&k_transport));
                 let server = rt.block_on(k_transport.servers.server_for(&main)).unwrap();
+                let k_worker = Arc::new(kodik(program, root));
                 // The first answers include analysing the files.
                 for _ in 0..20 {
                     drop(bare.definition(&main));
                     rt.block_on(tool_definition(&k));
                     drop(rt.block_on(server.request_ref("textDocument/definition", &params)).unwrap());
+                    rt.block_on(tool_definition(&k_worker));
                 }
-                pairs.push((bare, k, k_transport, server));
+                pairs.push((bare, k, k_transport, server, k_worker));
             }
         }
         b.iter_custom(|iters| {
@@ -452,25 +454,42 @@ fn warm_paced(c: &mut Criterion, rt: &tokio::runtime::Runtime, program: &Path, r
             for _ in 0..iters {
                 round += 1;
                 let pair = round % PACED_PAIRS;
-                let (bare, k, _, server) = &mut pairs[pair];
-                // Every order in turn, so none always follows the same one.
-                for variant in ORDERS[(round / PACED_PAIRS) % 6].into_iter().filter(|v| only.is_none_or(|o| o == *v)) {
+                let (bare, k, _, server, k_worker) = &mut pairs[pair];
+                // Every order of the first three in turn, so none always follows the same one,
+                // and the worker variant in each place in turn.
+                let mut order = ORDERS[(round / PACED_PAIRS) % 6].to_vec();
+                order.insert((round / PACED_PAIRS / 6) % 4, 3);
+                for variant in order.into_iter().filter(|v| only.is_none_or(|o| o == *v)) {
                     let call = definition_call();
                     std::thread::sleep(PACE);
                     let cpu_before = process_cpu();
                     let started = Instant::now();
-                    let out = match variant {
+                    let (took, out) = match variant {
                         0 => {
                             drop(bare.definition(&main));
-                            None
+                            (started.elapsed(), None)
                         }
-                        1 => Some(rt.block_on(dispatch(&k.registry, call, &k.cx))),
-                        _ => {
+                        1 => {
+                            let out = rt.block_on(dispatch(&k.registry, call, &k.cx));
+                            (started.elapsed(), Some(out))
+                        }
+                        2 => {
                             drop(rt.block_on(server.request_ref("textDocument/definition", &params)).unwrap());
-                            None
+                            (started.elapsed(), None)
+                        }
+                        // Timed inside the task, so the spawn and the hand-back are not counted.
+                        _ => {
+                            let k = k_worker.clone();
+                            let (took, out) = rt
+                                .block_on(rt.spawn(async move {
+                                    let started = Instant::now();
+                                    let out = dispatch(&k.registry, call, &k.cx).await;
+                                    (started.elapsed(), out)
+                                }))
+                                .unwrap();
+                            (took, Some(out))
                         }
                     };
-                    let took = started.elapsed();
                     cpu[variant] += process_cpu().saturating_sub(cpu_before);
                     if let Some(out) = out {
                         assert_definition(&out);
@@ -491,27 +510,29 @@ fn warm_paced(c: &mut Criterion, rt: &tokio::runtime::Runtime, program: &Path, r
         v.sort();
         (percentile(v, 0.5), percentile(v, 0.95))
     };
-    let mut pooled: [Vec<Duration>; 3] = Default::default();
+    let mut pooled: [Vec<Duration>; 4] = Default::default();
     let mut per_pair = Vec::new();
     for s in &mut samples {
         for (all, v) in pooled.iter_mut().zip(s.iter()) {
             all.extend_from_slice(v);
         }
-        let [bare, tool, transport] = s.each_mut().map(|v| medians(v).0);
+        let [bare, tool, transport, worker] = s.each_mut().map(|v| medians(v).0);
         per_pair.push(format!(
-            "{:.2}x/{:.2}x/{:.2}x (bare {bare:?})",
+            "{:.2}x/{:.2}x/{:.2}x/{:.2}x (bare {bare:?})",
             ratio(tool, bare),
             ratio(transport, bare),
+            ratio(worker, bare),
             ratio(tool, transport)
         ));
     }
-    let [bare, tool, transport] = pooled.each_mut().map(|v| medians(v));
+    let calls = pooled[0].len();
+    let [bare, tool, transport, worker] = pooled.each_mut().map(|v| medians(v));
     eprintln!(
-        "lsp warm definition (pyright), each call {PACE:?} after the last answer, {} calls each over {PACED_PAIRS} \
+        "lsp warm definition (pyright), each call {PACE:?} after the last answer, {calls} calls each over {PACED_PAIRS} \
          server sets: bare p50 {:?} p95 {:?}; lsp tool p50 {:?} p95 {:?} ({:.2}x, {:.2}x); transport only (a \
-         server of its own) p50 {:?} p95 {:?} ({:.2}x, {:.2}x); tool / transport p50 {:.2}x; client CPU per call: bare {:?}, tool {:?}, transport {:?}; per set \
-         tool/transport/tool÷transport: {}",
-        pooled[0].len(),
+         server of its own) p50 {:?} p95 {:?} ({:.2}x, {:.2}x); lsp tool from a runtime worker p50 {:?} p95 {:?} \
+         ({:.2}x, {:.2}x); tool / transport p50 {:.2}x; client CPU per call: bare {:?}, tool {:?}, transport {:?}, \
+         worker {:?}; per set tool/transport/worker/tool÷transport: {}",
         bare.0,
         bare.1,
         tool.0,
@@ -522,10 +543,15 @@ fn warm_paced(c: &mut Criterion, rt: &tokio::runtime::Runtime, program: &Path, r
         transport.1,
         ratio(transport.0, bare.0),
         ratio(transport.1, bare.1),
+        worker.0,
+        worker.1,
+        ratio(worker.0, bare.0),
+        ratio(worker.1, bare.1),
         ratio(tool.0, transport.0),
-        cpu[0] / pooled[0].len() as u32,
-        cpu[1] / pooled[1].len() as u32,
-        cpu[2] / pooled[2].len() as u32,
+        cpu[0] / calls as u32,
+        cpu[1] / calls as u32,
+        cpu[2] / calls as u32,
+        cpu[3] / calls as u32,
         per_pair.join(", "),
     );
 }
