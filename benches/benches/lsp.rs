@@ -396,6 +396,17 @@ const PACE: Duration = Duration::from_millis(5);
 /// many requests, ran at 0.89–0.94× of the bare one.)
 const PACED_PAIRS: usize = 4;
 
+/// One set of the paced group's servers, a pyright each.
+struct ServerSet {
+    bare: Bare,
+    tool: Kodik,
+    /// Holds the transport's server.
+    _transport: Kodik,
+    transport: Arc<kodik_lsp::Server>,
+    /// The tool, called from a task on a runtime worker.
+    worker: Arc<Kodik>,
+}
+
 /// The `definition` call a model makes, as its harness hands it to the tool: already parsed
 /// from the model's message, so building it is not the tool's time (the bare client's input,
 /// the file and position, is likewise at hand before its clock starts).
@@ -418,7 +429,7 @@ fn assert_definition(out: &kodik_core::ToolOutput) {
 fn warm_paced(c: &mut Criterion, rt: &tokio::runtime::Runtime, program: &Path, root: &Path) {
     let main = root.join("main.py");
     let params = json!({"textDocument": {"uri": uri(&main)}, "position": {"line": 4, "character": 11}});
-    let mut pairs: Vec<(Bare, Kodik, Kodik, Arc<kodik_lsp::Server>, Arc<Kodik>)> = Vec::new();
+    let mut pairs: Vec<ServerSet> = Vec::new();
     let mut samples: Vec<[Vec<Duration>; 4]> = (0..PACED_PAIRS).map(|_| Default::default()).collect();
     let mut round = 0usize;
     // The whole process's CPU time per variant (as in the interleaved group).
@@ -446,7 +457,7 @@ fn warm_paced(c: &mut Criterion, rt: &tokio::runtime::Runtime, program: &Path, r
                     drop(rt.block_on(server.request_ref("textDocument/definition", &params)).unwrap());
                     rt.block_on(tool_definition(&k_worker));
                 }
-                pairs.push((bare, k, k_transport, server, k_worker));
+                pairs.push(ServerSet { bare, tool: k, _transport: k_transport, transport: server, worker: k_worker });
             }
         }
         b.iter_custom(|iters| {
@@ -454,7 +465,7 @@ fn warm_paced(c: &mut Criterion, rt: &tokio::runtime::Runtime, program: &Path, r
             for _ in 0..iters {
                 round += 1;
                 let pair = round % PACED_PAIRS;
-                let (bare, k, _, server, k_worker) = &mut pairs[pair];
+                let ServerSet { bare, tool: k, transport: server, worker: k_worker, .. } = &mut pairs[pair];
                 // Every order of the first three in turn, so none always follows the same one,
                 // and the worker variant in each place in turn.
                 let mut order = ORDERS[(round / PACED_PAIRS) % 6].to_vec();
@@ -526,7 +537,7 @@ fn warm_paced(c: &mut Criterion, rt: &tokio::runtime::Runtime, program: &Path, r
         ));
     }
     let calls = pooled[0].len();
-    let [bare, tool, transport, worker] = pooled.each_mut().map(|v| medians(v));
+    let [bare, tool, transport, worker] = pooled.each_mut().map(medians);
     eprintln!(
         "lsp warm definition (pyright), each call {PACE:?} after the last answer, {calls} calls each over {PACED_PAIRS} \
          server sets: bare p50 {:?} p95 {:?}; lsp tool p50 {:?} p95 {:?} ({:.2}x, {:.2}x); transport only (a \
