@@ -378,6 +378,9 @@ fn check_tools_features(each_alone: bool) -> Result<(), String> {
 /// files read_file read), and that its read, edit and grep succeed.
 fn minimal_toolbox() -> Result<(), String> {
     let dir = std::env::temp_dir().join(format!("kodik-xtask-minimal-{}", std::process::id()));
+    // Built first with its output shown: a compile error then reads in full, not as the last
+    // line of a captured run.
+    run("build minimal_harness", cargo().args(["build", "-p", "minimal_harness"]).current_dir(root()))?;
     eprintln!("xtask: == minimal toolbox: cargo run -p minimal_harness -- {}", dir.display());
     let out = cargo().args(["run", "--quiet", "-p", "minimal_harness", "--"]).arg(&dir).current_dir(root()).output();
     let _ = std::fs::remove_dir_all(&dir);

@@ -403,6 +403,11 @@ async fn toolbox(workspace: PathBuf, mcp_config: &[PathBuf]) -> Result<(Toolbox,
         eprintln!("kodik: interrupted");
         browser.shutdown().await;
         unmount(client).await;
+        // What an interrupted first build embedded is kept for the next process.
+        if let Some(Some(index)) = INDEX.get() {
+            let index = Arc::clone(index);
+            let _ = tokio::task::spawn_blocking(move || index.flush()).await;
+        }
         std::process::exit(130);
     });
     Ok((tb, mcp))

@@ -399,7 +399,8 @@ impl CodebaseIndex {
 impl Drop for CodebaseIndex {
     /// Stops the builds of this index at their next batch and writes what they embedded: the
     /// host is going away, and a background save may not get to run before its runtime ends.
-    /// This blocks for the write (a fraction of a second at the chunk cap), once, at the end.
+    /// This blocks for the write (a fraction of a second at the chunk cap), after a background
+    /// save under way, if any.
     fn drop(&mut self) {
         let held = std::mem::take(self.workspaces.get_mut().unwrap_or_else(PoisonError::into_inner));
         for index in held.values() {
@@ -624,15 +625,17 @@ impl WsIndex {
             }
             saving.running = true;
         }
-        let me = self.clone();
+        let turn = SaveTurn { index: self.clone(), ended: false };
         // A blocking task from the start: a runtime that shuts down waits for one that started
         // (an async task would be dropped before it wrote). Either way the write is atomic.
         tokio::task::spawn_blocking(move || {
             loop {
-                me.save_now();
-                let mut saving = me.saving.lock().unwrap_or_else(PoisonError::into_inner);
+                turn.index.save_now();
+                let mut saving = turn.index.saving.lock().unwrap_or_else(PoisonError::into_inner);
                 if !saving.again {
                     saving.running = false;
+                    drop(saving);
+                    turn.end();
                     return;
                 }
                 saving.again = false;
@@ -662,25 +665,31 @@ impl WsIndex {
 }
 
 /// Whether the embedding server takes texts at all in this pass: a refusal of one text alone
-/// is that text's fault only when it does. A server that refuses everything (a wrong model
-/// name answered with 400) must not get every file marked as not embeddable.
+/// is that text's fault only when the server embeds a short probe right after it. A server that
+/// refuses everything (a wrong model name answered with 400), or starts to mid-pass (a gateway
+/// whose budget ran out, a local model swapped), must not get every file marked as not
+/// embeddable; once the probe fails, the rest of the pass marks nothing.
 #[derive(Default)]
 struct Verdict {
-    /// Whether it embedded some text in this pass.
-    accepted: AtomicBool,
-    /// Whether it embedded [`PROBE`], asked at most once per pass.
-    probe: tokio::sync::OnceCell<bool>,
+    /// Whether the probe was refused in this pass.
+    broken: AtomicBool,
 }
 
 /// The text sent to learn whether the server takes anything: short enough for any model.
 const PROBE: &str = "fn main() {}";
 
 impl Verdict {
+    /// Asks the probe after each text refused alone (refusals are rare; a probe is one short
+    /// request), since the server may have stopped taking anything since its last answer.
     async fn server_works(&self, embedder: &dyn Embedder) -> bool {
-        if self.accepted.load(Ordering::Relaxed) {
-            return true;
+        if self.broken.load(Ordering::Relaxed) {
+            return false;
         }
-        *self.probe.get_or_init(|| async { embed_checked(embedder, &[PROBE.to_owned()]).await.is_ok() }).await
+        let works = embed_checked(embedder, &[PROBE.to_owned()]).await.is_ok();
+        if !works {
+            self.broken.store(true, Ordering::Relaxed);
+        }
+        works
     }
 }
 
@@ -723,7 +732,6 @@ async fn embed_splitting(
     while let Some((from, to)) = todo.pop() {
         let e = match embed_checked(embedder, &texts[from..to]).await {
             Ok(vectors) => {
-                verdict.accepted.store(true, Ordering::Relaxed);
                 for (slot, v) in out[from..to].iter_mut().zip(vectors) {
                     *slot = Some(Ok(v));
                 }
@@ -813,6 +821,28 @@ fn walk(ws: &Workspace, config: &IndexConfig) -> Walked {
         found.truncate(config.max_files);
     }
     Walked { files: found.into_iter().collect(), capped, unreadable: unreadable.note(ws) }
+}
+
+/// The background save's turn: when its task never ran (the runtime shut down first) or
+/// panicked, the next change must still be able to start a save.
+struct SaveTurn {
+    index: Arc<WsIndex>,
+    ended: bool,
+}
+
+impl SaveTurn {
+    /// The task saw `running` set back itself.
+    fn end(mut self) {
+        self.ended = true;
+    }
+}
+
+impl Drop for SaveTurn {
+    fn drop(&mut self) {
+        if !self.ended {
+            self.index.saving.lock().unwrap_or_else(PoisonError::into_inner).running = false;
+        }
+    }
 }
 
 /// A walker thread's files, added to the shared list when the thread is done with them.
@@ -1508,7 +1538,7 @@ mod tests {
         let stalled = ws.writing.lock().unwrap();
         std::fs::write(dir.path().join("a.rs"), "/// Sends the weekly newsletter.\nfn newsletter() {}\n").unwrap();
         let args = CodebaseSearchArgs { query: "weekly newsletter".into(), path: None, limit: None };
-        let out = tokio::time::timeout(Duration::from_secs(4), tool.run(args, &cx))
+        let out = tokio::time::timeout(Duration::from_secs(30), tool.run(args, &cx))
             .await
             .expect("the call waited for the index file to be written")
             .unwrap();

@@ -533,9 +533,10 @@ async fn l7_r6_legacy_and_utf16_files_are_decoded_before_they_are_embedded() {
 #[tokio::test]
 async fn l7_a_long_build_saves_what_it_has_before_it_ends() {
     let s = Setup::new().await;
-    // One text per request, slowly: the build takes a second; it saves after every batch, so a
-    // process that ends mid-build (a one-shot `kodik call`) leaves its work to the next.
-    s.server.set_delay(Duration::from_millis(300));
+    // One text per request, slowly: the build takes seconds; it saves after every batch, so a
+    // process that ends mid-build (a one-shot `kodik call`) leaves its work to the next. The
+    // save runs in the background: a second per request leaves it time on a busy CI disk.
+    s.server.set_delay(Duration::from_millis(1000));
     let config = IndexConfig {
         cache_dir: Some(s.cache_dir()),
         call_wait: Duration::from_millis(50),
@@ -715,6 +716,42 @@ async fn l7_a_server_refusing_every_text_marks_no_file() {
     assert_eq!(heads(&out).len(), 3, "{text}");
     assert!(heads(&out)[0].starts_with("src/sessions.rs:"), "{text}");
     assert!(!text.contains("could not be embedded"), "{text}");
+}
+
+/// L7: a server that stops taking anything in the middle of a pass (a gateway whose budget ran
+/// out answers 400 to everything, a local model swapped) marks no file as not embeddable, though
+/// it embedded earlier texts of the same pass: each text refused alone is checked with a probe.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn l7_a_server_that_starts_refusing_everything_mid_pass_marks_no_file() {
+    let s = Setup::new().await;
+    s.server.set_delay(Duration::from_millis(200));
+    let (reg, index, cx) = s.serial_tools(s.client(|c| c.batch_size(1)), Duration::from_secs(30));
+    let reg = Arc::new(reg);
+    let searching = {
+        let (reg, cx) = (reg.clone(), cx.clone());
+        tokio::spawn(async move { search(&reg, &cx, json!({ "query": "remove expired sessions" })).await })
+    };
+    tokio::time::timeout(Duration::from_secs(20), async {
+        while s.server.served() == 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the server embedded nothing");
+    s.server.set_failing(Some(400));
+    let out = searching.await.unwrap();
+    let text = out.text_content();
+    assert!(!text.contains("could not be embedded"), "files were blamed for the server's refusal: {text}");
+    let status = index.status(&cx.workspace).unwrap();
+    assert!(status.indexed_files < status.total_files, "the server refused before the end: {status:?}");
+
+    s.server.set_failing(None);
+    let out = search(&reg, &cx, json!({ "query": "remove expired sessions" })).await;
+    let text = out.text_content();
+    assert!(out.is_success(), "{text}");
+    assert!(!text.contains("could not be embedded") && !text.contains("[index:"), "{text}");
+    let status = index.status(&cx.workspace).unwrap();
+    assert_eq!(status.indexed_files, status.total_files, "every file is indexed once the server answers: {status:?}");
 }
 
 /// L7: after a failed update the answer says indexing stopped and the next call retries, which
